@@ -1,0 +1,160 @@
+//! What a person reads: aligned tables, verdicts, sizes, and JSON for machines.
+
+use serde::Serialize;
+
+/// A table printed with aligned columns: the first left-aligned, the rest right-aligned.
+pub struct Table {
+    headers: Vec<String>,
+    rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    pub fn new(headers: &[&str]) -> Table {
+        Table { headers: headers.iter().map(|h| h.to_string()).collect(), rows: Vec::new() }
+    }
+
+    pub fn row(&mut self, cells: Vec<String>) {
+        self.rows.push(cells);
+    }
+
+    pub fn render(&self) -> String {
+        let cols = self.headers.len();
+        let mut width: Vec<usize> = self.headers.iter().map(|h| h.chars().count()).collect();
+        for r in &self.rows {
+            for (i, c) in r.iter().enumerate().take(cols) {
+                width[i] = width[i].max(c.chars().count());
+            }
+        }
+        let line = |cells: &[String]| {
+            let mut s = String::new();
+            for (i, w) in width.iter().enumerate() {
+                let c = cells.get(i).map_or("", String::as_str);
+                let pad = w - c.chars().count();
+                if i == 0 {
+                    s += &format!("{c}{}", " ".repeat(pad));
+                } else {
+                    s += &format!("  {}{c}", " ".repeat(pad));
+                }
+            }
+            s.trim_end().to_string() + "\n"
+        };
+        let mut out = line(&self.headers);
+        out += &line(&width.iter().map(|w| "─".repeat(*w)).collect::<Vec<_>>());
+        for r in &self.rows {
+            out += &line(r);
+        }
+        out
+    }
+}
+
+/// Where a lesson's output goes: readable text, or (with `--json`) one JSON document on stdout.
+pub struct Output {
+    pub json: bool,
+}
+
+impl Output {
+    pub fn new(json: bool) -> Output {
+        Output { json }
+    }
+
+    /// A line for people; silent in JSON mode.
+    pub fn say(&self, text: impl AsRef<str>) {
+        if !self.json {
+            println!("{}", text.as_ref());
+        }
+    }
+
+    pub fn table(&self, t: &Table) {
+        if !self.json {
+            print!("{}", t.render());
+        }
+    }
+
+    /// Progress for long runs, on stderr, so it never mixes with the results.
+    pub fn progress(&self, text: impl AsRef<str>) {
+        if !self.json {
+            eprintln!("  … {}", text.as_ref());
+        }
+    }
+
+    /// The whole result, in JSON mode.
+    pub fn finish(&self, value: &impl Serialize) -> anyhow::Result<()> {
+        if self.json {
+            println!("{}", serde_json::to_string_pretty(value)?);
+        }
+        Ok(())
+    }
+}
+
+/// A verdict line: `PASS` or `FAIL` before what was judged.
+pub fn verdict(ok: bool, text: &str) -> String {
+    format!("{} {text}", if ok { "PASS" } else { "FAIL" })
+}
+
+/// `4 KiB`, `64 MiB`, `1.5 GiB`.
+pub fn fmt_bytes(bytes: usize) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = bytes as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    if v.fract() == 0.0 {
+        format!("{v:.0} {}", UNITS[u])
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+/// `67,108,864`.
+pub fn fmt_count(n: usize) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, ch) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    out
+}
+
+/// Milliseconds with sensible precision: `0.0123 ms`, `1.23 ms`, `123.4 ms`.
+pub fn fmt_ms(ms: f64) -> String {
+    if ms < 0.1 {
+        format!("{ms:.4} ms")
+    } else if ms < 10.0 {
+        format!("{ms:.3} ms")
+    } else {
+        format!("{ms:.1} ms")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_and_counts() {
+        assert_eq!(fmt_bytes(4096), "4 KiB");
+        assert_eq!(fmt_bytes(256 << 20), "256 MiB");
+        assert_eq!(fmt_bytes(1536 << 20), "1.5 GiB");
+        assert_eq!(fmt_bytes(10), "10 B");
+        assert_eq!(fmt_count(67108864), "67,108,864");
+        assert_eq!(fmt_count(999), "999");
+        assert_eq!(fmt_ms(1.23456), "1.235 ms");
+    }
+
+    #[test]
+    fn tables_align() {
+        let mut t = Table::new(&["size", "GB/s"]);
+        t.row(vec!["4 KiB".into(), "1.25".into()]);
+        t.row(vec!["256 MiB".into(), "55.30".into()]);
+        let r = t.render();
+        let lines: Vec<_> = r.lines().collect();
+        assert_eq!(lines[0], "size      GB/s");
+        assert_eq!(lines[2], "4 KiB     1.25");
+        assert_eq!(lines[3], "256 MiB  55.30");
+    }
+}

@@ -1,0 +1,139 @@
+//! Timing: CUDA events, repeated measurements with warm-up, their median, and bandwidth.
+
+use std::time::Instant;
+
+use anyhow::bail;
+use cust::{stream::Stream, sys};
+use serde::Serialize;
+
+use crate::error::check;
+
+/// A CUDA event (timing enabled). cust's own keeps its raw handle private, which stream waits need.
+pub(crate) struct Event(sys::CUevent);
+
+impl Event {
+    pub fn new() -> anyhow::Result<Event> {
+        let mut e = std::ptr::null_mut();
+        // SAFETY: valid out-pointer; default flags.
+        check(unsafe { sys::cuEventCreate(&mut e, 0) }, || "creating an event".into())?;
+        Ok(Event(e))
+    }
+
+    pub fn record(&self, stream: &Stream) -> anyhow::Result<()> {
+        // SAFETY: live event and stream of the current context.
+        check(unsafe { sys::cuEventRecord(self.0, stream.as_inner()) }, || "recording an event".into())
+    }
+
+    /// Milliseconds from `start` to this event; both must have completed.
+    pub fn elapsed_ms(&self, start: &Event) -> anyhow::Result<f64> {
+        let mut ms = 0f32;
+        // SAFETY: two live events and a valid out-pointer.
+        check(unsafe { sys::cuEventElapsedTime(&mut ms, start.0, self.0) }, || "reading the GPU timer".into())?;
+        Ok(ms as f64)
+    }
+
+    pub fn as_inner(&self) -> sys::CUevent {
+        self.0
+    }
+}
+
+impl Drop for Event {
+    fn drop(&mut self) {
+        // SAFETY: created by cuEventCreate, destroyed once; the driver defers it if still pending.
+        unsafe { sys::cuEventDestroy_v2(self.0) };
+    }
+}
+
+/// How many times to run a measurement: `warmup` runs are thrown away, then `repeats` are kept.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Repeats {
+    pub warmup: usize,
+    pub repeats: usize,
+}
+
+/// The spread of repeated measurements, in milliseconds.
+#[derive(Clone, Copy, Debug, Serialize, PartialEq)]
+pub struct Stats {
+    pub median_ms: f64,
+    pub min_ms: f64,
+    pub max_ms: f64,
+    pub runs: usize,
+}
+
+impl Stats {
+    pub fn from_samples(samples: &[f64]) -> anyhow::Result<Stats> {
+        if samples.is_empty() {
+            bail!("no measurements");
+        }
+        if let Some(bad) = samples.iter().find(|s| !s.is_finite() || **s < 0.0) {
+            bail!("a measurement came out as {bad} ms");
+        }
+        let mut v = samples.to_vec();
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        let median_ms = if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 };
+        Ok(Stats { median_ms, min_ms: v[0], max_ms: v[n - 1], runs: n })
+    }
+
+    /// Bandwidth of moving `bytes` in the median time, GB/s (10^9 bytes per second).
+    pub fn gbps(&self, bytes: usize) -> f64 {
+        gbps(bytes, self.median_ms)
+    }
+}
+
+/// Runs `f` (which returns milliseconds) `warmup` times, then `repeats` times, and summarizes the latter.
+pub fn measure(r: Repeats, mut f: impl FnMut() -> anyhow::Result<f64>) -> anyhow::Result<Stats> {
+    for _ in 0..r.warmup {
+        f()?;
+    }
+    let samples = (0..r.repeats).map(|_| f()).collect::<anyhow::Result<Vec<_>>>()?;
+    Stats::from_samples(&samples)
+}
+
+/// GB/s for `bytes` moved in `ms` milliseconds.
+pub fn gbps(bytes: usize, ms: f64) -> f64 {
+    bytes as f64 / (ms * 1e-3) / 1e9
+}
+
+/// Host wall-clock time of `f` in milliseconds: for CPU-side costs (allocation, pinning, API calls).
+pub fn host_ms<R>(f: impl FnOnce() -> R) -> (R, f64) {
+    let t = Instant::now();
+    let r = f();
+    (r, t.elapsed().as_secs_f64() * 1e3)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_of_odd_and_even() {
+        let s = Stats::from_samples(&[3.0, 1.0, 2.0]).unwrap();
+        assert_eq!((s.median_ms, s.min_ms, s.max_ms, s.runs), (2.0, 1.0, 3.0, 3));
+        assert_eq!(Stats::from_samples(&[4.0, 1.0, 2.0, 3.0]).unwrap().median_ms, 2.5);
+    }
+
+    #[test]
+    fn bad_samples_are_refused() {
+        assert!(Stats::from_samples(&[]).is_err());
+        assert!(Stats::from_samples(&[1.0, f64::NAN]).is_err());
+        assert!(Stats::from_samples(&[-1.0]).is_err());
+    }
+
+    #[test]
+    fn bandwidth_in_decimal_gigabytes() {
+        assert!((gbps(64 << 20, 1.2) - 55.924).abs() < 1e-3);
+    }
+
+    #[test]
+    fn measure_discards_warmup() {
+        let mut calls = 0;
+        let s = measure(Repeats { warmup: 2, repeats: 3 }, || {
+            calls += 1;
+            Ok(if calls <= 2 { 100.0 } else { calls as f64 })
+        })
+        .unwrap();
+        assert_eq!(calls, 5);
+        assert_eq!((s.min_ms, s.median_ms, s.max_ms), (3.0, 4.0, 5.0));
+    }
+}

@@ -1,0 +1,171 @@
+//! Checking GPU results against a CPU reference, on every core.
+
+use anyhow::bail;
+use serde::Serialize;
+
+use crate::report::fmt_count;
+
+/// The outcome of comparing results with the CPU reference.
+#[derive(Clone, Debug, Serialize)]
+pub struct Check {
+    /// Elements compared; fewer than `total` when only a sample was checked.
+    pub checked: usize,
+    pub total: usize,
+    pub mismatches: usize,
+    /// (index, got, expected) of the first mismatch.
+    pub first: Option<(usize, f32, f32)>,
+    pub max_abs_err: f64,
+    /// 0 for bit-exact comparison.
+    pub tolerance: f64,
+}
+
+impl Check {
+    pub fn passed(&self) -> bool {
+        self.mismatches == 0 && self.checked > 0
+    }
+
+    /// One line for the lesson's output.
+    pub fn summary(&self) -> String {
+        let what = if self.checked == self.total {
+            format!("all {} elements", fmt_count(self.total))
+        } else {
+            format!("{} of {} elements (every {}th)", fmt_count(self.checked), fmt_count(self.total), self.total.div_ceil(self.checked))
+        };
+        let how = if self.tolerance == 0.0 { "exactly".to_string() } else { format!("within {:e} (max error {:.1e})", self.tolerance, self.max_abs_err) };
+        match self.first {
+            None if self.checked > 0 => format!("verified: {what} match the CPU reference {how}"),
+            None => "verification checked nothing".into(),
+            Some((i, got, want)) => format!(
+                "FAILED: {} of {what} differ from the CPU reference; first at [{i}]: got {got}, expected {want}",
+                fmt_count(self.mismatches)
+            ),
+        }
+    }
+
+    /// An error (with the summary) unless every checked element matched.
+    pub fn ensure(&self) -> anyhow::Result<()> {
+        if !self.passed() {
+            bail!("{}", self.summary());
+        }
+        Ok(())
+    }
+}
+
+/// Compares `got[i]` with `expected(i)` bit for bit (NaN never matches).
+pub fn exact(got: &[f32], expected: impl Fn(usize) -> f32 + Sync) -> Check {
+    compare(got, 1, 0.0, expected)
+}
+
+/// Compares within an absolute tolerance, every `stride`-th element (1 = all): for references too
+/// slow to compute in full, or kernels whose math library differs from the CPU's.
+pub fn within(got: &[f32], stride: usize, tolerance: f64, expected: impl Fn(usize) -> f32 + Sync) -> Check {
+    compare(got, stride.max(1), tolerance, expected)
+}
+
+fn compare(got: &[f32], stride: usize, tolerance: f64, expected: impl Fn(usize) -> f32 + Sync) -> Check {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(64);
+    let indices: Vec<usize> = (0..got.len()).step_by(stride).collect();
+    let part = indices.len().div_ceil(threads).max(1);
+    let partials: Vec<Check> = std::thread::scope(|s| {
+        let handles: Vec<_> = indices
+            .chunks(part)
+            .map(|idx| {
+                let expected = &expected;
+                s.spawn(move || {
+                    let mut c = Check { checked: 0, total: got.len(), mismatches: 0, first: None, max_abs_err: 0.0, tolerance };
+                    for &i in idx {
+                        let (g, e) = (got[i], expected(i));
+                        let err = (g as f64 - e as f64).abs();
+                        let ok = if tolerance == 0.0 { g.to_bits() == e.to_bits() && !g.is_nan() } else { err <= tolerance };
+                        if !err.is_nan() {
+                            c.max_abs_err = c.max_abs_err.max(err);
+                        }
+                        c.checked += 1;
+                        if !ok {
+                            c.mismatches += 1;
+                            c.first.get_or_insert((i, g, e));
+                        }
+                    }
+                    c
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("verification thread")).collect()
+    });
+    partials.into_iter().fold(
+        Check { checked: 0, total: got.len(), mismatches: 0, first: None, max_abs_err: 0.0, tolerance },
+        |mut acc, c| {
+            acc.checked += c.checked;
+            acc.mismatches += c.mismatches;
+            acc.first = acc.first.or(c.first);
+            acc.max_abs_err = acc.max_abs_err.max(c.max_abs_err);
+            acc
+        },
+    )
+}
+
+/// Deterministic input data: distinct-looking, never zero, in (0, 1). Lessons never time on zeros.
+pub fn input(i: usize) -> f32 {
+    let h = (i as u64).wrapping_mul(2_654_435_761) % 16_777_213;
+    (h + 1) as f32 / 16_777_216.0
+}
+
+/// Fills `out[i] = f(i)` on every core (for building references and inputs quickly).
+pub fn par_fill<T: Send>(out: &mut [T], f: impl Fn(usize) -> T + Sync) {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(64);
+    let part = out.len().div_ceil(threads).max(1);
+    std::thread::scope(|s| {
+        for (k, chunk) in out.chunks_mut(part).enumerate() {
+            let f = &f;
+            s.spawn(move || chunk.iter_mut().enumerate().for_each(|(j, x)| *x = f(k * part + j)));
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exact_match_and_first_mismatch() {
+        let v: Vec<f32> = (0..10_000).map(|i| i as f32).collect();
+        assert!(exact(&v, |i| i as f32).passed());
+        let c = exact(&v, |i| if i == 7777 || i == 9000 { -1.0 } else { i as f32 });
+        assert_eq!((c.mismatches, c.first), (2, Some((7777, 7777.0, -1.0))));
+        assert!(c.ensure().unwrap_err().to_string().contains("first at [7777]"));
+    }
+
+    #[test]
+    fn nan_never_matches() {
+        assert!(!exact(&[f32::NAN], |_| f32::NAN).passed());
+    }
+
+    #[test]
+    fn tolerance_and_sampling() {
+        let v = vec![1.0f32; 1000];
+        let c = within(&v, 10, 1e-3, |_| 1.0005);
+        assert!(c.passed());
+        assert_eq!(c.checked, 100);
+        assert!(c.summary().contains("every 10th"));
+        assert!(!within(&v, 1, 1e-4, |_| 1.0005).passed());
+    }
+
+    #[test]
+    fn empty_input_is_not_a_pass() {
+        assert!(!exact(&[], |_| 0.0).passed());
+    }
+
+    #[test]
+    fn input_is_never_zero_and_varies() {
+        let v: Vec<f32> = (0..100_000).map(input).collect();
+        assert!(v.iter().all(|&x| x > 0.0 && x < 1.0));
+        assert!(v.windows(2).filter(|w| w[0] != w[1]).count() > 99_000);
+    }
+
+    #[test]
+    fn par_fill_fills_by_index() {
+        let mut v = vec![0usize; 12345];
+        par_fill(&mut v, |i| i * 2);
+        assert!(v.iter().enumerate().all(|(i, &x)| x == 2 * i));
+    }
+}

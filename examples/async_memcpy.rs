@@ -1,0 +1,123 @@
+//! Lesson 2: asynchronous copies (the seed's async_memcpy.cu).
+//!
+//! `cudaMemcpy` returns when the copy is done; `cudaMemcpyAsync` from pinned memory queues the copy on a
+//! stream and returns at once. The GPU does the same work either way, in about the same time: what
+//! changes is that the CPU is free while it runs. This lesson shows that with real CPU work, as NVIDIA's
+//! asyncAPI sample does: while the GPU works, the CPU computes the reference the result is checked
+//! against, a block at a time, polling the stream between blocks. It also times the host inside the
+//! API calls against the GPU time.
+//!
+//!     cargo run --release --example async_memcpy [-- -n 4M --iters 100]
+
+use std::time::Instant;
+
+use clap::Parser;
+use common::{
+    args::{parse_count, RunArgs},
+    kernels::cpu,
+    report::{fmt_count, fmt_ms, Output, Table},
+    timing::{measure, Stats},
+    verify::{self, input},
+    Gpu, PinnedBuffer,
+};
+use serde_json::json;
+
+/// Synchronous against asynchronous H2D, kernel, D2H: GPU time, host time in API calls, CPU work done meanwhile.
+#[derive(Parser)]
+struct Args {
+    /// Elements (f32); k, M, G multiply by 2^10, 2^20, 2^30
+    #[arg(short = 'n', long, default_value = "4M", value_parser = parse_count)]
+    elements: usize,
+    /// Rounds of x = sqrt(x*x + 1) per element (the seed's "heavy computation")
+    #[arg(long, default_value_t = 100)]
+    iters: u32,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+/// Elements of the reference the CPU computes between two polls of the stream.
+const BLOCK: usize = 256;
+
+fn main() -> common::Result<()> {
+    let args = Args::parse();
+    let out = Output::new(args.run.json);
+    let (n, iters, r) = (args.elements, args.iters, args.run.repeats());
+    let gpu = Gpu::init()?;
+    out.say(format!("{}\n", gpu.info));
+
+    // MUST use pinned memory for async: from pageable memory the copy would block anyway.
+    let h_data = PinnedBuffer::from_fn(n, input)?;
+    let mut h_result = PinnedBuffer::<f32>::new(n)?;
+    let mut d_data = gpu.alloc::<f32>(n)?;
+    let streams = gpu.streams(1)?;
+    let stream = &streams[0];
+    let mut reference = vec![0f32; n];
+
+    // One run of the seed's three calls. With `wait` each call blocks until its work is done, as
+    // cudaMemcpy (and a launch followed by cudaDeviceSynchronize) do; without, each returns at once.
+    // With `cpu_work` the CPU computes reference elements until the GPU is done.
+    // Returns (GPU ms, host ms inside the three calls, reference elements computed meanwhile).
+    let mut run = |wait: bool, cpu_work: bool| -> anyhow::Result<(f64, f64, usize)> {
+        let (mut api_ms, mut done) = (0.0, 0);
+        let gpu_ms = gpu.timed(&streams, |s| {
+            let d = s.device(&mut d_data);
+            let block = |queued: anyhow::Result<()>| if wait { queued.and_then(|_| s.synchronize()) } else { queued };
+            let t = Instant::now();
+            block(s.htod(stream, &h_data, d))?; //                            cudaMemcpy[Async](d_data, h_data, BYTES, H2D, stream)
+            block(s.launch(stream, gpu.kernels.heavy_sqrt(d, iters)))?; //     processKernel<<<256, 256, 0, stream>>>(d_data, N)
+            block(s.dtoh(stream, d, &mut h_result))?; //                       cudaMemcpy[Async](h_data, d_data, BYTES, D2H, stream)
+            api_ms = t.elapsed().as_secs_f64() * 1e3;
+            // "Can do CPU work here while GPU is busy!"
+            while cpu_work && done < n && !s.is_idle()? {
+                let end = (done + BLOCK).min(n);
+                (done..end).for_each(|i| reference[i] = cpu::heavy_sqrt(input(i), iters));
+                done = end;
+            }
+            Ok(())
+        })?;
+        Ok((gpu_ms, api_ms, done))
+    };
+
+    let mut rows = Vec::new();
+    for (name, wait) in [("synchronous", true), ("asynchronous", false)] {
+        // GPU time alone (no CPU work, so the stop event is recorded as soon as the calls return) ...
+        let gpu_time = measure(r, || run(wait, false).map(|t| t.0))?;
+        // ... then the host's view, with the CPU working while it waits.
+        let host: Vec<(f64, f64, usize)> = (0..r.warmup + r.repeats).map(|_| run(wait, true)).collect::<anyhow::Result<_>>()?;
+        let host = &host[r.warmup..];
+        let api = Stats::from_samples(&host.iter().map(|h| h.1).collect::<Vec<_>>())?;
+        let mut work: Vec<usize> = host.iter().map(|h| h.2).collect();
+        work.sort_unstable();
+        rows.push((name, gpu_time, api, work[work.len() / 2]));
+    }
+
+    let mut t = Table::new(&["version", "GPU time", "host time in the calls", "reference elements the CPU computed meanwhile"]);
+    for (name, gpu_time, api, work) in &rows {
+        let share = 100.0 * *work as f64 / n as f64;
+        t.row(vec![name.to_string(), fmt_ms(gpu_time.median_ms), fmt_ms(api.median_ms), format!("{} ({share:.1}%)", fmt_count(*work))]);
+    }
+    out.say(format!("{} elements, {iters} rounds of sqrt(x*x + 1); median of {} runs after {} warm-up", fmt_count(n), r.repeats, r.warmup));
+    out.table(&t);
+    let (sync, asyn) = (&rows[0], &rows[1]);
+    out.say(format!(
+        "\nThe GPU took {} synchronously and {} asynchronously. The synchronous calls held the host for {}; \
+         the asynchronous ones returned after {} ({:.0}x less), and the CPU used the rest of the time.",
+        fmt_ms(sync.1.median_ms),
+        fmt_ms(asyn.1.median_ms),
+        fmt_ms(sync.2.median_ms),
+        fmt_ms(asyn.2.median_ms),
+        sync.2.median_ms / asyn.2.median_ms
+    ));
+
+    // The last run was asynchronous and computed `done` reference elements meanwhile: use them.
+    let (_, _, done) = run(false, true)?;
+    let check = verify::exact(&h_result, |i| if i < done { reference[i] } else { cpu::heavy_sqrt(input(i), iters) });
+    out.say(check.summary());
+    check.ensure()?;
+    out.finish(&json!({
+        "device": gpu.info, "elements": n, "iters": iters, "repeats": r,
+        "versions": rows.iter().map(|(name, g, a, w)| json!({ "version": name, "gpu": g, "host_in_calls": a, "cpu_elements_meanwhile": w })).collect::<Vec<_>>(),
+        "verification": check,
+    }))?;
+    Ok(())
+}

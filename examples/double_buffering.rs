@@ -1,0 +1,115 @@
+//! Lesson 6: double buffering (the seed's Exercise 3).
+//!
+//! "While processing chunk N, transfer chunk N+1. Use only 2 device buffers, alternate between them."
+//! Uploads go on one stream, kernels on a second, downloads on a third, so each engine has a queue of
+//! its own. Chunk n+2 reuses chunk n's buffer, so its upload must wait until chunk n has been computed
+//! and downloaded on the other streams: in CUDA C++ that is a cudaEventRecord after the download and a
+//! cudaStreamWaitEvent before the upload. Here the scope records and waits on those events itself
+//! (it knows each buffer's last readers and writer), and reports how many waits it inserted.
+//!
+//! The same loop then runs with one buffer (everything serialized) and with one buffer per stream
+//! (lesson 3's overlap), each held against the ideal for its number of buffers.
+//!
+//!     cargo run --release --example double_buffering [-- -n 64M --chunks 32 --streams 4]
+
+use std::cell::Cell;
+
+use clap::Parser;
+use common::{
+    args::{PipelineArgs, RunArgs, WorkArgs},
+    kernels::Work,
+    pipeline::{ChunkStages, Judgement},
+    report::{fmt_bytes, fmt_ms, Output, Table},
+    timing::measure,
+    verify::input,
+    Gpu, PinnedBuffer,
+};
+use serde_json::json;
+
+/// Two device buffers, alternating, against one buffer and against one buffer per stream.
+#[derive(Parser)]
+struct Args {
+    /// (--streams sets the K of the K-stream comparison)
+    #[command(flatten)]
+    pipeline: PipelineArgs,
+    #[command(flatten)]
+    work: WorkArgs,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+fn main() -> common::Result<()> {
+    let args = Args::parse();
+    let out = Output::new(args.run.json);
+    let plan = args.pipeline.plan(64 << 20, 32, 4)?;
+    let r = args.run.repeats();
+    let gpu = Gpu::init()?;
+    out.say(format!("{}\n", gpu.info));
+
+    let h_in = PinnedBuffer::from_fn(plan.elements, input)?;
+    let mut h_out = PinnedBuffer::<f32>::new(plan.elements)?;
+    let k = plan.streams.max(2);
+    let mut d_bufs = (0..k).map(|_| gpu.alloc::<f32>(plan.max_chunk())).collect::<Result<Vec<_>, _>>()?;
+    let streams = gpu.streams(k.max(3))?;
+
+    let stages = ChunkStages::measure(&gpu, plan.max_chunk(), args.work.iters.map(Work::Process), r)?;
+    let work = stages.work;
+    out.say(format!("{} elements ({}) in {} chunks", plan.elements, fmt_bytes(plan.elements * 4), plan.chunks));
+    stages.lines().iter().for_each(|l| out.say(l));
+    out.say("");
+
+    // One loop for every layout: chunk i lives in buffer i % buffers. With `by_engine`, uploads,
+    // kernels and downloads each have their own stream; otherwise chunk i runs on stream i % buffers.
+    let waits = Cell::new(0);
+    let mut run = |buffers: usize, by_engine: bool, h_out: &mut [f32]| {
+        gpu.timed(&streams, |s| {
+            let d = s.devices(&mut d_bufs[..buffers]);
+            for (c, out) in plan.iter().zip(plan.split_mut(h_out)) {
+                let buf = d[c.index % buffers].slice(0..c.len);
+                let own = &streams[c.index % buffers];
+                let (up, compute, down) = if by_engine { (&streams[0], &streams[1], &streams[2]) } else { (own, own, own) };
+                s.htod(up, &h_in[c.range()], buf)?; //          waits for the download of chunk i - buffers, if elsewhere
+                s.launch(compute, gpu.kernels.work(work, buf))?; // waits for this chunk's upload
+                s.dtoh(down, buf, out)?; //                      waits for this chunk's kernel
+            }
+            waits.set(s.waits_inserted());
+            Ok(())
+        })
+    };
+
+    let per_chunk = stages.per_chunk(&plan);
+    let layouts = [("single buffer", 1, false), ("double buffering", 2, true), (&*format!("{k}-stream overlap"), k, false)];
+    let mut t = Table::new(&["layout", "buffers", "time", "speedup", "ideal (both ways)", "efficiency", "waits inserted", "verified"]);
+    let (mut single_ms, mut results) = (0.0, Vec::new());
+    for (name, buffers, by_engine) in layouts {
+        h_out.fill(f32::NAN);
+        let time = measure(r, || run(buffers, by_engine, &mut h_out))?;
+        let check = work.check(&h_out);
+        check.ensure()?;
+        single_ms = if buffers == 1 { time.median_ms } else { single_ms };
+        let judged = Judgement::new(single_ms, time.median_ms, &per_chunk, buffers, gpu.info.async_engines, &stages.copies);
+        t.row(vec![
+            name.to_string(),
+            buffers.to_string(),
+            fmt_ms(time.median_ms),
+            format!("{:.2}x", judged.speedup),
+            fmt_ms(judged.ideal_both_ms),
+            format!("{:.3}", judged.efficiency_both),
+            waits.get().to_string(),
+            if check.passed() { "yes".into() } else { "NO".into() },
+        ]);
+        results.push(json!({ "layout": name, "buffers": buffers, "time": time, "judgement": judged, "waits": waits.get(), "verification": check }));
+    }
+    out.say(format!("median of {} runs after {} warm-up, CUDA events; ideal = the pipeline model for that many buffers", r.repeats, r.warmup));
+    out.table(&t);
+    let double = &results[1]["judgement"];
+    let eff = double["efficiency_both"].as_f64().unwrap_or(0.0);
+    out.say(common::report::verdict(eff >= 0.95, &format!("double buffering reaches {eff:.3} of its ideal (target 0.95)")));
+    out.say(
+        "With two buffers in place, a buffer is busy for its chunk's upload, kernel and download, so at best two chunks \
+         finish every three stage-times: a third buffer (or separate input and output buffers) lets all three engines run \
+         all the time.",
+    );
+    out.finish(&json!({ "device": gpu.info, "plan": plan, "work": work, "repeats": r, "stages": stages, "layouts": results }))?;
+    Ok(())
+}

@@ -1,0 +1,18 @@
+// Kernels of the zero-copy lesson. Their pointers may be device memory or mapped host memory:
+// the kernel cannot tell, only the time it takes can.
+
+// The seed's zeroCopyKernel: out = in * a.
+extern "C" __global__ void scale(const float* in, float* out, unsigned long long n, float a) {
+    unsigned long long stride = (unsigned long long)blockDim.x * gridDim.x;
+    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n; i += stride) {
+        out[i] = __fmul_rn(in[i], a);
+    }
+}
+
+// A second pass over the same input: out += in. Over mapped memory it crosses the bus again.
+extern "C" __global__ void accumulate(const float* in, float* out, unsigned long long n) {
+    unsigned long long stride = (unsigned long long)blockDim.x * gridDim.x;
+    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n; i += stride) {
+        out[i] = __fadd_rn(out[i], in[i]);
+    }
+}

@@ -1,0 +1,32 @@
+//! `cargo xtask <task>`: the project's chores, in Rust. `main` parses flags and dispatches; each task
+//! is a module named for it.
+
+mod bundle;
+mod doctor;
+mod flags;
+mod kernels;
+mod setup;
+mod test;
+mod tools;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let flags = flags::Xtask::parse();
+    let result = match flags.task {
+        flags::Task::Setup => setup::run().map(|_| ()),
+        flags::Task::Test(f) => test::run(f),
+        flags::Task::Doctor => doctor::run(),
+        flags::Task::Kernels(f) => kernels::run(f),
+        flags::Task::Bundle(f) => bundle::run(f),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
