@@ -11,6 +11,7 @@ use clap::Parser;
 use common::{
     args::{parse_bytes, size_sweep, RunArgs},
     report::{fmt_bytes, fmt_ms, verdict, Output, Table},
+    timeline::phase,
     timing::{gbps, host_ms, measure, Stats},
     verify::{self, input},
     Gpu, HostAlloc, PinnedBuffer, Registered,
@@ -38,33 +39,43 @@ struct Args {
 
 /// Reads every element as fast as the CPU can (independent lanes, no float-add latency chain).
 fn checksum(data: &[f32]) -> u32 {
-    data.chunks(16).fold([0u32; 16], |mut acc, c| {
-        c.iter().zip(acc.iter_mut()).for_each(|(x, a)| *a = a.wrapping_add(x.to_bits()));
-        acc
-    }).iter().fold(0, |s, a| s.wrapping_add(*a))
+    data.chunks(16)
+        .fold([0u32; 16], |mut acc, c| {
+            c.iter()
+                .zip(acc.iter_mut())
+                .for_each(|(x, a)| *a = a.wrapping_add(x.to_bits()));
+            acc
+        })
+        .iter()
+        .fold(0, |s, a| s.wrapping_add(*a))
 }
 
 const KINDS: [&str; 4] = ["pageable", "pinned", "write-combined", "pinned in place"];
 
 fn main() -> common::Result<()> {
-    let args = Args::parse();
+    let args: Args = common::args::parse();
     let out = Output::new(args.run.json);
     let sizes = size_sweep(args.min, args.max, 4)?;
     let gpu = Gpu::init()?;
     out.say(format!("{}\n", gpu.info));
     let n = args.max / 4;
+    let mut d_data = gpu.alloc::<f32>(n)?;
 
     // The four kinds of host memory, all holding the same non-zero data.
-    let mut pageable: Vec<f32> = (0..n).map(input).collect();
+    let mut pageable = common::pageable(n, input)?; // malloc
     let mut pinned = PinnedBuffer::<f32>::new(n)?; // cudaMallocHost
     let mut write_combined = PinnedBuffer::<f32>::with_flags(n, HostAlloc::WRITE_COMBINED)?;
-    let mut to_register: Vec<f32> = pageable.clone();
+    let mut to_register = common::pageable(n, input)?;
     let mut registered = Registered::new(&mut to_register)?; // cudaHostRegister
     pinned.copy_from_slice(&pageable);
     write_combined.copy_from_slice(&pageable);
-    let mut kinds: [&mut [f32]; 4] = [&mut pageable, &mut pinned, &mut write_combined, &mut registered];
+    let mut kinds: [&mut [f32]; 4] = [
+        &mut pageable,
+        &mut pinned,
+        &mut write_combined,
+        &mut registered,
+    ];
 
-    let mut d_data = gpu.alloc::<f32>(n)?;
     let streams = gpu.streams(1)?;
     let stream = &streams[0];
 
@@ -74,22 +85,47 @@ fn main() -> common::Result<()> {
         out.progress(format!("{} ...", fmt_bytes(bytes)));
         let len = bytes / 4;
         let mut row = Vec::new();
-        for host in kinds.iter_mut() {
+        for (name, host) in KINDS.iter().zip(kinds.iter_mut()) {
+            let _p = phase(&format!("{name} {}", fmt_bytes(bytes)));
             let h2d = measure(args.run.repeats(), || {
-                gpu.timed(&streams, |s| s.htod(stream, &host[..len], s.device(&mut d_data).slice(0..len)))
+                gpu.timed(&streams, |s| {
+                    s.htod(stream, &host[..len], s.device(&mut d_data).slice(0..len))
+                })
             })?;
             let d2h = measure(args.run.repeats(), || {
-                gpu.timed(&streams, |s| s.dtoh(stream, s.device(&mut d_data).slice(0..len), &mut host[..len]))
+                gpu.timed(&streams, |s| {
+                    s.dtoh(
+                        stream,
+                        s.device(&mut d_data).slice(0..len),
+                        &mut host[..len],
+                    )
+                })
             })?;
             row.push((h2d, d2h));
         }
         results.push(row.try_into().unwrap());
     }
     for (dir, pick) in [("Host to device", 0), ("Device to host", 1)] {
-        out.say(format!("\n{dir}, GB/s (median of {} after {} warm-up, CUDA events)", args.run.repeats, args.run.warmup));
-        let mut t = Table::new(&["size", KINDS[0], KINDS[1], KINDS[2], KINDS[3], "pinned/pageable"]);
+        out.say(format!(
+            "\n{dir}, GB/s (median of {} after {} warm-up, CUDA events)",
+            args.run.repeats, args.run.warmup
+        ));
+        let mut t = Table::new(&[
+            "size",
+            KINDS[0],
+            KINDS[1],
+            KINDS[2],
+            KINDS[3],
+            "pinned/pageable",
+        ]);
         for (bytes, row) in sizes.iter().zip(&results) {
-            let rate = |k: usize| if pick == 0 { row[k].0.gbps(*bytes) } else { row[k].1.gbps(*bytes) };
+            let rate = |k: usize| {
+                if pick == 0 {
+                    row[k].0.gbps(*bytes)
+                } else {
+                    row[k].1.gbps(*bytes)
+                }
+            };
             let mut cells = vec![fmt_bytes(*bytes)];
             cells.extend((0..4).map(|k| format!("{:.2}", rate(k))));
             cells.push(format!("{:.1}x", rate(1) / rate(0)));
@@ -100,13 +136,30 @@ fn main() -> common::Result<()> {
 
     // What pinning costs: allocation (with the first touch of every page) and release, on the host clock.
     out.say("\nAllocating and pinning, ms on the host clock");
-    let mut alloc = Table::new(&["size", "malloc+touch", "cudaMallocHost", "write-combined", "cudaHostRegister", "unregister", "cudaFreeHost"]);
+    let mut alloc = Table::new(&[
+        "size",
+        "malloc+touch",
+        "cudaMallocHost",
+        "write-combined",
+        "cudaHostRegister",
+        "unregister",
+        "cudaFreeHost",
+    ]);
     let mut alloc_json = Vec::new();
-    for bytes in [1 << 20, 16 << 20, 256 << 20].into_iter().filter(|b| *b <= args.max) {
+    for bytes in [1 << 20, 16 << 20, 256 << 20]
+        .into_iter()
+        .filter(|b| *b <= args.max)
+    {
         let len = bytes / 4;
-        let (v, t_malloc) = host_ms(|| vec![1.0f32; len].into_iter().map(|x| x * 2.0).collect::<Vec<f32>>());
+        let (v, t_malloc) = host_ms(|| {
+            vec![1.0f32; len]
+                .into_iter()
+                .map(|x| x * 2.0)
+                .collect::<Vec<f32>>()
+        });
         let (p, t_pinned) = host_ms(|| PinnedBuffer::<f32>::new(len));
-        let (wc, t_wc) = host_ms(|| PinnedBuffer::<f32>::with_flags(len, HostAlloc::WRITE_COMBINED));
+        let (wc, t_wc) =
+            host_ms(|| PinnedBuffer::<f32>::with_flags(len, HostAlloc::WRITE_COMBINED));
         let mut v = v;
         let (reg, t_register) = host_ms(|| Registered::new(&mut v));
         let ((), t_unregister) = host_ms(|| drop(reg.map(drop)));
@@ -125,15 +178,23 @@ fn main() -> common::Result<()> {
     let (a, t_cached) = host_ms(|| checksum(&kinds[1][..probe]));
     let (b, t_wc) = host_ms(|| checksum(&kinds[2][..probe]));
     let (cpu_cached, cpu_wc) = (gbps(probe * 4, t_cached), gbps(probe * 4, t_wc));
-    let same = if a == b { "same data" } else { "DIFFERENT data" };
+    let same = if a == b {
+        "same data"
+    } else {
+        "DIFFERENT data"
+    };
     out.say(format!("\nCPU reading {} back: pinned {cpu_cached:.2} GB/s, write-combined {cpu_wc:.2} GB/s ({same})", fmt_bytes(probe * 4)));
 
     // The round trip: each kind up to the device, cleared, and back down; every element must survive.
     let mut checks = Vec::new();
     for (name, host) in KINDS.iter().zip(kinds.iter_mut()) {
-        gpu.scope(&streams, |s| s.htod(stream, &host[..], s.device(&mut d_data)))?;
+        gpu.scope(&streams, |s| {
+            s.htod(stream, &host[..], s.device(&mut d_data))
+        })?;
         host.fill(0.0);
-        gpu.scope(&streams, |s| s.dtoh(stream, s.device(&mut d_data), &mut host[..]))?;
+        gpu.scope(&streams, |s| {
+            s.dtoh(stream, s.device(&mut d_data), &mut host[..])
+        })?;
         let check = verify::exact(host, input);
         out.say(format!("{name:>16}: round trip {}", check.summary()));
         check.ensure()?;
@@ -142,20 +203,39 @@ fn main() -> common::Result<()> {
 
     // The verdict: large pinned copies against the link and, if given, a copy-engine reference.
     let large: Vec<usize> = (0..sizes.len()).filter(|&i| sizes[i] >= 64 << 20).collect();
-    let best = |pick: usize| large.iter().map(|&i| if pick == 0 { results[i][1].0.gbps(sizes[i]) } else { results[i][1].1.gbps(sizes[i]) }).fold(f64::NAN, f64::max);
+    let best = |pick: usize| {
+        large
+            .iter()
+            .map(|&i| {
+                if pick == 0 {
+                    results[i][1].0.gbps(sizes[i])
+                } else {
+                    results[i][1].1.gbps(sizes[i])
+                }
+            })
+            .fold(f64::NAN, f64::max)
+    };
     let mut passed = true;
     for (dir, pick, reference) in [("H2D", 0, args.ref_h2d), ("D2H", 1, args.ref_d2h)] {
         if large.is_empty() {
             break;
         }
         let got = best(pick);
-        let link = gpu.info.link.as_ref().map_or(String::new(), |l| format!(", {:.0}% of the PCIe link's raw {:.1} GB/s", 100.0 * got / l.gbps, l.gbps));
+        let link = gpu.info.link.as_ref().map_or(String::new(), |l| {
+            format!(
+                ", {:.0}% of the PCIe link's raw {:.1} GB/s",
+                100.0 * got / l.gbps,
+                l.gbps
+            )
+        });
         match reference {
             Some(r) => {
                 passed &= got >= 0.99 * r;
                 out.say(verdict(got >= 0.99 * r, &format!("pinned {dir} at 64 MiB and above: {got:.2} GB/s = {:.1}% of the reference {r:.2} (needs 99%){link}", 100.0 * got / r)));
             }
-            None => out.say(format!("pinned {dir} at 64 MiB and above: {got:.2} GB/s{link}")),
+            None => out.say(format!(
+                "pinned {dir} at 64 MiB and above: {got:.2} GB/s{link}"
+            )),
         }
     }
     out.finish(&json!({

@@ -11,10 +11,12 @@
 use clap::Parser;
 use common::{
     args::{parse_bytes, size_sweep, RunArgs},
+    bail,
     report::{fmt_bytes, fmt_ms, Output, Table},
+    timeline::phase,
     timing::{gbps, measure, Stats},
     verify::{self, input},
-    bail, Gpu, HostAlloc, PinnedBuffer,
+    Gpu, HostAlloc, PinnedBuffer,
 };
 use serde_json::json;
 
@@ -32,20 +34,26 @@ struct Args {
 }
 
 fn main() -> common::Result<()> {
-    let args = Args::parse();
+    let args: Args = common::args::parse();
     let out = Output::new(args.run.json);
     let sizes = size_sweep(args.min, args.max, 4)?;
     let r = args.run.repeats();
     let gpu = Gpu::init()?;
     out.say(format!("{}\n", gpu.info));
     if !gpu.info.can_map_host_memory {
-        bail!("{} cannot map host memory, so zero-copy is not available on it", gpu.info.name);
+        bail!(
+            "{} cannot map host memory, so zero-copy is not available on it",
+            gpu.info.name
+        );
     }
     let n = args.max / 4;
 
     // Zero-copy: mapped pinned memory, which kernels address directly.
     let mut mapped_in = PinnedBuffer::with_flags(n, HostAlloc::MAPPED)?;
-    mapped_in.iter_mut().enumerate().for_each(|(i, x)| *x = input(i));
+    mapped_in
+        .iter_mut()
+        .enumerate()
+        .for_each(|(i, x)| *x = input(i));
     let mut mapped_out = PinnedBuffer::<f32>::with_flags(n, HostAlloc::MAPPED)?;
     // The usual way: pinned host memory copied to and from device memory.
     let h_in = PinnedBuffer::from_fn(n, input)?;
@@ -60,10 +68,19 @@ fn main() -> common::Result<()> {
         let len = bytes / 4;
         let mut results: Vec<Stats> = Vec::new();
         for passes in [1, 2] {
+            let _p = phase(&format!(
+                "{} pass{} over {}",
+                passes,
+                if passes == 1 { "" } else { "es" },
+                fmt_bytes(bytes)
+            ));
             // The kernel reads and writes host memory across the bus; the scope keeps the host off it meanwhile.
             let zero = measure(r, || {
                 gpu.timed(&streams, |s| {
-                    let (i, o) = (s.mapped(&mut mapped_in)?.slice(0..len), s.mapped(&mut mapped_out)?.slice(0..len));
+                    let (i, o) = (
+                        s.mapped(&mut mapped_in)?.slice(0..len),
+                        s.mapped(&mut mapped_out)?.slice(0..len),
+                    );
                     s.launch(stream, gpu.kernels.scale(i, o, 2.0))?; //               zeroCopyKernel<<<...>>>(d_in, d_out, N)
                     if passes == 2 {
                         s.launch(stream, gpu.kernels.accumulate(i, o))?; //           reads d_in across the bus again
@@ -74,7 +91,10 @@ fn main() -> common::Result<()> {
             // Copy in, compute in device memory, copy out.
             let copy = measure(r, || {
                 gpu.timed(&streams, |s| {
-                    let (i, o) = (s.device(&mut d_in).slice(0..len), s.device(&mut d_out).slice(0..len));
+                    let (i, o) = (
+                        s.device(&mut d_in).slice(0..len),
+                        s.device(&mut d_out).slice(0..len),
+                    );
                     s.htod(stream, &h_in[..len], i)?;
                     s.launch(stream, gpu.kernels.scale(i, o, 2.0))?;
                     if passes == 2 {
@@ -83,7 +103,13 @@ fn main() -> common::Result<()> {
                     s.dtoh(stream, o, &mut h_out[..len])
                 })
             })?;
-            let expected = |i| if passes == 1 { input(i) * 2.0 } else { input(i) * 2.0 + input(i) };
+            let expected = |i| {
+                if passes == 1 {
+                    input(i) * 2.0
+                } else {
+                    input(i) * 2.0 + input(i)
+                }
+            };
             for got in [&mapped_out[..len], &h_out[..len]] {
                 verify::exact(got, expected).ensure()?;
             }
@@ -93,8 +119,23 @@ fn main() -> common::Result<()> {
     }
 
     out.say("GPU time, median of runs after warm-up (CUDA events); bus GB/s counts bytes read plus written");
-    let mut t = Table::new(&["size", "zero-copy", "GB/s", "copy+kernel+copy", "faster", "zero-copy 2 passes", "copies 2 passes", "faster"]);
-    let faster = |z: &Stats, c: &Stats| if z.median_ms < c.median_ms { format!("zero-copy {:.2}x", c.median_ms / z.median_ms) } else { format!("copies {:.2}x", z.median_ms / c.median_ms) };
+    let mut t = Table::new(&[
+        "size",
+        "zero-copy",
+        "GB/s",
+        "copy+kernel+copy",
+        "faster",
+        "zero-copy 2 passes",
+        "copies 2 passes",
+        "faster",
+    ]);
+    let faster = |z: &Stats, c: &Stats| {
+        if z.median_ms < c.median_ms {
+            format!("zero-copy {:.2}x", c.median_ms / z.median_ms)
+        } else {
+            format!("copies {:.2}x", z.median_ms / c.median_ms)
+        }
+    };
     for (bytes, s) in &rows {
         t.row(vec![
             fmt_bytes(*bytes),
@@ -108,7 +149,12 @@ fn main() -> common::Result<()> {
         ]);
     }
     out.table(&t);
-    let wins = |k: usize| rows.iter().filter(|(_, s)| s[k].median_ms < s[k + 1].median_ms).map(|(b, _)| fmt_bytes(*b)).collect::<Vec<_>>();
+    let wins = |k: usize| {
+        rows.iter()
+            .filter(|(_, s)| s[k].median_ms < s[k + 1].median_ms)
+            .map(|(b, _)| fmt_bytes(*b))
+            .collect::<Vec<_>>()
+    };
     let (one, two) = (wins(0), wins(2));
     out.say(format!(
         "\nzero-copy wins one pass at {} of {} sizes ({}) and two passes at {} ({}). One pass streams each byte across the \

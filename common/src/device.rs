@@ -12,13 +12,17 @@ use cust::{
 };
 use serde::Serialize;
 
-use crate::{error::check, host::Element, kernels::Kernels, report::fmt_bytes, timing::Event};
+use crate::{
+    error::check, host::Element, kernels::Kernels, report::fmt_bytes, timeline::Recorder,
+    timing::Event,
+};
 
 /// One GPU, made current on this thread, with the lessons' kernels loaded.
 pub struct Gpu {
     pub info: DeviceInfo,
     pub kernels: Kernels,
     pub(crate) events: RefCell<Vec<Event>>,
+    pub(crate) recorder: RefCell<Option<Recorder>>,
     pub device: Device,
     // Dropped last: everything above lives in this context.
     _context: Context,
@@ -56,7 +60,9 @@ impl Gpu {
     /// Starts the GPU named by `CUDA_DEVICE` (default 0) with errors a person can act on.
     pub fn init() -> anyhow::Result<Gpu> {
         let ordinal = match std::env::var("CUDA_DEVICE") {
-            Ok(v) => v.parse().with_context(|| format!("CUDA_DEVICE={v} is not a device number"))?,
+            Ok(v) => v
+                .parse()
+                .with_context(|| format!("CUDA_DEVICE={v} is not a device number"))?,
             Err(_) => 0,
         };
         Gpu::init_device(ordinal)
@@ -72,17 +78,35 @@ impl Gpu {
         let context = Context::new(device).context("creating a CUDA context")?;
         let info = DeviceInfo::query(ordinal, device)?;
         let kernels = Kernels::load(info.sms).context("loading the kernels (PTX JIT)")?;
-        Ok(Gpu { info, kernels, events: RefCell::new(Vec::new()), device, _context: context })
+        let recorder = Recorder::from_env(|| {
+            let origin = Event::new()?;
+            let s = Stream::new(StreamFlags::NON_BLOCKING, None)?;
+            origin.record(&s)?;
+            s.synchronize()?;
+            Ok(origin)
+        })?;
+        Ok(Gpu {
+            info,
+            kernels,
+            events: RefCell::new(Vec::new()),
+            recorder: RefCell::new(recorder),
+            device,
+            _context: context,
+        })
     }
 
     /// `n` streams that may run concurrently with each other.
     pub fn streams(&self, n: usize) -> anyhow::Result<Vec<Stream>> {
-        (0..n).map(|_| Stream::new(StreamFlags::NON_BLOCKING, None).context("creating a stream")).collect()
+        (0..n)
+            .map(|_| Stream::new(StreamFlags::NON_BLOCKING, None).context("creating a stream"))
+            .collect()
     }
 
     /// Device memory for `len` elements, zeroed, with a clear error when the device has too little free.
     pub fn alloc<T: Element + DeviceCopy>(&self, len: usize) -> anyhow::Result<DeviceBuffer<T>> {
-        let bytes = len.checked_mul(std::mem::size_of::<T>()).context("allocation size overflows")?;
+        let bytes = len
+            .checked_mul(std::mem::size_of::<T>())
+            .context("allocation size overflows")?;
         let (free, _) = self.memory()?;
         if bytes > free {
             bail!(
@@ -100,9 +124,14 @@ impl Gpu {
             .with_context(|| format!("allocating {} of device memory", fmt_bytes(bytes)))?;
         // SAFETY: `bytes` bytes at the start of the new allocation. The memset runs on the legacy default
         // stream, which our non-blocking streams do not wait for, so the context is synchronized after it.
-        check(unsafe { sys::cuMemsetD8_v2(buf.as_device_ptr().as_raw(), 0, bytes) }, || "zeroing new device memory".into())?;
+        check(
+            unsafe { sys::cuMemsetD8_v2(buf.as_device_ptr().as_raw(), 0, bytes) },
+            || "zeroing new device memory".into(),
+        )?;
         // SAFETY: no arguments; the context is current on this thread.
-        check(unsafe { sys::cuCtxSynchronize() }, || "zeroing new device memory".into())?;
+        check(unsafe { sys::cuCtxSynchronize() }, || {
+            "zeroing new device memory".into()
+        })?;
         Ok(buf)
     }
 
@@ -110,7 +139,10 @@ impl Gpu {
     pub fn memory(&self) -> anyhow::Result<(usize, usize)> {
         let (mut free, mut total) = (0, 0);
         // SAFETY: two valid out-pointers; the context is current on this thread.
-        check(unsafe { sys::cuMemGetInfo_v2(&mut free, &mut total) }, || "querying device memory".into())?;
+        check(
+            unsafe { sys::cuMemGetInfo_v2(&mut free, &mut total) },
+            || "querying device memory".into(),
+        )?;
         Ok((free, total))
     }
 
@@ -123,6 +155,21 @@ impl Gpu {
 
     pub(crate) fn give_events(&self, events: impl IntoIterator<Item = Event>) {
         self.events.borrow_mut().extend(events)
+    }
+}
+
+impl Drop for Gpu {
+    fn drop(&mut self) {
+        if let Some(r) = self.recorder.get_mut().take() {
+            match r.write() {
+                Ok(()) => eprintln!(
+                    "built-in timeline: {} operations written to {}",
+                    r.records.len(),
+                    r.path.display()
+                ),
+                Err(e) => eprintln!("built-in timeline not written: {e:#}"),
+            }
+        }
     }
 }
 
@@ -142,25 +189,44 @@ pub fn driver_init() -> anyhow::Result<()> {
         CUresult::CUDA_ERROR_SYSTEM_DRIVER_MISMATCH => {
             bail!("the NVIDIA kernel module and driver library versions differ: reboot or reinstall the driver")
         }
-        other => bail!("the NVIDIA driver failed to start: {}", crate::error::cuda_error_name(other)),
+        other => bail!(
+            "the NVIDIA driver failed to start: {}",
+            crate::error::cuda_error_name(other)
+        ),
     }
 }
 
 impl DeviceInfo {
     fn query(ordinal: u32, device: Device) -> anyhow::Result<DeviceInfo> {
-        let attr = |a: DeviceAttribute| device.get_attribute(a).with_context(|| format!("reading {a:?}"));
+        let attr = |a: DeviceAttribute| {
+            device
+                .get_attribute(a)
+                .with_context(|| format!("reading {a:?}"))
+        };
         let mut version = 0;
         // SAFETY: one valid out-pointer.
-        check(unsafe { sys::cuDriverGetVersion(&mut version) }, || "reading the driver version".into())?;
+        check(unsafe { sys::cuDriverGetVersion(&mut version) }, || {
+            "reading the driver version".into()
+        })?;
         let mut bus = [0 as std::os::raw::c_char; 32];
         // SAFETY: the buffer is 32 bytes long and we pass its length; the driver NUL-terminates it.
-        check(unsafe { sys::cuDeviceGetPCIBusId(bus.as_mut_ptr(), bus.len() as i32, device.as_raw()) }, || {
-            "reading the PCI bus id".into()
-        })?;
+        check(
+            unsafe {
+                sys::cuDeviceGetPCIBusId(bus.as_mut_ptr(), bus.len() as i32, device.as_raw())
+            },
+            || "reading the PCI bus id".into(),
+        )?;
         // SAFETY: NUL-terminated by the driver, within the buffer.
-        let pci_bus_id = unsafe { std::ffi::CStr::from_ptr(bus.as_ptr()) }.to_string_lossy().into_owned();
-        let memory_gbps = match (attr(DeviceAttribute::MemoryClockRate), attr(DeviceAttribute::GlobalMemoryBusWidth)) {
-            (Ok(khz), Ok(bits)) if khz > 0 && bits > 0 => Some(2.0 * khz as f64 * 1e3 * bits as f64 / 8.0 / 1e9),
+        let pci_bus_id = unsafe { std::ffi::CStr::from_ptr(bus.as_ptr()) }
+            .to_string_lossy()
+            .into_owned();
+        let memory_gbps = match (
+            attr(DeviceAttribute::MemoryClockRate),
+            attr(DeviceAttribute::GlobalMemoryBusWidth),
+        ) {
+            (Ok(khz), Ok(bits)) if khz > 0 && bits > 0 => {
+                Some(2.0 * khz as f64 * 1e3 * bits as f64 / 8.0 / 1e9)
+            }
             _ => None,
         };
         Ok(DeviceInfo {
@@ -171,7 +237,9 @@ impl DeviceInfo {
                 attr(DeviceAttribute::ComputeCapabilityMinor)?,
             ),
             sms: attr(DeviceAttribute::MultiprocessorCount)? as u32,
-            total_memory: device.total_memory().context("reading the device memory size")?,
+            total_memory: device
+                .total_memory()
+                .context("reading the device memory size")?,
             async_engines: attr(DeviceAttribute::AsyncEngineCount)? as u32,
             can_map_host_memory: attr(DeviceAttribute::CanMapHostMemory)? != 0,
             unified_addressing: attr(DeviceAttribute::UnifiedAddressing)? != 0,
@@ -204,16 +272,30 @@ impl PcieLink {
             g if g < 40.0 => (5, 128.0 / 130.0),
             _ => (6, 242.0 / 256.0),
         };
-        (width > 0).then(|| PcieLink { gen, width, gbps: gts * width as f64 * encoding / 8.0 })
+        (width > 0).then(|| PcieLink {
+            gen,
+            width,
+            gbps: gts * width as f64 * encoding / 8.0,
+        })
     }
 }
 
 impl fmt::Display for DeviceInfo {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (major, minor) = self.compute_capability;
-        writeln!(f, "GPU {}: {} (compute {major}.{minor}, {} SMs, {})", self.ordinal, self.name, self.sms, fmt_bytes(self.total_memory))?;
+        writeln!(
+            f,
+            "GPU {}: {} (compute {major}.{minor}, {} SMs, {})",
+            self.ordinal,
+            self.name,
+            self.sms,
+            fmt_bytes(self.total_memory)
+        )?;
         let link = match &self.link {
-            Some(l) => format!("PCIe Gen{} x{} ({:.1} GB/s per direction, raw)", l.gen, l.width, l.gbps),
+            Some(l) => format!(
+                "PCIe Gen{} x{} ({:.1} GB/s per direction, raw)",
+                l.gen, l.width, l.gbps
+            ),
             None => "host link not reported by the OS".into(),
         };
         write!(
@@ -224,7 +306,11 @@ impl fmt::Display for DeviceInfo {
             self.async_engines,
             if self.async_engines == 1 { "" } else { "s" },
             link,
-            if self.can_map_host_memory { "yes" } else { "no" },
+            if self.can_map_host_memory {
+                "yes"
+            } else {
+                "no"
+            },
             self.pci_bus_id
         )
     }
@@ -256,7 +342,10 @@ mod tests {
             Ok(gpu) => assert!(gpu.info.sms > 0),
             Err(e) => {
                 let msg = format!("{e:#}");
-                assert!(msg.starts_with("no NVIDIA driver") || msg.starts_with("no CUDA GPU"), "{msg}");
+                assert!(
+                    msg.starts_with("no NVIDIA driver") || msg.starts_with("no CUDA GPU"),
+                    "{msg}"
+                );
                 assert!(!msg.contains('\n'), "{msg}");
             }
         }

@@ -26,6 +26,7 @@ pub struct Kernels {
     vector_add: sys::CUfunction,
     scale: sys::CUfunction,
     accumulate: sys::CUfunction,
+    fault: sys::CUfunction,
     sms: u32,
     _modules: Vec<Module>,
 }
@@ -49,14 +50,19 @@ enum Param {
 
 impl Kernels {
     pub(crate) fn load(sms: u32) -> anyhow::Result<Kernels> {
-        let module = |name: &str, ptx: &str| Module::from_ptx(ptx, &[]).with_context(|| format!("loading {name}.ptx"));
+        let module = |name: &str, ptx: &str| {
+            Module::from_ptx(ptx, &[]).with_context(|| format!("loading {name}.ptx"))
+        };
         let modules = vec![
             module("pipeline", PIPELINE_PTX)?,
             module("vector_add", VECTOR_ADD_PTX)?,
             module("zero_copy", ZERO_COPY_PTX)?,
         ];
         let f = |m: usize, name: &str| -> anyhow::Result<sys::CUfunction> {
-            Ok(modules[m].get_function(name).with_context(|| format!("finding kernel {name}"))?.to_raw())
+            Ok(modules[m]
+                .get_function(name)
+                .with_context(|| format!("finding kernel {name}"))?
+                .to_raw())
         };
         Ok(Kernels {
             process: f(0, "process")?,
@@ -65,6 +71,7 @@ impl Kernels {
             vector_add: f(1, "vector_add")?,
             scale: f(2, "scale")?,
             accumulate: f(2, "accumulate")?,
+            fault: f(0, "fault")?,
             sms,
             _modules: modules,
         })
@@ -78,16 +85,33 @@ impl Kernels {
     /// `process<<<..>>>(data, n, iters)`: `iters` rounds of `x = x * A + B` in place ([`cpu::process`]).
     pub fn process<'s>(&self, data: Dev<'s, f32>, iters: u32) -> Launch<'s> {
         let grid = self.grid(data.len());
-        launch("process", self.process, grid, vec![data.access(true)], vec![Param::U64(data.ptr()), n(data.len()), Param::U32(iters)])
+        launch(
+            "process",
+            self.process,
+            grid,
+            vec![data.access(true)],
+            vec![Param::U64(data.ptr()), n(data.len()), Param::U32(iters)],
+        )
     }
 
     /// The seed's `process` kernel of overlap_pattern.cu: `iters` rounds of `sinf(x) * cosf(x) + 1`, one thread per element.
     pub fn process_sincos<'s>(&self, data: Dev<'s, f32>, iters: u32) -> Launch<'s> {
         let grid = data.len().div_ceil(BLOCK as usize);
-        let mut l = launch("process_sincos", self.process_sincos, 0, vec![data.access(true)], vec![Param::U64(data.ptr()), n(data.len()), Param::U32(iters)]);
+        let mut l = launch(
+            "process_sincos",
+            self.process_sincos,
+            0,
+            vec![data.access(true)],
+            vec![Param::U64(data.ptr()), n(data.len()), Param::U32(iters)],
+        );
         match u32::try_from(grid) {
             Ok(g) => l.grid = g.max(1),
-            Err(_) => l.invalid = Some(format!("{} elements need more blocks than a grid holds", data.len())),
+            Err(_) => {
+                l.invalid = Some(format!(
+                    "{} elements need more blocks than a grid holds",
+                    data.len()
+                ))
+            }
         }
         l
     }
@@ -95,16 +119,38 @@ impl Kernels {
     /// The seed's `processKernel` of async_memcpy.cu: `iters` rounds of `x = sqrt(x * x + 1)`, in place.
     pub fn heavy_sqrt<'s>(&self, data: Dev<'s, f32>, iters: u32) -> Launch<'s> {
         let grid = self.grid(data.len());
-        launch("heavy_sqrt", self.heavy_sqrt, grid, vec![data.access(true)], vec![Param::U64(data.ptr()), n(data.len()), Param::U32(iters)])
+        launch(
+            "heavy_sqrt",
+            self.heavy_sqrt,
+            grid,
+            vec![data.access(true)],
+            vec![Param::U64(data.ptr()), n(data.len()), Param::U32(iters)],
+        )
     }
 
     /// `c = a + b`.
     pub fn vector_add<'s>(&self, a: Dev<'s, f32>, b: Dev<'s, f32>, c: Dev<'s, f32>) -> Launch<'s> {
         let accesses = vec![a.access(false), b.access(false), c.access(true)];
-        let params = vec![Param::U64(a.ptr()), Param::U64(b.ptr()), Param::U64(c.ptr()), n(c.len())];
-        let mut l = launch("vector_add", self.vector_add, self.grid(c.len()), accesses, params);
+        let params = vec![
+            Param::U64(a.ptr()),
+            Param::U64(b.ptr()),
+            Param::U64(c.ptr()),
+            n(c.len()),
+        ];
+        let mut l = launch(
+            "vector_add",
+            self.vector_add,
+            self.grid(c.len()),
+            accesses,
+            params,
+        );
         if a.len() != c.len() || b.len() != c.len() {
-            l.invalid = Some(format!("lengths differ: a {}, b {}, c {}", a.len(), b.len(), c.len()));
+            l.invalid = Some(format!(
+                "lengths differ: a {}, b {}, c {}",
+                a.len(),
+                b.len(),
+                c.len()
+            ));
         }
         l
     }
@@ -112,21 +158,53 @@ impl Kernels {
     /// `out = input * a` (the seed's zeroCopyKernel).
     pub fn scale<'s>(&self, input: Dev<'s, f32>, out: Dev<'s, f32>, a: f32) -> Launch<'s> {
         let accesses = vec![input.access(false), out.access(true)];
-        let params = vec![Param::U64(input.ptr()), Param::U64(out.ptr()), n(out.len()), Param::F32(a)];
+        let params = vec![
+            Param::U64(input.ptr()),
+            Param::U64(out.ptr()),
+            n(out.len()),
+            Param::F32(a),
+        ];
         let mut l = launch("scale", self.scale, self.grid(out.len()), accesses, params);
         if input.len() != out.len() {
-            l.invalid = Some(format!("lengths differ: input {}, out {}", input.len(), out.len()));
+            l.invalid = Some(format!(
+                "lengths differ: input {}, out {}",
+                input.len(),
+                out.len()
+            ));
         }
         l
+    }
+
+    /// For tests of error handling: a kernel that writes outside any allocation. The GPU's memory
+    /// protection stops it (CUDA_ERROR_ILLEGAL_ADDRESS) and the context stays broken for the process.
+    #[doc(hidden)]
+    pub fn fault_for_tests<'s>(&self, data: Dev<'s, f32>) -> Launch<'s> {
+        launch(
+            "fault",
+            self.fault,
+            1,
+            vec![data.access(true)],
+            vec![Param::U64(data.ptr())],
+        )
     }
 
     /// `out += input`: a second pass over the same input.
     pub fn accumulate<'s>(&self, input: Dev<'s, f32>, out: Dev<'s, f32>) -> Launch<'s> {
         let accesses = vec![input.access(false), out.access(true)];
         let params = vec![Param::U64(input.ptr()), Param::U64(out.ptr()), n(out.len())];
-        let mut l = launch("accumulate", self.accumulate, self.grid(out.len()), accesses, params);
+        let mut l = launch(
+            "accumulate",
+            self.accumulate,
+            self.grid(out.len()),
+            accesses,
+            params,
+        );
         if input.len() != out.len() {
-            l.invalid = Some(format!("lengths differ: input {}, out {}", input.len(), out.len()));
+            l.invalid = Some(format!(
+                "lengths differ: input {}, out {}",
+                input.len(),
+                out.len()
+            ));
         }
         l
     }
@@ -162,7 +240,9 @@ impl Work {
     pub fn describe(self) -> String {
         match self {
             Work::Process(i) => format!("process: {i} rounds of x = x*a + b per element"),
-            Work::SinCos(i) => format!("the seed's kernel: {i} rounds of sin(x)*cos(x) + 1 per element"),
+            Work::SinCos(i) => {
+                format!("the seed's kernel: {i} rounds of sin(x)*cos(x) + 1 per element")
+            }
         }
     }
 }
@@ -181,8 +261,22 @@ fn n(len: usize) -> Param {
     Param::U64(len as u64)
 }
 
-fn launch<'s>(name: &'static str, func: sys::CUfunction, grid: u32, accesses: Vec<DevAccess>, params: Vec<Param>) -> Launch<'s> {
-    Launch { name, func, grid, params, accesses, invalid: None, _scope: std::marker::PhantomData }
+fn launch<'s>(
+    name: &'static str,
+    func: sys::CUfunction,
+    grid: u32,
+    accesses: Vec<DevAccess>,
+    params: Vec<Param>,
+) -> Launch<'s> {
+    Launch {
+        name,
+        func,
+        grid,
+        params,
+        accesses,
+        invalid: None,
+        _scope: std::marker::PhantomData,
+    }
 }
 
 impl Launch<'_> {
@@ -200,7 +294,19 @@ impl Launch<'_> {
         // (pointer = u64, n = unsigned long long, iters = unsigned int, a = float); every pointer is a
         // live device range of the length passed as n, lent to the scope that orders this launch.
         unsafe {
-            sys::cuLaunchKernel(self.func, self.grid, 1, 1, BLOCK, 1, 1, 0, stream, args.as_mut_ptr(), std::ptr::null_mut())
+            sys::cuLaunchKernel(
+                self.func,
+                self.grid,
+                1,
+                1,
+                BLOCK,
+                1,
+                1,
+                0,
+                stream,
+                args.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
         }
     }
 }
@@ -238,9 +344,19 @@ mod tests {
 
     #[test]
     fn the_ptx_targets_the_driver_we_ship_for() {
-        for ptx in [super::PIPELINE_PTX, super::VECTOR_ADD_PTX, super::ZERO_COPY_PTX] {
-            assert!(ptx.contains(".target sm_75"), "PTX must be built for compute_75");
-            assert!(ptx.contains(".version 9.0"), "nvcc 13.0 (PTX ISA 9.0) matches the 580 driver");
+        for ptx in [
+            super::PIPELINE_PTX,
+            super::VECTOR_ADD_PTX,
+            super::ZERO_COPY_PTX,
+        ] {
+            assert!(
+                ptx.contains(".target sm_75"),
+                "PTX must be built for compute_75"
+            );
+            assert!(
+                ptx.contains(".version 9.0"),
+                "nvcc 13.0 (PTX ISA 9.0) matches the 580 driver"
+            );
         }
         assert!(super::PIPELINE_PTX.contains(".entry process("));
     }

@@ -7,6 +7,7 @@
 //! | [`scope`] | stream scopes: async copies and launches that borrow their buffers until the GPU is done |
 //! | [`kernels`] | typed launchers for `kernels/*.cu` and their CPU twins |
 //! | [`timing`] | CUDA-event timing statistics, bandwidth |
+//! | [`timeline`] | phases (NVTX ranges) and the built-in CUDA-event timeline |
 //! | [`chunks`] | how N elements are split into chunks and streams |
 //! | [`pipeline`] | the ideal time of a copy-compute-copy pipeline |
 //! | [`verify`] | checking results against a CPU reference |
@@ -22,6 +23,7 @@ pub mod kernels;
 pub mod pipeline;
 pub mod report;
 pub mod scope;
+pub mod timeline;
 pub mod timing;
 pub mod verify;
 
@@ -30,6 +32,6 @@ pub use chunks::{Chunk, ChunkPlan};
 pub use cust::{memory::DeviceBuffer, stream::Stream};
 pub use device::Gpu;
 pub use error::Result;
-pub use host::{HostAlloc, PinnedBuffer, Registered};
+pub use host::{pageable, HostAlloc, PinnedBuffer, Registered};
 pub use scope::{Dev, Scope};
 pub use timing::Stats;

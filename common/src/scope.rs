@@ -40,6 +40,7 @@ use crate::{
     error::check,
     host::{Element, PinnedBuffer},
     kernels::Launch,
+    timeline::Record,
     timing::Event,
     Gpu,
 };
@@ -80,7 +81,11 @@ impl<'scope, T> Dev<'scope, T> {
             "device range {range:?} out of bounds for length {}",
             self.len
         );
-        Dev { offset: self.offset + range.start, len: range.end - range.start, ..self }
+        Dev {
+            offset: self.offset + range.start,
+            len: range.end - range.start,
+            ..self
+        }
     }
 
     /// The device address of the first element of this view.
@@ -90,7 +95,12 @@ impl<'scope, T> Dev<'scope, T> {
 
     pub(crate) fn access(&self, write: bool) -> DevAccess {
         let size = std::mem::size_of::<T>();
-        DevAccess { scope: self.scope, buffer: self.buffer, bytes: self.offset * size..(self.offset + self.len) * size, write }
+        DevAccess {
+            scope: self.scope,
+            buffer: self.buffer,
+            bytes: self.offset * size..(self.offset + self.len) * size,
+            write,
+        }
     }
 }
 
@@ -162,6 +172,19 @@ struct State {
     trackers: Vec<Tracker>,
     events: Vec<Event>,
     waits: usize,
+    /// Operations to put on the built-in timeline once the scope has synchronized.
+    pending: Vec<Pending>,
+}
+
+/// What an operation is, for the built-in timeline: (kind, name, bytes moved).
+type OpInfo = (&'static str, &'static str, usize);
+
+struct Pending {
+    start: usize,
+    end: usize,
+    stream: usize,
+    op: OpInfo,
+    phase: String,
 }
 
 impl<'scope, 'env> Scope<'scope, 'env> {
@@ -171,55 +194,104 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     }
 
     /// Lends several device buffers to this scope, one handle each.
-    pub fn devices<T: DeviceCopy>(&self, bufs: &'scope mut [DeviceBuffer<T>]) -> Vec<Dev<'scope, T>> {
+    pub fn devices<T: DeviceCopy>(
+        &self,
+        bufs: &'scope mut [DeviceBuffer<T>],
+    ) -> Vec<Dev<'scope, T>> {
         bufs.iter_mut().map(|b| self.device(b)).collect()
     }
 
     /// Lends mapped pinned memory ([`crate::HostAlloc::MAPPED`]) to this scope, for kernels to read and
     /// write across the bus. The host cannot touch it until the scope ends.
-    pub fn mapped<T: Element>(&self, buf: &'scope mut PinnedBuffer<T>) -> anyhow::Result<Dev<'scope, T>> {
+    pub fn mapped<T: Element>(
+        &self,
+        buf: &'scope mut PinnedBuffer<T>,
+    ) -> anyhow::Result<Dev<'scope, T>> {
         Ok(self.handle(buf.device_ptr()?, buf.len()))
     }
 
     fn handle<T>(&self, base: u64, len: usize) -> Dev<'scope, T> {
         let mut st = self.state.borrow_mut();
         st.trackers.push(Tracker::default());
-        Dev { scope: self.id, buffer: st.trackers.len() - 1, base, offset: 0, len, _marker: PhantomData }
+        Dev {
+            scope: self.id,
+            buffer: st.trackers.len() - 1,
+            base,
+            offset: 0,
+            len,
+            _marker: PhantomData,
+        }
     }
 
     /// `cudaMemcpyAsync(dst, src, ..., cudaMemcpyHostToDevice, stream)`. From pageable memory the driver
     /// stages the data and returns only when it has; from pinned memory it returns at once.
-    pub fn htod<T: DeviceCopy>(&self, stream: &Stream, src: &'scope [T], dst: Dev<'scope, T>) -> anyhow::Result<()> {
+    pub fn htod<T: DeviceCopy>(
+        &self,
+        stream: &Stream,
+        src: &'scope [T],
+        dst: Dev<'scope, T>,
+    ) -> anyhow::Result<()> {
         if src.len() != dst.len {
-            bail!("htod: source has {} elements, destination {}", src.len(), dst.len);
+            bail!(
+                "htod: source has {} elements, destination {}",
+                src.len(),
+                dst.len
+            );
         }
         let bytes = std::mem::size_of_val(src);
-        self.enqueue(stream, &[dst.access(true)], || format!("copying {bytes} bytes host to device"), |s| {
-            // SAFETY: `src` is borrowed for the whole scope, which synchronizes before the borrow ends;
-            // `dst` is a live device range of `bytes` bytes (checked above) that this scope orders.
-            unsafe { sys::cuMemcpyHtoDAsync_v2(dst.ptr(), src.as_ptr().cast(), bytes, s) }
-        })
+        self.enqueue(
+            stream,
+            &[dst.access(true)],
+            ("H2D", "memcpy HtoD", bytes),
+            || format!("copying {bytes} bytes host to device"),
+            |s| {
+                // SAFETY: `src` is borrowed for the whole scope, which synchronizes before the borrow ends;
+                // `dst` is a live device range of `bytes` bytes (checked above) that this scope orders.
+                unsafe { sys::cuMemcpyHtoDAsync_v2(dst.ptr(), src.as_ptr().cast(), bytes, s) }
+            },
+        )
     }
 
     /// `cudaMemcpyAsync(dst, src, ..., cudaMemcpyDeviceToHost, stream)`.
-    pub fn dtoh<T: DeviceCopy>(&self, stream: &Stream, src: Dev<'scope, T>, dst: &'scope mut [T]) -> anyhow::Result<()> {
+    pub fn dtoh<T: DeviceCopy>(
+        &self,
+        stream: &Stream,
+        src: Dev<'scope, T>,
+        dst: &'scope mut [T],
+    ) -> anyhow::Result<()> {
         if src.len != dst.len() {
-            bail!("dtoh: source has {} elements, destination {}", src.len, dst.len());
+            bail!(
+                "dtoh: source has {} elements, destination {}",
+                src.len,
+                dst.len()
+            );
         }
         let bytes = std::mem::size_of_val(dst);
-        self.enqueue(stream, &[src.access(false)], || format!("copying {bytes} bytes device to host"), |s| {
-            // SAFETY: `dst` is borrowed mutably for the whole scope, which synchronizes before the borrow
-            // ends, so nothing else reads or writes it meanwhile; `src` is a live device range of `bytes`.
-            unsafe { sys::cuMemcpyDtoHAsync_v2(dst.as_mut_ptr().cast(), src.ptr(), bytes, s) }
-        })
+        self.enqueue(
+            stream,
+            &[src.access(false)],
+            ("D2H", "memcpy DtoH", bytes),
+            || format!("copying {bytes} bytes device to host"),
+            |s| {
+                // SAFETY: `dst` is borrowed mutably for the whole scope, which synchronizes before the borrow
+                // ends, so nothing else reads or writes it meanwhile; `src` is a live device range of `bytes`.
+                unsafe { sys::cuMemcpyDtoHAsync_v2(dst.as_mut_ptr().cast(), src.ptr(), bytes, s) }
+            },
+        )
     }
 
     /// `cudaMemsetD32Async`: sets every element to `value` (to poison outputs before a run, say).
     pub fn fill(&self, stream: &Stream, dst: Dev<'scope, f32>, value: f32) -> anyhow::Result<()> {
-        self.enqueue(stream, &[dst.access(true)], || "filling device memory".into(), |s| {
-            // SAFETY: `dst` is a live device range of `len` 4-byte words that this scope orders.
-            unsafe { sys::cuMemsetD32Async(dst.ptr(), value.to_bits(), dst.len, s) }
-        })
+        self.enqueue(
+            stream,
+            &[dst.access(true)],
+            ("memset", "memset", dst.len * 4),
+            || "filling device memory".into(),
+            |s| {
+                // SAFETY: `dst` is a live device range of `len` 4-byte words that this scope orders.
+                unsafe { sys::cuMemsetD32Async(dst.ptr(), value.to_bits(), dst.len, s) }
+            },
+        )
     }
 
     /// Launches a kernel; the [`Launch`] (from [`crate::kernels::Kernels`]) says what it reads and writes.
@@ -229,7 +301,13 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         }
         let name = launch.name;
         let accesses = launch.accesses.clone();
-        self.enqueue(stream, &accesses, || format!("launching kernel {name}"), |s| launch.enqueue(s))
+        self.enqueue(
+            stream,
+            &accesses,
+            ("kernel", name, 0),
+            || format!("launching kernel {name}"),
+            |s| launch.enqueue(s),
+        )
     }
 
     /// Blocks until every stream of the scope is idle (`cudaDeviceSynchronize` for these streams).
@@ -269,6 +347,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         &self,
         stream: &Stream,
         accesses: &[DevAccess],
+        info: OpInfo,
         what: impl Fn() -> String,
         op: impl FnOnce(sys::CUstream) -> CUresult,
     ) -> anyhow::Result<()> {
@@ -285,18 +364,42 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         waits.dedup();
         for &e in &waits {
             // SAFETY: both handles are live; the event was recorded earlier in this scope.
-            check(unsafe { sys::cuStreamWaitEvent(stream.as_inner(), st.events[e].as_inner(), 0) }, || {
-                format!("{}: waiting for another stream", what())
-            })?;
+            check(
+                unsafe { sys::cuStreamWaitEvent(stream.as_inner(), st.events[e].as_inner(), 0) },
+                || format!("{}: waiting for another stream", what()),
+            )?;
         }
         st.waits += waits.len();
+        let start = if self.gpu.recorder.borrow().is_some() {
+            let e = self.gpu.take_event()?;
+            e.record(stream)?;
+            st.events.push(e);
+            Some(st.events.len() - 1)
+        } else {
+            None
+        };
         check(op(stream.as_inner()), &what)?;
         let event = self.gpu.take_event()?;
         event.record(stream)?;
         st.events.push(event);
         let event = st.events.len() - 1;
+        if let Some(start) = start {
+            let phase = crate::timeline::current_phase();
+            st.pending.push(Pending {
+                start,
+                end: event,
+                stream: stream.as_inner() as usize,
+                op: info,
+                phase,
+            });
+        }
         for a in accesses {
-            st.trackers[a.buffer].record(Access { stream: si, write: a.write, bytes: a.bytes.clone(), event });
+            st.trackers[a.buffer].record(Access {
+                stream: si,
+                write: a.write,
+                bytes: a.bytes.clone(),
+                event,
+            });
         }
         Ok(())
     }
@@ -309,7 +412,9 @@ fn run<'env, R>(
     timed: bool,
     f: impl for<'scope> FnOnce(&'scope Scope<'scope, 'env>) -> anyhow::Result<R>,
 ) -> anyhow::Result<(R, Option<f64>)> {
-    let Some(first) = streams.first() else { bail!("a scope needs at least one stream") };
+    let Some(first) = streams.first() else {
+        bail!("a scope needs at least one stream")
+    };
     let scope = Scope {
         gpu,
         streams,
@@ -322,15 +427,42 @@ fn run<'env, R>(
     struct Finish<'a, 'env>(&'a Scope<'a, 'env>);
     impl Drop for Finish<'_, '_> {
         fn drop(&mut self) {
-            let _ = self.0.synchronize();
-            let events = std::mem::take(&mut self.0.state.borrow_mut().events);
+            let synced = self.0.synchronize().is_ok();
+            let mut st = self.0.state.borrow_mut();
+            let pending = std::mem::take(&mut st.pending);
+            if let (true, Some(rec)) = (synced, self.0.gpu.recorder.borrow_mut().as_mut()) {
+                for p in pending {
+                    let (Ok(start_ms), Ok(end_ms)) = (
+                        st.events[p.start].elapsed_ms(&rec.origin),
+                        st.events[p.end].elapsed_ms(&rec.origin),
+                    ) else {
+                        continue;
+                    };
+                    let stream = rec.stream_id(p.stream);
+                    let (kind, name, bytes) = p.op;
+                    rec.records.push(Record {
+                        phase: p.phase,
+                        stream,
+                        kind,
+                        name: name.to_string(),
+                        bytes,
+                        start_ms,
+                        end_ms,
+                    });
+                }
+            }
+            let events = std::mem::take(&mut st.events);
             self.0.gpu.give_events(events);
         }
     }
     let finish = Finish(&scope);
     // Timing: `start` on the first stream and every other stream waits for it (fork); at the end the
     // first stream waits for every other stream and records `stop` (join), so stop - start spans all.
-    let start = if timed { Some(fork_join_event(gpu, first, &streams[1..])?) } else { None };
+    let start = if timed {
+        Some(fork_join_event(gpu, first, &streams[1..])?)
+    } else {
+        None
+    };
     let result = f(&scope);
     let elapsed = match start {
         Some(start) if result.is_ok() => {
@@ -339,7 +471,10 @@ fn run<'env, R>(
                 let e = gpu.take_event()?;
                 e.record(s)?;
                 // SAFETY: live stream and event handles of this context.
-                check(unsafe { sys::cuStreamWaitEvent(first.as_inner(), e.as_inner(), 0) }, || "joining streams".into())?;
+                check(
+                    unsafe { sys::cuStreamWaitEvent(first.as_inner(), e.as_inner(), 0) },
+                    || "joining streams".into(),
+                )?;
                 scope.state.borrow_mut().events.push(e);
             }
             stop.record(first)?;
@@ -362,7 +497,10 @@ fn fork_join_event(gpu: &Gpu, first: &Stream, others: &[Stream]) -> anyhow::Resu
     start.record(first)?;
     for s in others {
         // SAFETY: live stream and event handles of this context.
-        check(unsafe { sys::cuStreamWaitEvent(s.as_inner(), start.as_inner(), 0) }, || "forking streams".into())?;
+        check(
+            unsafe { sys::cuStreamWaitEvent(s.as_inner(), start.as_inner(), 0) },
+            || "forking streams".into(),
+        )?;
     }
     Ok(start)
 }
@@ -393,7 +531,12 @@ mod tests {
     use super::*;
 
     fn acc(stream: usize, write: bool, bytes: Range<usize>, event: usize) -> Access {
-        Access { stream, write, bytes, event }
+        Access {
+            stream,
+            write,
+            bytes,
+            event,
+        }
     }
 
     #[test]
@@ -410,7 +553,10 @@ mod tests {
         t.record(acc(0, true, 0..100, 7));
         assert_eq!(t.waits(1, false, &(50..60)), vec![7]);
         assert_eq!(t.waits(1, true, &(99..200)), vec![7]);
-        assert!(t.waits(1, false, &(100..200)).is_empty(), "disjoint ranges are independent");
+        assert!(
+            t.waits(1, false, &(100..200)).is_empty(),
+            "disjoint ranges are independent"
+        );
     }
 
     #[test]
@@ -418,7 +564,11 @@ mod tests {
         let mut t = Tracker::default();
         t.record(acc(0, false, 0..100, 1));
         assert!(t.waits(1, false, &(0..100)).is_empty());
-        assert_eq!(t.waits(1, true, &(0..10)), vec![1], "write after read waits");
+        assert_eq!(
+            t.waits(1, true, &(0..10)),
+            vec![1],
+            "write after read waits"
+        );
     }
 
     #[test]
@@ -444,7 +594,11 @@ mod tests {
         t.record(acc(2, false, b.clone(), 2));
         let mut w = t.waits(0, true, &b);
         w.sort();
-        assert_eq!(w, vec![1, 2], "the upload waits for the kernel and the download");
+        assert_eq!(
+            w,
+            vec![1, 2],
+            "the upload waits for the kernel and the download"
+        );
     }
 
     #[test]
@@ -452,12 +606,23 @@ mod tests {
         let mut t = Tracker::default();
         t.record(acc(0, true, 0..100, 1));
         t.record(acc(0, false, 0..100, 2));
-        assert_eq!(t.waits(1, false, &(0..100)), vec![1], "a reader elsewhere still waits for the write");
+        assert_eq!(
+            t.waits(1, false, &(0..100)),
+            vec![1],
+            "a reader elsewhere still waits for the write"
+        );
     }
 
     #[test]
     fn dev_slices_compute_addresses_and_byte_ranges() {
-        let d: Dev<'_, f32> = Dev { scope: 1, buffer: 0, base: 0x1000, offset: 0, len: 100, _marker: PhantomData };
+        let d: Dev<'_, f32> = Dev {
+            scope: 1,
+            buffer: 0,
+            base: 0x1000,
+            offset: 0,
+            len: 100,
+            _marker: PhantomData,
+        };
         let s = d.slice(10..30).slice(5..10);
         assert_eq!((s.offset, s.len), (15, 5));
         assert_eq!(s.ptr(), 0x1000 + 60);
@@ -467,7 +632,14 @@ mod tests {
     #[test]
     #[should_panic(expected = "out of bounds")]
     fn dev_slice_out_of_bounds_panics_like_a_slice() {
-        let d: Dev<'_, f32> = Dev { scope: 1, buffer: 0, base: 0, offset: 0, len: 10, _marker: PhantomData };
+        let d: Dev<'_, f32> = Dev {
+            scope: 1,
+            buffer: 0,
+            base: 0,
+            offset: 0,
+            len: 10,
+            _marker: PhantomData,
+        };
         let _ = d.slice(5..11);
     }
 }

@@ -29,9 +29,21 @@ impl Check {
         let what = if self.checked == self.total {
             format!("all {} elements", fmt_count(self.total))
         } else {
-            format!("{} of {} elements (every {}th)", fmt_count(self.checked), fmt_count(self.total), self.total.div_ceil(self.checked))
+            format!(
+                "{} of {} elements (every {}th)",
+                fmt_count(self.checked),
+                fmt_count(self.total),
+                self.total.div_ceil(self.checked)
+            )
         };
-        let how = if self.tolerance == 0.0 { "exactly".to_string() } else { format!("within {:e} (max error {:.1e})", self.tolerance, self.max_abs_err) };
+        let how = if self.tolerance == 0.0 {
+            "exactly".to_string()
+        } else {
+            format!(
+                "within {:e} (max error {:.1e})",
+                self.tolerance, self.max_abs_err
+            )
+        };
         match self.first {
             None if self.checked > 0 => format!("verified: {what} match the CPU reference {how}"),
             None => "verification checked nothing".into(),
@@ -58,12 +70,24 @@ pub fn exact(got: &[f32], expected: impl Fn(usize) -> f32 + Sync) -> Check {
 
 /// Compares within an absolute tolerance, every `stride`-th element (1 = all): for references too
 /// slow to compute in full, or kernels whose math library differs from the CPU's.
-pub fn within(got: &[f32], stride: usize, tolerance: f64, expected: impl Fn(usize) -> f32 + Sync) -> Check {
+pub fn within(
+    got: &[f32],
+    stride: usize,
+    tolerance: f64,
+    expected: impl Fn(usize) -> f32 + Sync,
+) -> Check {
     compare(got, stride.max(1), tolerance, expected)
 }
 
-fn compare(got: &[f32], stride: usize, tolerance: f64, expected: impl Fn(usize) -> f32 + Sync) -> Check {
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(64);
+fn compare(
+    got: &[f32],
+    stride: usize,
+    tolerance: f64,
+    expected: impl Fn(usize) -> f32 + Sync,
+) -> Check {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(64);
     let indices: Vec<usize> = (0..got.len()).step_by(stride).collect();
     let part = indices.len().div_ceil(threads).max(1);
     let partials: Vec<Check> = std::thread::scope(|s| {
@@ -72,11 +96,22 @@ fn compare(got: &[f32], stride: usize, tolerance: f64, expected: impl Fn(usize) 
             .map(|idx| {
                 let expected = &expected;
                 s.spawn(move || {
-                    let mut c = Check { checked: 0, total: got.len(), mismatches: 0, first: None, max_abs_err: 0.0, tolerance };
+                    let mut c = Check {
+                        checked: 0,
+                        total: got.len(),
+                        mismatches: 0,
+                        first: None,
+                        max_abs_err: 0.0,
+                        tolerance,
+                    };
                     for &i in idx {
                         let (g, e) = (got[i], expected(i));
                         let err = (g as f64 - e as f64).abs();
-                        let ok = if tolerance == 0.0 { g.to_bits() == e.to_bits() && !g.is_nan() } else { err <= tolerance };
+                        let ok = if tolerance == 0.0 {
+                            g.to_bits() == e.to_bits() && !g.is_nan()
+                        } else {
+                            err <= tolerance
+                        };
                         if !err.is_nan() {
                             c.max_abs_err = c.max_abs_err.max(err);
                         }
@@ -90,10 +125,20 @@ fn compare(got: &[f32], stride: usize, tolerance: f64, expected: impl Fn(usize) 
                 })
             })
             .collect();
-        handles.into_iter().map(|h| h.join().expect("verification thread")).collect()
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("verification thread"))
+            .collect()
     });
     partials.into_iter().fold(
-        Check { checked: 0, total: got.len(), mismatches: 0, first: None, max_abs_err: 0.0, tolerance },
+        Check {
+            checked: 0,
+            total: got.len(),
+            mismatches: 0,
+            first: None,
+            max_abs_err: 0.0,
+            tolerance,
+        },
         |mut acc, c| {
             acc.checked += c.checked;
             acc.mismatches += c.mismatches;
@@ -112,12 +157,19 @@ pub fn input(i: usize) -> f32 {
 
 /// Fills `out[i] = f(i)` on every core (for building references and inputs quickly).
 pub fn par_fill<T: Send>(out: &mut [T], f: impl Fn(usize) -> T + Sync) {
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(64);
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(64);
     let part = out.len().div_ceil(threads).max(1);
     std::thread::scope(|s| {
         for (k, chunk) in out.chunks_mut(part).enumerate() {
             let f = &f;
-            s.spawn(move || chunk.iter_mut().enumerate().for_each(|(j, x)| *x = f(k * part + j)));
+            s.spawn(move || {
+                chunk
+                    .iter_mut()
+                    .enumerate()
+                    .for_each(|(j, x)| *x = f(k * part + j))
+            });
         }
     });
 }
@@ -130,9 +182,19 @@ mod tests {
     fn exact_match_and_first_mismatch() {
         let v: Vec<f32> = (0..10_000).map(|i| i as f32).collect();
         assert!(exact(&v, |i| i as f32).passed());
-        let c = exact(&v, |i| if i == 7777 || i == 9000 { -1.0 } else { i as f32 });
+        let c = exact(&v, |i| {
+            if i == 7777 || i == 9000 {
+                -1.0
+            } else {
+                i as f32
+            }
+        });
         assert_eq!((c.mismatches, c.first), (2, Some((7777, 7777.0, -1.0))));
-        assert!(c.ensure().unwrap_err().to_string().contains("first at [7777]"));
+        assert!(c
+            .ensure()
+            .unwrap_err()
+            .to_string()
+            .contains("first at [7777]"));
     }
 
     #[test]

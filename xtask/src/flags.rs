@@ -3,7 +3,10 @@
 use clap::{Args, Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "cargo xtask", about = "Build, test, bundle and inspect the GPU transfer lessons")]
+#[command(
+    name = "cargo xtask",
+    about = "Build, test, bundle and inspect the GPU transfer lessons"
+)]
 pub struct Xtask {
     #[command(subcommand)]
     pub task: Task,
@@ -19,6 +22,8 @@ pub enum Task {
     Doctor,
     /// Compile every kernel for one architecture and print registers, spills and stack from ptxas
     Kernels(KernelsFlags),
+    /// Run every lesson (or those named) under compute-sanitizer: memcheck, racecheck, synccheck, initcheck
+    Sanitize(SanitizeFlags),
     /// Pack release builds of the lessons, tests and this xtask into target/bundle, for GPU hosts without Rust
     Bundle(BundleFlags),
 }
@@ -42,4 +47,13 @@ pub struct BundleFlags {
     /// Where to put the bundle
     #[arg(long, default_value = "target/bundle")]
     pub out: std::path::PathBuf,
+}
+
+#[derive(Args)]
+pub struct SanitizeFlags {
+    /// Lessons to check (default: all)
+    pub lessons: Vec<String>,
+    /// Only these tools (memcheck, racecheck, synccheck, initcheck)
+    #[arg(long, value_delimiter = ',')]
+    pub tools: Vec<String>,
 }

@@ -8,18 +8,42 @@ pub fn run(flags: KernelsFlags) -> anyhow::Result<()> {
     let nvcc = setup::run()?.nvcc;
     let out = tools::target_dir().join("kernels").join(&flags.arch);
     fs::create_dir_all(&out)?;
-    let mut sources: Vec<_> = fs::read_dir(tools::root().join("kernels"))?.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == "cu")).collect();
+    let mut sources: Vec<_> = fs::read_dir(tools::root().join("kernels"))?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "cu"))
+        .collect();
     sources.sort();
-    println!("{:<14} {:<16} {:>9} {:>7} {:>13} {:>12}", "file", "kernel", "registers", "stack", "spill stores", "spill loads");
+    println!(
+        "{:<14} {:<16} {:>9} {:>7} {:>13} {:>12}",
+        "file", "kernel", "registers", "stack", "spill stores", "spill loads"
+    );
     for src in sources {
         let cubin = out.join(src.with_extension("cubin").file_name().unwrap());
         let o = tools::output(
-            Command::new(&nvcc).args(["-cubin", &format!("-arch={}", flags.arch), "-Xptxas", "-v", "-o"]).arg(&cubin).arg(&src),
+            Command::new(&nvcc)
+                .args([
+                    "-cubin",
+                    &format!("-arch={}", flags.arch),
+                    "-Xptxas",
+                    "-v",
+                    "-o",
+                ])
+                .arg(&cubin)
+                .arg(&src),
             &format!("compiling {} for {}", src.display(), flags.arch),
         )?;
         let file = src.file_name().unwrap().to_string_lossy().into_owned();
         for k in parse_ptxas(&String::from_utf8_lossy(&o.stderr)) {
-            println!("{:<14} {:<16} {:>9} {:>7} {:>13} {:>12}", file, k.name, k.registers, format!("{} B", k.stack), k.spill_stores, k.spill_loads);
+            println!(
+                "{:<14} {:<16} {:>9} {:>7} {:>13} {:>12}",
+                file,
+                k.name,
+                k.registers,
+                format!("{} B", k.stack),
+                k.spill_stores,
+                k.spill_loads
+            );
         }
     }
     println!("\ncubins in {}", out.display());
@@ -45,7 +69,10 @@ pub fn parse_ptxas(text: &str) -> Vec<KernelInfo> {
     };
     for line in text.lines() {
         if let Some(rest) = line.split("Compiling entry function '").nth(1) {
-            out.push(KernelInfo { name: rest.split('\'').next().unwrap_or("").to_string(), ..Default::default() });
+            out.push(KernelInfo {
+                name: rest.split('\'').next().unwrap_or("").to_string(),
+                ..Default::default()
+            });
         } else if let Some(k) = out.last_mut() {
             if line.contains("stack frame") {
                 k.stack = num_before(line, "bytes stack frame").unwrap_or(0);
@@ -76,7 +103,23 @@ ptxas info    : Function properties for process_sincos\n\
 ptxas info    : Used 22 registers, used 0 barriers, 32 bytes cumulative stack size\n";
         let k = parse_ptxas(text);
         assert_eq!(k.len(), 2);
-        assert_eq!(k[0], KernelInfo { name: "heavy_sqrt".into(), registers: 19, ..Default::default() });
-        assert_eq!(k[1], KernelInfo { name: "process_sincos".into(), registers: 22, stack: 32, spill_stores: 4, spill_loads: 8 });
+        assert_eq!(
+            k[0],
+            KernelInfo {
+                name: "heavy_sqrt".into(),
+                registers: 19,
+                ..Default::default()
+            }
+        );
+        assert_eq!(
+            k[1],
+            KernelInfo {
+                name: "process_sincos".into(),
+                registers: 22,
+                stack: 32,
+                spill_stores: 4,
+                spill_loads: 8
+            }
+        );
     }
 }

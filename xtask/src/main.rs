@@ -5,6 +5,8 @@ mod bundle;
 mod doctor;
 mod flags;
 mod kernels;
+mod lessons;
+mod sanitize;
 mod setup;
 mod test;
 mod tools;
@@ -20,6 +22,7 @@ fn main() -> ExitCode {
         flags::Task::Test(f) => test::run(f),
         flags::Task::Doctor => doctor::run(),
         flags::Task::Kernels(f) => kernels::run(f),
+        flags::Task::Sanitize(f) => sanitize::run(f),
         flags::Task::Bundle(f) => bundle::run(f),
     };
     match result {

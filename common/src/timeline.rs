@@ -1,0 +1,180 @@
+//! Phases and the built-in timeline.
+//!
+//! [`phase`] names what a lesson is doing ("serialized", "overlapped"): an NVTX range that Nsight Systems
+//! shows (with the `nvtx` feature), and the label of every operation in the built-in timeline.
+//!
+//! The built-in timeline is for machines without Nsight Systems: with `GPU_TIMELINE=trace.json` in the
+//! environment, every copy, memset and kernel a scope queues gets a CUDA event before and after it, and
+//! when the [`crate::Gpu`] is dropped the operations are written as a Chrome trace (ui.perfetto.dev opens
+//! it; `cargo xtask profile --builtin` summarizes and draws it). An event before an operation fires when
+//! its stream reaches it, which can be before its engine is free: the summary corrects for that by
+//! letting each engine run one operation at a time.
+
+use std::{cell::RefCell, collections::HashMap, path::PathBuf};
+
+use serde::Serialize;
+
+use crate::timing::Event;
+
+thread_local! {
+    static PHASE: RefCell<String> = RefCell::new(String::new());
+}
+
+/// A named phase of a lesson, until dropped.
+pub struct Phase {
+    previous: String,
+    #[cfg(feature = "nvtx")]
+    _range: nvtx::LocalRange,
+}
+
+/// Starts a phase; it ends when the returned guard is dropped.
+pub fn phase(name: &str) -> Phase {
+    let previous = PHASE.with(|p| std::mem::replace(&mut *p.borrow_mut(), name.to_string()));
+    Phase {
+        previous,
+        #[cfg(feature = "nvtx")]
+        _range: nvtx::LocalRange::new(nvtx::Str::from_str_lossy(name)),
+    }
+}
+
+impl Drop for Phase {
+    fn drop(&mut self) {
+        PHASE.with(|p| *p.borrow_mut() = std::mem::take(&mut self.previous));
+    }
+}
+
+pub(crate) fn current_phase() -> String {
+    PHASE.with(|p| p.borrow().clone())
+}
+
+/// One operation as the GPU ran it, in ms since the recorder started.
+#[derive(Clone, Debug, Serialize)]
+pub struct Record {
+    pub phase: String,
+    pub stream: usize,
+    pub kind: &'static str,
+    pub name: String,
+    pub bytes: usize,
+    pub start_ms: f64,
+    pub end_ms: f64,
+}
+
+/// Collects [`Record`]s for one GPU while `GPU_TIMELINE` is set.
+pub(crate) struct Recorder {
+    pub path: PathBuf,
+    pub origin: Event,
+    pub records: Vec<Record>,
+    streams: HashMap<usize, usize>,
+}
+
+impl Recorder {
+    pub fn from_env(
+        origin: impl FnOnce() -> anyhow::Result<Event>,
+    ) -> anyhow::Result<Option<Recorder>> {
+        match std::env::var_os("GPU_TIMELINE") {
+            Some(p) if !p.is_empty() => Ok(Some(Recorder {
+                path: p.into(),
+                origin: origin()?,
+                records: Vec::new(),
+                streams: HashMap::new(),
+            })),
+            _ => Ok(None),
+        }
+    }
+
+    /// A small number for a stream, in order of first use.
+    pub fn stream_id(&mut self, raw: usize) -> usize {
+        let next = self.streams.len();
+        *self.streams.entry(raw).or_insert(next)
+    }
+
+    pub fn write(&self) -> anyhow::Result<()> {
+        use anyhow::Context as _;
+        let json = serde_json::to_string(&chrome_trace(&self.records))?;
+        std::fs::write(&self.path, json)
+            .with_context(|| format!("writing the timeline to {}", self.path.display()))
+    }
+}
+
+/// The Chrome trace of `records`: one row (tid) per stream, and a row of phases.
+pub fn chrome_trace(records: &[Record]) -> serde_json::Value {
+    let us = |ms: f64| (ms * 1000.0 * 1000.0).round() / 1000.0;
+    let mut events: Vec<serde_json::Value> = records
+        .iter()
+        .map(|r| {
+            serde_json::json!({
+                "name": r.name, "cat": r.kind, "ph": "X", "pid": 0, "tid": r.stream,
+                "ts": us(r.start_ms), "dur": us(r.end_ms - r.start_ms),
+                "args": { "bytes": r.bytes, "phase": r.phase },
+            })
+        })
+        .collect();
+    let mut phases: Vec<(String, f64, f64)> = Vec::new();
+    for r in records {
+        match phases.last_mut() {
+            Some(p) if p.0 == r.phase => {
+                p.1 = p.1.min(r.start_ms);
+                p.2 = p.2.max(r.end_ms);
+            }
+            _ => phases.push((r.phase.clone(), r.start_ms, r.end_ms)),
+        }
+    }
+    for (name, start, end) in phases {
+        events.push(serde_json::json!({ "name": name, "cat": "phase", "ph": "X", "pid": 0, "tid": "phases", "ts": us(start), "dur": us(end - start) }));
+    }
+    serde_json::json!({ "traceEvents": events, "displayTimeUnit": "ms", "otherData": { "source": "gpu-transfers built-in timeline (CUDA events)" } })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chrome_trace_has_ops_and_phases() {
+        let r = |phase: &str, stream, kind, start_ms, end_ms| Record {
+            phase: phase.into(),
+            stream,
+            kind,
+            name: kind.into(),
+            bytes: 8,
+            start_ms,
+            end_ms,
+        };
+        let t = chrome_trace(&[
+            r("a", 0, "H2D", 0.0, 1.0),
+            r("a", 1, "kernel", 0.5, 2.0),
+            r("b", 0, "D2H", 3.0, 4.5),
+        ]);
+        let ev = t["traceEvents"].as_array().unwrap();
+        assert_eq!(ev.len(), 5);
+        assert_eq!(ev[1]["ts"], 500.0);
+        assert_eq!(ev[1]["dur"], 1500.0);
+        let phases: Vec<_> = ev
+            .iter()
+            .filter(|e| e["cat"] == "phase")
+            .map(|e| {
+                (
+                    e["name"].as_str().unwrap(),
+                    e["ts"].as_f64().unwrap(),
+                    e["dur"].as_f64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(phases, vec![("a", 0.0, 2000.0), ("b", 3000.0, 1500.0)]);
+    }
+
+    #[test]
+    fn phases_nest_and_restore() {
+        assert_eq!(current_phase(), "");
+        {
+            let _a = phase("outer");
+            assert_eq!(current_phase(), "outer");
+            {
+                let _b = phase("inner");
+                assert_eq!(current_phase(), "inner");
+            }
+            assert_eq!(current_phase(), "outer");
+        }
+        assert_eq!(current_phase(), "");
+    }
+}

@@ -1,0 +1,133 @@
+//! The lessons as programs to run: their names, quick arguments, and where their binaries are.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context as _};
+
+use crate::tools;
+
+/// Every lesson, with arguments that keep a run short (for the sanitizer and the profiler).
+pub const QUICK: [(&str, &[&str]); 6] = [
+    (
+        "pinned_memory",
+        &[
+            "--min",
+            "64KiB",
+            "--max",
+            "4MiB",
+            "--repeats",
+            "2",
+            "--warmup",
+            "1",
+        ],
+    ),
+    (
+        "async_memcpy",
+        &["-n", "256k", "--repeats", "2", "--warmup", "1"],
+    ),
+    (
+        "overlap",
+        &[
+            "-n",
+            "4M",
+            "--chunks",
+            "8",
+            "--streams",
+            "4",
+            "--iters",
+            "64",
+            "--repeats",
+            "2",
+            "--warmup",
+            "1",
+        ],
+    ),
+    (
+        "vector_add_streams",
+        &[
+            "-n",
+            "4M",
+            "--chunks",
+            "8",
+            "--streams",
+            "4",
+            "--repeats",
+            "2",
+            "--warmup",
+            "1",
+        ],
+    ),
+    (
+        "zero_copy",
+        &[
+            "--min",
+            "64KiB",
+            "--max",
+            "4MiB",
+            "--repeats",
+            "2",
+            "--warmup",
+            "1",
+        ],
+    ),
+    (
+        "double_buffering",
+        &[
+            "-n",
+            "4M",
+            "--chunks",
+            "8",
+            "--streams",
+            "4",
+            "--iters",
+            "64",
+            "--repeats",
+            "2",
+            "--warmup",
+            "1",
+        ],
+    ),
+];
+
+/// The lessons named (all when none), checked against the list.
+pub fn select(names: &[String]) -> anyhow::Result<Vec<(&'static str, &'static [&'static str])>> {
+    if names.is_empty() {
+        return Ok(QUICK.to_vec());
+    }
+    names
+        .iter()
+        .map(|n| {
+            QUICK
+                .iter()
+                .find(|(l, _)| l == n)
+                .copied()
+                .with_context(|| {
+                    format!(
+                        "no lesson named {n}: the lessons are {}",
+                        QUICK.map(|l| l.0).join(", ")
+                    )
+                })
+        })
+        .collect()
+}
+
+/// The folder of release-built lessons: `lessons/` in a bundle, else built now with cargo.
+pub fn binaries() -> anyhow::Result<PathBuf> {
+    if tools::in_bundle() {
+        return Ok(tools::root().join("lessons"));
+    }
+    crate::setup::run()?;
+    tools::run(
+        tools::cargo().args(["build", "--release", "--examples"]),
+        "building the lessons",
+    )?;
+    Ok(tools::target_dir().join("release/examples"))
+}
+
+/// A GPU is needed: say so in one line where there is no driver.
+pub fn need_gpu(task: &str) -> anyhow::Result<()> {
+    if tools::real_libcuda().is_none() {
+        bail!("no NVIDIA driver on this machine: `cargo xtask {task}` runs the lessons on a GPU");
+    }
+    Ok(())
+}
