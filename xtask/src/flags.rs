@@ -22,6 +22,8 @@ pub enum Task {
     Doctor,
     /// Compile every kernel for one architecture and print registers, spills and stack from ptxas
     Kernels(KernelsFlags),
+    /// Run every lesson (or those named) under Nsight Systems: per-phase overlap figures, pictures, a report
+    Profile(ProfileFlags),
     /// Run every lesson (or those named) under compute-sanitizer: memcheck, racecheck, synccheck, initcheck
     Sanitize(SanitizeFlags),
     /// Pack release builds of the lessons, tests and this xtask into target/bundle, for GPU hosts without Rust
@@ -56,4 +58,13 @@ pub struct SanitizeFlags {
     /// Only these tools (memcheck, racecheck, synccheck, initcheck)
     #[arg(long, value_delimiter = ',')]
     pub tools: Vec<String>,
+}
+
+#[derive(Args)]
+pub struct ProfileFlags {
+    /// Lessons to profile (default: all)
+    pub lessons: Vec<String>,
+    /// Use the built-in CUDA-event timeline even where nsys is found
+    #[arg(long)]
+    pub builtin: bool,
 }

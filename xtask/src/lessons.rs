@@ -111,17 +111,40 @@ pub fn select(names: &[String]) -> anyhow::Result<Vec<(&'static str, &'static [&
         .collect()
 }
 
-/// The folder of release-built lessons: `lessons/` in a bundle, else built now with cargo.
-pub fn binaries() -> anyhow::Result<PathBuf> {
+/// Every lesson at its own sizes, with fewer repeats: for the profiler, whose pictures should show
+/// the real workload and whose built-in timeline is accurate only for operations of some length.
+pub const PROFILE: [(&str, &[&str]); 6] = [
+    ("pinned_memory", &["--max", "64MiB", "--repeats", "3", "--warmup", "1"]),
+    ("async_memcpy", &["--repeats", "3", "--warmup", "1"]),
+    ("overlap", &["--repeats", "3", "--warmup", "1"]),
+    ("vector_add_streams", &["--repeats", "3", "--warmup", "1"]),
+    ("zero_copy", &["--max", "64MiB", "--repeats", "3", "--warmup", "1"]),
+    ("double_buffering", &["--repeats", "3", "--warmup", "1"]),
+];
+
+/// The folder of release-built lessons: `lessons/` in a bundle, else built now with cargo, with NVTX
+/// ranges when `nvtx` (for the profiler).
+pub fn binaries(nvtx: bool) -> anyhow::Result<PathBuf> {
     if tools::in_bundle() {
         return Ok(tools::root().join("lessons"));
     }
     crate::setup::run()?;
-    tools::run(
-        tools::cargo().args(["build", "--release", "--examples"]),
-        "building the lessons",
-    )?;
+    let mut cargo = tools::cargo();
+    cargo.args(["build", "--release", "--examples"]);
+    if nvtx {
+        cargo.args(["--features", "nvtx"]).envs(crate::setup::nvtx_build_env()?);
+    }
+    tools::run(&mut cargo, "building the lessons")?;
     Ok(tools::target_dir().join("release/examples"))
+}
+
+/// Where a task writes its files: under target/ through cargo, beside the bundle otherwise.
+pub fn output_dir(task: &str) -> PathBuf {
+    if tools::in_bundle() {
+        tools::root().join(task)
+    } else {
+        tools::target_dir().join(task)
+    }
 }
 
 /// A GPU is needed: say so in one line where there is no driver.

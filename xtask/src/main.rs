@@ -6,10 +6,12 @@ mod doctor;
 mod flags;
 mod kernels;
 mod lessons;
+mod profile;
 mod sanitize;
 mod setup;
 mod test;
 mod tools;
+mod trace;
 
 use std::process::ExitCode;
 
@@ -22,6 +24,7 @@ fn main() -> ExitCode {
         flags::Task::Test(f) => test::run(f),
         flags::Task::Doctor => doctor::run(),
         flags::Task::Kernels(f) => kernels::run(f),
+        flags::Task::Profile(f) => profile::run(f),
         flags::Task::Sanitize(f) => sanitize::run(f),
         flags::Task::Bundle(f) => bundle::run(f),
     };

@@ -29,12 +29,8 @@ pub fn run(flags: SanitizeFlags) -> anyhow::Result<()> {
     if let Some(bad) = tools_to_run.iter().find(|t| !TOOLS.contains(t)) {
         bail!("unknown sanitizer tool {bad}: use {}", TOOLS.join(", "));
     }
-    let bins = lessons::binaries()?;
-    let logs = if tools::in_bundle() {
-        std::env::temp_dir().join("sanitize")
-    } else {
-        tools::target_dir().join("sanitize")
-    };
+    let bins = lessons::binaries(false)?;
+    let logs = lessons::output_dir("sanitize");
     fs::create_dir_all(&logs)?;
     println!(
         "{:<20} {}",
