@@ -280,6 +280,18 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         )
     }
 
+    /// `cudaMemcpyAsync(dst, src, ..., cudaMemcpyDeviceToDevice, stream)`: reads and writes device memory.
+    pub fn dtod<T: DeviceCopy>(&self, stream: &Stream, src: Dev<'scope, T>, dst: Dev<'scope, T>) -> anyhow::Result<()> {
+        if src.len != dst.len {
+            bail!("dtod: source has {} elements, destination {}", src.len, dst.len);
+        }
+        let bytes = src.len * std::mem::size_of::<T>();
+        self.enqueue(stream, &[src.access(false), dst.access(true)], ("DtoD", "memcpy DtoD", bytes), || format!("copying {bytes} bytes device to device"), |s| {
+            // SAFETY: two live device ranges of `bytes` bytes that this scope orders.
+            unsafe { sys::cuMemcpyDtoDAsync_v2(dst.ptr(), src.ptr(), bytes, s) }
+        })
+    }
+
     /// `cudaMemsetD32Async`: sets every element to `value` (to poison outputs before a run, say).
     pub fn fill(&self, stream: &Stream, dst: Dev<'scope, f32>, value: f32) -> anyhow::Result<()> {
         self.enqueue(
@@ -313,7 +325,8 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     /// Blocks until every stream of the scope is idle (`cudaDeviceSynchronize` for these streams).
     pub fn synchronize(&self) -> anyhow::Result<()> {
         for s in self.streams {
-            s.synchronize().context("waiting for a stream")?;
+            // SAFETY: a live stream of this context.
+            check(unsafe { sys::cuStreamSynchronize(s.as_inner()) }, || "waiting for a stream".into())?;
         }
         Ok(())
     }

@@ -26,6 +26,8 @@ pub enum Task {
     Profile(ProfileFlags),
     /// Run every lesson (or those named) under compute-sanitizer: memcheck, racecheck, synccheck, initcheck
     Sanitize(SanitizeFlags),
+    /// Our best benchmark figures beside the limits measured in the same `cargo bench` run
+    BenchReport(BenchReportFlags),
     /// Pack release builds of the lessons, tests and this xtask into target/bundle, for GPU hosts without Rust
     Bundle(BundleFlags),
 }
@@ -67,4 +69,11 @@ pub struct ProfileFlags {
     /// Use the built-in CUDA-event timeline even where nsys is found
     #[arg(long)]
     pub builtin: bool,
+}
+
+#[derive(Args)]
+pub struct BenchReportFlags {
+    /// Criterion's output folder (default: target/criterion, or ./target/criterion in a bundle)
+    #[arg(long)]
+    pub dir: Option<std::path::PathBuf>,
 }

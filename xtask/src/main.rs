@@ -1,6 +1,7 @@
 //! `cargo xtask <task>`: the project's chores, in Rust. `main` parses flags and dispatches; each task
 //! is a module named for it.
 
+mod bench_report;
 mod bundle;
 mod doctor;
 mod flags;
@@ -26,6 +27,7 @@ fn main() -> ExitCode {
         flags::Task::Kernels(f) => kernels::run(f),
         flags::Task::Profile(f) => profile::run(f),
         flags::Task::Sanitize(f) => sanitize::run(f),
+        flags::Task::BenchReport(f) => bench_report::run(f),
         flags::Task::Bundle(f) => bundle::run(f),
     };
     match result {

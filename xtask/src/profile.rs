@@ -124,10 +124,12 @@ fn slug(s: &str) -> String {
     s.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' }).collect::<String>().split('-').filter(|p| !p.is_empty()).collect::<Vec<_>>().join("-")
 }
 
-/// The largest relative difference in engine busy times, and the difference in overlap fraction.
-fn agreement(a: &Summary, b: &Summary) -> (f64, f64) {
+/// How far `b` (the built-in timeline) is from `a` (nsys): the largest relative difference in engine
+/// busy times, the relative difference in span, and the difference in overlap fraction.
+pub fn agreement(a: &Summary, b: &Summary) -> (f64, f64, f64) {
     let rel = |x: f64, y: f64| if x.max(y) < 1e-3 { 0.0 } else { (x - y).abs() / x.max(y) };
-    (rel(a.h2d, b.h2d).max(rel(a.d2h, b.d2h)).max(rel(a.kernel, b.kernel)), (a.overlap_fraction - b.overlap_fraction).abs())
+    let busy = rel(a.h2d, b.h2d).max(rel(a.d2h, b.d2h)).max(rel(a.kernel, b.kernel));
+    (busy, rel(a.span, b.span), (a.overlap_fraction - b.overlap_fraction).abs())
 }
 
 fn lesson_report(name: &str, nsys: Option<&Trace>, builtin: &Trace, out: &Path) -> anyhow::Result<Section> {
@@ -136,7 +138,7 @@ fn lesson_report(name: &str, nsys: Option<&Trace>, builtin: &Trace, out: &Path) 
     let mut pictures: Vec<PathBuf> = vec![out.join(format!("{name}.svg"))];
     fs::write(&pictures[0], trace::svg(primary, &format!("{name} ({source})"), None))?;
     let mut term = format!("\n{name} ({source})\n");
-    let _ = writeln!(term, "{:<26} {:>9} {:>8} {:>8} {:>8} {:>13} {:>10} {:>8} {:>16}", "phase", "span", "H2D", "kernels", "D2H", "copy||kernel", "H2D||D2H", "idle", "built-in differs");
+    let _ = writeln!(term, "{:<26} {:>9} {:>8} {:>8} {:>8} {:>13} {:>10} {:>8}  {}", "phase", "span", "H2D", "kernels", "D2H", "copy||kernel", "H2D||D2H", "idle", "built-in timeline differs by");
     let mut md = format!("## {name}\n\n![{name}]({name}.svg)\n\n| phase | ops | span | H2D busy | kernels busy | D2H busy | copy under kernels | H2D and D2H at once | idle | built-in timeline differs by |\n|---|---|---|---|---|---|---|---|---|---|\n");
     let builtin_phases = trace::by_phase(builtin);
     for (phase, ops) in trace::by_phase(primary) {
@@ -147,14 +149,14 @@ fn lesson_report(name: &str, nsys: Option<&Trace>, builtin: &Trace, out: &Path) 
         let other = if nsys.is_some() { builtin_phases.iter().find(|(p, _)| *p == phase).map(|(_, o)| trace::summarize(o)) } else { None };
         let differs = match &other {
             Some(b) => {
-                let (busy, overlap) = agreement(&s, b);
-                format!("{:.1}% busy, {:.2} overlap", 100.0 * busy, overlap)
+                let (busy, span, overlap) = agreement(&s, b);
+                format!("busy {:.1}%, span {:.1}%, overlap {:.2}", 100.0 * busy, 100.0 * span, overlap)
             }
             None => "-".into(),
         };
         let _ = writeln!(
             term,
-            "{:<26} {:>9.3} {:>8.3} {:>8.3} {:>8.3} {:>12.0}% {:>10.3} {:>8.3} {:>16}",
+            "{:<26} {:>9.3} {:>8.3} {:>8.3} {:>8.3} {:>12.0}% {:>10.3} {:>8.3}  {}",
             phase.chars().take(26).collect::<String>(),
             s.span,
             s.h2d,
@@ -190,8 +192,8 @@ mod tests {
         assert_eq!(slug("pinned in place 64 MiB"), "pinned-in-place-64-mib");
         let a = Summary { h2d: 10.0, d2h: 10.0, kernel: 10.0, overlap_fraction: 0.9, ..Default::default() };
         let b = Summary { h2d: 10.5, d2h: 10.0, kernel: 9.9, overlap_fraction: 0.88, ..Default::default() };
-        let (busy, overlap) = agreement(&a, &b);
-        assert!((busy - 0.5 / 10.5).abs() < 1e-12 && (overlap - 0.02).abs() < 1e-12);
+        let (busy, span, overlap) = agreement(&a, &b);
+        assert!((busy - 0.5 / 10.5).abs() < 1e-12 && (overlap - 0.02).abs() < 1e-12 && span == 0.0);
     }
 
     #[test]

@@ -13,6 +13,12 @@ fn errors_in(line: &str) -> Option<u64> {
     line[..i].rsplit(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
 }
 
+/// Bytes memcheck's leak check reports: "LEAK SUMMARY: 0 bytes leaked in 0 allocations".
+fn leaked_bytes(line: &str) -> Option<u64> {
+    let rest = line.split("LEAK SUMMARY:").nth(1)?;
+    rest.split_whitespace().next()?.parse().ok()
+}
+
 const TOOLS: [&str; 4] = ["memcheck", "racecheck", "synccheck", "initcheck"];
 
 pub fn run(flags: SanitizeFlags) -> anyhow::Result<()> {
@@ -63,9 +69,10 @@ pub fn run(flags: SanitizeFlags) -> anyhow::Result<()> {
             fs::write(&log, &text)?;
             let summary = text
                 .lines()
-                .find(|l| l.contains("SUMMARY"))
+                .find(|l| l.contains("SUMMARY") && errors_in(l).is_some())
                 .map(str::to_string);
-            let clean = out.status.success() && summary.as_deref().and_then(errors_in) == Some(0);
+            let leaked = text.lines().filter_map(leaked_bytes).sum::<u64>();
+            let clean = out.status.success() && summary.as_deref().and_then(errors_in) == Some(0) && leaked == 0;
             row += &format!("{:>11}", if clean { "clean" } else { "ERRORS" });
             if !clean {
                 failures.push(format!(
@@ -93,7 +100,7 @@ pub fn run(flags: SanitizeFlags) -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::errors_in;
+    use super::{errors_in, leaked_bytes};
 
     #[test]
     fn reads_every_tools_summary() {
@@ -103,5 +110,9 @@ mod tests {
         assert_eq!(errors_in("========= RACECHECK SUMMARY: 3 hazards displayed (10 errors, 0 warnings)"), Some(10));
         assert_eq!(errors_in("========= ERROR SUMMARY: 1 error"), Some(1));
         assert_eq!(errors_in("no summary"), None);
+        assert_eq!(errors_in("========= LEAK SUMMARY: 0 bytes leaked in 0 allocations"), None);
+        assert_eq!(leaked_bytes("========= LEAK SUMMARY: 0 bytes leaked in 0 allocations"), Some(0));
+        assert_eq!(leaked_bytes("========= LEAK SUMMARY: 4096 bytes leaked in 1 allocations"), Some(4096));
+        assert_eq!(leaked_bytes("========= ERROR SUMMARY: 0 errors"), None);
     }
 }

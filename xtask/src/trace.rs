@@ -184,7 +184,8 @@ fn union(mut iv: Vec<(f64, f64)>) -> Vec<(f64, f64)> {
 }
 
 fn length(u: &[(f64, f64)]) -> f64 {
-    u.iter().map(|(s, e)| e - s).sum()
+    // fold from +0.0: f64's `sum` starts at -0.0, which prints as "-0.000"
+    u.iter().fold(0.0, |a, (s, e)| a + (e - s))
 }
 
 fn overlap(a: &[(f64, f64)], b: &[(f64, f64)]) -> f64 {
@@ -443,6 +444,28 @@ mod tests {
             assert!((0.0..12.0).contains(&excess_us), "{what}: nsys {x} ms, built-in {y} ms: {excess_us:.1} us per operation");
         }
         assert!((n.span - b.span).abs() / n.span < 0.01, "span: nsys {}, built-in {}", n.span, b.span);
+    }
+
+    /// The default overlap workload (8 MiB chunks, ~160 us operations), profiled on an H200: nsys and the
+    /// built-in timeline of the same run, phase by phase.
+    #[test]
+    fn on_the_default_workload_the_timelines_agree() {
+        let nsys = Trace {
+            ops: parse_gpu_trace_csv(include_str!("../fixtures/h200_overlap_default_cuda_gpu_trace.csv")).unwrap(),
+            phases: parse_nvtx_csv(include_str!("../fixtures/h200_overlap_default_nvtx_pushpop_trace.csv")).unwrap(),
+        };
+        let mut builtin = parse_chrome(&serde_json::from_str(include_str!("../fixtures/h200_overlap_default_builtin.json")).unwrap()).unwrap();
+        correct_engines(&mut builtin.ops);
+        let (n, b) = (by_phase(&nsys), by_phase(&builtin));
+        for phase in ["serialized", "overlapped"] {
+            let get = |p: &Vec<(String, Vec<&Op>)>| summarize(&p.iter().find(|(name, _)| name == phase).unwrap().1);
+            let (ns, bs) = (get(&n), get(&b));
+            assert_eq!(ns.ops, bs.ops, "{phase}: the same operations");
+            let (busy, span, overlap) = crate::profile::agreement(&ns, &bs);
+            assert!(span < 0.02, "{phase}: span nsys {} ms, built-in {} ms", ns.span, bs.span);
+            assert!(overlap < 0.03, "{phase}: overlap nsys {}, built-in {}", ns.overlap_fraction, bs.overlap_fraction);
+            assert!(busy < 0.12, "{phase}: busy times differ by {:.1}%", 100.0 * busy);
+        }
     }
 
     #[test]

@@ -1,0 +1,175 @@
+//! Reads criterion's results and the limits the benchmark measured in the same run
+//! (`gpu-limits.json`), and prints our best figures beside them.
+
+use std::{
+    collections::BTreeMap,
+    fs,
+    path::{Path, PathBuf},
+};
+
+use anyhow::{bail, Context as _};
+use serde_json::Value;
+
+use crate::{flags::BenchReportFlags, tools};
+
+/// One benchmark's result: where it is, its median time, its bytes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Result {
+    pub group: String,
+    pub function: String,
+    pub value: String,
+    pub median_ns: f64,
+    pub bytes: u64,
+}
+
+impl Result {
+    pub fn gbps(&self) -> f64 {
+        self.bytes as f64 / self.median_ns
+    }
+}
+
+pub fn run(flags: BenchReportFlags) -> anyhow::Result<()> {
+    let dir = flags.dir.unwrap_or_else(|| if tools::in_bundle() { PathBuf::from("target/criterion") } else { tools::target_dir().join("criterion") });
+    let results = read_results(&dir)?;
+    if results.is_empty() {
+        bail!("no criterion results in {}: run `cargo bench` first", dir.display());
+    }
+    let limits: Value = serde_json::from_str(&fs::read_to_string(dir.join("gpu-limits.json")).context("no gpu-limits.json: the benchmark measures it, run `cargo bench`")?)?;
+    print!("{}", report(&results, &limits));
+    Ok(())
+}
+
+/// Every `*/new/benchmark.json` with its `estimates.json` under `dir`.
+pub fn read_results(dir: &Path) -> anyhow::Result<Vec<Result>> {
+    let mut out = Vec::new();
+    walk(dir, &mut |p| {
+        if p.ends_with("new/benchmark.json") {
+            if let Some(r) = read_one(p) {
+                out.push(r);
+            }
+        }
+    });
+    out.sort_by(|a, b| (&a.group, &a.function, &a.value).cmp(&(&b.group, &b.function, &b.value)));
+    Ok(out)
+}
+
+fn walk(dir: &Path, f: &mut dyn FnMut(&Path)) {
+    if let Ok(entries) = fs::read_dir(dir) {
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, f);
+            } else {
+                f(&p);
+            }
+        }
+    }
+}
+
+fn read_one(benchmark: &Path) -> Option<Result> {
+    let b: Value = serde_json::from_str(&fs::read_to_string(benchmark).ok()?).ok()?;
+    let e: Value = serde_json::from_str(&fs::read_to_string(benchmark.with_file_name("estimates.json")).ok()?).ok()?;
+    let bytes = b["throughput"]["Bytes"].as_u64().or_else(|| b["throughput"]["BytesDecimal"].as_u64()).unwrap_or(0);
+    Some(Result {
+        group: b["group_id"].as_str()?.to_string(),
+        function: b["function_id"].as_str().unwrap_or("").to_string(),
+        value: b["value_str"].as_str().unwrap_or("").to_string(),
+        median_ns: e["median"]["point_estimate"].as_f64()?,
+        bytes,
+    })
+}
+
+/// The report: per copy group and host-memory kind, the best rate against the copy-engine limit;
+/// the device-memory copy against its peak; the pipeline's best times against the model's ideal.
+pub fn report(results: &[Result], limits: &Value) -> String {
+    let mut s = String::new();
+    let lim = |path: &[&str]| path.iter().fold(limits, |v, k| &v[*k]).as_f64();
+    let name = limits["device"]["name"].as_str().unwrap_or("the GPU");
+    s += &format!("Best figures of this run on {name}, against the limits measured in the same run\n\n");
+    s += &format!("{:<8} {:<16} {:>10} {:>10} {:>12} {:>8}\n", "group", "host memory", "best GB/s", "at", "limit GB/s", "of limit");
+    for (group, limit) in [("h2d", lim(&["copy_engine_gbps", "h2d"])), ("d2h", lim(&["copy_engine_gbps", "d2h"])), ("both", lim(&["copy_engine_gbps", "both_each_way"]).map(|x| 2.0 * x))] {
+        let mut best: BTreeMap<&str, &Result> = BTreeMap::new();
+        for r in results.iter().filter(|r| r.group == group && r.bytes > 0) {
+            let e = best.entry(&r.function).or_insert(r);
+            if r.gbps() > e.gbps() {
+                *e = r;
+            }
+        }
+        for (kind, r) in best {
+            let (l, pct) = match limit {
+                Some(l) => (format!("{l:.2}"), format!("{:.1}%", 100.0 * r.gbps() / l)),
+                None => ("-".into(), "-".into()),
+            };
+            s += &format!("{group:<8} {kind:<16} {:>10.2} {:>10} {l:>12} {pct:>8}\n", r.gbps(), r.value);
+        }
+    }
+    if let (Some(m), Some(p)) = (lim(&["device_memory_gbps", "measured_copy"]), lim(&["device_memory_gbps", "peak_from_clocks"])) {
+        s += &format!("\ndevice memory (device-to-device copy, read + write): {m:.0} GB/s of a {p:.0} GB/s peak ({:.0}%)\n", 100.0 * m / p);
+    }
+    let mut overlap: Vec<&Result> = results.iter().filter(|r| r.group == "overlap").collect();
+    let count = |s: &str| s.split_whitespace().next().and_then(|n| n.parse::<u32>().ok()).unwrap_or(0);
+    overlap.sort_by_key(|r| (count(&r.function), count(&r.value)));
+    if !overlap.is_empty() {
+        s += &format!("\n{:<26} {:>10} {:>14} {:>11} {:>14} {:>11}\n", "overlap pipeline", "median ms", "ideal one-way", "efficiency", "ideal both", "efficiency");
+        for r in overlap {
+            let key = format!("overlap/{}/{}", r.function, r.value);
+            let ideal = &limits["pipeline"]["ideal"][&key];
+            let (one, both) = (ideal["one_way_ms"].as_f64(), ideal["both_ways_ms"].as_f64());
+            let ms = r.median_ns / 1e6;
+            let fmt = |x: Option<f64>| x.map_or("-".into(), |x| format!("{x:.3}"));
+            let eff = |x: Option<f64>| x.map_or("-".into(), |x| format!("{:.3}", x / ms));
+            s += &format!("{:<26} {:>10.3} {:>14} {:>11} {:>14} {:>11}\n", format!("{} on {}", r.function, r.value), ms, fmt(one), eff(one), fmt(both), eff(both));
+        }
+    }
+    for group in ["buffering", "zero_copy"] {
+        let mut rs: Vec<&Result> = results.iter().filter(|r| r.group == group).collect();
+        rs.sort_by_key(|r| (r.function.clone(), r.bytes));
+        if !rs.is_empty() {
+            s += &format!("\n{group}\n");
+            for r in rs {
+                s += &format!("  {:<22} {:>10} {:>10.3} ms {:>8.2} GB/s\n", r.function, r.value, r.median_ns / 1e6, r.gbps());
+            }
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(dir: &Path, group: &str, function: &str, value: &str, bytes: u64, median_ns: f64) {
+        let d = dir.join(group).join(function).join(value).join("new");
+        fs::create_dir_all(&d).unwrap();
+        let b = serde_json::json!({ "group_id": group, "function_id": function, "value_str": value, "throughput": { "Bytes": bytes } });
+        fs::write(d.join("benchmark.json"), b.to_string()).unwrap();
+        let e = serde_json::json!({ "median": { "point_estimate": median_ns }, "mean": { "point_estimate": median_ns * 1.01 } });
+        fs::write(d.join("estimates.json"), e.to_string()).unwrap();
+    }
+
+    #[test]
+    fn reads_criterion_output_and_reports_against_limits() {
+        let dir = std::env::temp_dir().join(format!("bench-report-{}", std::process::id()));
+        write(&dir, "h2d", "pinned", "1 GiB", 1 << 30, 1_073_741_824.0 / 55.0);
+        write(&dir, "h2d", "pinned", "4 KiB", 4096, 6000.0);
+        write(&dir, "h2d", "pageable", "1 GiB", 1 << 30, 1_073_741_824.0 / 9.0);
+        write(&dir, "overlap", "32 chunks", "4 streams", 1 << 29, 6.0e6);
+        let results = read_results(&dir).unwrap();
+        assert_eq!(results.len(), 4);
+        assert!((results.iter().find(|r| r.function == "pinned" && r.value == "1 GiB").unwrap().gbps() - 55.0).abs() < 1e-9);
+        let limits = serde_json::json!({
+            "device": { "name": "Test GPU" },
+            "copy_engine_gbps": { "h2d": 55.0, "d2h": 55.0, "both_each_way": 47.0 },
+            "device_memory_gbps": { "measured_copy": 4000.0, "peak_from_clocks": 4800.0 },
+            "pipeline": { "ideal": { "overlap/32 chunks/4 streams": { "one_way_ms": 5.8, "both_ways_ms": 6.0 } } },
+        });
+        let text = report(&results, &limits);
+        assert!(text.contains("h2d      pinned                55.00      1 GiB        55.00   100.0%"), "{text}");
+        assert!(text.contains("pageable"));
+        assert!(text.contains("32 chunks on 4 streams"), "{text}");
+        assert!(text.contains("1.000"), "efficiency of 6.0 ms against a 6.0 ms ideal: {text}");
+        assert!(text.contains("0.967"), "efficiency against the 5.8 ms one-way ideal: {text}");
+        assert!(text.contains("4000 GB/s of a 4800 GB/s peak (83%)"), "{text}");
+        let _ = fs::remove_dir_all(dir);
+    }
+}
