@@ -16,7 +16,7 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Samplin
 use gpu_transfers::{
     args::parse_bytes,
     kernels::Work,
-    pipeline::{simulate, ChunkStages, CopyTimes},
+    pipeline::{run_pipeline, simulate, ChunkStages, CopyTimes, Layout},
     report::fmt_bytes,
     timing::{measure, Repeats},
     verify::input,
@@ -57,7 +57,10 @@ fn max_bytes() -> usize {
 
 fn configure<'a>(c: &'a mut Criterion, name: &str) -> criterion::BenchmarkGroup<'a, criterion::measurement::WallTime> {
     let mut g = c.benchmark_group(name);
-    g.sampling_mode(SamplingMode::Flat).sample_size(10).warm_up_time(Duration::from_millis(200)).measurement_time(Duration::from_millis(500));
+    g.sampling_mode(SamplingMode::Flat)
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(200))
+        .measurement_time(Duration::from_millis(500));
     g
 }
 
@@ -65,15 +68,22 @@ fn copies(c: &mut Criterion) {
     let Some(gpu) = gpu() else { return };
     let max = max_bytes();
     let n = max / 4;
-    let (mut pageable, mut backing) = (gpu_transfers::pageable(n, input).unwrap(), gpu_transfers::pageable(n, input).unwrap());
+    let (mut pageable, mut backing) =
+        (gpu_transfers::pageable(n, input).unwrap(), gpu_transfers::pageable(n, input).unwrap());
     let mut pinned = PinnedBuffer::from_fn(n, input).unwrap();
     let mut wc = PinnedBuffer::<f32>::with_flags(n, HostAlloc::WRITE_COMBINED).unwrap();
     wc.copy_from_slice(&pageable);
     let mut registered = Registered::new(&mut backing).unwrap();
-    let mut kinds: [(&str, &mut [f32]); 4] = [("pageable", &mut pageable), ("pinned", &mut pinned), ("write-combined", &mut wc), ("pinned in place", &mut registered)];
+    let mut kinds: [(&str, &mut [f32]); 4] = [
+        ("pageable", &mut pageable),
+        ("pinned", &mut pinned),
+        ("write-combined", &mut wc),
+        ("pinned in place", &mut registered),
+    ];
     let (mut up, mut down) = (gpu.alloc::<f32>(n).unwrap(), gpu.alloc::<f32>(n).unwrap());
     let streams = gpu.streams(2).unwrap();
-    let sizes: Vec<usize> = [4 << 10, 1 << 20, 16 << 20, 256 << 20, 1 << 30].into_iter().filter(|s| *s <= max).collect();
+    let sizes: Vec<usize> =
+        [4 << 10, 1 << 20, 16 << 20, 256 << 20, 1 << 30].into_iter().filter(|s| *s <= max).collect();
     for dir in ["h2d", "d2h", "both"] {
         let mut g = configure(c, dir);
         for (kind, host) in kinds.iter_mut() {
@@ -89,7 +99,10 @@ fn copies(c: &mut Criterion) {
                                 let (u, d) = (s.device(&mut up).slice(0..len), s.device(&mut down).slice(0..len));
                                 match dir {
                                     "h2d" => (0..k).try_for_each(|_| s.htod(&streams[0], &host[..len], u)),
-                                    "d2h" => host.chunks_exact_mut(len).take(k as usize).try_for_each(|out| s.dtoh(&streams[0], d, out)),
+                                    "d2h" => host
+                                        .chunks_exact_mut(len)
+                                        .take(k as usize)
+                                        .try_for_each(|out| s.dtoh(&streams[0], d, out)),
                                     _ => {
                                         // Uploads read the first half of the buffer while downloads write the second.
                                         let (lo, hi) = host.split_at_mut(n / 2);
@@ -118,20 +131,8 @@ fn pipelines(c: &mut Criterion) {
     let h_in = PinnedBuffer::from_fn(n, input).unwrap();
     let mut h_out = PinnedBuffer::<f32>::new(n).unwrap();
     let streams = gpu.streams(8).unwrap();
-    // One loop for every layout, as in the double_buffering lesson: chunk i in buffer i % buffers, on
-    // stream i % buffers, or with `by_engine` on an upload, a compute and a download stream.
     let run = |plan: ChunkPlan, bufs: &mut [DeviceBuffer<f32>], by_engine: bool, h_out: &mut [f32]| {
-        gpu.timed(&streams, |s| {
-            let d = s.devices(bufs);
-            for (c, out) in plan.iter().zip(plan.split_mut(h_out)) {
-                let (buf, own) = (d[c.index % d.len()].slice(0..c.len), &streams[c.index % d.len()]);
-                let (up, compute, down) = if by_engine { (&streams[0], &streams[1], &streams[2]) } else { (own, own, own) };
-                s.htod(up, &h_in[c.range()], buf)?;
-                s.launch(compute, gpu.kernels.work(work, buf))?;
-                s.dtoh(down, buf, out)?;
-            }
-            Ok(())
-        })
+        run_pipeline(&gpu, &streams, &plan, Layout { buffers: bufs.len(), by_engine }, work, &h_in, h_out, bufs)
     };
     let mut g = configure(c, "overlap");
     g.throughput(Throughput::Bytes(2 * n as u64 * 4));
@@ -139,7 +140,9 @@ fn pipelines(c: &mut Criterion) {
         for streams in [1, 2, 4, 8] {
             let plan = ChunkPlan::new(n, chunks, streams).unwrap();
             let mut bufs: Vec<_> = (0..streams).map(|_| gpu.alloc::<f32>(plan.max_chunk()).unwrap()).collect();
-            g.bench_function(BenchmarkId::new(format!("{chunks} chunks"), format!("{streams} streams")), |b| b.iter_custom(|iters| gpu_time(iters, || run(plan, &mut bufs, false, &mut h_out))));
+            g.bench_function(BenchmarkId::new(format!("{chunks} chunks"), format!("{streams} streams")), |b| {
+                b.iter_custom(|iters| gpu_time(iters, || run(plan, &mut bufs, false, &mut h_out)))
+            });
         }
     }
     g.finish();
@@ -148,7 +151,9 @@ fn pipelines(c: &mut Criterion) {
     let plan = ChunkPlan::new(n, 32, 1).unwrap();
     for (name, buffers, by_engine) in [("single", 1, false), ("double", 2, true), ("4 streams", 4, false)] {
         let mut bufs: Vec<_> = (0..buffers).map(|_| gpu.alloc::<f32>(plan.max_chunk()).unwrap()).collect();
-        g.bench_function(name, |b| b.iter_custom(|iters| gpu_time(iters, || run(plan, &mut bufs, by_engine, &mut h_out))));
+        g.bench_function(name, |b| {
+            b.iter_custom(|iters| gpu_time(iters, || run(plan, &mut bufs, by_engine, &mut h_out)))
+        });
     }
     g.finish();
     write_limits(&gpu, &stages, n, work);
@@ -170,7 +175,20 @@ fn zero_copy(c: &mut Criterion) {
         let len = bytes / 4;
         g.throughput(Throughput::Bytes(2 * bytes as u64));
         g.bench_function(BenchmarkId::new("mapped", fmt_bytes(bytes)), |b| {
-            b.iter_custom(|iters| gpu_time(iters, || gpu.timed(&streams, |s| s.launch(st, gpu.kernels.scale(s.mapped(&mut m_in)?.slice(0..len), s.mapped(&mut m_out)?.slice(0..len), 2.0)))))
+            b.iter_custom(|iters| {
+                gpu_time(iters, || {
+                    gpu.timed(&streams, |s| {
+                        s.launch(
+                            st,
+                            gpu.kernels.scale(
+                                s.mapped(&mut m_in)?.slice(0..len),
+                                s.mapped(&mut m_out)?.slice(0..len),
+                                2.0,
+                            ),
+                        )
+                    })
+                })
+            })
         });
         g.bench_function(BenchmarkId::new("copy, kernel, copy", fmt_bytes(bytes)), |b| {
             b.iter_custom(|iters| {
@@ -201,7 +219,11 @@ fn write_limits(gpu: &Gpu, stages: &ChunkStages, n: usize, work: Work) {
     for chunks in [8, 32, 128] {
         // Stage times measured at this chunk size: small copies run below the large-copy rate.
         let plan = ChunkPlan::new(n, chunks, 1).unwrap();
-        let at_size = if plan.max_chunk() == stages.len { stages.clone() } else { ChunkStages::measure(gpu, plan.max_chunk(), Some(work), r).unwrap() };
+        let at_size = if plan.max_chunk() == stages.len {
+            stages.clone()
+        } else {
+            ChunkStages::measure(gpu, plan.max_chunk(), Some(work), r).unwrap()
+        };
         let f = at_size.copies.both_factor();
         let one_way = at_size.per_chunk(&plan);
         let both_ways: Vec<_> = one_way.iter().map(|s| s.with_copy_rates(f, f)).collect();
@@ -220,7 +242,10 @@ fn write_limits(gpu: &Gpu, stages: &ChunkStages, n: usize, work: Work) {
         "pipeline": { "elements": n, "work": work, "ideal": ideal },
     });
     let dir = std::env::var_os("CRITERION_HOME").map(std::path::PathBuf::from).unwrap_or_else(|| {
-        std::env::var_os("CARGO_TARGET_DIR").map(std::path::PathBuf::from).unwrap_or_else(|| "target".into()).join("criterion")
+        std::env::var_os("CARGO_TARGET_DIR")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|| "target".into())
+            .join("criterion")
     });
     let _ = std::fs::create_dir_all(&dir);
     let path = dir.join("gpu-limits.json");

@@ -16,14 +16,7 @@ fn main() {
     let workspace = manifest.parent().unwrap().to_path_buf();
     let kernels = workspace.join("kernels");
     let out = PathBuf::from(env::var("OUT_DIR").unwrap());
-    for var in [
-        "NVCC",
-        "CUDA_PATH",
-        "CUDA_HOME",
-        "PATH",
-        "CARGO_TARGET_DIR",
-        "CUDA_LIBRARY_PATH",
-    ] {
+    for var in ["NVCC", "CUDA_PATH", "CUDA_HOME", "PATH", "CARGO_TARGET_DIR", "CUDA_LIBRARY_PATH"] {
         println!("cargo:rerun-if-env-changed={var}");
     }
     println!("cargo:rerun-if-changed={}", kernels.display());
@@ -70,8 +63,7 @@ fn announce_stub(out: &Path) {
     println!("cargo:rerun-if-changed={}", stub.display());
     if stub.is_file() {
         let dir = out.join("libcuda-stub");
-        std::fs::create_dir_all(&dir)
-            .unwrap_or_else(|e| fail(&format!("creating {}: {e}", dir.display())));
+        std::fs::create_dir_all(&dir).unwrap_or_else(|e| fail(&format!("creating {}: {e}", dir.display())));
         std::fs::copy(&stub, dir.join("libcuda.so.1"))
             .unwrap_or_else(|e| fail(&format!("copying the libcuda stub: {e}")));
         println!("cargo:rustc-link-search=native={}", dir.display());
@@ -92,11 +84,8 @@ fn find_nvcc(workspace: &Path) -> Option<PathBuf> {
         .iter()
         .filter_map(env::var_os)
         .find_map(|root| exe(Path::new(&root).join("bin/nvcc")));
-    let from_path =
-        || env::var_os("PATH").and_then(|p| env::split_paths(&p).find_map(|d| exe(d.join("nvcc"))));
-    let target = env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace.join("target"));
+    let from_path = || env::var_os("PATH").and_then(|p| env::split_paths(&p).find_map(|d| exe(d.join("nvcc"))));
+    let target = env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| workspace.join("target"));
     from_roots
         .or_else(from_path)
         .or_else(|| exe(PathBuf::from("/usr/local/cuda/bin/nvcc")))

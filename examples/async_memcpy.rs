@@ -85,11 +85,7 @@ fn main() -> common::Result<()> {
                 (done..end).for_each(|i| reference[i] = cpu::heavy_sqrt(input(i), iters));
                 done = end;
             }
-            free_ms = if done > 0 {
-                t.elapsed().as_secs_f64() * 1e3
-            } else {
-                0.0
-            };
+            free_ms = if done > 0 { t.elapsed().as_secs_f64() * 1e3 } else { 0.0 };
             Ok(())
         })?;
         Ok((gpu_ms, api_ms, free_ms, done))
@@ -101,9 +97,8 @@ fn main() -> common::Result<()> {
         // GPU time alone (no CPU work, so the stop event is recorded as soon as the calls return) ...
         let gpu_time = measure(r, || run(wait, false).map(|t| t.0))?;
         // ... then the host's view, with the CPU working while it waits.
-        let host: Vec<(f64, f64, f64, usize)> = (0..r.warmup + r.repeats)
-            .map(|_| run(wait, true))
-            .collect::<anyhow::Result<_>>()?;
+        let host: Vec<(f64, f64, f64, usize)> =
+            (0..r.warmup + r.repeats).map(|_| run(wait, true)).collect::<anyhow::Result<_>>()?;
         let host = &host[r.warmup..];
         let api = Stats::from_samples(&host.iter().map(|h| h.1).collect::<Vec<_>>())?;
         let free = Stats::from_samples(&host.iter().map(|h| h.2).collect::<Vec<_>>())?;
@@ -151,13 +146,7 @@ fn main() -> common::Result<()> {
 
     // One more asynchronous run, whose reference elements computed meanwhile are used for the check.
     let (_, _, _, done) = run(false, true)?;
-    let check = verify::exact(&h_result, |i| {
-        if i < done {
-            reference[i]
-        } else {
-            cpu::heavy_sqrt(input(i), iters)
-        }
-    });
+    let check = verify::exact(&h_result, |i| if i < done { reference[i] } else { cpu::heavy_sqrt(input(i), iters) });
     out.say(check.summary());
     check.ensure()?;
     out.finish(&json!({

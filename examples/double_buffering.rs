@@ -50,24 +50,12 @@ fn main() -> common::Result<()> {
     let h_in = PinnedBuffer::from_fn(plan.elements, input)?;
     let mut h_out = PinnedBuffer::<f32>::new(plan.elements)?;
     let k = plan.streams.max(2);
-    let mut d_bufs = (0..k)
-        .map(|_| gpu.alloc::<f32>(plan.max_chunk()))
-        .collect::<Result<Vec<_>, _>>()?;
+    let mut d_bufs = (0..k).map(|_| gpu.alloc::<f32>(plan.max_chunk())).collect::<Result<Vec<_>, _>>()?;
     let streams = gpu.streams(k.max(3))?;
 
-    let stages = ChunkStages::measure(
-        &gpu,
-        plan.max_chunk(),
-        args.work.iters.map(Work::Process),
-        r,
-    )?;
+    let stages = ChunkStages::measure(&gpu, plan.max_chunk(), args.work.iters.map(Work::Process), r)?;
     let work = stages.work;
-    out.say(format!(
-        "{} elements ({}) in {} chunks",
-        plan.elements,
-        fmt_bytes(plan.elements * 4),
-        plan.chunks
-    ));
+    out.say(format!("{} elements ({}) in {} chunks", plan.elements, fmt_bytes(plan.elements * 4), plan.chunks));
     stages.lines().iter().for_each(|l| out.say(l));
     out.say("");
 
@@ -80,11 +68,8 @@ fn main() -> common::Result<()> {
             for (c, out) in plan.iter().zip(plan.split_mut(h_out)) {
                 let buf = d[c.index % buffers].slice(0..c.len);
                 let own = &streams[c.index % buffers];
-                let (up, compute, down) = if by_engine {
-                    (&streams[0], &streams[1], &streams[2])
-                } else {
-                    (own, own, own)
-                };
+                let (up, compute, down) =
+                    if by_engine { (&streams[0], &streams[1], &streams[2]) } else { (own, own, own) };
                 s.htod(up, &h_in[c.range()], buf)?; //          waits for the download of chunk i - buffers, if elsewhere
                 s.launch(compute, gpu.kernels.work(work, buf))?; // waits for this chunk's upload
                 s.dtoh(down, buf, out)?; //                      waits for this chunk's kernel
@@ -95,11 +80,8 @@ fn main() -> common::Result<()> {
     };
 
     let per_chunk = stages.per_chunk(&plan);
-    let layouts = [
-        ("single buffer", 1, false),
-        ("double buffering", 2, true),
-        (&*format!("{k}-stream overlap"), k, false),
-    ];
+    let layouts =
+        [("single buffer", 1, false), ("double buffering", 2, true), (&*format!("{k}-stream overlap"), k, false)];
     let mut t = Table::new(&[
         "layout",
         "buffers",
@@ -120,19 +102,9 @@ fn main() -> common::Result<()> {
         };
         let check = work.check(&h_out);
         check.ensure()?;
-        single_ms = if buffers == 1 {
-            time.median_ms
-        } else {
-            single_ms
-        };
-        let judged = Judgement::new(
-            single_ms,
-            time.median_ms,
-            &per_chunk,
-            buffers,
-            gpu.info.async_engines,
-            &stages.copies,
-        );
+        single_ms = if buffers == 1 { time.median_ms } else { single_ms };
+        let judged =
+            Judgement::new(single_ms, time.median_ms, &per_chunk, buffers, gpu.info.async_engines, &stages.copies);
         t.row(vec![
             name.to_string(),
             buffers.to_string(),
@@ -147,7 +119,10 @@ fn main() -> common::Result<()> {
         out.say(format!("{name}: {}", check.summary()));
         results.push(json!({ "layout": name, "buffers": buffers, "time": time, "judgement": judged, "waits": waits.get(), "verification": check }));
     }
-    out.say(format!("\nmedian of {} runs after {} warm-up, CUDA events; ideal = the pipeline model for that many buffers", r.repeats, r.warmup));
+    out.say(format!(
+        "\nmedian of {} runs after {} warm-up, CUDA events; ideal = the pipeline model for that many buffers",
+        r.repeats, r.warmup
+    ));
     out.table(&t);
     let double = &results[1]["judgement"];
     let eff = double["efficiency_both"].as_f64().unwrap_or(0.0);
@@ -160,6 +135,8 @@ fn main() -> common::Result<()> {
          finish every three stage-times: a third buffer (or separate input and output buffers) lets all three engines run \
          all the time.",
     );
-    out.finish(&json!({ "device": gpu.info, "plan": plan, "work": work, "repeats": r, "stages": stages, "layouts": results }))?;
+    out.finish(
+        &json!({ "device": gpu.info, "plan": plan, "work": work, "repeats": r, "stages": stages, "layouts": results }),
+    )?;
     Ok(())
 }

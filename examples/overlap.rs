@@ -47,11 +47,7 @@ struct Args {
 fn main() -> common::Result<()> {
     let args: Args = common::args::parse();
     let out = Output::new(args.run.json);
-    let plan = if args.seed {
-        args.pipeline.plan(16 << 20, 4, 4)?
-    } else {
-        args.pipeline.plan(64 << 20, 32, 4)?
-    };
+    let plan = if args.seed { args.pipeline.plan(16 << 20, 4, 4)? } else { args.pipeline.plan(64 << 20, 32, 4)? };
     let gpu = Gpu::init()?;
     out.say(format!("{}\n", gpu.info));
     let r = args.run.repeats();
@@ -60,26 +56,13 @@ fn main() -> common::Result<()> {
     // stream reuse its buffer one after another, which the stream's order makes safe.
     let h_in = PinnedBuffer::from_fn(plan.elements, input)?;
     let mut h_out = PinnedBuffer::<f32>::new(plan.elements)?;
-    let mut d_data = (0..plan.streams)
-        .map(|_| gpu.alloc::<f32>(plan.max_chunk()))
-        .collect::<Result<Vec<_>, _>>()?;
-    let streams = gpu.streams(if args.sweep {
-        plan.streams.max(32)
-    } else {
-        plan.streams
-    })?;
+    let mut d_data = (0..plan.streams).map(|_| gpu.alloc::<f32>(plan.max_chunk())).collect::<Result<Vec<_>, _>>()?;
+    let streams = gpu.streams(if args.sweep { plan.streams.max(32) } else { plan.streams })?;
 
     // What each stage of one chunk costs alone. In the steady state an upload and a download run at
     // once and share the link, so by default the kernel is balanced against that, slower, copy time.
-    let seed_work = args
-        .seed
-        .then(|| Work::SinCos(args.work.iters.unwrap_or(500)));
-    let stages = ChunkStages::measure(
-        &gpu,
-        plan.max_chunk(),
-        seed_work.or(args.work.iters.map(Work::Process)),
-        r,
-    )?;
+    let seed_work = args.seed.then(|| Work::SinCos(args.work.iters.unwrap_or(500)));
+    let stages = ChunkStages::measure(&gpu, plan.max_chunk(), seed_work.or(args.work.iters.map(Work::Process)), r)?;
     let (work, copies, kernel) = (stages.work, &stages.copies, &stages.kernel);
     out.say(format!(
         "{} elements ({}) in {} chunks on {} streams",
@@ -127,19 +110,15 @@ fn main() -> common::Result<()> {
         gpu.info.async_engines,
         copies,
     );
-    out.say(format!(
-        "\nmedian of {} runs after {} warm-up, CUDA events",
-        r.repeats, r.warmup
-    ));
+    out.say(format!("\nmedian of {} runs after {} warm-up, CUDA events", r.repeats, r.warmup));
     judged.lines().iter().for_each(|l| out.say(l));
     if args.seed {
-        out.say(format!("the seed's kernel takes {:.1}x as long as its copies: compute-bound, so overlap can hide only the copies", kernel.median_ms / copies.h2d.median_ms));
+        out.say(format!(
+            "the seed's kernel takes {:.1}x as long as its copies: compute-bound, so overlap can hide only the copies",
+            kernel.median_ms / copies.h2d.median_ms
+        ));
     } else {
-        judged
-            .verdicts(0.95, 0.90, 2.3)
-            .1
-            .iter()
-            .for_each(|l| out.say(l));
+        judged.verdicts(0.95, 0.90, 2.3).1.iter().for_each(|l| out.say(l));
     }
 
     // Exercise 2: which stream and chunk counts are best, measured and modelled.
@@ -154,19 +133,14 @@ fn main() -> common::Result<()> {
         headers.extend(stream_counts.iter().map(|k| format!("{k} streams")));
         let mut t = Table::new(&headers.iter().map(String::as_str).collect::<Vec<_>>());
         let mut best = (f64::INFINITY, 0, 0);
-        for chunks in [4, 8, 16, 32, 64, 128]
-            .into_iter()
-            .filter(|c| *c <= plan.elements)
-        {
+        for chunks in [4, 8, 16, 32, 64, 128].into_iter().filter(|c| *c <= plan.elements) {
             out.progress(format!("{chunks} chunks"));
             let p = ChunkPlan::new(plan.elements, chunks, 1)?;
             let copies = CopyTimes::measure(&gpu, p.max_chunk(), r)?;
             let mut row = vec![format!("{chunks} x {}", fmt_bytes(p.max_chunk() * 4))];
             for &k in stream_counts.iter().filter(|k| **k <= chunks) {
                 let p = ChunkPlan::new(plan.elements, chunks, k)?;
-                let mut bufs = (0..k)
-                    .map(|_| gpu.alloc::<f32>(p.max_chunk()))
-                    .collect::<Result<Vec<_>, _>>()?;
+                let mut bufs = (0..k).map(|_| gpu.alloc::<f32>(p.max_chunk())).collect::<Result<Vec<_>, _>>()?;
                 let _p = phase(&format!("{chunks} chunks on {k} streams"));
                 let ms = measure(r, || run(p, &mut h_out, &mut bufs))?.median_ms;
                 let f = p.max_chunk() as f64 / plan.max_chunk() as f64;
@@ -175,10 +149,7 @@ fn main() -> common::Result<()> {
                     kernel_ms: kernel.median_ms * f,
                     d2h_ms: copies.d2h.median_ms,
                 };
-                let model: Vec<_> = p
-                    .iter()
-                    .map(|c| one.scaled(c.len as f64 / p.max_chunk() as f64))
-                    .collect();
+                let model: Vec<_> = p.iter().map(|c| one.scaled(c.len as f64 / p.max_chunk() as f64)).collect();
                 let j = Judgement::new(ms, ms, &model, k, gpu.info.async_engines, &copies);
                 row.push(format!("{} ({:.2})", fmt_ms(ms), j.efficiency_both));
                 sweep_json.push(json!({ "chunks": chunks, "streams": k, "ms": ms, "ideal_both_ms": j.ideal_both_ms }));

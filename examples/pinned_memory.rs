@@ -41,9 +41,7 @@ struct Args {
 fn checksum(data: &[f32]) -> u32 {
     data.chunks(16)
         .fold([0u32; 16], |mut acc, c| {
-            c.iter()
-                .zip(acc.iter_mut())
-                .for_each(|(x, a)| *a = a.wrapping_add(x.to_bits()));
+            c.iter().zip(acc.iter_mut()).for_each(|(x, a)| *a = a.wrapping_add(x.to_bits()));
             acc
         })
         .iter()
@@ -69,12 +67,7 @@ fn main() -> common::Result<()> {
     let mut registered = Registered::new(&mut to_register)?; // cudaHostRegister
     pinned.copy_from_slice(&pageable);
     write_combined.copy_from_slice(&pageable);
-    let mut kinds: [&mut [f32]; 4] = [
-        &mut pageable,
-        &mut pinned,
-        &mut write_combined,
-        &mut registered,
-    ];
+    let mut kinds: [&mut [f32]; 4] = [&mut pageable, &mut pinned, &mut write_combined, &mut registered];
 
     let streams = gpu.streams(1)?;
     let stream = &streams[0];
@@ -88,18 +81,10 @@ fn main() -> common::Result<()> {
         for (name, host) in KINDS.iter().zip(kinds.iter_mut()) {
             let _p = phase(&format!("{name} {}", fmt_bytes(bytes)));
             let h2d = measure(args.run.repeats(), || {
-                gpu.timed(&streams, |s| {
-                    s.htod(stream, &host[..len], s.device(&mut d_data).slice(0..len))
-                })
+                gpu.timed(&streams, |s| s.htod(stream, &host[..len], s.device(&mut d_data).slice(0..len)))
             })?;
             let d2h = measure(args.run.repeats(), || {
-                gpu.timed(&streams, |s| {
-                    s.dtoh(
-                        stream,
-                        s.device(&mut d_data).slice(0..len),
-                        &mut host[..len],
-                    )
-                })
+                gpu.timed(&streams, |s| s.dtoh(stream, s.device(&mut d_data).slice(0..len), &mut host[..len]))
             })?;
             row.push((h2d, d2h));
         }
@@ -110,14 +95,7 @@ fn main() -> common::Result<()> {
             "\n{dir}, GB/s (median of {} after {} warm-up, CUDA events)",
             args.run.repeats, args.run.warmup
         ));
-        let mut t = Table::new(&[
-            "size",
-            KINDS[0],
-            KINDS[1],
-            KINDS[2],
-            KINDS[3],
-            "pinned/pageable",
-        ]);
+        let mut t = Table::new(&["size", KINDS[0], KINDS[1], KINDS[2], KINDS[3], "pinned/pageable"]);
         for (bytes, row) in sizes.iter().zip(&results) {
             let rate = |k: usize| {
                 if pick == 0 {
@@ -146,20 +124,11 @@ fn main() -> common::Result<()> {
         "cudaFreeHost",
     ]);
     let mut alloc_json = Vec::new();
-    for bytes in [1 << 20, 16 << 20, 256 << 20]
-        .into_iter()
-        .filter(|b| *b <= args.max)
-    {
+    for bytes in [1 << 20, 16 << 20, 256 << 20].into_iter().filter(|b| *b <= args.max) {
         let len = bytes / 4;
-        let (v, t_malloc) = host_ms(|| {
-            vec![1.0f32; len]
-                .into_iter()
-                .map(|x| x * 2.0)
-                .collect::<Vec<f32>>()
-        });
+        let (v, t_malloc) = host_ms(|| vec![1.0f32; len].into_iter().map(|x| x * 2.0).collect::<Vec<f32>>());
         let (p, t_pinned) = host_ms(|| PinnedBuffer::<f32>::new(len));
-        let (wc, t_wc) =
-            host_ms(|| PinnedBuffer::<f32>::with_flags(len, HostAlloc::WRITE_COMBINED));
+        let (wc, t_wc) = host_ms(|| PinnedBuffer::<f32>::with_flags(len, HostAlloc::WRITE_COMBINED));
         let mut v = v;
         let (reg, t_register) = host_ms(|| Registered::new(&mut v));
         let ((), t_unregister) = host_ms(|| drop(reg.map(drop)));
@@ -178,23 +147,18 @@ fn main() -> common::Result<()> {
     let (a, t_cached) = host_ms(|| checksum(&kinds[1][..probe]));
     let (b, t_wc) = host_ms(|| checksum(&kinds[2][..probe]));
     let (cpu_cached, cpu_wc) = (gbps(probe * 4, t_cached), gbps(probe * 4, t_wc));
-    let same = if a == b {
-        "same data"
-    } else {
-        "DIFFERENT data"
-    };
-    out.say(format!("\nCPU reading {} back: pinned {cpu_cached:.2} GB/s, write-combined {cpu_wc:.2} GB/s ({same})", fmt_bytes(probe * 4)));
+    let same = if a == b { "same data" } else { "DIFFERENT data" };
+    out.say(format!(
+        "\nCPU reading {} back: pinned {cpu_cached:.2} GB/s, write-combined {cpu_wc:.2} GB/s ({same})",
+        fmt_bytes(probe * 4)
+    ));
 
     // The round trip: each kind up to the device, cleared, and back down; every element must survive.
     let mut checks = Vec::new();
     for (name, host) in KINDS.iter().zip(kinds.iter_mut()) {
-        gpu.scope(&streams, |s| {
-            s.htod(stream, &host[..], s.device(&mut d_data))
-        })?;
+        gpu.scope(&streams, |s| s.htod(stream, &host[..], s.device(&mut d_data)))?;
         host.fill(0.0);
-        gpu.scope(&streams, |s| {
-            s.dtoh(stream, s.device(&mut d_data), &mut host[..])
-        })?;
+        gpu.scope(&streams, |s| s.dtoh(stream, s.device(&mut d_data), &mut host[..]))?;
         let check = verify::exact(host, input);
         out.say(format!("{name:>16}: round trip {}", check.summary()));
         check.ensure()?;
@@ -206,13 +170,7 @@ fn main() -> common::Result<()> {
     let best = |pick: usize| {
         large
             .iter()
-            .map(|&i| {
-                if pick == 0 {
-                    results[i][1].0.gbps(sizes[i])
-                } else {
-                    results[i][1].1.gbps(sizes[i])
-                }
-            })
+            .map(|&i| if pick == 0 { results[i][1].0.gbps(sizes[i]) } else { results[i][1].1.gbps(sizes[i]) })
             .fold(f64::NAN, f64::max)
     };
     let mut passed = true;
@@ -222,20 +180,14 @@ fn main() -> common::Result<()> {
         }
         let got = best(pick);
         let link = gpu.info.link.as_ref().map_or(String::new(), |l| {
-            format!(
-                ", {:.0}% of the PCIe link's raw {:.1} GB/s",
-                100.0 * got / l.gbps,
-                l.gbps
-            )
+            format!(", {:.0}% of the PCIe link's raw {:.1} GB/s", 100.0 * got / l.gbps, l.gbps)
         });
         match reference {
             Some(r) => {
                 passed &= got >= 0.99 * r;
                 out.say(verdict(got >= 0.99 * r, &format!("pinned {dir} at 64 MiB and above: {got:.2} GB/s = {:.1}% of the reference {r:.2} (needs 99%){link}", 100.0 * got / r)));
             }
-            None => out.say(format!(
-                "pinned {dir} at 64 MiB and above: {got:.2} GB/s{link}"
-            )),
+            None => out.say(format!("pinned {dir} at 64 MiB and above: {got:.2} GB/s{link}")),
         }
     }
     out.finish(&json!({

@@ -41,11 +41,8 @@ fn main() -> common::Result<()> {
     let h_a = PinnedBuffer::from_fn(plan.elements, input)?;
     let h_b = PinnedBuffer::from_fn(plan.elements, |i| input(i + 1))?;
     let mut h_c = PinnedBuffer::<f32>::new(plan.elements)?;
-    let (mut d_a, mut d_b, mut d_c) = (
-        gpu.alloc::<f32>(plan.elements)?,
-        gpu.alloc::<f32>(plan.elements)?,
-        gpu.alloc::<f32>(plan.elements)?,
-    );
+    let (mut d_a, mut d_b, mut d_c) =
+        (gpu.alloc::<f32>(plan.elements)?, gpu.alloc::<f32>(plan.elements)?, gpu.alloc::<f32>(plan.elements)?);
     let streams = gpu.streams(plan.streams)?;
 
     let mut run = |plan: ChunkPlan, h_c: &mut [f32]| {
@@ -55,14 +52,7 @@ fn main() -> common::Result<()> {
                 let (stream, r) = (&streams[k.stream], k.range());
                 s.htod(stream, &h_a[r.clone()], a.slice(r.clone()))?; // cudaMemcpyAsync(d_A + offset, h_A + offset, ..., stream)
                 s.htod(stream, &h_b[r.clone()], b.slice(r.clone()))?; // cudaMemcpyAsync(d_B + offset, h_B + offset, ..., stream)
-                s.launch(
-                    stream,
-                    gpu.kernels.vector_add(
-                        a.slice(r.clone()),
-                        b.slice(r.clone()),
-                        c.slice(r.clone()),
-                    ),
-                )?;
+                s.launch(stream, gpu.kernels.vector_add(a.slice(r.clone()), b.slice(r.clone()), c.slice(r.clone())))?;
                 s.dtoh(stream, c.slice(r), out)?; //                     cudaMemcpyAsync(h_C + offset, d_C + offset, ..., stream)
             }
             Ok(())
@@ -71,9 +61,7 @@ fn main() -> common::Result<()> {
     // The same chunks on one stream: every operation waits for the one before.
     let serialized = {
         let _p = phase("serialized");
-        measure(r, || {
-            run(ChunkPlan::new(plan.elements, plan.chunks, 1)?, &mut h_c)
-        })?
+        measure(r, || run(ChunkPlan::new(plan.elements, plan.chunks, 1)?, &mut h_c))?
     };
     h_c.fill(0.0);
     let overlapped = {
@@ -88,23 +76,14 @@ fn main() -> common::Result<()> {
     let _p = phase("addition alone");
     let kernel = measure(r, || {
         gpu.timed(&streams[..1], |s| {
-            let (a, b, c) = (
-                s.device(&mut d_a).slice(0..len),
-                s.device(&mut d_b).slice(0..len),
-                s.device(&mut d_c).slice(0..len),
-            );
+            let (a, b, c) =
+                (s.device(&mut d_a).slice(0..len), s.device(&mut d_b).slice(0..len), s.device(&mut d_c).slice(0..len));
             s.launch(&streams[0], gpu.kernels.vector_add(a, b, c))
         })
     })?;
-    let chunk = StageTimes {
-        h2d_ms: 2.0 * copies.h2d.median_ms,
-        kernel_ms: kernel.median_ms,
-        d2h_ms: copies.d2h.median_ms,
-    };
-    let stages: Vec<StageTimes> = plan
-        .iter()
-        .map(|c| chunk.scaled(c.len as f64 / len as f64))
-        .collect();
+    let chunk =
+        StageTimes { h2d_ms: 2.0 * copies.h2d.median_ms, kernel_ms: kernel.median_ms, d2h_ms: copies.d2h.median_ms };
+    let stages: Vec<StageTimes> = plan.iter().map(|c| chunk.scaled(c.len as f64 / len as f64)).collect();
     let judged = Judgement::new(
         serialized.median_ms,
         overlapped.median_ms,
@@ -124,10 +103,7 @@ fn main() -> common::Result<()> {
         r.warmup
     ));
     copies.lines().iter().for_each(|l| out.say(l));
-    out.say(format!(
-        "addition of one chunk: {}\n",
-        fmt_ms(kernel.median_ms)
-    ));
+    out.say(format!("addition of one chunk: {}\n", fmt_ms(kernel.median_ms)));
     judged.lines().iter().for_each(|l| out.say(l));
     out.say(format!(
         "copy-bound: the uploads alone take {:.0}% of the serialized time, so no overlap can beat {:.2}x here",

@@ -41,19 +41,13 @@ fn main() -> common::Result<()> {
     let gpu = Gpu::init()?;
     out.say(format!("{}\n", gpu.info));
     if !gpu.info.can_map_host_memory {
-        bail!(
-            "{} cannot map host memory, so zero-copy is not available on it",
-            gpu.info.name
-        );
+        bail!("{} cannot map host memory, so zero-copy is not available on it", gpu.info.name);
     }
     let n = args.max / 4;
 
     // Zero-copy: mapped pinned memory, which kernels address directly.
     let mut mapped_in = PinnedBuffer::with_flags(n, HostAlloc::MAPPED)?;
-    mapped_in
-        .iter_mut()
-        .enumerate()
-        .for_each(|(i, x)| *x = input(i));
+    mapped_in.iter_mut().enumerate().for_each(|(i, x)| *x = input(i));
     let mut mapped_out = PinnedBuffer::<f32>::with_flags(n, HostAlloc::MAPPED)?;
     // The usual way: pinned host memory copied to and from device memory.
     let h_in = PinnedBuffer::from_fn(n, input)?;
@@ -68,19 +62,12 @@ fn main() -> common::Result<()> {
         let len = bytes / 4;
         let mut results: Vec<Stats> = Vec::new();
         for passes in [1, 2] {
-            let _p = phase(&format!(
-                "{} pass{} over {}",
-                passes,
-                if passes == 1 { "" } else { "es" },
-                fmt_bytes(bytes)
-            ));
+            let _p =
+                phase(&format!("{} pass{} over {}", passes, if passes == 1 { "" } else { "es" }, fmt_bytes(bytes)));
             // The kernel reads and writes host memory across the bus; the scope keeps the host off it meanwhile.
             let zero = measure(r, || {
                 gpu.timed(&streams, |s| {
-                    let (i, o) = (
-                        s.mapped(&mut mapped_in)?.slice(0..len),
-                        s.mapped(&mut mapped_out)?.slice(0..len),
-                    );
+                    let (i, o) = (s.mapped(&mut mapped_in)?.slice(0..len), s.mapped(&mut mapped_out)?.slice(0..len));
                     s.launch(stream, gpu.kernels.scale(i, o, 2.0))?; //               zeroCopyKernel<<<...>>>(d_in, d_out, N)
                     if passes == 2 {
                         s.launch(stream, gpu.kernels.accumulate(i, o))?; //           reads d_in across the bus again
@@ -91,10 +78,7 @@ fn main() -> common::Result<()> {
             // Copy in, compute in device memory, copy out.
             let copy = measure(r, || {
                 gpu.timed(&streams, |s| {
-                    let (i, o) = (
-                        s.device(&mut d_in).slice(0..len),
-                        s.device(&mut d_out).slice(0..len),
-                    );
+                    let (i, o) = (s.device(&mut d_in).slice(0..len), s.device(&mut d_out).slice(0..len));
                     s.htod(stream, &h_in[..len], i)?;
                     s.launch(stream, gpu.kernels.scale(i, o, 2.0))?;
                     if passes == 2 {
@@ -150,10 +134,7 @@ fn main() -> common::Result<()> {
     }
     out.table(&t);
     let wins = |k: usize| {
-        rows.iter()
-            .filter(|(_, s)| s[k].median_ms < s[k + 1].median_ms)
-            .map(|(b, _)| fmt_bytes(*b))
-            .collect::<Vec<_>>()
+        rows.iter().filter(|(_, s)| s[k].median_ms < s[k + 1].median_ms).map(|(b, _)| fmt_bytes(*b)).collect::<Vec<_>>()
     };
     let (one, two) = (wins(0), wins(2));
     out.say(format!(

@@ -32,17 +32,8 @@ fn a_kernel_fault_is_reported_with_what_was_being_done() {
     }
     // The driver names the error (ILLEGAL_ADDRESS, or LAUNCH_FAILED on some drivers).
     assert!(msg.contains("CUDA_ERROR_"), "{msg}");
-    let said_what = [
-        "running the queued GPU work",
-        "copying",
-        "waiting",
-        "recording",
-        "launching",
-    ];
-    assert!(
-        said_what.iter().any(|w| msg.contains(w)),
-        "the error should say what was being done: {msg}"
-    );
+    let said_what = ["running the queued GPU work", "copying", "waiting", "recording", "launching"];
+    assert!(said_what.iter().any(|w| msg.contains(w)), "the error should say what was being done: {msg}");
     assert!(!msg.contains('\n'), "{msg}");
     // Everything drops here, on a broken context, without panicking.
     drop((h_in, h_out, d, streams, gpu));

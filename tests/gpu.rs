@@ -39,26 +39,14 @@ fn round_trip_through_every_host_kind() {
     let mut d = gpu.alloc::<f32>(n).unwrap();
     let mut pageable: Vec<f32> = (0..n).map(input).collect();
     let mut pinned = PinnedBuffer::from_fn(n, input).unwrap();
-    let mut wc =
-        PinnedBuffer::with_flags(n, HostAlloc::WRITE_COMBINED | HostAlloc::PORTABLE).unwrap();
+    let mut wc = PinnedBuffer::with_flags(n, HostAlloc::WRITE_COMBINED | HostAlloc::PORTABLE).unwrap();
     wc.copy_from_slice(&pageable);
     let mut backing = pageable.clone();
     let mut registered = Registered::new(&mut backing).unwrap();
-    for host in [
-        &mut pageable[..],
-        &mut pinned[..],
-        &mut wc[..],
-        &mut registered[..],
-    ] {
-        gpu.scope(&streams, |s| {
-            s.htod(&streams[0], &host[..], s.device(&mut d))
-        })
-        .unwrap();
+    for host in [&mut pageable[..], &mut pinned[..], &mut wc[..], &mut registered[..]] {
+        gpu.scope(&streams, |s| s.htod(&streams[0], &host[..], s.device(&mut d))).unwrap();
         host.fill(0.0);
-        gpu.scope(&streams, |s| {
-            s.dtoh(&streams[0], s.device(&mut d), &mut host[..])
-        })
-        .unwrap();
+        gpu.scope(&streams, |s| s.dtoh(&streams[0], s.device(&mut d), &mut host[..])).unwrap();
         verify::exact(host, input).ensure().unwrap();
     }
 }
@@ -72,10 +60,7 @@ fn double_buffering_across_streams_is_ordered() {
     let iters = 50;
     let h_in = PinnedBuffer::from_fn(plan.elements, input).unwrap();
     let mut h_out = PinnedBuffer::<f32>::new(plan.elements).unwrap();
-    let mut bufs = vec![
-        gpu.alloc::<f32>(plan.max_chunk()).unwrap(),
-        gpu.alloc::<f32>(plan.max_chunk()).unwrap(),
-    ];
+    let mut bufs = vec![gpu.alloc::<f32>(plan.max_chunk()).unwrap(), gpu.alloc::<f32>(plan.max_chunk()).unwrap()];
     let streams = gpu.streams(3).unwrap();
     let waits = gpu
         .scope(&streams, |s| {
@@ -89,9 +74,7 @@ fn double_buffering_across_streams_is_ordered() {
             Ok(s.waits_inserted())
         })
         .unwrap();
-    verify::exact(&h_out, |i| cpu::process(input(i), iters))
-        .ensure()
-        .unwrap();
+    verify::exact(&h_out, |i| cpu::process(input(i), iters)).ensure().unwrap();
     assert!(waits >= 2 * 64, "expected cross-stream waits, got {waits}");
 }
 
@@ -104,11 +87,8 @@ fn sub_ranges_of_one_buffer_on_many_streams() {
     let a = PinnedBuffer::from_fn(plan.elements, input).unwrap();
     let b = PinnedBuffer::from_fn(plan.elements, |i| input(i + 7)).unwrap();
     let mut c = PinnedBuffer::<f32>::new(plan.elements).unwrap();
-    let (mut da, mut db, mut dc) = (
-        gpu.alloc(plan.elements).unwrap(),
-        gpu.alloc(plan.elements).unwrap(),
-        gpu.alloc(plan.elements).unwrap(),
-    );
+    let (mut da, mut db, mut dc) =
+        (gpu.alloc(plan.elements).unwrap(), gpu.alloc(plan.elements).unwrap(), gpu.alloc(plan.elements).unwrap());
     let streams = gpu.streams(plan.streams).unwrap();
     let waits = gpu
         .scope(&streams, |s| {
@@ -118,26 +98,14 @@ fn sub_ranges_of_one_buffer_on_many_streams() {
                 s.fill(st, dc.slice(r.clone()), f32::NAN)?;
                 s.htod(st, &a[r.clone()], da.slice(r.clone()))?;
                 s.htod(st, &b[r.clone()], db.slice(r.clone()))?;
-                s.launch(
-                    st,
-                    gpu.kernels.vector_add(
-                        da.slice(r.clone()),
-                        db.slice(r.clone()),
-                        dc.slice(r.clone()),
-                    ),
-                )?;
+                s.launch(st, gpu.kernels.vector_add(da.slice(r.clone()), db.slice(r.clone()), dc.slice(r.clone())))?;
                 s.dtoh(st, dc.slice(r), out)?;
             }
             Ok(s.waits_inserted())
         })
         .unwrap();
-    verify::exact(&c, |i| input(i) + input(i + 7))
-        .ensure()
-        .unwrap();
-    assert_eq!(
-        waits, 0,
-        "disjoint chunks on their own streams need no cross-stream waits"
-    );
+    verify::exact(&c, |i| input(i) + input(i + 7)).ensure().unwrap();
+    assert_eq!(waits, 0, "disjoint chunks on their own streams need no cross-stream waits");
 }
 
 #[test]
@@ -155,13 +123,9 @@ fn kernels_read_and_write_mapped_host_memory() {
         s.launch(&streams[0], gpu.kernels.accumulate(i, o))
     })
     .unwrap();
-    verify::exact(&h_out, |i| input(i) * 2.0 + input(i))
-        .ensure()
-        .unwrap();
+    verify::exact(&h_out, |i| input(i) * 2.0 + input(i)).ensure().unwrap();
     let mut plain = PinnedBuffer::<f32>::new(4).unwrap();
-    let err = gpu
-        .scope(&streams, |s| s.mapped(&mut plain).map(|_| ()))
-        .unwrap_err();
+    let err = gpu.scope(&streams, |s| s.mapped(&mut plain).map(|_| ())).unwrap_err();
     assert!(format!("{err:#}").contains("MAPPED"), "{err:#}");
 }
 
@@ -178,26 +142,14 @@ fn errors_say_what_was_being_done() {
         .unwrap_err();
     assert!(format!("{err:#}").contains("lengths differ"), "{err:#}");
     let host = vec![1.0f32; 5];
-    let err = gpu
-        .scope(&streams, |s| s.htod(&streams[0], &host, s.device(&mut a)))
-        .unwrap_err();
-    assert!(
-        format!("{err:#}").contains("5 elements, destination 10"),
-        "{err:#}"
-    );
+    let err = gpu.scope(&streams, |s| s.htod(&streams[0], &host, s.device(&mut a))).unwrap_err();
+    assert!(format!("{err:#}").contains("5 elements, destination 10"), "{err:#}");
     let too_big = gpu.info.total_memory / 4 + 1;
     let err = gpu.alloc::<f32>(too_big).unwrap_err();
     assert!(format!("{err:#}").contains("free"), "{err:#}");
     let other = gpu.streams(1).unwrap();
-    let err = gpu
-        .scope(&streams, |s| {
-            s.htod(&other[0], &host, s.device(&mut a).slice(0..5))
-        })
-        .unwrap_err();
-    assert!(
-        format!("{err:#}").contains("not one of the scope's streams"),
-        "{err:#}"
-    );
+    let err = gpu.scope(&streams, |s| s.htod(&other[0], &host, s.device(&mut a).slice(0..5))).unwrap_err();
+    assert!(format!("{err:#}").contains("not one of the scope's streams"), "{err:#}");
 }
 
 #[test]
@@ -206,37 +158,16 @@ fn timed_scopes_measure_the_gpu() {
     let streams = gpu.streams(2).unwrap();
     let mut d = gpu.alloc::<f32>(1 << 22).unwrap();
     // The first launch in a process loads the kernel (lazy loading): warm up before timing.
-    gpu.timed(&streams, |s| {
-        s.launch(&streams[1], gpu.kernels.process(s.device(&mut d), 1))
-    })
-    .unwrap();
-    let short = gpu
-        .timed(&streams, |s| {
-            s.launch(&streams[1], gpu.kernels.process(s.device(&mut d), 10))
-        })
-        .unwrap();
-    let long = gpu
-        .timed(&streams, |s| {
-            s.launch(&streams[1], gpu.kernels.process(s.device(&mut d), 10_000))
-        })
-        .unwrap();
-    assert!(
-        short > 0.0 && long > 5.0 * short,
-        "short {short} ms, long {long} ms: the join must wait for stream 1"
-    );
+    gpu.timed(&streams, |s| s.launch(&streams[1], gpu.kernels.process(s.device(&mut d), 1))).unwrap();
+    let short = gpu.timed(&streams, |s| s.launch(&streams[1], gpu.kernels.process(s.device(&mut d), 10))).unwrap();
+    let long = gpu.timed(&streams, |s| s.launch(&streams[1], gpu.kernels.process(s.device(&mut d), 10_000))).unwrap();
+    assert!(short > 0.0 && long > 5.0 * short, "short {short} ms, long {long} ms: the join must wait for stream 1");
 }
 
 fn locked_host_kib() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let field = |name: &str| {
-        status
-            .lines()
-            .find(|l| l.starts_with(name))?
-            .split_whitespace()
-            .nth(1)?
-            .parse::<u64>()
-            .ok()
-    };
+    let field =
+        |name: &str| status.lines().find(|l| l.starts_with(name))?.split_whitespace().nth(1)?.parse::<u64>().ok();
     Some(field("VmLck:").unwrap_or(0) + field("VmPin:").unwrap_or(0))
 }
 
@@ -248,9 +179,7 @@ fn repeated_pipelines_leak_nothing() {
         let plan = ChunkPlan::new(4 << 20, 8, 4).unwrap();
         let h_in = PinnedBuffer::from_fn(plan.elements, input).unwrap();
         let mut h_out = PinnedBuffer::<f32>::new(plan.elements).unwrap();
-        let mut bufs: Vec<_> = (0..plan.streams)
-            .map(|_| gpu.alloc::<f32>(plan.max_chunk()).unwrap())
-            .collect();
+        let mut bufs: Vec<_> = (0..plan.streams).map(|_| gpu.alloc::<f32>(plan.max_chunk()).unwrap()).collect();
         let streams = gpu.streams(plan.streams).unwrap();
         gpu.scope(&streams, |s| {
             let d = s.devices(&mut bufs);
@@ -263,9 +192,7 @@ fn repeated_pipelines_leak_nothing() {
             Ok(())
         })
         .unwrap();
-        verify::exact(&h_out, |i| cpu::process(input(i), 3))
-            .ensure()
-            .unwrap();
+        verify::exact(&h_out, |i| cpu::process(input(i), 3)).ensure().unwrap();
     };
     run();
     let (free_before, _) = gpu.memory().unwrap();
@@ -275,9 +202,5 @@ fn repeated_pipelines_leak_nothing() {
     }
     let (free_after, _) = gpu.memory().unwrap();
     assert_eq!(free_before, free_after, "device memory leaked");
-    assert_eq!(
-        locked_before,
-        locked_host_kib(),
-        "pinned host memory leaked"
-    );
+    assert_eq!(locked_before, locked_host_kib(), "pinned host memory leaked");
 }

@@ -28,10 +28,7 @@ pub fn parse<A: Parser>() -> A {
 }
 
 fn first_line(text: &str) -> &str {
-    text.lines()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("error: bad arguments")
-        .trim_end()
+    text.lines().find(|l| !l.trim().is_empty()).unwrap_or("error: bad arguments").trim_end()
 }
 
 /// How to measure and how to print.
@@ -50,10 +47,7 @@ pub struct RunArgs {
 
 impl RunArgs {
     pub fn repeats(&self) -> Repeats {
-        Repeats {
-            warmup: self.warmup as usize,
-            repeats: self.repeats as usize,
-        }
+        Repeats { warmup: self.warmup as usize, repeats: self.repeats as usize }
     }
 }
 
@@ -73,12 +67,7 @@ pub struct PipelineArgs {
 
 impl PipelineArgs {
     /// The plan from the flags, with the lesson's defaults for those not given.
-    pub fn plan(
-        &self,
-        elements: usize,
-        chunks: usize,
-        streams: usize,
-    ) -> anyhow::Result<ChunkPlan> {
+    pub fn plan(&self, elements: usize, chunks: usize, streams: usize) -> anyhow::Result<ChunkPlan> {
         ChunkPlan::new(
             self.elements.unwrap_or(elements),
             self.chunks.unwrap_or(chunks),
@@ -114,19 +103,14 @@ pub fn parse_count(s: &str) -> anyhow::Result<usize> {
     if digits.is_empty() {
         bail!("'{s}' is not a number");
     }
-    let n: usize = digits
-        .parse()
-        .with_context(|| format!("'{s}' is not a number"))?;
-    n.checked_mul(mult)
-        .with_context(|| format!("'{s}' is too large"))
+    let n: usize = digits.parse().with_context(|| format!("'{s}' is not a number"))?;
+    n.checked_mul(mult).with_context(|| format!("'{s}' is too large"))
 }
 
 /// `4096`, `4KiB`, `4K`, `256MiB`, `1GiB`, `1G` (binary units; a bare number is bytes).
 pub fn parse_bytes(s: &str) -> anyhow::Result<usize> {
     let t = s.trim();
-    let split = t
-        .find(|c: char| !c.is_ascii_digit() && c != '_')
-        .unwrap_or(t.len());
+    let split = t.find(|c: char| !c.is_ascii_digit() && c != '_').unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
     let mult: usize = match unit.trim() {
         "" | "B" => 1,
@@ -136,8 +120,7 @@ pub fn parse_bytes(s: &str) -> anyhow::Result<usize> {
         other => bail!("'{s}': unknown unit '{other}' (use B, KiB, MiB or GiB)"),
     };
     let n = parse_count(num).with_context(|| format!("'{s}' is not a size"))?;
-    n.checked_mul(mult)
-        .with_context(|| format!("'{s}' is too large"))
+    n.checked_mul(mult).with_context(|| format!("'{s}' is too large"))
 }
 
 /// Sizes from `min` to `max` bytes, each `factor` times the last (and `max` itself), whole f32 elements.
@@ -149,12 +132,7 @@ pub fn size_sweep(min: usize, max: usize, factor: usize) -> anyhow::Result<Vec<u
         bail!("sizes must be whole f32 elements (multiples of 4 bytes): --min {min} --max {max}");
     }
     let mut v = vec![min];
-    while let Some(next) = v
-        .last()
-        .unwrap()
-        .checked_mul(factor.max(2))
-        .filter(|n| *n < max)
-    {
+    while let Some(next) = v.last().unwrap().checked_mul(factor.max(2)).filter(|n| *n < max) {
         v.push(next);
     }
     if *v.last().unwrap() != max {
@@ -197,27 +175,15 @@ mod tests {
         }
         let e = A::try_parse_from(["x", "--chunks", "abc"]).unwrap_err();
         let line = first_line(&e.render().to_string()).to_string();
-        assert!(
-            line.starts_with("error: invalid value 'abc' for '--chunks"),
-            "{line}"
-        );
+        assert!(line.starts_with("error: invalid value 'abc' for '--chunks"), "{line}");
         assert!(line.contains("not a number"), "{line}");
-        assert!(
-            e.render().to_string().lines().count() > 1,
-            "clap's own message is longer"
-        );
+        assert!(e.render().to_string().lines().count() > 1, "clap's own message is longer");
     }
 
     #[test]
     fn sweeps() {
-        assert_eq!(
-            size_sweep(4096, 65536, 4).unwrap(),
-            vec![4096, 16384, 65536]
-        );
-        assert_eq!(
-            size_sweep(4096, 100_000, 4).unwrap(),
-            vec![4096, 16384, 65536, 100_000]
-        );
+        assert_eq!(size_sweep(4096, 65536, 4).unwrap(), vec![4096, 16384, 65536]);
+        assert_eq!(size_sweep(4096, 100_000, 4).unwrap(), vec![4096, 16384, 65536, 100_000]);
         assert_eq!(size_sweep(64, 64, 4).unwrap(), vec![64]);
         assert!(size_sweep(4096, 1024, 4).is_err());
         assert!(size_sweep(6, 1024, 4).is_err());
@@ -226,20 +192,9 @@ mod tests {
 
     #[test]
     fn plan_defaults_and_overrides() {
-        let a = PipelineArgs {
-            elements: Some(100),
-            chunks: None,
-            streams: Some(2),
-        };
-        assert_eq!(
-            a.plan(1 << 20, 8, 4).unwrap(),
-            ChunkPlan::new(100, 8, 2).unwrap()
-        );
-        let zero = PipelineArgs {
-            elements: None,
-            chunks: Some(0),
-            streams: None,
-        };
+        let a = PipelineArgs { elements: Some(100), chunks: None, streams: Some(2) };
+        assert_eq!(a.plan(1 << 20, 8, 4).unwrap(), ChunkPlan::new(100, 8, 2).unwrap());
+        let zero = PipelineArgs { elements: None, chunks: Some(0), streams: None };
         assert!(zero.plan(100, 8, 4).is_err());
     }
 }

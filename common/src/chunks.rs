@@ -45,11 +45,7 @@ impl ChunkPlan {
         if streams > chunks {
             bail!("--streams {streams} is more than --chunks {chunks}: some streams would have nothing to do");
         }
-        Ok(ChunkPlan {
-            elements,
-            chunks,
-            streams,
-        })
+        Ok(ChunkPlan { elements, chunks, streams })
     }
 
     pub fn chunk(&self, index: usize) -> Chunk {
@@ -57,12 +53,7 @@ impl ChunkPlan {
         let (base, extra) = (self.elements / self.chunks, self.elements % self.chunks);
         let offset = index * base + index.min(extra);
         let len = base + usize::from(index < extra);
-        Chunk {
-            index,
-            offset,
-            len,
-            stream: index % self.streams,
-        }
+        Chunk { index, offset, len, stream: index % self.streams }
     }
 
     pub fn iter(&self) -> impl Iterator<Item = Chunk> + '_ {
@@ -76,21 +67,13 @@ impl ChunkPlan {
 
     /// `data` cut into the plan's chunks, for async reads.
     pub fn split<'a, T>(&self, data: &'a [T]) -> Vec<&'a [T]> {
-        assert_eq!(
-            data.len(),
-            self.elements,
-            "the data does not match the plan"
-        );
+        assert_eq!(data.len(), self.elements, "the data does not match the plan");
         self.iter().map(|c| &data[c.range()]).collect()
     }
 
     /// `data` cut into disjoint mutable chunks, so async copies into different chunks can run at once.
     pub fn split_mut<'a, T>(&self, mut data: &'a mut [T]) -> Vec<&'a mut [T]> {
-        assert_eq!(
-            data.len(),
-            self.elements,
-            "the data does not match the plan"
-        );
+        assert_eq!(data.len(), self.elements, "the data does not match the plan");
         self.iter()
             .map(|c| {
                 let (head, tail) = std::mem::take(&mut data).split_at_mut(c.len);

@@ -12,10 +12,7 @@ use cust::{
 };
 use serde::Serialize;
 
-use crate::{
-    error::check, host::Element, kernels::Kernels, report::fmt_bytes, timeline::Recorder,
-    timing::Event,
-};
+use crate::{error::check, host::Element, kernels::Kernels, report::fmt_bytes, timeline::Recorder, timing::Event};
 
 /// One GPU, made current on this thread, with the lessons' kernels loaded.
 pub struct Gpu {
@@ -60,9 +57,7 @@ impl Gpu {
     /// Starts the GPU named by `CUDA_DEVICE` (default 0) with errors a person can act on.
     pub fn init() -> anyhow::Result<Gpu> {
         let ordinal = match std::env::var("CUDA_DEVICE") {
-            Ok(v) => v
-                .parse()
-                .with_context(|| format!("CUDA_DEVICE={v} is not a device number"))?,
+            Ok(v) => v.parse().with_context(|| format!("CUDA_DEVICE={v} is not a device number"))?,
             Err(_) => 0,
         };
         Gpu::init_device(ordinal)
@@ -97,16 +92,12 @@ impl Gpu {
 
     /// `n` streams that may run concurrently with each other.
     pub fn streams(&self, n: usize) -> anyhow::Result<Vec<Stream>> {
-        (0..n)
-            .map(|_| Stream::new(StreamFlags::NON_BLOCKING, None).context("creating a stream"))
-            .collect()
+        (0..n).map(|_| Stream::new(StreamFlags::NON_BLOCKING, None).context("creating a stream")).collect()
     }
 
     /// Device memory for `len` elements, zeroed, with a clear error when the device has too little free.
     pub fn alloc<T: Element + DeviceCopy>(&self, len: usize) -> anyhow::Result<DeviceBuffer<T>> {
-        let bytes = len
-            .checked_mul(std::mem::size_of::<T>())
-            .context("allocation size overflows")?;
+        let bytes = len.checked_mul(std::mem::size_of::<T>()).context("allocation size overflows")?;
         let (free, _) = self.memory()?;
         if bytes > free {
             bail!(
@@ -124,14 +115,11 @@ impl Gpu {
             .with_context(|| format!("allocating {} of device memory", fmt_bytes(bytes)))?;
         // SAFETY: `bytes` bytes at the start of the new allocation. The memset runs on the legacy default
         // stream, which our non-blocking streams do not wait for, so the context is synchronized after it.
-        check(
-            unsafe { sys::cuMemsetD8_v2(buf.as_device_ptr().as_raw(), 0, bytes) },
-            || "zeroing new device memory".into(),
-        )?;
-        // SAFETY: no arguments; the context is current on this thread.
-        check(unsafe { sys::cuCtxSynchronize() }, || {
+        check(unsafe { sys::cuMemsetD8_v2(buf.as_device_ptr().as_raw(), 0, bytes) }, || {
             "zeroing new device memory".into()
         })?;
+        // SAFETY: no arguments; the context is current on this thread.
+        check(unsafe { sys::cuCtxSynchronize() }, || "zeroing new device memory".into())?;
         Ok(buf)
     }
 
@@ -139,10 +127,7 @@ impl Gpu {
     pub fn memory(&self) -> anyhow::Result<(usize, usize)> {
         let (mut free, mut total) = (0, 0);
         // SAFETY: two valid out-pointers; the context is current on this thread.
-        check(
-            unsafe { sys::cuMemGetInfo_v2(&mut free, &mut total) },
-            || "querying device memory".into(),
-        )?;
+        check(unsafe { sys::cuMemGetInfo_v2(&mut free, &mut total) }, || "querying device memory".into())?;
         Ok((free, total))
     }
 
@@ -162,11 +147,9 @@ impl Drop for Gpu {
     fn drop(&mut self) {
         if let Some(r) = self.recorder.get_mut().take() {
             match r.write() {
-                Ok(()) => eprintln!(
-                    "built-in timeline: {} operations written to {}",
-                    r.records.len(),
-                    r.path.display()
-                ),
+                Ok(()) => {
+                    eprintln!("built-in timeline: {} operations written to {}", r.records.len(), r.path.display())
+                }
                 Err(e) => eprintln!("built-in timeline not written: {e:#}"),
             }
         }
@@ -189,44 +172,25 @@ pub fn driver_init() -> anyhow::Result<()> {
         CUresult::CUDA_ERROR_SYSTEM_DRIVER_MISMATCH => {
             bail!("the NVIDIA kernel module and driver library versions differ: reboot or reinstall the driver")
         }
-        other => bail!(
-            "the NVIDIA driver failed to start: {}",
-            crate::error::cuda_error_name(other)
-        ),
+        other => bail!("the NVIDIA driver failed to start: {}", crate::error::cuda_error_name(other)),
     }
 }
 
 impl DeviceInfo {
     fn query(ordinal: u32, device: Device) -> anyhow::Result<DeviceInfo> {
-        let attr = |a: DeviceAttribute| {
-            device
-                .get_attribute(a)
-                .with_context(|| format!("reading {a:?}"))
-        };
+        let attr = |a: DeviceAttribute| device.get_attribute(a).with_context(|| format!("reading {a:?}"));
         let mut version = 0;
         // SAFETY: one valid out-pointer.
-        check(unsafe { sys::cuDriverGetVersion(&mut version) }, || {
-            "reading the driver version".into()
-        })?;
+        check(unsafe { sys::cuDriverGetVersion(&mut version) }, || "reading the driver version".into())?;
         let mut bus = [0 as std::os::raw::c_char; 32];
         // SAFETY: the buffer is 32 bytes long and we pass its length; the driver NUL-terminates it.
-        check(
-            unsafe {
-                sys::cuDeviceGetPCIBusId(bus.as_mut_ptr(), bus.len() as i32, device.as_raw())
-            },
-            || "reading the PCI bus id".into(),
-        )?;
+        check(unsafe { sys::cuDeviceGetPCIBusId(bus.as_mut_ptr(), bus.len() as i32, device.as_raw()) }, || {
+            "reading the PCI bus id".into()
+        })?;
         // SAFETY: NUL-terminated by the driver, within the buffer.
-        let pci_bus_id = unsafe { std::ffi::CStr::from_ptr(bus.as_ptr()) }
-            .to_string_lossy()
-            .into_owned();
-        let memory_gbps = match (
-            attr(DeviceAttribute::MemoryClockRate),
-            attr(DeviceAttribute::GlobalMemoryBusWidth),
-        ) {
-            (Ok(khz), Ok(bits)) if khz > 0 && bits > 0 => {
-                Some(2.0 * khz as f64 * 1e3 * bits as f64 / 8.0 / 1e9)
-            }
+        let pci_bus_id = unsafe { std::ffi::CStr::from_ptr(bus.as_ptr()) }.to_string_lossy().into_owned();
+        let memory_gbps = match (attr(DeviceAttribute::MemoryClockRate), attr(DeviceAttribute::GlobalMemoryBusWidth)) {
+            (Ok(khz), Ok(bits)) if khz > 0 && bits > 0 => Some(2.0 * khz as f64 * 1e3 * bits as f64 / 8.0 / 1e9),
             _ => None,
         };
         Ok(DeviceInfo {
@@ -237,9 +201,7 @@ impl DeviceInfo {
                 attr(DeviceAttribute::ComputeCapabilityMinor)?,
             ),
             sms: attr(DeviceAttribute::MultiprocessorCount)? as u32,
-            total_memory: device
-                .total_memory()
-                .context("reading the device memory size")?,
+            total_memory: device.total_memory().context("reading the device memory size")?,
             async_engines: attr(DeviceAttribute::AsyncEngineCount)? as u32,
             can_map_host_memory: attr(DeviceAttribute::CanMapHostMemory)? != 0,
             unified_addressing: attr(DeviceAttribute::UnifiedAddressing)? != 0,
@@ -249,6 +211,70 @@ impl DeviceInfo {
             memory_gbps,
         })
     }
+}
+
+/// How many CUDA devices this machine has (after `CUDA_VISIBLE_DEVICES`).
+pub fn device_count() -> anyhow::Result<u32> {
+    driver_init()?;
+    Device::num_devices().context("counting CUDA devices")
+}
+
+/// `all`, or a list like `0,1`: the devices to run on, checked against the machine.
+pub fn parse_devices(spec: &str) -> anyhow::Result<Vec<u32>> {
+    let count = device_count()?;
+    let list: Vec<u32> = if spec.trim() == "all" {
+        (0..count).collect()
+    } else {
+        spec.split(',')
+            .map(|d| d.trim().parse::<u32>().with_context(|| format!("--devices: '{d}' is not a device number")))
+            .collect::<anyhow::Result<_>>()?
+    };
+    if let Some(bad) = list.iter().find(|d| **d >= count) {
+        bail!("--devices: device {bad} does not exist: this machine has {count}");
+    }
+    if list.is_empty() {
+        bail!("--devices: no device named");
+    }
+    Ok(list)
+}
+
+impl DeviceInfo {
+    /// The NUMA node the GPU hangs off, where the host says (`/sys/bus/pci/devices/*/numa_node`).
+    pub fn numa_node(&self) -> Option<u32> {
+        let path = std::path::Path::new("/sys/bus/pci/devices").join(self.pci_bus_id.to_lowercase()).join("numa_node");
+        std::fs::read_to_string(path).ok()?.trim().parse::<i32>().ok().filter(|n| *n >= 0).map(|n| n as u32)
+    }
+}
+
+/// Runs the calling thread on the CPUs of NUMA node `node`, so that pinned memory it then allocates and
+/// touches lies near the GPU. Returns how many CPUs it was given.
+pub fn bind_thread_to_node(node: u32) -> anyhow::Result<usize> {
+    let list = std::fs::read_to_string(format!("/sys/devices/system/node/node{node}/cpulist"))
+        .with_context(|| format!("reading the CPUs of NUMA node {node}"))?;
+    let cpus = parse_cpulist(&list)?;
+    // SAFETY: cpu_set_t is plain data, zeroed then filled by the libc macros; pid 0 is this thread.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for &c in &cpus {
+            libc::CPU_SET(c, &mut set);
+        }
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            bail!("binding the thread to NUMA node {node}: {}", std::io::Error::last_os_error());
+        }
+    }
+    Ok(cpus.len())
+}
+
+/// `0-3,8,10-11` -> [0, 1, 2, 3, 8, 10, 11].
+pub fn parse_cpulist(list: &str) -> anyhow::Result<Vec<usize>> {
+    let mut out = Vec::new();
+    for part in list.trim().split(',').filter(|p| !p.is_empty()) {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        let (a, b): (usize, usize) =
+            (a.trim().parse().context("bad cpulist")?, b.trim().parse().context("bad cpulist")?);
+        out.extend(a..=b);
+    }
+    Ok(out)
 }
 
 impl PcieLink {
@@ -272,11 +298,7 @@ impl PcieLink {
             g if g < 40.0 => (5, 128.0 / 130.0),
             _ => (6, 242.0 / 256.0),
         };
-        (width > 0).then(|| PcieLink {
-            gen,
-            width,
-            gbps: gts * width as f64 * encoding / 8.0,
-        })
+        (width > 0).then(|| PcieLink { gen, width, gbps: gts * width as f64 * encoding / 8.0 })
     }
 }
 
@@ -292,10 +314,7 @@ impl fmt::Display for DeviceInfo {
             fmt_bytes(self.total_memory)
         )?;
         let link = match &self.link {
-            Some(l) => format!(
-                "PCIe Gen{} x{} ({:.1} GB/s per direction, raw)",
-                l.gen, l.width, l.gbps
-            ),
+            Some(l) => format!("PCIe Gen{} x{} ({:.1} GB/s per direction, raw)", l.gen, l.width, l.gbps),
             None => "host link not reported by the OS".into(),
         };
         write!(
@@ -306,11 +325,7 @@ impl fmt::Display for DeviceInfo {
             self.async_engines,
             if self.async_engines == 1 { "" } else { "s" },
             link,
-            if self.can_map_host_memory {
-                "yes"
-            } else {
-                "no"
-            },
+            if self.can_map_host_memory { "yes" } else { "no" },
             self.pci_bus_id
         )
     }
@@ -328,6 +343,13 @@ mod tests {
     }
 
     #[test]
+    fn cpulists() {
+        assert_eq!(parse_cpulist("0-3,8,10-11\n").unwrap(), vec![0, 1, 2, 3, 8, 10, 11]);
+        assert_eq!(parse_cpulist("5").unwrap(), vec![5]);
+        assert!(parse_cpulist("a-b").is_err());
+    }
+
+    #[test]
     fn pcie_gen3_and_garbage() {
         let l = PcieLink::parse("8.0 GT/s PCIe", "8").unwrap();
         assert_eq!((l.gen, l.width), (3, 8));
@@ -342,10 +364,7 @@ mod tests {
             Ok(gpu) => assert!(gpu.info.sms > 0),
             Err(e) => {
                 let msg = format!("{e:#}");
-                assert!(
-                    msg.starts_with("no NVIDIA driver") || msg.starts_with("no CUDA GPU"),
-                    "{msg}"
-                );
+                assert!(msg.starts_with("no NVIDIA driver") || msg.starts_with("no CUDA GPU"), "{msg}");
                 assert!(!msg.contains('\n'), "{msg}");
             }
         }

@@ -41,9 +41,7 @@ pub fn cuda_error_name(code: CUresult) -> String {
     let ok = unsafe { cuGetErrorName(code, &mut name) } == CUresult::CUDA_SUCCESS;
     if ok && !name.is_null() {
         // SAFETY: the driver returned a valid static C string.
-        unsafe { std::ffi::CStr::from_ptr(name) }
-            .to_string_lossy()
-            .into_owned()
+        unsafe { std::ffi::CStr::from_ptr(name) }.to_string_lossy().into_owned()
     } else {
         format!("CUDA error {}", code as u32)
     }

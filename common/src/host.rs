@@ -33,10 +33,7 @@ element!(u8, u16, u32, u64, i8, i16, i32, i64, f32, f64);
 pub fn pageable<T: Element>(len: usize, f: impl Fn(usize) -> T + Sync) -> anyhow::Result<Vec<T>> {
     let mut v = Vec::new();
     v.try_reserve_exact(len).map_err(|_| {
-        anyhow::anyhow!(
-            "cannot allocate {} of host memory",
-            fmt_bytes(len.saturating_mul(std::mem::size_of::<T>()))
-        )
+        anyhow::anyhow!("cannot allocate {} of host memory", fmt_bytes(len.saturating_mul(std::mem::size_of::<T>())))
     })?;
     v.resize(len, f(0));
     crate::verify::par_fill(&mut v, f);
@@ -82,9 +79,7 @@ impl<T: Element> PinnedBuffer<T> {
         if len == 0 {
             bail!("a pinned buffer needs at least one element");
         }
-        let bytes = len
-            .checked_mul(std::mem::size_of::<T>())
-            .context("pinned allocation size overflows")?;
+        let bytes = len.checked_mul(std::mem::size_of::<T>()).context("pinned allocation size overflows")?;
         let mut p = std::ptr::null_mut();
         // SAFETY: valid out-pointer, nonzero size; the flags are the driver's own constants.
         let code = unsafe { sys::cuMemHostAlloc(&mut p, bytes, flags.0) };
@@ -122,14 +117,14 @@ impl<T: Element> PinnedBuffer<T> {
         }
         let mut d = 0;
         // SAFETY: the pointer is the start of a live mapped allocation; valid out-pointer; flags must be 0.
-        let code =
-            unsafe { sys::cuMemHostGetDevicePointer_v2(&mut d, self.ptr.as_ptr().cast(), 0) };
-        crate::error::check(code, || {
-            "getting the device address of mapped host memory".into()
-        })?;
+        let code = unsafe { sys::cuMemHostGetDevicePointer_v2(&mut d, self.ptr.as_ptr().cast(), 0) };
+        crate::error::check(code, || "getting the device address of mapped host memory".into())?;
         Ok(d)
     }
 }
+
+// SAFETY: pinned memory belongs to the process, not to a thread; the buffer owns it exclusively.
+unsafe impl<T: Element> Send for PinnedBuffer<T> {}
 
 impl<T: Element> Deref for PinnedBuffer<T> {
     type Target = [T];
@@ -169,11 +164,7 @@ impl<'a, T: Element> Registered<'a, T> {
         // SAFETY: the range is one live allocation that the borrow keeps alive and in place until Drop.
         let code = unsafe { sys::cuMemHostRegister_v2(slice.as_mut_ptr().cast(), bytes, 0) };
         if code != sys::CUresult::CUDA_SUCCESS {
-            bail!(
-                "the host refused to pin {} in place ({})",
-                fmt_bytes(bytes),
-                cuda_error_name(code)
-            );
+            bail!("the host refused to pin {} in place ({})", fmt_bytes(bytes), cuda_error_name(code));
         }
         Ok(Registered { slice })
     }
@@ -214,9 +205,7 @@ mod tests {
     #[test]
     fn pageable_fills_or_refuses() {
         assert_eq!(pageable(5, |i| i as u32 * 2).unwrap(), vec![0, 2, 4, 6, 8]);
-        let err = pageable::<f32>(usize::MAX / 4, |_| 0.0)
-            .unwrap_err()
-            .to_string();
+        let err = pageable::<f32>(usize::MAX / 4, |_| 0.0).unwrap_err().to_string();
         assert!(err.starts_with("cannot allocate"), "{err}");
     }
 

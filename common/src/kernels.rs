@@ -50,19 +50,14 @@ enum Param {
 
 impl Kernels {
     pub(crate) fn load(sms: u32) -> anyhow::Result<Kernels> {
-        let module = |name: &str, ptx: &str| {
-            Module::from_ptx(ptx, &[]).with_context(|| format!("loading {name}.ptx"))
-        };
+        let module = |name: &str, ptx: &str| Module::from_ptx(ptx, &[]).with_context(|| format!("loading {name}.ptx"));
         let modules = vec![
             module("pipeline", PIPELINE_PTX)?,
             module("vector_add", VECTOR_ADD_PTX)?,
             module("zero_copy", ZERO_COPY_PTX)?,
         ];
         let f = |m: usize, name: &str| -> anyhow::Result<sys::CUfunction> {
-            Ok(modules[m]
-                .get_function(name)
-                .with_context(|| format!("finding kernel {name}"))?
-                .to_raw())
+            Ok(modules[m].get_function(name).with_context(|| format!("finding kernel {name}"))?.to_raw())
         };
         Ok(Kernels {
             process: f(0, "process")?,
@@ -106,12 +101,7 @@ impl Kernels {
         );
         match u32::try_from(grid) {
             Ok(g) => l.grid = g.max(1),
-            Err(_) => {
-                l.invalid = Some(format!(
-                    "{} elements need more blocks than a grid holds",
-                    data.len()
-                ))
-            }
+            Err(_) => l.invalid = Some(format!("{} elements need more blocks than a grid holds", data.len())),
         }
         l
     }
@@ -131,26 +121,10 @@ impl Kernels {
     /// `c = a + b`.
     pub fn vector_add<'s>(&self, a: Dev<'s, f32>, b: Dev<'s, f32>, c: Dev<'s, f32>) -> Launch<'s> {
         let accesses = vec![a.access(false), b.access(false), c.access(true)];
-        let params = vec![
-            Param::U64(a.ptr()),
-            Param::U64(b.ptr()),
-            Param::U64(c.ptr()),
-            n(c.len()),
-        ];
-        let mut l = launch(
-            "vector_add",
-            self.vector_add,
-            self.grid(c.len()),
-            accesses,
-            params,
-        );
+        let params = vec![Param::U64(a.ptr()), Param::U64(b.ptr()), Param::U64(c.ptr()), n(c.len())];
+        let mut l = launch("vector_add", self.vector_add, self.grid(c.len()), accesses, params);
         if a.len() != c.len() || b.len() != c.len() {
-            l.invalid = Some(format!(
-                "lengths differ: a {}, b {}, c {}",
-                a.len(),
-                b.len(),
-                c.len()
-            ));
+            l.invalid = Some(format!("lengths differ: a {}, b {}, c {}", a.len(), b.len(), c.len()));
         }
         l
     }
@@ -158,19 +132,10 @@ impl Kernels {
     /// `out = input * a` (the seed's zeroCopyKernel).
     pub fn scale<'s>(&self, input: Dev<'s, f32>, out: Dev<'s, f32>, a: f32) -> Launch<'s> {
         let accesses = vec![input.access(false), out.access(true)];
-        let params = vec![
-            Param::U64(input.ptr()),
-            Param::U64(out.ptr()),
-            n(out.len()),
-            Param::F32(a),
-        ];
+        let params = vec![Param::U64(input.ptr()), Param::U64(out.ptr()), n(out.len()), Param::F32(a)];
         let mut l = launch("scale", self.scale, self.grid(out.len()), accesses, params);
         if input.len() != out.len() {
-            l.invalid = Some(format!(
-                "lengths differ: input {}, out {}",
-                input.len(),
-                out.len()
-            ));
+            l.invalid = Some(format!("lengths differ: input {}, out {}", input.len(), out.len()));
         }
         l
     }
@@ -179,32 +144,16 @@ impl Kernels {
     /// protection stops it (CUDA_ERROR_ILLEGAL_ADDRESS) and the context stays broken for the process.
     #[doc(hidden)]
     pub fn fault_for_tests<'s>(&self, data: Dev<'s, f32>) -> Launch<'s> {
-        launch(
-            "fault",
-            self.fault,
-            1,
-            vec![data.access(true)],
-            vec![Param::U64(data.ptr())],
-        )
+        launch("fault", self.fault, 1, vec![data.access(true)], vec![Param::U64(data.ptr())])
     }
 
     /// `out += input`: a second pass over the same input.
     pub fn accumulate<'s>(&self, input: Dev<'s, f32>, out: Dev<'s, f32>) -> Launch<'s> {
         let accesses = vec![input.access(false), out.access(true)];
         let params = vec![Param::U64(input.ptr()), Param::U64(out.ptr()), n(out.len())];
-        let mut l = launch(
-            "accumulate",
-            self.accumulate,
-            self.grid(out.len()),
-            accesses,
-            params,
-        );
+        let mut l = launch("accumulate", self.accumulate, self.grid(out.len()), accesses, params);
         if input.len() != out.len() {
-            l.invalid = Some(format!(
-                "lengths differ: input {}, out {}",
-                input.len(),
-                out.len()
-            ));
+            l.invalid = Some(format!("lengths differ: input {}, out {}", input.len(), out.len()));
         }
         l
     }
@@ -268,15 +217,7 @@ fn launch<'s>(
     accesses: Vec<DevAccess>,
     params: Vec<Param>,
 ) -> Launch<'s> {
-    Launch {
-        name,
-        func,
-        grid,
-        params,
-        accesses,
-        invalid: None,
-        _scope: std::marker::PhantomData,
-    }
+    Launch { name, func, grid, params, accesses, invalid: None, _scope: std::marker::PhantomData }
 }
 
 impl Launch<'_> {
@@ -344,19 +285,9 @@ mod tests {
 
     #[test]
     fn the_ptx_targets_the_driver_we_ship_for() {
-        for ptx in [
-            super::PIPELINE_PTX,
-            super::VECTOR_ADD_PTX,
-            super::ZERO_COPY_PTX,
-        ] {
-            assert!(
-                ptx.contains(".target sm_75"),
-                "PTX must be built for compute_75"
-            );
-            assert!(
-                ptx.contains(".version 9.0"),
-                "nvcc 13.0 (PTX ISA 9.0) matches the 580 driver"
-            );
+        for ptx in [super::PIPELINE_PTX, super::VECTOR_ADD_PTX, super::ZERO_COPY_PTX] {
+            assert!(ptx.contains(".target sm_75"), "PTX must be built for compute_75");
+            assert!(ptx.contains(".version 9.0"), "nvcc 13.0 (PTX ISA 9.0) matches the 580 driver");
         }
         assert!(super::PIPELINE_PTX.contains(".entry process("));
     }

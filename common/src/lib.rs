@@ -5,6 +5,7 @@
 //! | [`device`] | GPU start-up with clear errors, the device report |
 //! | [`host`] | host buffer kinds: pinned (with `cuMemHostAlloc` flags) and pinned in place |
 //! | [`scope`] | stream scopes: async copies and launches that borrow their buffers until the GPU is done |
+//! | [`staging`] | pageable memory at near-pinned speed through a ring of pinned buffers |
 //! | [`kernels`] | typed launchers for `kernels/*.cu` and their CPU twins |
 //! | [`timing`] | CUDA-event timing statistics, bandwidth |
 //! | [`timeline`] | phases (NVTX ranges) and the built-in CUDA-event timeline |
@@ -23,6 +24,7 @@ pub mod kernels;
 pub mod pipeline;
 pub mod report;
 pub mod scope;
+pub mod staging;
 pub mod timeline;
 pub mod timing;
 pub mod verify;

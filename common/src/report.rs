@@ -10,10 +10,7 @@ pub struct Table {
 
 impl Table {
     pub fn new(headers: &[&str]) -> Table {
-        Table {
-            headers: headers.iter().map(|h| h.to_string()).collect(),
-            rows: Vec::new(),
-        }
+        Table { headers: headers.iter().map(|h| h.to_string()).collect(), rows: Vec::new() }
     }
 
     pub fn row(&mut self, cells: Vec<String>) {

@@ -81,11 +81,7 @@ impl<'scope, T> Dev<'scope, T> {
             "device range {range:?} out of bounds for length {}",
             self.len
         );
-        Dev {
-            offset: self.offset + range.start,
-            len: range.end - range.start,
-            ..self
-        }
+        Dev { offset: self.offset + range.start, len: range.end - range.start, ..self }
     }
 
     /// The device address of the first element of this view.
@@ -194,49 +190,27 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     }
 
     /// Lends several device buffers to this scope, one handle each.
-    pub fn devices<T: DeviceCopy>(
-        &self,
-        bufs: &'scope mut [DeviceBuffer<T>],
-    ) -> Vec<Dev<'scope, T>> {
+    pub fn devices<T: DeviceCopy>(&self, bufs: &'scope mut [DeviceBuffer<T>]) -> Vec<Dev<'scope, T>> {
         bufs.iter_mut().map(|b| self.device(b)).collect()
     }
 
     /// Lends mapped pinned memory ([`crate::HostAlloc::MAPPED`]) to this scope, for kernels to read and
     /// write across the bus. The host cannot touch it until the scope ends.
-    pub fn mapped<T: Element>(
-        &self,
-        buf: &'scope mut PinnedBuffer<T>,
-    ) -> anyhow::Result<Dev<'scope, T>> {
+    pub fn mapped<T: Element>(&self, buf: &'scope mut PinnedBuffer<T>) -> anyhow::Result<Dev<'scope, T>> {
         Ok(self.handle(buf.device_ptr()?, buf.len()))
     }
 
     fn handle<T>(&self, base: u64, len: usize) -> Dev<'scope, T> {
         let mut st = self.state.borrow_mut();
         st.trackers.push(Tracker::default());
-        Dev {
-            scope: self.id,
-            buffer: st.trackers.len() - 1,
-            base,
-            offset: 0,
-            len,
-            _marker: PhantomData,
-        }
+        Dev { scope: self.id, buffer: st.trackers.len() - 1, base, offset: 0, len, _marker: PhantomData }
     }
 
     /// `cudaMemcpyAsync(dst, src, ..., cudaMemcpyHostToDevice, stream)`. From pageable memory the driver
     /// stages the data and returns only when it has; from pinned memory it returns at once.
-    pub fn htod<T: DeviceCopy>(
-        &self,
-        stream: &Stream,
-        src: &'scope [T],
-        dst: Dev<'scope, T>,
-    ) -> anyhow::Result<()> {
+    pub fn htod<T: DeviceCopy>(&self, stream: &Stream, src: &'scope [T], dst: Dev<'scope, T>) -> anyhow::Result<()> {
         if src.len() != dst.len {
-            bail!(
-                "htod: source has {} elements, destination {}",
-                src.len(),
-                dst.len
-            );
+            bail!("htod: source has {} elements, destination {}", src.len(), dst.len);
         }
         let bytes = std::mem::size_of_val(src);
         self.enqueue(
@@ -260,11 +234,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         dst: &'scope mut [T],
     ) -> anyhow::Result<()> {
         if src.len != dst.len() {
-            bail!(
-                "dtoh: source has {} elements, destination {}",
-                src.len,
-                dst.len()
-            );
+            bail!("dtoh: source has {} elements, destination {}", src.len, dst.len());
         }
         let bytes = std::mem::size_of_val(dst);
         self.enqueue(
@@ -286,10 +256,16 @@ impl<'scope, 'env> Scope<'scope, 'env> {
             bail!("dtod: source has {} elements, destination {}", src.len, dst.len);
         }
         let bytes = src.len * std::mem::size_of::<T>();
-        self.enqueue(stream, &[src.access(false), dst.access(true)], ("DtoD", "memcpy DtoD", bytes), || format!("copying {bytes} bytes device to device"), |s| {
-            // SAFETY: two live device ranges of `bytes` bytes that this scope orders.
-            unsafe { sys::cuMemcpyDtoDAsync_v2(dst.ptr(), src.ptr(), bytes, s) }
-        })
+        self.enqueue(
+            stream,
+            &[src.access(false), dst.access(true)],
+            ("DtoD", "memcpy DtoD", bytes),
+            || format!("copying {bytes} bytes device to device"),
+            |s| {
+                // SAFETY: two live device ranges of `bytes` bytes that this scope orders.
+                unsafe { sys::cuMemcpyDtoDAsync_v2(dst.ptr(), src.ptr(), bytes, s) }
+            },
+        )
     }
 
     /// `cudaMemsetD32Async`: sets every element to `value` (to poison outputs before a run, say).
@@ -377,10 +353,9 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         waits.dedup();
         for &e in &waits {
             // SAFETY: both handles are live; the event was recorded earlier in this scope.
-            check(
-                unsafe { sys::cuStreamWaitEvent(stream.as_inner(), st.events[e].as_inner(), 0) },
-                || format!("{}: waiting for another stream", what()),
-            )?;
+            check(unsafe { sys::cuStreamWaitEvent(stream.as_inner(), st.events[e].as_inner(), 0) }, || {
+                format!("{}: waiting for another stream", what())
+            })?;
         }
         st.waits += waits.len();
         let start = if self.gpu.recorder.borrow().is_some() {
@@ -398,21 +373,10 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         let event = st.events.len() - 1;
         if let Some(start) = start {
             let phase = crate::timeline::current_phase();
-            st.pending.push(Pending {
-                start,
-                end: event,
-                stream: stream.as_inner() as usize,
-                op: info,
-                phase,
-            });
+            st.pending.push(Pending { start, end: event, stream: stream.as_inner() as usize, op: info, phase });
         }
         for a in accesses {
-            st.trackers[a.buffer].record(Access {
-                stream: si,
-                write: a.write,
-                bytes: a.bytes.clone(),
-                event,
-            });
+            st.trackers[a.buffer].record(Access { stream: si, write: a.write, bytes: a.bytes.clone(), event });
         }
         Ok(())
     }
@@ -425,9 +389,7 @@ fn run<'env, R>(
     timed: bool,
     f: impl for<'scope> FnOnce(&'scope Scope<'scope, 'env>) -> anyhow::Result<R>,
 ) -> anyhow::Result<(R, Option<f64>)> {
-    let Some(first) = streams.first() else {
-        bail!("a scope needs at least one stream")
-    };
+    let Some(first) = streams.first() else { bail!("a scope needs at least one stream") };
     let scope = Scope {
         gpu,
         streams,
@@ -445,10 +407,9 @@ fn run<'env, R>(
             let pending = std::mem::take(&mut st.pending);
             if let (true, Some(rec)) = (synced, self.0.gpu.recorder.borrow_mut().as_mut()) {
                 for p in pending {
-                    let (Ok(start_ms), Ok(end_ms)) = (
-                        st.events[p.start].elapsed_ms(&rec.origin),
-                        st.events[p.end].elapsed_ms(&rec.origin),
-                    ) else {
+                    let (Ok(start_ms), Ok(end_ms)) =
+                        (st.events[p.start].elapsed_ms(&rec.origin), st.events[p.end].elapsed_ms(&rec.origin))
+                    else {
                         continue;
                     };
                     let stream = rec.stream_id(p.stream);
@@ -471,11 +432,7 @@ fn run<'env, R>(
     let finish = Finish(&scope);
     // Timing: `start` on the first stream and every other stream waits for it (fork); at the end the
     // first stream waits for every other stream and records `stop` (join), so stop - start spans all.
-    let start = if timed {
-        Some(fork_join_event(gpu, first, &streams[1..])?)
-    } else {
-        None
-    };
+    let start = if timed { Some(fork_join_event(gpu, first, &streams[1..])?) } else { None };
     let result = f(&scope);
     let elapsed = match start {
         Some(start) if result.is_ok() => {
@@ -484,10 +441,9 @@ fn run<'env, R>(
                 let e = gpu.take_event()?;
                 e.record(s)?;
                 // SAFETY: live stream and event handles of this context.
-                check(
-                    unsafe { sys::cuStreamWaitEvent(first.as_inner(), e.as_inner(), 0) },
-                    || "joining streams".into(),
-                )?;
+                check(unsafe { sys::cuStreamWaitEvent(first.as_inner(), e.as_inner(), 0) }, || {
+                    "joining streams".into()
+                })?;
                 scope.state.borrow_mut().events.push(e);
             }
             stop.record(first)?;
@@ -510,10 +466,7 @@ fn fork_join_event(gpu: &Gpu, first: &Stream, others: &[Stream]) -> anyhow::Resu
     start.record(first)?;
     for s in others {
         // SAFETY: live stream and event handles of this context.
-        check(
-            unsafe { sys::cuStreamWaitEvent(s.as_inner(), start.as_inner(), 0) },
-            || "forking streams".into(),
-        )?;
+        check(unsafe { sys::cuStreamWaitEvent(s.as_inner(), start.as_inner(), 0) }, || "forking streams".into())?;
     }
     Ok(start)
 }
@@ -544,12 +497,7 @@ mod tests {
     use super::*;
 
     fn acc(stream: usize, write: bool, bytes: Range<usize>, event: usize) -> Access {
-        Access {
-            stream,
-            write,
-            bytes,
-            event,
-        }
+        Access { stream, write, bytes, event }
     }
 
     #[test]
@@ -566,10 +514,7 @@ mod tests {
         t.record(acc(0, true, 0..100, 7));
         assert_eq!(t.waits(1, false, &(50..60)), vec![7]);
         assert_eq!(t.waits(1, true, &(99..200)), vec![7]);
-        assert!(
-            t.waits(1, false, &(100..200)).is_empty(),
-            "disjoint ranges are independent"
-        );
+        assert!(t.waits(1, false, &(100..200)).is_empty(), "disjoint ranges are independent");
     }
 
     #[test]
@@ -577,11 +522,7 @@ mod tests {
         let mut t = Tracker::default();
         t.record(acc(0, false, 0..100, 1));
         assert!(t.waits(1, false, &(0..100)).is_empty());
-        assert_eq!(
-            t.waits(1, true, &(0..10)),
-            vec![1],
-            "write after read waits"
-        );
+        assert_eq!(t.waits(1, true, &(0..10)), vec![1], "write after read waits");
     }
 
     #[test]
@@ -607,11 +548,7 @@ mod tests {
         t.record(acc(2, false, b.clone(), 2));
         let mut w = t.waits(0, true, &b);
         w.sort();
-        assert_eq!(
-            w,
-            vec![1, 2],
-            "the upload waits for the kernel and the download"
-        );
+        assert_eq!(w, vec![1, 2], "the upload waits for the kernel and the download");
     }
 
     #[test]
@@ -619,23 +556,12 @@ mod tests {
         let mut t = Tracker::default();
         t.record(acc(0, true, 0..100, 1));
         t.record(acc(0, false, 0..100, 2));
-        assert_eq!(
-            t.waits(1, false, &(0..100)),
-            vec![1],
-            "a reader elsewhere still waits for the write"
-        );
+        assert_eq!(t.waits(1, false, &(0..100)), vec![1], "a reader elsewhere still waits for the write");
     }
 
     #[test]
     fn dev_slices_compute_addresses_and_byte_ranges() {
-        let d: Dev<'_, f32> = Dev {
-            scope: 1,
-            buffer: 0,
-            base: 0x1000,
-            offset: 0,
-            len: 100,
-            _marker: PhantomData,
-        };
+        let d: Dev<'_, f32> = Dev { scope: 1, buffer: 0, base: 0x1000, offset: 0, len: 100, _marker: PhantomData };
         let s = d.slice(10..30).slice(5..10);
         assert_eq!((s.offset, s.len), (15, 5));
         assert_eq!(s.ptr(), 0x1000 + 60);
@@ -645,14 +571,7 @@ mod tests {
     #[test]
     #[should_panic(expected = "out of bounds")]
     fn dev_slice_out_of_bounds_panics_like_a_slice() {
-        let d: Dev<'_, f32> = Dev {
-            scope: 1,
-            buffer: 0,
-            base: 0,
-            offset: 0,
-            len: 10,
-            _marker: PhantomData,
-        };
+        let d: Dev<'_, f32> = Dev { scope: 1, buffer: 0, base: 0, offset: 0, len: 10, _marker: PhantomData };
         let _ = d.slice(5..11);
     }
 }

@@ -68,16 +68,11 @@ pub(crate) struct Recorder {
 }
 
 impl Recorder {
-    pub fn from_env(
-        origin: impl FnOnce() -> anyhow::Result<Event>,
-    ) -> anyhow::Result<Option<Recorder>> {
+    pub fn from_env(origin: impl FnOnce() -> anyhow::Result<Event>) -> anyhow::Result<Option<Recorder>> {
         match std::env::var_os("GPU_TIMELINE") {
-            Some(p) if !p.is_empty() => Ok(Some(Recorder {
-                path: p.into(),
-                origin: origin()?,
-                records: Vec::new(),
-                streams: HashMap::new(),
-            })),
+            Some(p) if !p.is_empty() => {
+                Ok(Some(Recorder { path: p.into(), origin: origin()?, records: Vec::new(), streams: HashMap::new() }))
+            }
             _ => Ok(None),
         }
     }
@@ -91,8 +86,7 @@ impl Recorder {
     pub fn write(&self) -> anyhow::Result<()> {
         use anyhow::Context as _;
         let json = serde_json::to_string(&chrome_trace(&self.records))?;
-        std::fs::write(&self.path, json)
-            .with_context(|| format!("writing the timeline to {}", self.path.display()))
+        std::fs::write(&self.path, json).with_context(|| format!("writing the timeline to {}", self.path.display()))
     }
 }
 
@@ -140,11 +134,7 @@ mod tests {
             start_ms,
             end_ms,
         };
-        let t = chrome_trace(&[
-            r("a", 0, "H2D", 0.0, 1.0),
-            r("a", 1, "kernel", 0.5, 2.0),
-            r("b", 0, "D2H", 3.0, 4.5),
-        ]);
+        let t = chrome_trace(&[r("a", 0, "H2D", 0.0, 1.0), r("a", 1, "kernel", 0.5, 2.0), r("b", 0, "D2H", 3.0, 4.5)]);
         let ev = t["traceEvents"].as_array().unwrap();
         assert_eq!(ev.len(), 5);
         assert_eq!(ev[1]["ts"], 500.0);
@@ -152,13 +142,7 @@ mod tests {
         let phases: Vec<_> = ev
             .iter()
             .filter(|e| e["cat"] == "phase")
-            .map(|e| {
-                (
-                    e["name"].as_str().unwrap(),
-                    e["ts"].as_f64().unwrap(),
-                    e["dur"].as_f64().unwrap(),
-                )
-            })
+            .map(|e| (e["name"].as_str().unwrap(), e["ts"].as_f64().unwrap(), e["dur"].as_f64().unwrap()))
             .collect();
         assert_eq!(phases, vec![("a", 0.0, 2000.0), ("b", 3000.0, 1500.0)]);
     }

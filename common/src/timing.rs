@@ -15,35 +15,36 @@ impl Event {
     pub fn new() -> anyhow::Result<Event> {
         let mut e = std::ptr::null_mut();
         // SAFETY: valid out-pointer; default flags.
-        check(unsafe { sys::cuEventCreate(&mut e, 0) }, || {
-            "creating an event".into()
-        })?;
+        check(unsafe { sys::cuEventCreate(&mut e, 0) }, || "creating an event".into())?;
         Ok(Event(e))
     }
 
     pub fn record(&self, stream: &Stream) -> anyhow::Result<()> {
         // SAFETY: live event and stream of the current context.
-        check(
-            unsafe { sys::cuEventRecord(self.0, stream.as_inner()) },
-            || "recording an event".into(),
-        )
+        check(unsafe { sys::cuEventRecord(self.0, stream.as_inner()) }, || "recording an event".into())
     }
 
     /// Milliseconds from `start` to this event; both must have completed.
     pub fn elapsed_ms(&self, start: &Event) -> anyhow::Result<f64> {
         let mut ms = 0f32;
         // SAFETY: two live events and a valid out-pointer.
-        check(
-            unsafe { sys::cuEventElapsedTime(&mut ms, start.0, self.0) },
-            || "reading the GPU timer".into(),
-        )?;
+        check(unsafe { sys::cuEventElapsedTime(&mut ms, start.0, self.0) }, || "reading the GPU timer".into())?;
         Ok(ms as f64)
     }
 
     pub fn as_inner(&self) -> sys::CUevent {
         self.0
     }
+
+    /// Blocks the calling thread until the work before the event's last record has finished.
+    pub fn synchronize(&self) -> anyhow::Result<()> {
+        // SAFETY: a live event.
+        check(unsafe { sys::cuEventSynchronize(self.0) }, || "waiting for an event".into())
+    }
 }
+
+// SAFETY: an event handle may be used from any thread on which its context is current.
+unsafe impl Send for Event {}
 
 impl Drop for Event {
     fn drop(&mut self) {
@@ -79,17 +80,8 @@ impl Stats {
         let mut v = samples.to_vec();
         v.sort_by(f64::total_cmp);
         let n = v.len();
-        let median_ms = if n % 2 == 1 {
-            v[n / 2]
-        } else {
-            (v[n / 2 - 1] + v[n / 2]) / 2.0
-        };
-        Ok(Stats {
-            median_ms,
-            min_ms: v[0],
-            max_ms: v[n - 1],
-            runs: n,
-        })
+        let median_ms = if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 };
+        Ok(Stats { median_ms, min_ms: v[0], max_ms: v[n - 1], runs: n })
     }
 
     /// Bandwidth of moving `bytes` in the median time, GB/s (10^9 bytes per second).
@@ -103,9 +95,7 @@ pub fn measure(r: Repeats, mut f: impl FnMut() -> anyhow::Result<f64>) -> anyhow
     for _ in 0..r.warmup {
         f()?;
     }
-    let samples = (0..r.repeats)
-        .map(|_| f())
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let samples = (0..r.repeats).map(|_| f()).collect::<anyhow::Result<Vec<_>>>()?;
     Stats::from_samples(&samples)
 }
 
@@ -128,16 +118,8 @@ mod tests {
     #[test]
     fn median_of_odd_and_even() {
         let s = Stats::from_samples(&[3.0, 1.0, 2.0]).unwrap();
-        assert_eq!(
-            (s.median_ms, s.min_ms, s.max_ms, s.runs),
-            (2.0, 1.0, 3.0, 3)
-        );
-        assert_eq!(
-            Stats::from_samples(&[4.0, 1.0, 2.0, 3.0])
-                .unwrap()
-                .median_ms,
-            2.5
-        );
+        assert_eq!((s.median_ms, s.min_ms, s.max_ms, s.runs), (2.0, 1.0, 3.0, 3));
+        assert_eq!(Stats::from_samples(&[4.0, 1.0, 2.0, 3.0]).unwrap().median_ms, 2.5);
     }
 
     #[test]
@@ -155,16 +137,10 @@ mod tests {
     #[test]
     fn measure_discards_warmup() {
         let mut calls = 0;
-        let s = measure(
-            Repeats {
-                warmup: 2,
-                repeats: 3,
-            },
-            || {
-                calls += 1;
-                Ok(if calls <= 2 { 100.0 } else { calls as f64 })
-            },
-        )
+        let s = measure(Repeats { warmup: 2, repeats: 3 }, || {
+            calls += 1;
+            Ok(if calls <= 2 { 100.0 } else { calls as f64 })
+        })
         .unwrap();
         assert_eq!(calls, 5);
         assert_eq!((s.min_ms, s.median_ms, s.max_ms), (3.0, 4.0, 5.0));

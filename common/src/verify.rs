@@ -39,10 +39,7 @@ impl Check {
         let how = if self.tolerance == 0.0 {
             "exactly".to_string()
         } else {
-            format!(
-                "within {:e} (max error {:.1e})",
-                self.tolerance, self.max_abs_err
-            )
+            format!("within {:e} (max error {:.1e})", self.tolerance, self.max_abs_err)
         };
         match self.first {
             None if self.checked > 0 => format!("verified: {what} match the CPU reference {how}"),
@@ -70,24 +67,12 @@ pub fn exact(got: &[f32], expected: impl Fn(usize) -> f32 + Sync) -> Check {
 
 /// Compares within an absolute tolerance, every `stride`-th element (1 = all): for references too
 /// slow to compute in full, or kernels whose math library differs from the CPU's.
-pub fn within(
-    got: &[f32],
-    stride: usize,
-    tolerance: f64,
-    expected: impl Fn(usize) -> f32 + Sync,
-) -> Check {
+pub fn within(got: &[f32], stride: usize, tolerance: f64, expected: impl Fn(usize) -> f32 + Sync) -> Check {
     compare(got, stride.max(1), tolerance, expected)
 }
 
-fn compare(
-    got: &[f32],
-    stride: usize,
-    tolerance: f64,
-    expected: impl Fn(usize) -> f32 + Sync,
-) -> Check {
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(64);
+fn compare(got: &[f32], stride: usize, tolerance: f64, expected: impl Fn(usize) -> f32 + Sync) -> Check {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(64);
     let indices: Vec<usize> = (0..got.len()).step_by(stride).collect();
     let part = indices.len().div_ceil(threads).max(1);
     let partials: Vec<Check> = std::thread::scope(|s| {
@@ -96,22 +81,13 @@ fn compare(
             .map(|idx| {
                 let expected = &expected;
                 s.spawn(move || {
-                    let mut c = Check {
-                        checked: 0,
-                        total: got.len(),
-                        mismatches: 0,
-                        first: None,
-                        max_abs_err: 0.0,
-                        tolerance,
-                    };
+                    let mut c =
+                        Check { checked: 0, total: got.len(), mismatches: 0, first: None, max_abs_err: 0.0, tolerance };
                     for &i in idx {
                         let (g, e) = (got[i], expected(i));
                         let err = (g as f64 - e as f64).abs();
-                        let ok = if tolerance == 0.0 {
-                            g.to_bits() == e.to_bits() && !g.is_nan()
-                        } else {
-                            err <= tolerance
-                        };
+                        let ok =
+                            if tolerance == 0.0 { g.to_bits() == e.to_bits() && !g.is_nan() } else { err <= tolerance };
                         if !err.is_nan() {
                             c.max_abs_err = c.max_abs_err.max(err);
                         }
@@ -125,20 +101,10 @@ fn compare(
                 })
             })
             .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("verification thread"))
-            .collect()
+        handles.into_iter().map(|h| h.join().expect("verification thread")).collect()
     });
     partials.into_iter().fold(
-        Check {
-            checked: 0,
-            total: got.len(),
-            mismatches: 0,
-            first: None,
-            max_abs_err: 0.0,
-            tolerance,
-        },
+        Check { checked: 0, total: got.len(), mismatches: 0, first: None, max_abs_err: 0.0, tolerance },
         |mut acc, c| {
             acc.checked += c.checked;
             acc.mismatches += c.mismatches;
@@ -149,6 +115,18 @@ fn compare(
     )
 }
 
+/// `dst.copy_from_slice(src)` on `threads` threads (memory copies on one core fall well short of the
+/// host's memory bandwidth).
+pub fn par_copy<T: Copy + Send + Sync>(dst: &mut [T], src: &[T], threads: usize) {
+    assert_eq!(dst.len(), src.len(), "par_copy: lengths differ");
+    let part = dst.len().div_ceil(threads.max(1)).max(1);
+    std::thread::scope(|s| {
+        for (d, c) in dst.chunks_mut(part).zip(src.chunks(part)) {
+            s.spawn(move || d.copy_from_slice(c));
+        }
+    });
+}
+
 /// Deterministic input data: distinct-looking, never zero, in (0, 1). Lessons never time on zeros.
 pub fn input(i: usize) -> f32 {
     let h = (i as u64).wrapping_mul(2_654_435_761) % 16_777_213;
@@ -157,19 +135,12 @@ pub fn input(i: usize) -> f32 {
 
 /// Fills `out[i] = f(i)` on every core (for building references and inputs quickly).
 pub fn par_fill<T: Send>(out: &mut [T], f: impl Fn(usize) -> T + Sync) {
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(64);
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(64);
     let part = out.len().div_ceil(threads).max(1);
     std::thread::scope(|s| {
         for (k, chunk) in out.chunks_mut(part).enumerate() {
             let f = &f;
-            s.spawn(move || {
-                chunk
-                    .iter_mut()
-                    .enumerate()
-                    .for_each(|(j, x)| *x = f(k * part + j))
-            });
+            s.spawn(move || chunk.iter_mut().enumerate().for_each(|(j, x)| *x = f(k * part + j)));
         }
     });
 }
@@ -182,19 +153,9 @@ mod tests {
     fn exact_match_and_first_mismatch() {
         let v: Vec<f32> = (0..10_000).map(|i| i as f32).collect();
         assert!(exact(&v, |i| i as f32).passed());
-        let c = exact(&v, |i| {
-            if i == 7777 || i == 9000 {
-                -1.0
-            } else {
-                i as f32
-            }
-        });
+        let c = exact(&v, |i| if i == 7777 || i == 9000 { -1.0 } else { i as f32 });
         assert_eq!((c.mismatches, c.first), (2, Some((7777, 7777.0, -1.0))));
-        assert!(c
-            .ensure()
-            .unwrap_err()
-            .to_string()
-            .contains("first at [7777]"));
+        assert!(c.ensure().unwrap_err().to_string().contains("first at [7777]"));
     }
 
     #[test]
@@ -222,6 +183,14 @@ mod tests {
         let v: Vec<f32> = (0..100_000).map(input).collect();
         assert!(v.iter().all(|&x| x > 0.0 && x < 1.0));
         assert!(v.windows(2).filter(|w| w[0] != w[1]).count() > 99_000);
+    }
+
+    #[test]
+    fn par_copy_copies() {
+        let src: Vec<u32> = (0..100_003).collect();
+        let mut dst = vec![0; src.len()];
+        par_copy(&mut dst, &src, 7);
+        assert_eq!(dst, src);
     }
 
     #[test]

@@ -29,12 +29,21 @@ impl Result {
 }
 
 pub fn run(flags: BenchReportFlags) -> anyhow::Result<()> {
-    let dir = flags.dir.unwrap_or_else(|| if tools::in_bundle() { PathBuf::from("target/criterion") } else { tools::target_dir().join("criterion") });
+    let dir = flags.dir.unwrap_or_else(|| {
+        if tools::in_bundle() {
+            PathBuf::from("target/criterion")
+        } else {
+            tools::target_dir().join("criterion")
+        }
+    });
     let results = read_results(&dir)?;
     if results.is_empty() {
         bail!("no criterion results in {}: run `cargo bench` first", dir.display());
     }
-    let limits: Value = serde_json::from_str(&fs::read_to_string(dir.join("gpu-limits.json")).context("no gpu-limits.json: the benchmark measures it, run `cargo bench`")?)?;
+    let limits: Value = serde_json::from_str(
+        &fs::read_to_string(dir.join("gpu-limits.json"))
+            .context("no gpu-limits.json: the benchmark measures it, run `cargo bench`")?,
+    )?;
     print!("{}", report(&results, &limits));
     Ok(())
 }
@@ -86,8 +95,15 @@ pub fn report(results: &[Result], limits: &Value) -> String {
     let lim = |path: &[&str]| path.iter().fold(limits, |v, k| &v[*k]).as_f64();
     let name = limits["device"]["name"].as_str().unwrap_or("the GPU");
     s += &format!("Best figures of this run on {name}, against the limits measured in the same run\n\n");
-    s += &format!("{:<8} {:<16} {:>10} {:>10} {:>12} {:>8}\n", "group", "host memory", "best GB/s", "at", "limit GB/s", "of limit");
-    for (group, limit) in [("h2d", lim(&["copy_engine_gbps", "h2d"])), ("d2h", lim(&["copy_engine_gbps", "d2h"])), ("both", lim(&["copy_engine_gbps", "both_each_way"]).map(|x| 2.0 * x))] {
+    s += &format!(
+        "{:<8} {:<16} {:>10} {:>10} {:>12} {:>8}\n",
+        "group", "host memory", "best GB/s", "at", "limit GB/s", "of limit"
+    );
+    for (group, limit) in [
+        ("h2d", lim(&["copy_engine_gbps", "h2d"])),
+        ("d2h", lim(&["copy_engine_gbps", "d2h"])),
+        ("both", lim(&["copy_engine_gbps", "both_each_way"]).map(|x| 2.0 * x)),
+    ] {
         let mut best: BTreeMap<&str, &Result> = BTreeMap::new();
         for r in results.iter().filter(|r| r.group == group && r.bytes > 0) {
             let e = best.entry(&r.function).or_insert(r);
@@ -103,14 +119,22 @@ pub fn report(results: &[Result], limits: &Value) -> String {
             s += &format!("{group:<8} {kind:<16} {:>10.2} {:>10} {l:>12} {pct:>8}\n", r.gbps(), r.value);
         }
     }
-    if let (Some(m), Some(p)) = (lim(&["device_memory_gbps", "measured_copy"]), lim(&["device_memory_gbps", "peak_from_clocks"])) {
-        s += &format!("\ndevice memory (device-to-device copy, read + write): {m:.0} GB/s of a {p:.0} GB/s peak ({:.0}%)\n", 100.0 * m / p);
+    if let (Some(m), Some(p)) =
+        (lim(&["device_memory_gbps", "measured_copy"]), lim(&["device_memory_gbps", "peak_from_clocks"]))
+    {
+        s += &format!(
+            "\ndevice memory (device-to-device copy, read + write): {m:.0} GB/s of a {p:.0} GB/s peak ({:.0}%)\n",
+            100.0 * m / p
+        );
     }
     let mut overlap: Vec<&Result> = results.iter().filter(|r| r.group == "overlap").collect();
     let count = |s: &str| s.split_whitespace().next().and_then(|n| n.parse::<u32>().ok()).unwrap_or(0);
     overlap.sort_by_key(|r| (count(&r.function), count(&r.value)));
     if !overlap.is_empty() {
-        s += &format!("\n{:<26} {:>10} {:>14} {:>11} {:>14} {:>11}\n", "overlap pipeline", "median ms", "ideal one-way", "efficiency", "ideal both", "efficiency");
+        s += &format!(
+            "\n{:<26} {:>10} {:>14} {:>11} {:>14} {:>11}\n",
+            "overlap pipeline", "median ms", "ideal one-way", "efficiency", "ideal both", "efficiency"
+        );
         for r in overlap {
             let key = format!("overlap/{}/{}", r.function, r.value);
             let ideal = &limits["pipeline"]["ideal"][&key];
@@ -118,7 +142,15 @@ pub fn report(results: &[Result], limits: &Value) -> String {
             let ms = r.median_ns / 1e6;
             let fmt = |x: Option<f64>| x.map_or("-".into(), |x| format!("{x:.3}"));
             let eff = |x: Option<f64>| x.map_or("-".into(), |x| format!("{:.3}", x / ms));
-            s += &format!("{:<26} {:>10.3} {:>14} {:>11} {:>14} {:>11}\n", format!("{} on {}", r.function, r.value), ms, fmt(one), eff(one), fmt(both), eff(both));
+            s += &format!(
+                "{:<26} {:>10.3} {:>14} {:>11} {:>14} {:>11}\n",
+                format!("{} on {}", r.function, r.value),
+                ms,
+                fmt(one),
+                eff(one),
+                fmt(both),
+                eff(both)
+            );
         }
     }
     for group in ["buffering", "zero_copy"] {
@@ -127,7 +159,13 @@ pub fn report(results: &[Result], limits: &Value) -> String {
         if !rs.is_empty() {
             s += &format!("\n{group}\n");
             for r in rs {
-                s += &format!("  {:<22} {:>10} {:>10.3} ms {:>8.2} GB/s\n", r.function, r.value, r.median_ns / 1e6, r.gbps());
+                s += &format!(
+                    "  {:<22} {:>10} {:>10.3} ms {:>8.2} GB/s\n",
+                    r.function,
+                    r.value,
+                    r.median_ns / 1e6,
+                    r.gbps()
+                );
             }
         }
     }
@@ -156,7 +194,9 @@ mod tests {
         write(&dir, "overlap", "32 chunks", "4 streams", 1 << 29, 6.0e6);
         let results = read_results(&dir).unwrap();
         assert_eq!(results.len(), 4);
-        assert!((results.iter().find(|r| r.function == "pinned" && r.value == "1 GiB").unwrap().gbps() - 55.0).abs() < 1e-9);
+        assert!(
+            (results.iter().find(|r| r.function == "pinned" && r.value == "1 GiB").unwrap().gbps() - 55.0).abs() < 1e-9
+        );
         let limits = serde_json::json!({
             "device": { "name": "Test GPU" },
             "copy_engine_gbps": { "h2d": 55.0, "d2h": 55.0, "both_each_way": 47.0 },

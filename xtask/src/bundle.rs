@@ -24,15 +24,10 @@ use crate::{flags::BundleFlags, setup, tools};
 pub fn run(flags: BundleFlags) -> anyhow::Result<()> {
     setup::run()?;
     let nvtx_env = setup::nvtx_build_env()?;
-    let out = if flags.out.is_absolute() {
-        flags.out
-    } else {
-        tools::root().join(flags.out)
-    };
+    let out = if flags.out.is_absolute() { flags.out } else { tools::root().join(flags.out) };
     let _ = fs::remove_dir_all(&out);
     for d in ["lessons", "tests", "benches"] {
-        fs::create_dir_all(out.join(d))
-            .with_context(|| format!("creating {}", out.join(d).display()))?;
+        fs::create_dir_all(out.join(d)).with_context(|| format!("creating {}", out.join(d).display()))?;
     }
     let mut cargo = tools::cargo();
     cargo.envs(nvtx_env);
@@ -62,25 +57,16 @@ pub fn run(flags: BundleFlags) -> anyhow::Result<()> {
             continue;
         };
         let name = msg["target"]["name"].as_str().unwrap_or("?");
-        let kinds: Vec<&str> = msg["target"]["kind"]
-            .as_array()
-            .map(|k| k.iter().filter_map(|s| s.as_str()).collect())
-            .unwrap_or_default();
+        let kinds: Vec<&str> =
+            msg["target"]["kind"].as_array().map(|k| k.iter().filter_map(|s| s.as_str()).collect()).unwrap_or_default();
         let test = msg["profile"]["test"].as_bool().unwrap_or(false);
         let dest = if kinds.contains(&"example") {
             out.join("lessons").join(name)
         } else if kinds.contains(&"bench") {
             out.join("benches").join(name)
         } else if test {
-            let package = msg["package_id"]
-                .as_str()
-                .and_then(package_name)
-                .unwrap_or("x");
-            out.join("tests").join(if package == name {
-                name.to_string()
-            } else {
-                format!("{package}-{name}")
-            })
+            let package = msg["package_id"].as_str().and_then(package_name).unwrap_or("x");
+            out.join("tests").join(if package == name { name.to_string() } else { format!("{package}-{name}") })
         } else if name == "xtask" {
             out.join("xtask")
         } else {
@@ -100,22 +86,10 @@ pub fn run(flags: BundleFlags) -> anyhow::Result<()> {
         .ok()
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
     let manifest = serde_json::json!({ "commit": commit, "contents": contents });
-    fs::write(
-        out.join("bundle.json"),
-        serde_json::to_string_pretty(&manifest)?,
-    )?;
+    fs::write(out.join("bundle.json"), serde_json::to_string_pretty(&manifest)?)?;
     fs::write(out.join("README.txt"), README)?;
-    let size: u64 = walk(&out)
-        .iter()
-        .filter_map(|p| p.metadata().ok())
-        .map(|m| m.len())
-        .sum();
-    println!(
-        "bundle: {} files, {:.1} MiB in {}",
-        contents.len(),
-        size as f64 / (1 << 20) as f64,
-        out.display()
-    );
+    let size: u64 = walk(&out).iter().filter_map(|p| p.metadata().ok()).map(|m| m.len()).sum();
+    println!("bundle: {} files, {:.1} MiB in {}", contents.len(), size as f64 / (1 << 20) as f64, out.display());
     Ok(())
 }
 
@@ -168,17 +142,8 @@ mod tests {
 
     #[test]
     fn package_names_from_ids() {
-        assert_eq!(
-            package_name("path+file:///work/main/common#0.1.0"),
-            Some("common")
-        );
-        assert_eq!(
-            package_name("path+file:///work/main#gpu-transfers@0.1.0"),
-            Some("gpu-transfers")
-        );
-        assert_eq!(
-            package_name("common 0.1.0 (path+file:///work/main/common)"),
-            Some("common")
-        );
+        assert_eq!(package_name("path+file:///work/main/common#0.1.0"), Some("common"));
+        assert_eq!(package_name("path+file:///work/main#gpu-transfers@0.1.0"), Some("gpu-transfers"));
+        assert_eq!(package_name("common 0.1.0 (path+file:///work/main/common)"), Some("common"));
     }
 }

@@ -3,10 +3,7 @@
 use clap::{Args, Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(
-    name = "cargo xtask",
-    about = "Build, test, bundle and inspect the GPU transfer lessons"
-)]
+#[command(name = "cargo xtask", about = "Build, test, bundle and inspect the GPU transfer lessons")]
 pub struct Xtask {
     #[command(subcommand)]
     pub task: Task,

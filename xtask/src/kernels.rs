@@ -22,13 +22,7 @@ pub fn run(flags: KernelsFlags) -> anyhow::Result<()> {
         let cubin = out.join(src.with_extension("cubin").file_name().unwrap());
         let o = tools::output(
             Command::new(&nvcc)
-                .args([
-                    "-cubin",
-                    &format!("-arch={}", flags.arch),
-                    "-Xptxas",
-                    "-v",
-                    "-o",
-                ])
+                .args(["-cubin", &format!("-arch={}", flags.arch), "-Xptxas", "-v", "-o"])
                 .arg(&cubin)
                 .arg(&src),
             &format!("compiling {} for {}", src.display(), flags.arch),
@@ -69,10 +63,7 @@ pub fn parse_ptxas(text: &str) -> Vec<KernelInfo> {
     };
     for line in text.lines() {
         if let Some(rest) = line.split("Compiling entry function '").nth(1) {
-            out.push(KernelInfo {
-                name: rest.split('\'').next().unwrap_or("").to_string(),
-                ..Default::default()
-            });
+            out.push(KernelInfo { name: rest.split('\'').next().unwrap_or("").to_string(), ..Default::default() });
         } else if let Some(k) = out.last_mut() {
             if line.contains("stack frame") {
                 k.stack = num_before(line, "bytes stack frame").unwrap_or(0);
@@ -103,23 +94,10 @@ ptxas info    : Function properties for process_sincos\n\
 ptxas info    : Used 22 registers, used 0 barriers, 32 bytes cumulative stack size\n";
         let k = parse_ptxas(text);
         assert_eq!(k.len(), 2);
-        assert_eq!(
-            k[0],
-            KernelInfo {
-                name: "heavy_sqrt".into(),
-                registers: 19,
-                ..Default::default()
-            }
-        );
+        assert_eq!(k[0], KernelInfo { name: "heavy_sqrt".into(), registers: 19, ..Default::default() });
         assert_eq!(
             k[1],
-            KernelInfo {
-                name: "process_sincos".into(),
-                registers: 22,
-                stack: 32,
-                spill_stores: 4,
-                spill_loads: 8
-            }
+            KernelInfo { name: "process_sincos".into(), registers: 22, stack: 32, spill_stores: 4, spill_loads: 8 }
         );
     }
 }

@@ -7,86 +7,18 @@ use anyhow::{bail, Context as _};
 use crate::tools;
 
 /// Every lesson, with arguments that keep a run short (for the sanitizer and the profiler).
-pub const QUICK: [(&str, &[&str]); 6] = [
-    (
-        "pinned_memory",
-        &[
-            "--min",
-            "64KiB",
-            "--max",
-            "4MiB",
-            "--repeats",
-            "2",
-            "--warmup",
-            "1",
-        ],
-    ),
-    (
-        "async_memcpy",
-        &["-n", "256k", "--repeats", "2", "--warmup", "1"],
-    ),
-    (
-        "overlap",
-        &[
-            "-n",
-            "4M",
-            "--chunks",
-            "8",
-            "--streams",
-            "4",
-            "--iters",
-            "64",
-            "--repeats",
-            "2",
-            "--warmup",
-            "1",
-        ],
-    ),
-    (
-        "vector_add_streams",
-        &[
-            "-n",
-            "4M",
-            "--chunks",
-            "8",
-            "--streams",
-            "4",
-            "--repeats",
-            "2",
-            "--warmup",
-            "1",
-        ],
-    ),
-    (
-        "zero_copy",
-        &[
-            "--min",
-            "64KiB",
-            "--max",
-            "4MiB",
-            "--repeats",
-            "2",
-            "--warmup",
-            "1",
-        ],
-    ),
+pub const QUICK: [(&str, &[&str]); 8] = [
+    ("pinned_memory", &["--min", "64KiB", "--max", "4MiB", "--repeats", "2", "--warmup", "1"]),
+    ("async_memcpy", &["-n", "256k", "--repeats", "2", "--warmup", "1"]),
+    ("overlap", &["-n", "4M", "--chunks", "8", "--streams", "4", "--iters", "64", "--repeats", "2", "--warmup", "1"]),
+    ("vector_add_streams", &["-n", "4M", "--chunks", "8", "--streams", "4", "--repeats", "2", "--warmup", "1"]),
+    ("zero_copy", &["--min", "64KiB", "--max", "4MiB", "--repeats", "2", "--warmup", "1"]),
     (
         "double_buffering",
-        &[
-            "-n",
-            "4M",
-            "--chunks",
-            "8",
-            "--streams",
-            "4",
-            "--iters",
-            "64",
-            "--repeats",
-            "2",
-            "--warmup",
-            "1",
-        ],
+        &["-n", "4M", "--chunks", "8", "--streams", "4", "--iters", "64", "--repeats", "2", "--warmup", "1"],
     ),
+    ("staged_copy", &["--min", "4MiB", "--max", "16MiB", "--threads", "4", "--repeats", "2", "--warmup", "1"]),
+    ("bidirectional", &["--min", "1MiB", "--max", "4MiB", "--repeats", "2", "--warmup", "1"]),
 ];
 
 /// The lessons named (all when none), checked against the list.
@@ -101,25 +33,22 @@ pub fn select(names: &[String]) -> anyhow::Result<Vec<(&'static str, &'static [&
                 .iter()
                 .find(|(l, _)| l == n)
                 .copied()
-                .with_context(|| {
-                    format!(
-                        "no lesson named {n}: the lessons are {}",
-                        QUICK.map(|l| l.0).join(", ")
-                    )
-                })
+                .with_context(|| format!("no lesson named {n}: the lessons are {}", QUICK.map(|l| l.0).join(", ")))
         })
         .collect()
 }
 
 /// Every lesson at its own sizes, with fewer repeats: for the profiler, whose pictures should show
 /// the real workload and whose built-in timeline is accurate only for operations of some length.
-pub const PROFILE: [(&str, &[&str]); 6] = [
+pub const PROFILE: [(&str, &[&str]); 8] = [
     ("pinned_memory", &["--max", "64MiB", "--repeats", "3", "--warmup", "1"]),
     ("async_memcpy", &["--repeats", "3", "--warmup", "1"]),
     ("overlap", &["--repeats", "3", "--warmup", "1"]),
     ("vector_add_streams", &["--repeats", "3", "--warmup", "1"]),
     ("zero_copy", &["--max", "64MiB", "--repeats", "3", "--warmup", "1"]),
     ("double_buffering", &["--repeats", "3", "--warmup", "1"]),
+    ("staged_copy", &["--max", "256MiB", "--repeats", "3", "--warmup", "1"]),
+    ("bidirectional", &["--max", "256MiB", "--repeats", "3", "--warmup", "1"]),
 ];
 
 /// The folder of release-built lessons: `lessons/` in a bundle, else built now with cargo, with NVTX

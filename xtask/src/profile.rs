@@ -24,7 +24,11 @@ use crate::{
 
 pub fn run(flags: ProfileFlags) -> anyhow::Result<()> {
     lessons::need_gpu("profile")?;
-    let names: Vec<String> = if flags.lessons.is_empty() { lessons::PROFILE.iter().map(|l| l.0.to_string()).collect() } else { flags.lessons.clone() };
+    let names: Vec<String> = if flags.lessons.is_empty() {
+        lessons::PROFILE.iter().map(|l| l.0.to_string()).collect()
+    } else {
+        flags.lessons.clone()
+    };
     lessons::select(&names)?;
     let nsys = if flags.builtin {
         None
@@ -39,7 +43,15 @@ pub fn run(flags: ProfileFlags) -> anyhow::Result<()> {
     let out = lessons::output_dir("profile");
     fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     let mut report = String::from("# Profile of the lessons\n\n");
-    let _ = writeln!(report, "Source: {}. Times in ms. An operation belongs to the phase in which it starts.\n", if nsys.is_some() { "Nsight Systems, with the built-in CUDA-event timeline of the same run beside it" } else { "the built-in CUDA-event timeline" });
+    let _ = writeln!(
+        report,
+        "Source: {}. Times in ms. An operation belongs to the phase in which it starts.\n",
+        if nsys.is_some() {
+            "Nsight Systems, with the built-in CUDA-event timeline of the same run beside it"
+        } else {
+            "the built-in CUDA-event timeline"
+        }
+    );
     for name in &names {
         let args = lessons::PROFILE.iter().find(|l| l.0 == name).map(|l| l.1).unwrap_or(&[]);
         eprintln!("profile: {name} ...");
@@ -52,7 +64,9 @@ pub fn run(flags: ProfileFlags) -> anyhow::Result<()> {
                 None
             }
         };
-        let json: serde_json::Value = serde_json::from_str(&fs::read_to_string(&timeline).with_context(|| format!("reading {}", timeline.display()))?)?;
+        let json: serde_json::Value = serde_json::from_str(
+            &fs::read_to_string(&timeline).with_context(|| format!("reading {}", timeline.display()))?,
+        )?;
         let mut builtin = trace::parse_chrome(&json).with_context(|| format!("reading {}", timeline.display()))?;
         trace::correct_engines(&mut builtin.ops);
         let section = lesson_report(name, nsys_trace.as_ref(), &builtin, &out)?;
@@ -74,7 +88,14 @@ fn run_lesson(cmd: &mut Command, name: &str) -> anyhow::Result<String> {
     Ok(text)
 }
 
-fn profile_with_nsys(nsys: &Path, bin: &Path, args: &[&str], out: &Path, name: &str, timeline: &Path) -> anyhow::Result<Trace> {
+fn profile_with_nsys(
+    nsys: &Path,
+    bin: &Path,
+    args: &[&str],
+    out: &Path,
+    name: &str,
+    timeline: &Path,
+) -> anyhow::Result<Trace> {
     let rep = out.join(name);
     let _ = fs::remove_file(rep.with_extension("nsys-rep"));
     let _ = fs::remove_file(rep.with_extension("qdstrm"));
@@ -101,7 +122,10 @@ fn profile_with_nsys(nsys: &Path, bin: &Path, args: &[&str], out: &Path, name: &
     }
     let stats = |kind: &str| -> anyhow::Result<String> {
         tools::output(
-            Command::new(nsys).args(["stats", "--report", kind, "--format", "csv", "--force-export=true", "--output"]).arg(&rep).arg(&report),
+            Command::new(nsys)
+                .args(["stats", "--report", kind, "--format", "csv", "--force-export=true", "--output"])
+                .arg(&rep)
+                .arg(&report),
             &format!("nsys stats {kind}"),
         )?;
         let csv = out.join(format!("{name}_{kind}.csv"));
@@ -121,7 +145,13 @@ struct Section {
 }
 
 fn slug(s: &str) -> String {
-    s.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' }).collect::<String>().split('-').filter(|p| !p.is_empty()).collect::<Vec<_>>().join("-")
+    s.chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' })
+        .collect::<String>()
+        .split('-')
+        .filter(|p| !p.is_empty())
+        .collect::<Vec<_>>()
+        .join("-")
 }
 
 /// How far `b` (the built-in timeline) is from `a` (nsys): the largest relative difference in engine
@@ -138,7 +168,11 @@ fn lesson_report(name: &str, nsys: Option<&Trace>, builtin: &Trace, out: &Path) 
     let mut pictures: Vec<PathBuf> = vec![out.join(format!("{name}.svg"))];
     fs::write(&pictures[0], trace::svg(primary, &format!("{name} ({source})"), None))?;
     let mut term = format!("\n{name} ({source})\n");
-    let _ = writeln!(term, "{:<26} {:>9} {:>8} {:>8} {:>8} {:>13} {:>10} {:>8}  {}", "phase", "span", "H2D", "kernels", "D2H", "copy||kernel", "H2D||D2H", "idle", "built-in timeline differs by");
+    let _ = writeln!(
+        term,
+        "{:<26} {:>9} {:>8} {:>8} {:>8} {:>13} {:>10} {:>8}  {}",
+        "phase", "span", "H2D", "kernels", "D2H", "copy||kernel", "H2D||D2H", "idle", "built-in timeline differs by"
+    );
     let mut md = format!("## {name}\n\n![{name}]({name}.svg)\n\n| phase | ops | span | H2D busy | kernels busy | D2H busy | copy under kernels | H2D and D2H at once | idle | built-in timeline differs by |\n|---|---|---|---|---|---|---|---|---|---|\n");
     let builtin_phases = trace::by_phase(builtin);
     for (phase, ops) in trace::by_phase(primary) {
@@ -146,7 +180,11 @@ fn lesson_report(name: &str, nsys: Option<&Trace>, builtin: &Trace, out: &Path) 
             continue;
         }
         let s = trace::summarize(&ops);
-        let other = if nsys.is_some() { builtin_phases.iter().find(|(p, _)| *p == phase).map(|(_, o)| trace::summarize(o)) } else { None };
+        let other = if nsys.is_some() {
+            builtin_phases.iter().find(|(p, _)| *p == phase).map(|(_, o)| trace::summarize(o))
+        } else {
+            None
+        };
         let differs = match &other {
             Some(b) => {
                 let (busy, span, overlap) = agreement(&s, b);
@@ -167,8 +205,22 @@ fn lesson_report(name: &str, nsys: Option<&Trace>, builtin: &Trace, out: &Path) 
             s.idle,
             differs
         );
-        let _ = writeln!(md, "| {phase} | {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.0}% | {:.3} | {:.3} | {differs} |", s.ops, s.span, s.h2d, s.kernel, s.d2h, 100.0 * s.overlap_fraction, s.both_directions, s.idle);
-        let window = (ops.iter().map(|o| o.start).fold(f64::INFINITY, f64::min), ops.iter().map(|o| o.end).fold(f64::NEG_INFINITY, f64::max));
+        let _ = writeln!(
+            md,
+            "| {phase} | {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.0}% | {:.3} | {:.3} | {differs} |",
+            s.ops,
+            s.span,
+            s.h2d,
+            s.kernel,
+            s.d2h,
+            100.0 * s.overlap_fraction,
+            s.both_directions,
+            s.idle
+        );
+        let window = (
+            ops.iter().map(|o| o.start).fold(f64::INFINITY, f64::min),
+            ops.iter().map(|o| o.end).fold(f64::NEG_INFINITY, f64::max),
+        );
         let pic = out.join(format!("{name}-{}.svg", slug(&phase)));
         fs::write(&pic, trace::svg(primary, &format!("{name}: {phase} ({source})"), Some(window)))?;
         pictures.push(pic);
@@ -198,8 +250,13 @@ mod tests {
 
     #[test]
     fn a_report_from_the_h200_fixtures() {
-        let nsys = Trace { ops: trace::parse_gpu_trace_csv(include_str!("../fixtures/h200_overlap_cuda_gpu_trace.csv")).unwrap(), phases: vec![] };
-        let mut builtin = trace::parse_chrome(&serde_json::from_str(include_str!("../fixtures/h200_overlap_builtin.json")).unwrap()).unwrap();
+        let nsys = Trace {
+            ops: trace::parse_gpu_trace_csv(include_str!("../fixtures/h200_overlap_cuda_gpu_trace.csv")).unwrap(),
+            phases: vec![],
+        };
+        let mut builtin =
+            trace::parse_chrome(&serde_json::from_str(include_str!("../fixtures/h200_overlap_builtin.json")).unwrap())
+                .unwrap();
         trace::correct_engines(&mut builtin.ops);
         let dir = std::env::temp_dir().join(format!("profile-test-{}", std::process::id()));
         fs::create_dir_all(&dir).unwrap();

@@ -23,29 +23,18 @@ const TOOLS: [&str; 4] = ["memcheck", "racecheck", "synccheck", "initcheck"];
 
 pub fn run(flags: SanitizeFlags) -> anyhow::Result<()> {
     lessons::need_gpu("sanitize")?;
-    let sanitizer = tools::nvidia_tool("compute-sanitizer", "COMPUTE_SANITIZER").context(
-        "compute-sanitizer not found: install the CUDA toolkit or set COMPUTE_SANITIZER",
-    )?;
+    let sanitizer = tools::nvidia_tool("compute-sanitizer", "COMPUTE_SANITIZER")
+        .context("compute-sanitizer not found: install the CUDA toolkit or set COMPUTE_SANITIZER")?;
     let selected = lessons::select(&flags.lessons)?;
-    let tools_to_run: Vec<&str> = if flags.tools.is_empty() {
-        TOOLS.to_vec()
-    } else {
-        flags.tools.iter().map(String::as_str).collect()
-    };
+    let tools_to_run: Vec<&str> =
+        if flags.tools.is_empty() { TOOLS.to_vec() } else { flags.tools.iter().map(String::as_str).collect() };
     if let Some(bad) = tools_to_run.iter().find(|t| !TOOLS.contains(t)) {
         bail!("unknown sanitizer tool {bad}: use {}", TOOLS.join(", "));
     }
     let bins = lessons::binaries(false)?;
     let logs = lessons::output_dir("sanitize");
     fs::create_dir_all(&logs)?;
-    println!(
-        "{:<20} {}",
-        "lesson",
-        tools_to_run
-            .iter()
-            .map(|t| format!("{t:>11}"))
-            .collect::<String>()
-    );
+    println!("{:<20} {}", "lesson", tools_to_run.iter().map(|t| format!("{t:>11}")).collect::<String>());
     let mut failures = Vec::new();
     for (lesson, args) in selected {
         let mut row = format!("{lesson:<20} ");
@@ -60,17 +49,10 @@ pub fn run(flags: SanitizeFlags) -> anyhow::Result<()> {
                 .args(args)
                 .output()
                 .with_context(|| format!("running compute-sanitizer on {lesson}"))?;
-            let text = format!(
-                "{}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
+            let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
             let log = logs.join(format!("{lesson}-{tool}.log"));
             fs::write(&log, &text)?;
-            let summary = text
-                .lines()
-                .find(|l| l.contains("SUMMARY") && errors_in(l).is_some())
-                .map(str::to_string);
+            let summary = text.lines().find(|l| l.contains("SUMMARY") && errors_in(l).is_some()).map(str::to_string);
             let leaked = text.lines().filter_map(leaked_bytes).sum::<u64>();
             let clean = out.status.success() && summary.as_deref().and_then(errors_in) == Some(0) && leaked == 0;
             row += &format!("{:>11}", if clean { "clean" } else { "ERRORS" });
@@ -85,16 +67,9 @@ pub fn run(flags: SanitizeFlags) -> anyhow::Result<()> {
         println!("{row}");
     }
     if !failures.is_empty() {
-        bail!(
-            "compute-sanitizer found problems:\n  {}",
-            failures.join("\n  ")
-        );
+        bail!("compute-sanitizer found problems:\n  {}", failures.join("\n  "));
     }
-    println!(
-        "\nevery lesson is clean under {}; logs in {}",
-        tools_to_run.join(", "),
-        logs.display()
-    );
+    println!("\nevery lesson is clean under {}; logs in {}", tools_to_run.join(", "), logs.display());
     Ok(())
 }
 

@@ -11,12 +11,8 @@ use anyhow::{bail, Context as _};
 use crate::tools::{self, output, run as run_cmd};
 
 /// The PyPI packages that make a working nvcc, pinned to the GPU machine's CUDA 13.0.
-const NVCC_PACKAGES: [&str; 4] = [
-    "nvidia-cuda-nvcc==13.0.88",
-    "nvidia-nvvm==13.0.88",
-    "nvidia-cuda-crt==13.0.88",
-    "nvidia-cuda-runtime==13.0.96",
-];
+const NVCC_PACKAGES: [&str; 4] =
+    ["nvidia-cuda-nvcc==13.0.88", "nvidia-nvvm==13.0.88", "nvidia-cuda-crt==13.0.88", "nvidia-cuda-runtime==13.0.96"];
 
 /// CUDA_ERROR_STUB_LIBRARY
 const STUB_RESULT: u32 = 34;
@@ -63,9 +59,24 @@ fn libclang() -> anyhow::Result<Option<PathBuf>> {
     let dir = tools::target_dir().join("cuda/libclang");
     let lib = dir.join("clang/native");
     if !lib.join("libclang.so").is_file() {
-        eprintln!("setup: no libclang found (the nvtx crate's bindgen needs it); installing it from PyPI into {}", dir.display());
+        eprintln!(
+            "setup: no libclang found (the nvtx crate's bindgen needs it); installing it from PyPI into {}",
+            dir.display()
+        );
         run_cmd(
-            Command::new(python()?).args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps", "--upgrade", "--target"]).arg(&dir).arg(LIBCLANG_PACKAGE),
+            Command::new(python()?)
+                .args([
+                    "-m",
+                    "pip",
+                    "install",
+                    "--quiet",
+                    "--disable-pip-version-check",
+                    "--no-deps",
+                    "--upgrade",
+                    "--target",
+                ])
+                .arg(&dir)
+                .arg(LIBCLANG_PACKAGE),
             "installing libclang from PyPI",
         )?;
     }
@@ -78,16 +89,23 @@ fn libclang() -> anyhow::Result<Option<PathBuf>> {
 const LIBCLANG_PACKAGE: &str = "libclang==18.1.1";
 
 fn system_libclang() -> bool {
-    let mut dirs = vec![PathBuf::from("/usr/lib/x86_64-linux-gnu"), PathBuf::from("/usr/lib64"), PathBuf::from("/usr/lib")];
+    let mut dirs =
+        vec![PathBuf::from("/usr/lib/x86_64-linux-gnu"), PathBuf::from("/usr/lib64"), PathBuf::from("/usr/lib")];
     if let Ok(entries) = fs::read_dir("/usr/lib") {
-        dirs.extend(entries.flatten().map(|e| e.path()).filter(|p| p.to_string_lossy().contains("llvm")).map(|p| p.join("lib")));
+        dirs.extend(
+            entries.flatten().map(|e| e.path()).filter(|p| p.to_string_lossy().contains("llvm")).map(|p| p.join("lib")),
+        );
     }
     dirs.iter().any(|d| {
-        fs::read_dir(d).is_ok_and(|es| es.flatten().any(|e| {
-            let n = e.file_name().to_string_lossy().into_owned();
-            // libclang.so, libclang.so.1, libclang-14.so.1; not libclang-cpp.so, a different library.
-            n.starts_with("libclang.so") || (n.strip_prefix("libclang-").is_some_and(|v| v.starts_with(|c: char| c.is_ascii_digit())) && n.contains(".so"))
-        }))
+        fs::read_dir(d).is_ok_and(|es| {
+            es.flatten().any(|e| {
+                let n = e.file_name().to_string_lossy().into_owned();
+                // libclang.so, libclang.so.1, libclang-14.so.1; not libclang-cpp.so, a different library.
+                n.starts_with("libclang.so")
+                    || (n.strip_prefix("libclang-").is_some_and(|v| v.starts_with(|c: char| c.is_ascii_digit()))
+                        && n.contains(".so"))
+            })
+        })
     })
 }
 
@@ -100,10 +118,7 @@ fn python() -> anyhow::Result<&'static str> {
 
 fn provision_nvcc() -> anyhow::Result<PathBuf> {
     let dir = tools::target_dir().join("cuda/toolkit");
-    eprintln!(
-        "setup: no nvcc found; installing nvcc 13.0 from PyPI into {}",
-        dir.display()
-    );
+    eprintln!("setup: no nvcc found; installing nvcc 13.0 from PyPI into {}", dir.display());
     run_cmd(
         Command::new(python()?)
             .args([
@@ -122,10 +137,7 @@ fn provision_nvcc() -> anyhow::Result<PathBuf> {
     )?;
     let nvcc = tools::provisioned_nvcc();
     if !nvcc.is_file() {
-        bail!(
-            "pip installed the CUDA packages but {} is missing",
-            nvcc.display()
-        );
+        bail!("pip installed the CUDA packages but {} is missing", nvcc.display());
     }
     Ok(nvcc)
 }
@@ -148,14 +160,10 @@ fn link_libcuda(driver: Option<&std::path::Path>) -> anyhow::Result<()> {
             fs::write(&c, stub_source()?).context("writing the libcuda stub")?;
             let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
             output(
-                Command::new(cc)
-                    .args(["-shared", "-fPIC", "-O1", "-Wl,-soname,libcuda.so.1", "-o"])
-                    .arg(&so)
-                    .arg(&c),
+                Command::new(cc).args(["-shared", "-fPIC", "-O1", "-Wl,-soname,libcuda.so.1", "-o"]).arg(&so).arg(&c),
                 "compiling the libcuda stub",
             )?;
-            std::os::unix::fs::symlink("libcuda.so", &so1)
-                .context("naming the stub libcuda.so.1")?;
+            std::os::unix::fs::symlink("libcuda.so", &so1).context("naming the stub libcuda.so.1")?;
         }
     }
     Ok(())
@@ -164,20 +172,15 @@ fn link_libcuda(driver: Option<&std::path::Path>) -> anyhow::Result<()> {
 /// C source defining every `cu*` entry point that cust's bindings declare, each returning
 /// CUDA_ERROR_STUB_LIBRARY, like the toolkit's `lib64/stubs/libcuda.so`.
 fn stub_source() -> anyhow::Result<String> {
-    let meta = output(
-        tools::cargo().args(["metadata", "--format-version", "1"]),
-        "reading cargo metadata",
-    )?;
-    let meta: serde_json::Value =
-        serde_json::from_slice(&meta.stdout).context("parsing cargo metadata")?;
+    let meta = output(tools::cargo().args(["metadata", "--format-version", "1"]), "reading cargo metadata")?;
+    let meta: serde_json::Value = serde_json::from_slice(&meta.stdout).context("parsing cargo metadata")?;
     let manifest = meta["packages"]
         .as_array()
         .and_then(|ps| ps.iter().find(|p| p["name"] == "cust_raw"))
         .and_then(|p| p["manifest_path"].as_str())
         .context("cust_raw is not among the dependencies")?;
     let bindings = PathBuf::from(manifest).with_file_name("src/cuda.rs");
-    let text =
-        fs::read_to_string(&bindings).with_context(|| format!("reading {}", bindings.display()))?;
+    let text = fs::read_to_string(&bindings).with_context(|| format!("reading {}", bindings.display()))?;
     let mut names: Vec<&str> = text
         .lines()
         .filter_map(|l| l.trim_start().strip_prefix("pub fn "))
@@ -187,11 +190,7 @@ fn stub_source() -> anyhow::Result<String> {
     names.sort_unstable();
     names.dedup();
     if names.len() < 100 {
-        bail!(
-            "found only {} entry points in {}",
-            names.len(),
-            bindings.display()
-        );
+        bail!("found only {} entry points in {}", names.len(), bindings.display());
     }
     let mut src = String::from("/* Generated by `cargo xtask setup`: a link-only libcuda. */\n");
     for n in names {

@@ -22,21 +22,13 @@ pub fn run(flags: TestFlags) -> anyhow::Result<()> {
 
 fn run_bundled(args: &[String]) -> anyhow::Result<()> {
     let dir = tools::root().join("tests");
-    let mut bins: Vec<_> = fs::read_dir(&dir)
-        .with_context(|| format!("reading {}", dir.display()))?
-        .flatten()
-        .map(|e| e.path())
-        .collect();
+    let mut bins: Vec<_> =
+        fs::read_dir(&dir).with_context(|| format!("reading {}", dir.display()))?.flatten().map(|e| e.path()).collect();
     bins.sort();
     let mut failed = Vec::new();
     for bin in &bins {
         eprintln!("xtask test: {}", bin.file_name().unwrap().to_string_lossy());
-        if !Command::new(bin)
-            .args(args)
-            .status()
-            .with_context(|| format!("running {}", bin.display()))?
-            .success()
-        {
+        if !Command::new(bin).args(args).status().with_context(|| format!("running {}", bin.display()))?.success() {
             failed.push(bin.file_name().unwrap().to_string_lossy().into_owned());
         }
     }

@@ -12,10 +12,7 @@ use anyhow::{bail, Context as _};
 pub fn root() -> PathBuf {
     match env::var_os("CARGO_MANIFEST_DIR") {
         Some(d) => PathBuf::from(d).parent().unwrap().to_path_buf(),
-        None => env::current_exe()
-            .ok()
-            .and_then(|e| e.parent().map(Path::to_path_buf))
-            .unwrap_or_else(|| ".".into()),
+        None => env::current_exe().ok().and_then(|e| e.parent().map(Path::to_path_buf)).unwrap_or_else(|| ".".into()),
     }
 }
 
@@ -25,9 +22,7 @@ pub fn in_bundle() -> bool {
 }
 
 pub fn target_dir() -> PathBuf {
-    env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join("target"))
+    env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root().join("target"))
 }
 
 pub fn cargo() -> Command {
@@ -38,9 +33,7 @@ pub fn cargo() -> Command {
 
 /// Runs a command to completion, inheriting stdio; fails with `what` if it fails.
 pub fn run(cmd: &mut Command, what: &str) -> anyhow::Result<()> {
-    let status = cmd
-        .status()
-        .with_context(|| format!("{what}: cannot start {:?}", cmd.get_program()))?;
+    let status = cmd.status().with_context(|| format!("{what}: cannot start {:?}", cmd.get_program()))?;
     if !status.success() {
         bail!("{what}: {:?} failed ({status})", cmd.get_program());
     }
@@ -49,9 +42,7 @@ pub fn run(cmd: &mut Command, what: &str) -> anyhow::Result<()> {
 
 /// Runs a command and captures its output; fails with `what` (and its stderr) if it fails.
 pub fn output(cmd: &mut Command, what: &str) -> anyhow::Result<Output> {
-    let out = cmd
-        .output()
-        .with_context(|| format!("{what}: cannot start {:?}", cmd.get_program()))?;
+    let out = cmd.output().with_context(|| format!("{what}: cannot start {:?}", cmd.get_program()))?;
     if !out.status.success() {
         bail!(
             "{what}: {:?} failed ({}): {}",
@@ -94,11 +85,8 @@ pub fn nvidia_tool(name: &str, var: &str) -> Option<PathBuf> {
     if let Some(p) = env::var_os(var) {
         return file(PathBuf::from(p));
     }
-    let mut dirs: Vec<PathBuf> = ["CUDA_PATH", "CUDA_HOME"]
-        .iter()
-        .filter_map(env::var_os)
-        .map(|r| Path::new(&r).join("bin"))
-        .collect();
+    let mut dirs: Vec<PathBuf> =
+        ["CUDA_PATH", "CUDA_HOME"].iter().filter_map(env::var_os).map(|r| Path::new(&r).join("bin")).collect();
     dirs.push("/usr/local/cuda/bin".into());
     dirs.push("/usr/local/cuda/compute-sanitizer".into());
     for pattern in [
@@ -112,10 +100,7 @@ pub fn nvidia_tool(name: &str, var: &str) -> Option<PathBuf> {
             let mut found: Vec<PathBuf> = entries
                 .flatten()
                 .map(|e| e.path())
-                .filter(|p| {
-                    p.file_name()
-                        .is_some_and(|n| n.to_string_lossy().starts_with(prefix))
-                })
+                .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with(prefix)))
                 .collect();
             found.sort();
             for d in found.into_iter().rev() {
@@ -144,13 +129,11 @@ pub fn real_libcuda() -> Option<PathBuf> {
         "/usr/lib/wsl/lib",
         "/usr/local/cuda/compat",
     ];
-    dirs.iter()
-        .find_map(|d| file(Path::new(d).join("libcuda.so.1")))
-        .or_else(|| {
-            let out = Command::new("ldconfig").arg("-p").output().ok()?;
-            String::from_utf8_lossy(&out.stdout)
-                .lines()
-                .filter(|l| l.trim_start().starts_with("libcuda.so.1 "))
-                .find_map(|l| l.rsplit_once("=> ").map(|(_, p)| PathBuf::from(p.trim())))
-        })
+    dirs.iter().find_map(|d| file(Path::new(d).join("libcuda.so.1"))).or_else(|| {
+        let out = Command::new("ldconfig").arg("-p").output().ok()?;
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| l.trim_start().starts_with("libcuda.so.1 "))
+            .find_map(|l| l.rsplit_once("=> ").map(|(_, p)| PathBuf::from(p.trim())))
+    })
 }

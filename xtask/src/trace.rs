@@ -102,8 +102,17 @@ pub fn parse_gpu_trace_csv(text: &str) -> anyhow::Result<Vec<Op>> {
             Kind::Kernel
         };
         let start = num(&["Start (ns)"])? / 1e6;
-        let bytes = column(row, &["Bytes (MB)"]).and_then(|b| b.trim().parse::<f64>().ok()).map_or(0, |mb| (mb * 1e6).round() as u64);
-        ops.push(Op { start, end: start + num(&["Duration (ns)"])? / 1e6, stream: column(row, &["Strm"]).unwrap_or("?").to_string(), kind, name, bytes });
+        let bytes = column(row, &["Bytes (MB)"])
+            .and_then(|b| b.trim().parse::<f64>().ok())
+            .map_or(0, |mb| (mb * 1e6).round() as u64);
+        ops.push(Op {
+            start,
+            end: start + num(&["Duration (ns)"])? / 1e6,
+            stream: column(row, &["Strm"]).unwrap_or("?").to_string(),
+            kind,
+            name,
+            bytes,
+        });
     }
     Ok(ops)
 }
@@ -116,7 +125,11 @@ pub fn parse_nvtx_csv(text: &str) -> anyhow::Result<Vec<Phase>> {
         let start = get(&["Start (ns)", "Projected Start (ns)", "Start"]).context("an NVTX row without a start")?;
         let end = match get(&["End (ns)", "Projected End (ns)", "End"]) {
             Some(e) => e,
-            None => start + get(&["Duration (ns)", "Projected Duration (ns)", "Duration"]).context("an NVTX row without an end")?,
+            None => {
+                start
+                    + get(&["Duration (ns)", "Projected Duration (ns)", "Duration"])
+                        .context("an NVTX row without an end")?
+            }
         };
         let name = column(&row, &["Name", "Range"]).unwrap_or("").trim_start_matches(':').to_string();
         phases.push(Phase { name, start: start / 1e6, end: end / 1e6 });
@@ -283,14 +296,24 @@ pub fn svg(t: &Trace, title: &str, window: Option<(f64, f64)>) -> String {
     let rows = 1 + streams.len() + 3;
     let height = top + rows as f64 * row_h + 70.0;
     let mut s = String::new();
-    let _ = writeln!(s, r#"<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{height}" font-family="sans-serif" font-size="12">"#, label_w + plot_w + 20.0);
+    let _ = writeln!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{height}" font-family="sans-serif" font-size="12">"#,
+        label_w + plot_w + 20.0
+    );
     let _ = writeln!(s, r#"<rect width="100%" height="100%" fill="white"/>"#);
     let _ = writeln!(s, r#"<text x="10" y="22" font-size="15" font-weight="bold">{}</text>"#, xml(title));
     let sum = summarize(&ops);
     let _ = writeln!(
         s,
         r#"<text x="10" y="42">{:.3} ms: H2D busy {:.3}, kernels {:.3}, D2H {:.3} ms; {:.0}% of copy time under a kernel; both directions at once {:.3} ms; idle {:.3} ms</text>"#,
-        span, sum.h2d, sum.kernel, sum.d2h, 100.0 * sum.overlap_fraction, sum.both_directions, sum.idle
+        span,
+        sum.h2d,
+        sum.kernel,
+        sum.d2h,
+        100.0 * sum.overlap_fraction,
+        sum.both_directions,
+        sum.idle
     );
     let row_y = |r: usize| top + r as f64 * row_h;
     let label = |s: &mut String, r: usize, text: &str| {
@@ -300,11 +323,29 @@ pub fn svg(t: &Trace, title: &str, window: Option<(f64, f64)>) -> String {
     for (i, p) in phases.iter().enumerate() {
         let (a, b) = (x(p.start), x(p.end));
         let fill = if i % 2 == 0 { "#eeeeee" } else { "#dddddd" };
-        let _ = writeln!(s, r#"<rect x="{a:.2}" y="{:.2}" width="{:.2}" height="{}" fill="{fill}"><title>{}</title></rect>"#, row_y(0), (b - a).max(0.5), row_h - 4.0, xml(&p.name));
+        let _ = writeln!(
+            s,
+            r#"<rect x="{a:.2}" y="{:.2}" width="{:.2}" height="{}" fill="{fill}"><title>{}</title></rect>"#,
+            row_y(0),
+            (b - a).max(0.5),
+            row_h - 4.0,
+            xml(&p.name)
+        );
         if b - a > 8.0 * p.name.len() as f64 * 0.75 {
-            let _ = writeln!(s, r#"<text x="{:.2}" y="{:.2}" font-size="11">{}</text>"#, a + 3.0, row_y(0) + 13.0, xml(&p.name));
+            let _ = writeln!(
+                s,
+                r#"<text x="{:.2}" y="{:.2}" font-size="11">{}</text>"#,
+                a + 3.0,
+                row_y(0) + 13.0,
+                xml(&p.name)
+            );
         }
-        let _ = writeln!(s, r#"<line x1="{a:.2}" x2="{a:.2}" y1="{}" y2="{}" stroke="gray" stroke-dasharray="3,3"/>"#, row_y(1), row_y(rows));
+        let _ = writeln!(
+            s,
+            r#"<line x1="{a:.2}" x2="{a:.2}" y1="{}" y2="{}" stroke="gray" stroke-dasharray="3,3"/>"#,
+            row_y(1),
+            row_y(rows)
+        );
     }
     let rect = |s: &mut String, r: usize, o: &Op| {
         let (a, b) = (x(o.start), x(o.end));
@@ -326,7 +367,9 @@ pub fn svg(t: &Trace, title: &str, window: Option<(f64, f64)>) -> String {
             rect(&mut s, 1 + i, o);
         }
     }
-    for (j, (name, kind)) in [("H2D engine", Kind::H2D), ("SMs (kernels)", Kind::Kernel), ("D2H engine", Kind::D2H)].iter().enumerate() {
+    for (j, (name, kind)) in
+        [("H2D engine", Kind::H2D), ("SMs (kernels)", Kind::Kernel), ("D2H engine", Kind::D2H)].iter().enumerate()
+    {
         let r = 1 + streams.len() + j;
         label(&mut s, r, name);
         for o in ops.iter().filter(|o| o.kind == *kind) {
@@ -334,18 +377,36 @@ pub fn svg(t: &Trace, title: &str, window: Option<(f64, f64)>) -> String {
         }
     }
     let axis_y = row_y(rows) + 8.0;
-    let _ = writeln!(s, r#"<line x1="{label_w}" x2="{}" y1="{axis_y}" y2="{axis_y}" stroke="black"/>"#, label_w + plot_w);
+    let _ =
+        writeln!(s, r#"<line x1="{label_w}" x2="{}" y1="{axis_y}" y2="{axis_y}" stroke="black"/>"#, label_w + plot_w);
     let step = nice_step(span / 10.0);
     let mut tick = (t0 / step).ceil() * step;
     while tick <= t1 + 1e-12 {
         let tx = x(tick);
-        let _ = writeln!(s, r#"<line x1="{tx:.2}" x2="{tx:.2}" y1="{axis_y}" y2="{}" stroke="black"/><text x="{tx:.2}" y="{}" text-anchor="middle">{}</text>"#, axis_y + 5.0, axis_y + 18.0, fmt_tick(tick - t0, step));
+        let _ = writeln!(
+            s,
+            r#"<line x1="{tx:.2}" x2="{tx:.2}" y1="{axis_y}" y2="{}" stroke="black"/><text x="{tx:.2}" y="{}" text-anchor="middle">{}</text>"#,
+            axis_y + 5.0,
+            axis_y + 18.0,
+            fmt_tick(tick - t0, step)
+        );
         tick += step;
     }
     let _ = writeln!(s, r#"<text x="{}" y="{}" text-anchor="end">ms</text>"#, label_w + plot_w, axis_y + 32.0);
-    for (i, (name, kind)) in [("H2D copy", Kind::H2D), ("kernel", Kind::Kernel), ("D2H copy", Kind::D2H), ("memset", Kind::Memset)].iter().enumerate() {
+    for (i, (name, kind)) in
+        [("H2D copy", Kind::H2D), ("kernel", Kind::Kernel), ("D2H copy", Kind::D2H), ("memset", Kind::Memset)]
+            .iter()
+            .enumerate()
+    {
         let lx = label_w + i as f64 * 120.0;
-        let _ = writeln!(s, r#"<rect x="{lx}" y="{}" width="14" height="12" fill="{}"/><text x="{}" y="{}">{name}</text>"#, axis_y + 24.0, kind.colour(), lx + 18.0, axis_y + 34.0);
+        let _ = writeln!(
+            s,
+            r#"<rect x="{lx}" y="{}" width="14" height="12" fill="{}"/><text x="{}" y="{}">{name}</text>"#,
+            axis_y + 24.0,
+            kind.colour(),
+            lx + 18.0,
+            axis_y + 34.0
+        );
     }
     s.push_str("</svg>\n");
     s
@@ -435,13 +496,22 @@ mod tests {
         let nsys = parse_gpu_trace_csv(NSYS).unwrap();
         let mut builtin = parse_chrome(&serde_json::from_str(BUILTIN).unwrap()).unwrap();
         correct_engines(&mut builtin.ops);
-        assert_eq!(builtin.phases.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(), ["copies alone", "kernel alone", "serialized", "overlapped"]);
+        assert_eq!(
+            builtin.phases.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(),
+            ["copies alone", "kernel alone", "serialized", "overlapped"]
+        );
         // Busy times of each engine over the whole run, without the allocation memsets nsys also sees.
-        let engines = |ops: Vec<&Op>| summarize(&ops.into_iter().filter(|o| o.kind != Kind::Memset).collect::<Vec<_>>());
+        let engines =
+            |ops: Vec<&Op>| summarize(&ops.into_iter().filter(|o| o.kind != Kind::Memset).collect::<Vec<_>>());
         let (n, b) = (engines(nsys.iter().collect()), engines(builtin.ops.iter().collect()));
-        for (what, count, x, y) in [("H2D", 54.0, n.h2d, b.h2d), ("D2H", 54.0, n.d2h, b.d2h), ("kernel", 51.0, n.kernel, b.kernel)] {
+        for (what, count, x, y) in
+            [("H2D", 54.0, n.h2d, b.h2d), ("D2H", 54.0, n.d2h, b.d2h), ("kernel", 51.0, n.kernel, b.kernel)]
+        {
             let excess_us = (y - x) / count * 1e3;
-            assert!((0.0..12.0).contains(&excess_us), "{what}: nsys {x} ms, built-in {y} ms: {excess_us:.1} us per operation");
+            assert!(
+                (0.0..12.0).contains(&excess_us),
+                "{what}: nsys {x} ms, built-in {y} ms: {excess_us:.1} us per operation"
+            );
         }
         assert!((n.span - b.span).abs() / n.span < 0.01, "span: nsys {}, built-in {}", n.span, b.span);
     }
@@ -454,7 +524,9 @@ mod tests {
             ops: parse_gpu_trace_csv(include_str!("../fixtures/h200_overlap_default_cuda_gpu_trace.csv")).unwrap(),
             phases: parse_nvtx_csv(include_str!("../fixtures/h200_overlap_default_nvtx_pushpop_trace.csv")).unwrap(),
         };
-        let mut builtin = parse_chrome(&serde_json::from_str(include_str!("../fixtures/h200_overlap_default_builtin.json")).unwrap()).unwrap();
+        let mut builtin =
+            parse_chrome(&serde_json::from_str(include_str!("../fixtures/h200_overlap_default_builtin.json")).unwrap())
+                .unwrap();
         correct_engines(&mut builtin.ops);
         let (n, b) = (by_phase(&nsys), by_phase(&builtin));
         for phase in ["serialized", "overlapped"] {
@@ -472,7 +544,10 @@ mod tests {
     fn phases_split_the_ops() {
         let t = Trace {
             ops: vec![op("1", Kind::H2D, 0.0, 1.0), op("1", Kind::Kernel, 1.0, 2.0), op("1", Kind::D2H, 5.0, 6.0)],
-            phases: vec![Phase { name: "a".into(), start: 0.0, end: 3.0 }, Phase { name: "b".into(), start: 4.0, end: 7.0 }],
+            phases: vec![
+                Phase { name: "a".into(), start: 0.0, end: 3.0 },
+                Phase { name: "b".into(), start: 4.0, end: 7.0 },
+            ],
         };
         let p = by_phase(&t);
         assert_eq!(p.iter().map(|(n, o)| (n.as_str(), o.len())).collect::<Vec<_>>(), [("a", 2), ("b", 1)]);
@@ -483,8 +558,15 @@ mod tests {
         let pushpop = "Start (ns),End (ns),Duration (ns),DurChild (ns),DurNonChild (ns),Name,PID,TID,Lvl,NumChild,RangeId,ParentId,RangeStack,NameId\n\
                        2000000,5000000,3000000,0,3000000,serialized,1,1,0,0,1,,:1,5\n1000000,1500000,500000,0,500000,copies alone,1,1,0,0,2,,:2,6\n";
         let p = parse_nvtx_csv(pushpop).unwrap();
-        assert_eq!(p, vec![Phase { name: "copies alone".into(), start: 1.0, end: 1.5 }, Phase { name: "serialized".into(), start: 2.0, end: 5.0 }]);
-        let proj = "Name,Projected Start (ns),Projected Duration (ns),Orig Start (ns)\n:overlapped,10000000,2000000,9000000\n";
+        assert_eq!(
+            p,
+            vec![
+                Phase { name: "copies alone".into(), start: 1.0, end: 1.5 },
+                Phase { name: "serialized".into(), start: 2.0, end: 5.0 }
+            ]
+        );
+        let proj =
+            "Name,Projected Start (ns),Projected Duration (ns),Orig Start (ns)\n:overlapped,10000000,2000000,9000000\n";
         assert_eq!(parse_nvtx_csv(proj).unwrap(), vec![Phase { name: "overlapped".into(), start: 10.0, end: 12.0 }]);
     }
 

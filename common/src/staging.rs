@@ -1,0 +1,208 @@
+//! Ordinary (pageable) memory to and from the device at near-pinned speed, through a ring of pinned
+//! staging buffers.
+//!
+//! The driver's own path for pageable memory copies through one staging buffer at a time and reaches
+//! a fraction of the link. A [`Stager`] runs `threads` workers; worker w takes chunks w, w + T, w + 2T ...
+//! and owns a stream and two pinned slots. Uploading, it copies a chunk into a slot with the CPU while
+//! the copy engine drains its other slot (an event says when a slot is free again); downloading, the
+//! engine fills one slot while the CPU empties the other. Several workers keep the copy engine fed
+//! even though one CPU thread copies memory slower than the link.
+//!
+//! Both calls return when the transfer is complete, so the borrows they take end with the work.
+
+use std::ops::Range;
+
+use anyhow::{bail, Context as _};
+use cust::{
+    memory::{DeviceBuffer, DeviceCopy},
+    stream::{Stream, StreamFlags},
+    sys,
+};
+
+use crate::{error::check, host::Element, timing::Event, Gpu, PinnedBuffer};
+
+/// One worker's stream and its two pinned slots, each with the event of its last copy.
+struct Worker<T: Element> {
+    stream: Stream,
+    slots: [PinnedBuffer<T>; 2],
+    done: [Option<Event>; 2],
+}
+
+/// A reusable ring of pinned staging buffers; see the module docs.
+pub struct Stager<T: Element> {
+    context: usize,
+    chunk: usize,
+    workers: Vec<Worker<T>>,
+}
+
+impl Gpu {
+    /// A stager with `threads` workers and staging slots of `chunk_bytes` each (2 per worker).
+    pub fn stager<T: Element>(&self, threads: usize, chunk_bytes: usize) -> anyhow::Result<Stager<T>> {
+        if threads == 0 {
+            bail!("a stager needs at least one thread");
+        }
+        let chunk = (chunk_bytes / std::mem::size_of::<T>()).max(1);
+        let workers = (0..threads)
+            .map(|_| -> anyhow::Result<Worker<T>> {
+                Ok(Worker {
+                    stream: Stream::new(StreamFlags::NON_BLOCKING, None).context("creating a staging stream")?,
+                    slots: [PinnedBuffer::new(chunk)?, PinnedBuffer::new(chunk)?],
+                    done: [None, None],
+                })
+            })
+            .collect::<anyhow::Result<_>>()?;
+        let mut ctx = std::ptr::null_mut();
+        // SAFETY: valid out-pointer; this thread's current context is the Gpu's.
+        check(unsafe { sys::cuCtxGetCurrent(&mut ctx) }, || "reading the current context".into())?;
+        Ok(Stager { context: ctx as usize, chunk, workers })
+    }
+}
+
+impl<T: Element + DeviceCopy> Stager<T> {
+    pub fn threads(&self) -> usize {
+        self.workers.len()
+    }
+
+    /// Copies pageable `src` into the start of `dst` through the staging ring; returns when done.
+    pub fn upload(&mut self, src: &[T], dst: &mut DeviceBuffer<T>) -> anyhow::Result<()> {
+        if src.len() > dst.len() {
+            bail!("staged upload: source has {} elements, destination only {}", src.len(), dst.len());
+        }
+        let base = dst.as_device_ptr().as_raw();
+        self.run(src.len(), |w, k, range| {
+            let slot = k % 2;
+            w.wait(slot)?; // the slot's previous upload has left it
+            let staged = &mut w.slots[slot][..range.len()];
+            staged.copy_from_slice(&src[range.clone()]);
+            let bytes = std::mem::size_of_val(staged);
+            let at = base + (range.start * std::mem::size_of::<T>()) as u64;
+            // SAFETY: the slot stays untouched until `wait(slot)` has seen this copy finish, and the
+            // stager outlives every copy (run() synchronizes all streams); `at..at+bytes` lies within dst,
+            // which is borrowed mutably until upload() returns, and distinct workers write distinct ranges.
+            check(
+                unsafe { sys::cuMemcpyHtoDAsync_v2(at, staged.as_ptr().cast(), bytes, w.stream.as_inner()) },
+                || "staged upload".into(),
+            )?;
+            w.record(slot)
+        })
+    }
+
+    /// Copies the start of `src` into pageable `dst` through the staging ring; returns when done.
+    pub fn download(&mut self, src: &DeviceBuffer<T>, dst: &mut [T]) -> anyhow::Result<()> {
+        if dst.len() > src.len() {
+            bail!("staged download: destination has {} elements, source only {}", dst.len(), src.len());
+        }
+        let base = src.as_device_ptr().as_raw();
+        let chunk = self.chunk;
+        let n = dst.len();
+        // Each worker writes only its own chunks of dst: hand it the address, not a shared &mut.
+        let out = SendPtr(dst.as_mut_ptr());
+        let enqueue = move |w: &mut Worker<T>, slot: usize, range: &Range<usize>| -> anyhow::Result<()> {
+            let bytes = range.len() * std::mem::size_of::<T>();
+            let from = base + (range.start * std::mem::size_of::<T>()) as u64;
+            // SAFETY: the slot is free (its previous contents were copied out before it is reused) and
+            // the stager outlives the copy; `from..from+bytes` lies within src (dst.len() <= src.len()), borrowed until return.
+            check(
+                unsafe {
+                    sys::cuMemcpyDtoHAsync_v2(w.slots[slot].as_mut_ptr().cast(), from, bytes, w.stream.as_inner())
+                },
+                || "staged download".into(),
+            )?;
+            w.record(slot)
+        };
+        let threads = self.workers.len();
+        self.run_workers(|t, w| {
+            let mine: Vec<Range<usize>> =
+                (t..n.div_ceil(chunk)).step_by(threads).map(|i| i * chunk..((i + 1) * chunk).min(n)).collect();
+            if let Some(first) = mine.first() {
+                enqueue(w, 0, first)?;
+            }
+            for (k, range) in mine.iter().enumerate() {
+                if let Some(next) = mine.get(k + 1) {
+                    enqueue(w, (k + 1) % 2, next)?; // the engine fills the other slot meanwhile
+                }
+                let slot = k % 2;
+                w.wait(slot)?;
+                // SAFETY: `range` is one of this worker's chunks, disjoint from every other worker's, within
+                // dst, which is borrowed mutably until download() returns (run_workers joins first).
+                let dst = unsafe { std::slice::from_raw_parts_mut(out.get().add(range.start), range.len()) };
+                dst.copy_from_slice(&w.slots[slot][..range.len()]);
+            }
+            Ok(())
+        })
+    }
+
+    /// Runs `step(worker, k, range)` for the k-th chunk of each worker, in order, on T threads.
+    fn run(
+        &mut self,
+        n: usize,
+        step: impl Fn(&mut Worker<T>, usize, Range<usize>) -> anyhow::Result<()> + Sync,
+    ) -> anyhow::Result<()> {
+        let (chunk, threads) = (self.chunk, self.workers.len());
+        self.run_workers(|t, w| {
+            for (k, i) in (t..n.div_ceil(chunk)).step_by(threads).enumerate() {
+                step(w, k, i * chunk..((i + 1) * chunk).min(n))?;
+            }
+            Ok(())
+        })
+    }
+
+    /// One scoped thread per worker, the context current on each; every stream synchronized before return.
+    fn run_workers(&mut self, body: impl Fn(usize, &mut Worker<T>) -> anyhow::Result<()> + Sync) -> anyhow::Result<()> {
+        let context = self.context;
+        let results: Vec<anyhow::Result<()>> = std::thread::scope(|s| {
+            let handles: Vec<_> = self
+                .workers
+                .iter_mut()
+                .enumerate()
+                .map(|(t, w)| {
+                    let body = &body;
+                    s.spawn(move || {
+                        // SAFETY: the context outlives the stager (the Gpu owns it) and may be current on any thread.
+                        check(unsafe { sys::cuCtxSetCurrent(context as sys::CUcontext) }, || {
+                            "making the context current".into()
+                        })?;
+                        let r = body(t, w);
+                        // Whatever happened, nothing may still be copying when the borrows end.
+                        let synced = w.stream.synchronize().context("finishing staged copies");
+                        r.and(synced)
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|_| Err(anyhow::anyhow!("a staging thread panicked"))))
+                .collect()
+        });
+        results.into_iter().collect()
+    }
+}
+
+impl<T: Element> Worker<T> {
+    /// Blocks until the last copy that used `slot` has finished.
+    fn wait(&mut self, slot: usize) -> anyhow::Result<()> {
+        if let Some(e) = &self.done[slot] {
+            e.synchronize()?;
+        }
+        Ok(())
+    }
+
+    fn record(&mut self, slot: usize) -> anyhow::Result<()> {
+        if self.done[slot].is_none() {
+            self.done[slot] = Some(Event::new()?);
+        }
+        self.done[slot].as_ref().unwrap().record(&self.stream)
+    }
+}
+
+#[derive(Clone, Copy)]
+struct SendPtr<T>(*mut T);
+// SAFETY: used only to hand each staging thread the base of an output buffer whose chunks they write
+// disjointly while the owner's &mut borrow is held by download().
+unsafe impl<T> Send for SendPtr<T> {}
+unsafe impl<T> Sync for SendPtr<T> {}
+impl<T> SendPtr<T> {
+    fn get(self) -> *mut T {
+        self.0
+    }
+}

@@ -1,0 +1,169 @@
+//! Lesson 7: ordinary memory at near-pinned speed (beyond the seed lessons).
+//!
+//! Most data lives in ordinary, pageable memory (a `Vec`), and the driver's path for it is slow: it
+//! copies through one small pinned buffer at a time. Three ways round that, each measured here against
+//! plain pageable and pinned copies, both directions, over sizes:
+//! - pin the `Vec` in place for the one transfer (cudaHostRegister, copy, cudaHostUnregister);
+//! - stage it: several CPU threads copy chunks into a ring of pinned buffers while the copy engine
+//!   drains them (common::staging);
+//! - and, as the ceiling of staging, how fast the same threads copy memory at all, measured in this run:
+//!   the CPU copy and the DMA both use the host's memory, and staging cannot beat the slower of the two.
+//!
+//!     cargo run --release --example staged_copy [-- --threads 8 --max 1GiB]
+
+use clap::Parser;
+use common::{
+    args::{parse_bytes, parse_count, size_sweep, RunArgs},
+    report::{fmt_bytes, verdict, Output, Table},
+    timing::{gbps, host_ms, measure, Stats},
+    verify::{self, input},
+    Gpu, PinnedBuffer, Registered,
+};
+use serde_json::json;
+
+/// Pageable memory to and from the device: the driver's path, pinning in place, and staging.
+#[derive(Parser)]
+struct Args {
+    /// Smallest transfer
+    #[arg(long, default_value = "16MiB", value_parser = parse_bytes)]
+    min: usize,
+    /// Largest transfer
+    #[arg(long, default_value = "1GiB", value_parser = parse_bytes)]
+    max: usize,
+    /// CPU threads that copy into and out of the staging ring (default: up to 8, one per core)
+    #[arg(long, value_parser = parse_count)]
+    threads: Option<usize>,
+    /// Size of each pinned staging buffer (two per thread)
+    #[arg(long, default_value = "8MiB", value_parser = parse_bytes)]
+    slot: usize,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+const METHODS: [&str; 5] = ["pageable", "pinned", "pinned in place", "staged", "CPU copy ceiling"];
+
+fn main() -> common::Result<()> {
+    let args: Args = common::args::parse();
+    let out = Output::new(args.run.json);
+    let sizes = size_sweep(args.min, args.max, 4)?;
+    let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(4, |n| n.get()).min(8));
+    if threads == 0 {
+        common::bail!("--threads must be at least 1");
+    }
+    let r = args.run.repeats();
+    let gpu = Gpu::init()?;
+    out.say(format!("{}\n", gpu.info));
+    let n = args.max / 4;
+    let mut d_data = gpu.alloc::<f32>(n)?;
+    let mut pageable = common::pageable(n, input)?;
+    let mut landing = common::pageable(n, |_| 0f32)?;
+    let mut pinned = PinnedBuffer::from_fn(n, input)?;
+    let mut stager = gpu.stager::<f32>(threads, args.slot)?;
+    let streams = gpu.streams(1)?;
+    let stream = &streams[0];
+
+    // Each method moves `len` elements one way; all are timed on the host clock, from the call to the
+    // data being in place, since staging is driven by the host.
+    let mut rows: Vec<(usize, [Stats; 5], [Stats; 5])> = Vec::new();
+    for &bytes in &sizes {
+        out.progress(fmt_bytes(bytes));
+        let len = bytes / 4;
+        let time = |f: &mut dyn FnMut() -> anyhow::Result<()>| {
+            measure(r, || {
+                let (done, ms) = host_ms(&mut *f);
+                done.map(|()| ms)
+            })
+        };
+        let up = [
+            time(&mut || {
+                gpu.scope(&streams, |s| s.htod(stream, &pageable[..len], s.device(&mut d_data).slice(0..len)))
+            })?,
+            time(&mut || gpu.scope(&streams, |s| s.htod(stream, &pinned[..len], s.device(&mut d_data).slice(0..len))))?,
+            time(&mut || {
+                let locked = Registered::new(&mut pageable[..len])?; // cudaHostRegister
+                gpu.scope(&streams, |s| s.htod(stream, &locked, s.device(&mut d_data).slice(0..len)))
+            })?,
+            time(&mut || stager.upload(&pageable[..len], &mut d_data))?,
+            time(&mut || {
+                verify::par_copy(&mut pinned[..len], &pageable[..len], threads);
+                Ok(())
+            })?,
+        ];
+        let down = [
+            time(&mut || {
+                gpu.scope(&streams, |s| s.dtoh(stream, s.device(&mut d_data).slice(0..len), &mut landing[..len]))
+            })?,
+            time(&mut || {
+                gpu.scope(&streams, |s| s.dtoh(stream, s.device(&mut d_data).slice(0..len), &mut pinned[..len]))
+            })?,
+            time(&mut || {
+                let mut locked = Registered::new(&mut landing[..len])?;
+                gpu.scope(&streams, |s| s.dtoh(stream, s.device(&mut d_data).slice(0..len), &mut locked))
+            })?,
+            time(&mut || stager.download(&d_data, &mut landing[..len]))?,
+            time(&mut || {
+                verify::par_copy(&mut landing[..len], &pinned[..len], threads);
+                Ok(())
+            })?,
+        ];
+        rows.push((bytes, up, down));
+    }
+
+    // Check the staged paths end to end: up through the stager, down through the stager, compare.
+    landing.fill(0.0);
+    stager.upload(&pageable, &mut d_data)?;
+    stager.download(&d_data, &mut landing)?;
+    let check = verify::exact(&landing, input);
+
+    for (dir, pick) in [("Host to device", 0), ("Device to host", 1)] {
+        out.say(format!(
+            "\n{dir}, GB/s on the host clock (median of {}), staging with {threads} threads and {} slots",
+            r.repeats,
+            fmt_bytes(args.slot)
+        ));
+        let mut headers: Vec<&str> = vec!["size"];
+        headers.extend(METHODS);
+        headers.extend(["staged/pinned", "staged/pageable"]);
+        let mut t = Table::new(&headers);
+        for (bytes, up, down) in &rows {
+            let m = if pick == 0 { up } else { down };
+            let rate = |k: usize| m[k].gbps(*bytes);
+            let mut cells = vec![fmt_bytes(*bytes)];
+            cells.extend((0..5).map(|k| format!("{:.2}", rate(k))));
+            cells.push(format!("{:.0}%", 100.0 * rate(3) / rate(1)));
+            cells.push(format!("{:.1}x", rate(3) / rate(0)));
+            t.row(cells);
+        }
+        out.table(&t);
+    }
+    out.say(format!("\n{}", check.summary()));
+    check.ensure()?;
+
+    // The targets, at the largest size: 60% of pinned and 4x the driver's pageable path.
+    let (bytes, up, down) = rows.last().unwrap();
+    for (dir, m) in [("upload", up), ("download", down)] {
+        let rate = |k: usize| m[k].gbps(*bytes);
+        let ok = rate(3) >= 0.6 * rate(1) && rate(3) >= 4.0 * rate(0);
+        let limit = if rate(4) < rate(1) {
+            format!("the CPU copy ceiling, {:.1} GB/s, is below the link", rate(4))
+        } else {
+            "the link, not the CPU, is the limit".into()
+        };
+        out.say(verdict(
+            ok,
+            &format!(
+                "staged {dir} at {}: {:.1} GB/s = {:.0}% of pinned, {:.1}x pageable (targets 60% and 4x); {limit}",
+                fmt_bytes(*bytes),
+                rate(3),
+                100.0 * rate(3) / rate(1),
+                rate(3) / rate(0)
+            ),
+        ));
+    }
+    out.finish(&json!({
+        "device": gpu.info, "threads": threads, "slot_bytes": args.slot, "repeats": r, "methods": METHODS,
+        "rows": rows.iter().map(|(b, u, d)| json!({ "bytes": b, "h2d_gbps": u.iter().map(|s| gbps(*b, s.median_ms)).collect::<Vec<_>>(), "d2h_gbps": d.iter().map(|s| gbps(*b, s.median_ms)).collect::<Vec<_>>() })).collect::<Vec<_>>(),
+        "verification": check,
+    }))?;
+    Ok(())
+}
