@@ -192,31 +192,20 @@ fn lesson_report(name: &str, nsys: Option<&Trace>, builtin: &Trace, out: &Path) 
             }
             None => "-".into(),
         };
-        let _ = writeln!(
-            term,
-            "{:<26} {:>9.3} {:>8.3} {:>8.3} {:>8.3} {:>12.0}% {:>10.3} {:>8.3}  {}",
-            phase.chars().take(26).collect::<String>(),
-            s.span,
-            s.h2d,
-            s.kernel,
-            s.d2h,
-            100.0 * s.overlap_fraction,
-            s.both_directions,
-            s.idle,
-            differs
-        );
-        let _ = writeln!(
-            md,
-            "| {phase} | {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.0}% | {:.3} | {:.3} | {differs} |",
-            s.ops,
-            s.span,
-            s.h2d,
-            s.kernel,
-            s.d2h,
-            100.0 * s.overlap_fraction,
-            s.both_directions,
-            s.idle
-        );
+        let cells = [
+            format!("{:.3}", s.span),
+            format!("{:.3}", s.h2d),
+            format!("{:.3}", s.kernel),
+            format!("{:.3}", s.d2h),
+            format!("{:.0}%", 100.0 * s.overlap_fraction),
+            format!("{:.3}", s.both_directions),
+            format!("{:.3}", s.idle),
+        ];
+        let widths = [9, 8, 8, 8, 13, 10, 8];
+        let short: String = phase.chars().take(26).collect();
+        let row: String = cells.iter().zip(widths).map(|(c, w)| format!(" {c:>w$}")).collect();
+        let _ = writeln!(term, "{short:<26}{row}  {differs}");
+        let _ = writeln!(md, "| {phase} | {} | {} | {differs} |", s.ops, cells.join(" | "));
         let window = (
             ops.iter().map(|o| o.start).fold(f64::INFINITY, f64::min),
             ops.iter().map(|o| o.end).fold(f64::NEG_INFINITY, f64::max),

@@ -63,22 +63,7 @@ fn libclang() -> anyhow::Result<Option<PathBuf>> {
             "setup: no libclang found (the nvtx crate's bindgen needs it); installing it from PyPI into {}",
             dir.display()
         );
-        run_cmd(
-            Command::new(python()?)
-                .args([
-                    "-m",
-                    "pip",
-                    "install",
-                    "--quiet",
-                    "--disable-pip-version-check",
-                    "--no-deps",
-                    "--upgrade",
-                    "--target",
-                ])
-                .arg(&dir)
-                .arg(LIBCLANG_PACKAGE),
-            "installing libclang from PyPI",
-        )?;
+        pip_install(&dir, &[LIBCLANG_PACKAGE], "installing libclang from PyPI")?;
     }
     if !lib.join("libclang.so").is_file() {
         bail!("pip installed {LIBCLANG_PACKAGE} but {} is missing", lib.join("libclang.so").display());
@@ -109,6 +94,13 @@ fn system_libclang() -> bool {
     })
 }
 
+/// `pip install --target dir packages`, quietly, with no dependencies (each list is complete).
+fn pip_install(dir: &std::path::Path, packages: &[&str], what: &str) -> anyhow::Result<()> {
+    let mut cmd = Command::new(python()?);
+    cmd.args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps", "--upgrade", "--target"]);
+    run_cmd(cmd.arg(dir).args(packages), what)
+}
+
 fn python() -> anyhow::Result<&'static str> {
     ["python3", "python"]
         .into_iter()
@@ -119,22 +111,7 @@ fn python() -> anyhow::Result<&'static str> {
 fn provision_nvcc() -> anyhow::Result<PathBuf> {
     let dir = tools::target_dir().join("cuda/toolkit");
     eprintln!("setup: no nvcc found; installing nvcc 13.0 from PyPI into {}", dir.display());
-    run_cmd(
-        Command::new(python()?)
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-                "--no-deps",
-                "--upgrade",
-                "--target",
-            ])
-            .arg(&dir)
-            .args(NVCC_PACKAGES),
-        "installing nvcc from PyPI",
-    )?;
+    pip_install(&dir, &NVCC_PACKAGES, "installing nvcc from PyPI")?;
     let nvcc = tools::provisioned_nvcc();
     if !nvcc.is_file() {
         bail!("pip installed the CUDA packages but {} is missing", nvcc.display());
