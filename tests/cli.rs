@@ -12,7 +12,7 @@ fn lesson(name: &str) -> Option<PathBuf> {
 
 fn fails_with(name: &str, args: &[&str], expected: &str) {
     let Some(bin) = lesson(name) else {
-        panic!("lesson {name} is not built next to the tests (cargo test builds the examples)");
+        panic!("lesson {name} is not built next to the tests: run `cargo build --examples` first (`cargo xtask test` does)");
     };
     let out = Command::new(&bin).args(args).output().unwrap();
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));

@@ -12,6 +12,8 @@ pub fn run(flags: TestFlags) -> anyhow::Result<()> {
         return run_bundled(&flags.args);
     }
     setup::run()?;
+    // The CLI tests run the lesson programs; `--all-targets` builds examples only as test harnesses.
+    tools::run(tools::cargo().args(["build", "--workspace", "--examples"]), "building the lessons")?;
     let mut cmd = tools::cargo();
     cmd.args(["test", "--workspace", "--all-targets"]);
     if !flags.args.is_empty() {
