@@ -59,10 +59,6 @@ impl Gpu {
 }
 
 impl<T: Element + DeviceCopy> Stager<T> {
-    pub fn threads(&self) -> usize {
-        self.workers.len()
-    }
-
     /// Copies pageable `src` into the start of `dst` through the staging ring; returns when done.
     pub fn upload(&mut self, src: &[T], dst: &mut DeviceBuffer<T>) -> anyhow::Result<()> {
         if src.len() > dst.len() {
