@@ -17,6 +17,7 @@ use common::{
     device::{bind_thread_to_node, parse_devices},
     pipeline::{run_pipeline, ChunkStages, CopyTimes, Layout},
     report::{fmt_bytes, fmt_ms, verdict, Output, Table},
+    timeline::phase,
     timing::{measure, Repeats},
     verify::input,
     ChunkPlan, Gpu, PinnedBuffer,
@@ -68,6 +69,7 @@ fn main() -> common::Result<()> {
     let mut part1 = Vec::new();
     for &bytes in &sizes {
         out.progress(fmt_bytes(bytes));
+        let _p = phase(&format!("both ways, {}", fmt_bytes(bytes)));
         let c = CopyTimes::measure(&gpu, bytes / 4, r)?;
         let (h, d, b) = (c.h2d.gbps(bytes), c.d2h.gbps(bytes), c.both.gbps(bytes));
         t.row(vec![
@@ -183,6 +185,7 @@ fn on_gpu(device: u32, bytes: usize, r: Repeats, start: Option<&Barrier>) -> any
     if let Some(b) = start {
         b.wait();
     }
+    let _p = phase(&format!("GPU {device} {}", if start.is_some() { "together" } else { "alone" }));
     let copies = CopyTimes::measure(&gpu, bytes / 4, r)?;
     let layout = Layout { buffers: plan.streams, by_engine: false };
     let pipeline =

@@ -16,6 +16,7 @@ use clap::Parser;
 use common::{
     args::{parse_bytes, parse_count, size_sweep, RunArgs},
     report::{fmt_bytes, verdict, Output, Table},
+    timeline::phase,
     timing::{gbps, host_ms, measure, Stats},
     verify::{self, input},
     Gpu, PinnedBuffer, Registered,
@@ -75,6 +76,7 @@ fn main() -> common::Result<()> {
                 done.map(|()| ms)
             })
         };
+        let phase_up = phase(&format!("upload {}", fmt_bytes(bytes)));
         let up = [
             time(&mut || {
                 gpu.scope(&streams, |s| s.htod(stream, &pageable[..len], s.device(&mut d_data).slice(0..len)))
@@ -90,6 +92,8 @@ fn main() -> common::Result<()> {
                 Ok(())
             })?,
         ];
+        drop(phase_up);
+        let _phase_down = phase(&format!("download {}", fmt_bytes(bytes)));
         let down = [
             time(&mut || {
                 gpu.scope(&streams, |s| s.dtoh(stream, s.device(&mut d_data).slice(0..len), &mut landing[..len]))

@@ -73,7 +73,7 @@ impl Gpu {
         let context = Context::new(device).context("creating a CUDA context")?;
         let info = DeviceInfo::query(ordinal, device)?;
         let kernels = Kernels::load(info.sms).context("loading the kernels (PTX JIT)")?;
-        let recorder = Recorder::from_env(|| {
+        let recorder = Recorder::from_env(ordinal, || {
             let origin = Event::new()?;
             let s = Stream::new(StreamFlags::NON_BLOCKING, None)?;
             origin.record(&s)?;
@@ -145,11 +145,9 @@ impl Gpu {
 
 impl Drop for Gpu {
     fn drop(&mut self) {
-        if let Some(r) = self.recorder.get_mut().take() {
+        if let Some(mut r) = self.recorder.get_mut().take() {
             match r.write() {
-                Ok(()) => {
-                    eprintln!("built-in timeline: {} operations written to {}", r.records.len(), r.path.display())
-                }
+                Ok(n) => eprintln!("built-in timeline: {n} operations written to {}", r.path.display()),
                 Err(e) => eprintln!("built-in timeline not written: {e:#}"),
             }
         }

@@ -414,7 +414,9 @@ fn run<'env, R>(
                     };
                     let stream = rec.stream_id(p.stream);
                     let (kind, name, bytes) = p.op;
+                    let (start_ms, end_ms) = (rec.origin_ms + start_ms, rec.origin_ms + end_ms);
                     rec.records.push(Record {
+                        device: rec.device,
                         phase: p.phase,
                         stream,
                         kind,

@@ -10,7 +10,13 @@
 //! its stream reaches it, which can be before its engine is free: the summary corrects for that by
 //! letting each engine run one operation at a time.
 
-use std::{cell::RefCell, collections::HashMap, path::PathBuf};
+use std::{
+    cell::RefCell,
+    collections::HashMap,
+    path::PathBuf,
+    sync::{Mutex, OnceLock},
+    time::Instant,
+};
 
 use serde::Serialize;
 
@@ -43,13 +49,15 @@ impl Drop for Phase {
     }
 }
 
-pub(crate) fn current_phase() -> String {
+/// The phase this thread is in ("" outside any).
+pub fn current_phase() -> String {
     PHASE.with(|p| p.borrow().clone())
 }
 
-/// One operation as the GPU ran it, in ms since the recorder started.
+/// One operation as the GPU ran it, in ms since the process started recording.
 #[derive(Clone, Debug, Serialize)]
 pub struct Record {
+    pub device: u32,
     pub phase: String,
     pub stream: usize,
     pub kind: &'static str,
@@ -59,19 +67,38 @@ pub struct Record {
     pub end_ms: f64,
 }
 
+/// The records of every GPU of the process, on one clock: the host's, from the first recorder's start.
+static RECORDS: Mutex<Vec<Record>> = Mutex::new(Vec::new());
+static START: OnceLock<Instant> = OnceLock::new();
+
 /// Collects [`Record`]s for one GPU while `GPU_TIMELINE` is set.
 pub(crate) struct Recorder {
     pub path: PathBuf,
+    pub device: u32,
     pub origin: Event,
+    /// When `origin` completed, in ms on the process clock: GPU times are placed on the host's clock
+    /// through it, so that the operations of several GPUs (or contexts) line up.
+    pub origin_ms: f64,
     pub records: Vec<Record>,
     streams: HashMap<usize, usize>,
 }
 
 impl Recorder {
-    pub fn from_env(origin: impl FnOnce() -> anyhow::Result<Event>) -> anyhow::Result<Option<Recorder>> {
+    /// `origin` records an event and waits for it: it happened (within microseconds) when that returns.
+    pub fn from_env(device: u32, origin: impl FnOnce() -> anyhow::Result<Event>) -> anyhow::Result<Option<Recorder>> {
         match std::env::var_os("GPU_TIMELINE") {
             Some(p) if !p.is_empty() => {
-                Ok(Some(Recorder { path: p.into(), origin: origin()?, records: Vec::new(), streams: HashMap::new() }))
+                let start = *START.get_or_init(Instant::now);
+                let origin = origin()?;
+                let origin_ms = start.elapsed().as_secs_f64() * 1e3;
+                Ok(Some(Recorder {
+                    path: p.into(),
+                    device,
+                    origin,
+                    origin_ms,
+                    records: Vec::new(),
+                    streams: HashMap::new(),
+                }))
             }
             _ => Ok(None),
         }
@@ -83,10 +110,14 @@ impl Recorder {
         *self.streams.entry(raw).or_insert(next)
     }
 
-    pub fn write(&self) -> anyhow::Result<()> {
+    /// Adds this GPU's records to the process's and writes them all (each GPU dropped rewrites the file).
+    pub fn write(&mut self) -> anyhow::Result<usize> {
         use anyhow::Context as _;
-        let json = serde_json::to_string(&chrome_trace(&self.records))?;
-        std::fs::write(&self.path, json).with_context(|| format!("writing the timeline to {}", self.path.display()))
+        let mut all = RECORDS.lock().unwrap_or_else(|e| e.into_inner());
+        all.append(&mut self.records);
+        let json = serde_json::to_string(&chrome_trace(&all))?;
+        std::fs::write(&self.path, json).with_context(|| format!("writing the timeline to {}", self.path.display()))?;
+        Ok(all.len())
     }
 }
 
@@ -96,8 +127,14 @@ pub fn chrome_trace(records: &[Record]) -> serde_json::Value {
     let mut events: Vec<serde_json::Value> = records
         .iter()
         .map(|r| {
+            // Streams of GPU 0 are plain numbers; those of other GPUs are named for their GPU.
+            let tid = if r.device == 0 {
+                serde_json::json!(r.stream)
+            } else {
+                serde_json::json!(format!("gpu{}.{}", r.device, r.stream))
+            };
             serde_json::json!({
-                "name": r.name, "cat": r.kind, "ph": "X", "pid": 0, "tid": r.stream,
+                "name": r.name, "cat": r.kind, "ph": "X", "pid": 0, "tid": tid,
                 "ts": us(r.start_ms), "dur": us(r.end_ms - r.start_ms),
                 "args": { "bytes": r.bytes, "phase": r.phase },
             })
@@ -126,6 +163,7 @@ mod tests {
     #[test]
     fn chrome_trace_has_ops_and_phases() {
         let r = |phase: &str, stream, kind, start_ms, end_ms| Record {
+            device: 0,
             phase: phase.into(),
             stream,
             kind,
