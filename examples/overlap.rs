@@ -137,19 +137,20 @@ fn main() -> common::Result<()> {
             out.progress(format!("{chunks} chunks"));
             let p = ChunkPlan::new(plan.elements, chunks, 1)?;
             let copies = CopyTimes::measure(&gpu, p.max_chunk(), r)?;
+            // The ideal's stages at this chunk size: copies measured at it, the kernel scaled to it.
+            let f = p.max_chunk() as f64 / plan.max_chunk() as f64;
+            let one = StageTimes {
+                h2d_ms: copies.h2d.median_ms,
+                kernel_ms: kernel.median_ms * f,
+                d2h_ms: copies.d2h.median_ms,
+            };
+            let model: Vec<_> = p.iter().map(|c| one.scaled(c.len as f64 / p.max_chunk() as f64)).collect();
             let mut row = vec![format!("{chunks} x {}", fmt_bytes(p.max_chunk() * 4))];
             for &k in stream_counts.iter().filter(|k| **k <= chunks) {
                 let p = ChunkPlan::new(plan.elements, chunks, k)?;
                 let mut bufs = (0..k).map(|_| gpu.alloc::<f32>(p.max_chunk())).collect::<Result<Vec<_>, _>>()?;
                 let _p = phase(&format!("{chunks} chunks on {k} streams"));
                 let ms = measure(r, || run(p, &mut h_out, &mut bufs))?.median_ms;
-                let f = p.max_chunk() as f64 / plan.max_chunk() as f64;
-                let one = StageTimes {
-                    h2d_ms: copies.h2d.median_ms,
-                    kernel_ms: kernel.median_ms * f,
-                    d2h_ms: copies.d2h.median_ms,
-                };
-                let model: Vec<_> = p.iter().map(|c| one.scaled(c.len as f64 / p.max_chunk() as f64)).collect();
                 let j = Judgement::new(ms, ms, &model, k, gpu.info.async_engines, &copies);
                 row.push(format!("{} ({:.2})", fmt_ms(ms), j.efficiency_both));
                 sweep_json.push(json!({ "chunks": chunks, "streams": k, "ms": ms, "ideal_both_ms": j.ideal_both_ms }));

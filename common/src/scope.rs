@@ -398,14 +398,18 @@ fn run<'env, R>(
         _scope: PhantomData,
         _env: PhantomData,
     };
-    // Whatever happens below, the streams are synchronized before the borrows end.
-    struct Finish<'a, 'env>(&'a Scope<'a, 'env>);
+    // Whatever happens below, the streams are synchronized before the borrows end: once on the way out
+    // (`synced` says how that went), or here if an early return or a panic skipped it.
+    struct Finish<'a, 'env> {
+        scope: &'a Scope<'a, 'env>,
+        synced: Option<bool>,
+    }
     impl Drop for Finish<'_, '_> {
         fn drop(&mut self) {
-            let synced = self.0.synchronize().is_ok();
-            let mut st = self.0.state.borrow_mut();
+            let synced = self.synced.unwrap_or_else(|| self.scope.synchronize().is_ok());
+            let mut st = self.scope.state.borrow_mut();
             let pending = std::mem::take(&mut st.pending);
-            if let (true, Some(rec)) = (synced, self.0.gpu.recorder.borrow_mut().as_mut()) {
+            if let (true, Some(rec)) = (synced, self.scope.gpu.recorder.borrow_mut().as_mut()) {
                 for p in pending {
                     let (Ok(start_ms), Ok(end_ms)) =
                         (st.events[p.start].elapsed_ms(&rec.origin), st.events[p.end].elapsed_ms(&rec.origin))
@@ -428,16 +432,16 @@ fn run<'env, R>(
                 }
             }
             let events = std::mem::take(&mut st.events);
-            self.0.gpu.give_events(events);
+            self.scope.gpu.give_events(events);
         }
     }
-    let finish = Finish(&scope);
+    let mut finish = Finish { scope: &scope, synced: None };
     // Timing: `start` on the first stream and every other stream waits for it (fork); at the end the
     // first stream waits for every other stream and records `stop` (join), so stop - start spans all.
     let start = if timed { Some(fork_join_event(gpu, first, &streams[1..])?) } else { None };
     let result = f(&scope);
-    let elapsed = match start {
-        Some(start) if result.is_ok() => {
+    let stop = match start {
+        Some(_) if result.is_ok() => {
             let stop = gpu.take_event()?;
             for s in &streams[1..] {
                 let e = gpu.take_event()?;
@@ -449,14 +453,20 @@ fn run<'env, R>(
                 scope.state.borrow_mut().events.push(e);
             }
             stop.record(first)?;
-            scope.synchronize().context("running the timed work")?;
+            Some(stop)
+        }
+        _ => None,
+    };
+    let synced = scope.synchronize();
+    finish.synced = Some(synced.is_ok());
+    let elapsed = match (start, stop) {
+        (Some(start), Some(stop)) if synced.is_ok() => {
             let ms = stop.elapsed_ms(&start)?;
             gpu.give_events([start, stop]);
             Some(ms)
         }
         _ => None,
     };
-    let synced = scope.synchronize();
     drop(finish);
     let r = result?;
     synced.context("running the queued GPU work")?;

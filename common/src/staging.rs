@@ -15,7 +15,7 @@ use std::ops::Range;
 use anyhow::{bail, Context as _};
 use cust::{
     memory::{DeviceBuffer, DeviceCopy},
-    stream::{Stream, StreamFlags},
+    stream::Stream,
     sys,
 };
 
@@ -42,13 +42,11 @@ impl Gpu {
             bail!("a stager needs at least one thread");
         }
         let chunk = (chunk_bytes / std::mem::size_of::<T>()).max(1);
-        let workers = (0..threads)
-            .map(|_| -> anyhow::Result<Worker<T>> {
-                Ok(Worker {
-                    stream: Stream::new(StreamFlags::NON_BLOCKING, None).context("creating a staging stream")?,
-                    slots: [PinnedBuffer::new(chunk)?, PinnedBuffer::new(chunk)?],
-                    done: [None, None],
-                })
+        let workers = self
+            .streams(threads)?
+            .into_iter()
+            .map(|stream| -> anyhow::Result<Worker<T>> {
+                Ok(Worker { stream, slots: [PinnedBuffer::new(chunk)?, PinnedBuffer::new(chunk)?], done: [None, None] })
             })
             .collect::<anyhow::Result<_>>()?;
         let mut ctx = std::ptr::null_mut();
