@@ -20,7 +20,7 @@ use gpu_transfers::{
     report::fmt_bytes,
     timing::{measure, Repeats},
     verify::input,
-    ChunkPlan, DeviceBuffer, Gpu, HostAlloc, PinnedBuffer, Registered,
+    ChunkPlan, DeviceBuffer, Gpu, HostAlloc,
 };
 
 /// The GPU, or `None` after one line saying why there is none.
@@ -68,12 +68,11 @@ fn copies(c: &mut Criterion) {
     let Some(gpu) = gpu() else { return };
     let max = max_bytes();
     let n = max / 4;
-    let (mut pageable, mut backing) =
-        (gpu_transfers::pageable(n, input).unwrap(), gpu_transfers::pageable(n, input).unwrap());
-    let mut pinned = PinnedBuffer::from_fn(n, input).unwrap();
-    let mut wc = PinnedBuffer::<f32>::with_flags(n, HostAlloc::WRITE_COMBINED).unwrap();
+    let mut pageable = gpu_transfers::pageable(n, input).unwrap();
+    let mut pinned = gpu.pinned_from_fn(n, input).unwrap();
+    let mut wc = gpu.pinned_with::<f32>(n, HostAlloc::WRITE_COMBINED).unwrap();
     wc.copy_from_slice(&pageable);
-    let mut registered = Registered::new(&mut backing).unwrap();
+    let mut registered = gpu.register(gpu_transfers::pageable(n, input).unwrap()).unwrap();
     let mut kinds: [(&str, &mut [f32]); 4] = [
         ("pageable", &mut pageable),
         ("pinned", &mut pinned),
@@ -128,8 +127,8 @@ fn pipelines(c: &mut Criterion) {
     let r = Repeats { warmup: 1, repeats: 5 };
     let stages = ChunkStages::measure(&gpu, n / 32, None, r).unwrap();
     let work = stages.work;
-    let h_in = PinnedBuffer::from_fn(n, input).unwrap();
-    let mut h_out = PinnedBuffer::<f32>::new(n).unwrap();
+    let h_in = gpu.pinned_from_fn(n, input).unwrap();
+    let mut h_out = gpu.pinned::<f32>(n).unwrap();
     let streams = gpu.streams(8).unwrap();
     let run = |plan: ChunkPlan, bufs: &mut [DeviceBuffer<f32>], by_engine: bool, h_out: &mut [f32]| {
         run_pipeline(&gpu, &streams, &plan, Layout { buffers: bufs.len(), by_engine }, work, &h_in, h_out, bufs)
@@ -162,11 +161,11 @@ fn pipelines(c: &mut Criterion) {
 fn zero_copy(c: &mut Criterion) {
     let Some(gpu) = gpu() else { return };
     let n = (max_bytes() / 4).min(64 << 20);
-    let mut m_in = PinnedBuffer::<f32>::with_flags(n, HostAlloc::MAPPED).unwrap();
+    let mut m_in = gpu.pinned_with::<f32>(n, HostAlloc::MAPPED).unwrap();
     m_in.iter_mut().enumerate().for_each(|(i, x)| *x = input(i));
-    let mut m_out = PinnedBuffer::<f32>::with_flags(n, HostAlloc::MAPPED).unwrap();
-    let h_in = PinnedBuffer::from_fn(n, input).unwrap();
-    let mut h_out = PinnedBuffer::<f32>::new(n).unwrap();
+    let mut m_out = gpu.pinned_with::<f32>(n, HostAlloc::MAPPED).unwrap();
+    let h_in = gpu.pinned_from_fn(n, input).unwrap();
+    let mut h_out = gpu.pinned::<f32>(n).unwrap();
     let (mut d_in, mut d_out) = (gpu.alloc::<f32>(n).unwrap(), gpu.alloc::<f32>(n).unwrap());
     let streams = gpu.streams(1).unwrap();
     let st = &streams[0];

@@ -19,7 +19,7 @@ use common::{
     timeline::phase,
     timing::{measure, Stats},
     verify::{self, input},
-    Gpu, PinnedBuffer,
+    Gpu,
 };
 use serde_json::json;
 
@@ -51,8 +51,8 @@ fn main() -> common::Result<()> {
     let mut d_data = gpu.alloc::<f32>(n)?;
 
     // MUST use pinned memory for async: from pageable memory the copy would block anyway.
-    let h_data = PinnedBuffer::from_fn(n, input)?;
-    let mut h_result = PinnedBuffer::<f32>::new(n)?;
+    let h_data = gpu.pinned_from_fn(n, input)?;
+    let mut h_result = gpu.pinned::<f32>(n)?;
     let streams = gpu.streams(1)?;
     let stream = &streams[0];
     let mut reference = common::pageable(n, |_| 0f32)?;

@@ -20,7 +20,7 @@ use common::{
     timeline::phase,
     timing::{measure, Repeats},
     verify::input,
-    ChunkPlan, Gpu, PinnedBuffer,
+    ChunkPlan, Gpu,
 };
 use serde_json::json;
 
@@ -178,8 +178,8 @@ fn on_gpu(device: u32, bytes: usize, r: Repeats, start: Option<&Barrier>) -> any
     }
     let plan = ChunkPlan::new(64 << 20, 32, 4)?;
     let stages = ChunkStages::measure(&gpu, plan.max_chunk(), None, r)?;
-    let h_in = PinnedBuffer::from_fn(plan.elements, input)?;
-    let mut h_out = PinnedBuffer::<f32>::new(plan.elements)?;
+    let h_in = gpu.pinned_from_fn(plan.elements, input)?;
+    let mut h_out = gpu.pinned::<f32>(plan.elements)?;
     let mut bufs = (0..plan.streams).map(|_| gpu.alloc::<f32>(plan.max_chunk())).collect::<anyhow::Result<Vec<_>>>()?;
     let streams = gpu.streams(plan.streams)?;
     if let Some(b) = start {

@@ -3,16 +3,17 @@
 //! "While processing chunk N, transfer chunk N+1. Use only 2 device buffers, alternate between them."
 //! Uploads go on one stream, kernels on a second, downloads on a third, so each engine has a queue of
 //! its own. Chunk n+2 reuses chunk n's buffer, so its upload must wait until chunk n has been computed
-//! and downloaded on the other streams: in CUDA C++ that is a cudaEventRecord after the download and a
-//! cudaStreamWaitEvent before the upload. Here the scope records and waits on those events itself
-//! (it knows each buffer's last readers and writer), and reports how many waits it inserted.
+//! and downloaded on the other streams: a cudaEventRecord after the download and a cudaStreamWaitEvent
+//! before the upload, and the same pair between upload and kernel and between kernel and download.
+//! The lesson makes those waits itself; the scope checks them (it knows each buffer's last readers and
+//! writer) and says whether they were enough or which one it had to add.
 //!
 //! The same loop then runs with one buffer (everything serialized) and with one buffer per stream
 //! (lesson 3's overlap), each held against the ideal for its number of buffers.
 //!
 //!     cargo run --release --example double_buffering [-- -n 64M --chunks 32 --streams 4]
 
-use std::cell::Cell;
+use std::cell::RefCell;
 
 use clap::Parser;
 use common::{
@@ -23,7 +24,7 @@ use common::{
     timeline::phase,
     timing::measure,
     verify::input,
-    Gpu, PinnedBuffer,
+    Gpu, Ordering, ScopeEvent,
 };
 use serde_json::json;
 
@@ -47,8 +48,8 @@ fn main() -> common::Result<()> {
     let gpu = Gpu::init()?;
     out.say(format!("{}\n", gpu.info));
 
-    let h_in = PinnedBuffer::from_fn(plan.elements, input)?;
-    let mut h_out = PinnedBuffer::<f32>::new(plan.elements)?;
+    let h_in = gpu.pinned_from_fn(plan.elements, input)?;
+    let mut h_out = gpu.pinned::<f32>(plan.elements)?;
     let k = plan.streams.max(2);
     let mut d_bufs = (0..k).map(|_| gpu.alloc::<f32>(plan.max_chunk())).collect::<Result<Vec<_>, _>>()?;
     let streams = gpu.streams(k.max(3))?;
@@ -60,21 +61,36 @@ fn main() -> common::Result<()> {
     out.say("");
 
     // One loop for every layout: chunk i lives in buffer i % buffers. With `by_engine`, uploads,
-    // kernels and downloads each have their own stream; otherwise chunk i runs on stream i % buffers.
-    let waits = Cell::new(0);
+    // kernels and downloads each have their own stream, ordered by events; otherwise chunk i runs on
+    // stream i % buffers, whose order is enough.
+    let ordering = RefCell::new(Ordering::default());
     let mut run = |buffers: usize, by_engine: bool, h_out: &mut [f32]| {
         gpu.timed(&streams, |s| {
             let d = s.devices(&mut d_bufs[..buffers]);
+            let mut freed: Vec<Option<ScopeEvent>> = vec![None; buffers];
             for (c, out) in plan.iter().zip(plan.split_mut(h_out)) {
-                let buf = d[c.index % buffers].slice(0..c.len);
-                let own = &streams[c.index % buffers];
-                let (up, compute, down) =
-                    if by_engine { (&streams[0], &streams[1], &streams[2]) } else { (own, own, own) };
-                s.htod(up, &h_in[c.range()], buf)?; //          waits for the download of chunk i - buffers, if elsewhere
-                s.launch(compute, gpu.kernels.work(work, buf))?; // waits for this chunk's upload
-                s.dtoh(down, buf, out)?; //                      waits for this chunk's kernel
+                let (b, own) = (c.index % buffers, &streams[c.index % buffers]);
+                let buf = d[b].slice(0..c.len);
+                if !by_engine {
+                    s.htod(own, &h_in[c.range()], buf)?;
+                    s.launch(own, gpu.kernels.work(work, buf))?;
+                    s.dtoh(own, buf, out)?;
+                    continue;
+                }
+                let (up, compute, down) = (&streams[0], &streams[1], &streams[2]);
+                if let Some(done) = freed[b] {
+                    s.stream_wait_event(up, done)?; //           cudaStreamWaitEvent(upload, freed[b]): chunk i-2 is out
+                }
+                s.htod(up, &h_in[c.range()], buf)?;
+                let uploaded = s.event_record(up)?; //           cudaEventRecord(uploaded, upload)
+                s.stream_wait_event(compute, uploaded)?;
+                s.launch(compute, gpu.kernels.work(work, buf))?;
+                let computed = s.event_record(compute)?;
+                s.stream_wait_event(down, computed)?;
+                s.dtoh(down, buf, out)?;
+                freed[b] = Some(s.event_record(down)?); //     buffer b may be refilled after this
             }
-            waits.set(s.waits_inserted());
+            *ordering.borrow_mut() = s.ordering();
             Ok(())
         })
     };
@@ -91,7 +107,8 @@ fn main() -> common::Result<()> {
         "efficiency",
         "ideal, both-ways rates",
         "efficiency",
-        "waits inserted",
+        "waits made",
+        "waits added",
     ]);
     let (mut single_ms, mut results) = (0.0, Vec::new());
     for (name, buffers, by_engine) in layouts {
@@ -114,10 +131,14 @@ fn main() -> common::Result<()> {
             format!("{:.3}", judged.efficiency_single),
             fmt_ms(judged.ideal_both_ms),
             format!("{:.3}", judged.efficiency_both),
-            waits.get().to_string(),
+            ordering.borrow().waits_made.to_string(),
+            ordering.borrow().waits_added.to_string(),
         ]);
         out.say(format!("{name}: {}", check.summary()));
-        results.push(json!({ "layout": name, "buffers": buffers, "time": time, "judgement": judged, "waits": waits.get(), "verification": check }));
+        if by_engine {
+            out.say(format!("{name}: {}", ordering.borrow().summary()));
+        }
+        results.push(json!({ "layout": name, "buffers": buffers, "time": time, "judgement": judged, "ordering": *ordering.borrow(), "verification": check }));
     }
     out.say(format!(
         "\nmedian of {} runs after {} warm-up, CUDA events; ideal = the pipeline model for that many buffers",

@@ -23,7 +23,7 @@ use common::{
     timeline::phase,
     timing::measure,
     verify::input,
-    ChunkPlan, DeviceBuffer, Gpu, PinnedBuffer,
+    ChunkPlan, DeviceBuffer, Gpu,
 };
 use serde_json::json;
 
@@ -54,8 +54,8 @@ fn main() -> common::Result<()> {
 
     // Pinned host memory (async copies need it), and one device buffer per stream: the chunks of a
     // stream reuse its buffer one after another, which the stream's order makes safe.
-    let h_in = PinnedBuffer::from_fn(plan.elements, input)?;
-    let mut h_out = PinnedBuffer::<f32>::new(plan.elements)?;
+    let h_in = gpu.pinned_from_fn(plan.elements, input)?;
+    let mut h_out = gpu.pinned::<f32>(plan.elements)?;
     let mut d_data = (0..plan.streams).map(|_| gpu.alloc::<f32>(plan.max_chunk())).collect::<Result<Vec<_>, _>>()?;
     let streams = gpu.streams(if args.sweep { plan.streams.max(32) } else { plan.streams })?;
 

@@ -14,7 +14,7 @@ use common::{
     timeline::phase,
     timing::{gbps, host_ms, measure, Stats},
     verify::{self, input},
-    Gpu, HostAlloc, PinnedBuffer, Registered,
+    Gpu, HostAlloc, Registered,
 };
 use serde_json::json;
 
@@ -61,10 +61,9 @@ fn main() -> common::Result<()> {
 
     // The four kinds of host memory, all holding the same non-zero data.
     let mut pageable = common::pageable(n, input)?; // malloc
-    let mut pinned = PinnedBuffer::<f32>::new(n)?; // cudaMallocHost
-    let mut write_combined = PinnedBuffer::<f32>::with_flags(n, HostAlloc::WRITE_COMBINED)?;
-    let mut to_register = common::pageable(n, input)?;
-    let mut registered = Registered::new(&mut to_register)?; // cudaHostRegister
+    let mut pinned = gpu.pinned::<f32>(n)?; // cudaMallocHost
+    let mut write_combined = gpu.pinned_with::<f32>(n, HostAlloc::WRITE_COMBINED)?;
+    let mut registered = gpu.register(common::pageable(n, input)?)?; // cudaHostRegister
     pinned.copy_from_slice(&pageable);
     write_combined.copy_from_slice(&pageable);
     let mut kinds: [&mut [f32]; 4] = [&mut pageable, &mut pinned, &mut write_combined, &mut registered];
@@ -127,11 +126,11 @@ fn main() -> common::Result<()> {
     for bytes in [1 << 20, 16 << 20, 256 << 20].into_iter().filter(|b| *b <= args.max) {
         let len = bytes / 4;
         let (v, t_malloc) = host_ms(|| vec![1.0f32; len].into_iter().map(|x| x * 2.0).collect::<Vec<f32>>());
-        let (p, t_pinned) = host_ms(|| PinnedBuffer::<f32>::new(len));
-        let (wc, t_wc) = host_ms(|| PinnedBuffer::<f32>::with_flags(len, HostAlloc::WRITE_COMBINED));
-        let mut v = v;
-        let (reg, t_register) = host_ms(|| Registered::new(&mut v));
-        let ((), t_unregister) = host_ms(|| drop(reg.map(drop)));
+        let (p, t_pinned) = host_ms(|| gpu.pinned::<f32>(len));
+        let (wc, t_wc) = host_ms(|| gpu.pinned_with::<f32>(len, HostAlloc::WRITE_COMBINED));
+        let (reg, t_register) = host_ms(|| gpu.register(v));
+        let (v, t_unregister) = host_ms(|| reg.map(Registered::into_vec));
+        drop(v?);
         let ((), t_free) = host_ms(|| drop(p));
         drop(wc?);
         let row = [t_malloc, t_pinned, t_wc, t_register, t_unregister, t_free];

@@ -19,7 +19,7 @@ use common::{
     timeline::phase,
     timing::{gbps, host_ms, measure, Stats},
     verify::{self, input},
-    Gpu, PinnedBuffer, Registered,
+    Gpu,
 };
 use serde_json::json;
 
@@ -59,7 +59,7 @@ fn main() -> common::Result<()> {
     let mut d_data = gpu.alloc::<f32>(n)?;
     let mut pageable = common::pageable(n, input)?;
     let mut landing = common::pageable(n, |_| 0f32)?;
-    let mut pinned = PinnedBuffer::from_fn(n, input)?;
+    let mut pinned = gpu.pinned_from_fn(n, input)?;
     let mut stager = gpu.stager::<f32>(threads, args.slot)?;
     let streams = gpu.streams(1)?;
     let stream = &streams[0];
@@ -83,8 +83,10 @@ fn main() -> common::Result<()> {
             })?,
             time(&mut || gpu.scope(&streams, |s| s.htod(stream, &pinned[..len], s.device(&mut d_data).slice(0..len))))?,
             time(&mut || {
-                let locked = Registered::new(&mut pageable[..len])?; // cudaHostRegister
-                gpu.scope(&streams, |s| s.htod(stream, &locked, s.device(&mut d_data).slice(0..len)))
+                // cudaHostRegister, the copy, cudaHostUnregister
+                gpu.pin_in_place(&mut pageable[..len], |locked| {
+                    gpu.scope(&streams, |s| s.htod(stream, locked, s.device(&mut d_data).slice(0..len)))
+                })?
             })?,
             time(&mut || stager.upload(&pageable[..len], &mut d_data))?,
             time(&mut || {
@@ -102,8 +104,9 @@ fn main() -> common::Result<()> {
                 gpu.scope(&streams, |s| s.dtoh(stream, s.device(&mut d_data).slice(0..len), &mut pinned[..len]))
             })?,
             time(&mut || {
-                let mut locked = Registered::new(&mut landing[..len])?;
-                gpu.scope(&streams, |s| s.dtoh(stream, s.device(&mut d_data).slice(0..len), &mut locked))
+                gpu.pin_in_place(&mut landing[..len], |locked| {
+                    gpu.scope(&streams, |s| s.dtoh(stream, s.device(&mut d_data).slice(0..len), locked))
+                })?
             })?,
             time(&mut || stager.download(&d_data, &mut landing[..len]))?,
             time(&mut || {

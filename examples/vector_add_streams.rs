@@ -16,7 +16,7 @@ use common::{
     timeline::phase,
     timing::measure,
     verify::{self, input},
-    ChunkPlan, Gpu, PinnedBuffer,
+    ChunkPlan, Gpu,
 };
 use serde_json::json;
 
@@ -38,9 +38,9 @@ fn main() -> common::Result<()> {
     out.say(format!("{}\n", gpu.info));
 
     // Pinned host vectors, and whole device vectors: chunk i uses elements [offset, offset + len) of each.
-    let h_a = PinnedBuffer::from_fn(plan.elements, input)?;
-    let h_b = PinnedBuffer::from_fn(plan.elements, |i| input(i + 1))?;
-    let mut h_c = PinnedBuffer::<f32>::new(plan.elements)?;
+    let h_a = gpu.pinned_from_fn(plan.elements, input)?;
+    let h_b = gpu.pinned_from_fn(plan.elements, |i| input(i + 1))?;
+    let mut h_c = gpu.pinned::<f32>(plan.elements)?;
     let (mut d_a, mut d_b, mut d_c) =
         (gpu.alloc::<f32>(plan.elements)?, gpu.alloc::<f32>(plan.elements)?, gpu.alloc::<f32>(plan.elements)?);
     let streams = gpu.streams(plan.streams)?;

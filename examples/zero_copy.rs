@@ -16,7 +16,7 @@ use common::{
     timeline::phase,
     timing::{gbps, measure, Stats},
     verify::{self, input},
-    Gpu, HostAlloc, PinnedBuffer,
+    Gpu, HostAlloc,
 };
 use serde_json::json;
 
@@ -46,12 +46,12 @@ fn main() -> common::Result<()> {
     let n = args.max / 4;
 
     // Zero-copy: mapped pinned memory, which kernels address directly.
-    let mut mapped_in = PinnedBuffer::with_flags(n, HostAlloc::MAPPED)?;
+    let mut mapped_in = gpu.pinned_with(n, HostAlloc::MAPPED)?;
     mapped_in.iter_mut().enumerate().for_each(|(i, x)| *x = input(i));
-    let mut mapped_out = PinnedBuffer::<f32>::with_flags(n, HostAlloc::MAPPED)?;
+    let mut mapped_out = gpu.pinned_with::<f32>(n, HostAlloc::MAPPED)?;
     // The usual way: pinned host memory copied to and from device memory.
-    let h_in = PinnedBuffer::from_fn(n, input)?;
-    let mut h_out = PinnedBuffer::<f32>::new(n)?;
+    let h_in = gpu.pinned_from_fn(n, input)?;
+    let mut h_out = gpu.pinned::<f32>(n)?;
     let (mut d_in, mut d_out) = (gpu.alloc::<f32>(n)?, gpu.alloc::<f32>(n)?);
     let streams = gpu.streams(1)?;
     let stream = &streams[0];

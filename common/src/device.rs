@@ -1,28 +1,33 @@
-//! GPU start-up with clear errors, and the device report every lesson prints first.
+//! The GPU: start-up with clear errors, the device report, and everything made on it.
 
-use std::{cell::RefCell, fmt};
+use std::{cell::RefCell, fmt, sync::Arc};
 
 use anyhow::{bail, Context as _};
-use cust::{
-    context::Context,
-    device::{Device, DeviceAttribute},
-    memory::{DeviceBuffer, DeviceCopy},
-    stream::{Stream, StreamFlags},
-    sys::{self, CUresult},
-};
+use cust::sys;
 use serde::Serialize;
 
-use crate::{error::check, host::Element, kernels::Kernels, report::fmt_bytes, timeline::Recorder, timing::Event};
+use crate::{
+    context::Context,
+    error::check,
+    host::{pin_in_place, HostAlloc, PinnedBuffer, Registered},
+    kernels::Kernels,
+    memory::{memory_info, DeviceBuffer, Element},
+    report::fmt_bytes,
+    scope::{self, Env, Scope},
+    stream::{Event, EventPool, Stream},
+    timeline::Recorder,
+};
 
-/// One GPU, made current on this thread, with the lessons' kernels loaded.
+pub use crate::context::{device_count, driver_init};
+
+/// One GPU, with the lessons' kernels loaded. Everything it makes (buffers, streams, pinned memory)
+/// keeps its context alive, so they may be dropped in any order, before or after it.
 pub struct Gpu {
     pub info: DeviceInfo,
     pub kernels: Kernels,
-    pub(crate) events: RefCell<Vec<Event>>,
-    pub(crate) recorder: RefCell<Option<Recorder>>,
-    pub device: Device,
-    // Dropped last: everything above lives in this context.
-    _context: Context,
+    events: EventPool,
+    recorder: RefCell<Option<Recorder>>,
+    ctx: Arc<Context>,
 }
 
 /// What a lesson needs to know of the GPU to judge its figures.
@@ -63,83 +68,98 @@ impl Gpu {
         Gpu::init_device(ordinal)
     }
 
+    /// Starts GPU `ordinal` and makes its context current on this thread.
     pub fn init_device(ordinal: u32) -> anyhow::Result<Gpu> {
-        driver_init()?;
-        let count = Device::num_devices().context("counting CUDA devices")?;
-        if ordinal >= count {
-            bail!("CUDA device {ordinal} does not exist: this machine has {count} (set CUDA_DEVICE to 0..{count})");
-        }
-        let device = Device::get_device(ordinal).context("opening the CUDA device")?;
-        let context = Context::new(device).context("creating a CUDA context")?;
-        let info = DeviceInfo::query(ordinal, device)?;
-        let kernels = Kernels::load(info.sms).context("loading the kernels (PTX JIT)")?;
+        let ctx = Context::primary(ordinal)?;
+        let info = DeviceInfo::query(ordinal, ctx.device())?;
+        let kernels = Kernels::load(&ctx, info.sms).context("loading the kernels (PTX JIT)")?;
         let recorder = Recorder::from_env(ordinal, || {
-            let origin = Event::new()?;
-            let s = Stream::new(StreamFlags::NON_BLOCKING, None)?;
+            let origin = Event::new(&ctx)?;
+            let s = Stream::new(&ctx, false)?;
             origin.record(&s)?;
             s.synchronize()?;
             Ok(origin)
         })?;
-        Ok(Gpu {
-            info,
-            kernels,
-            events: RefCell::new(Vec::new()),
-            recorder: RefCell::new(recorder),
-            device,
-            _context: context,
-        })
+        Ok(Gpu { info, kernels, events: EventPool::new(&ctx), recorder: RefCell::new(recorder), ctx })
     }
 
-    /// `n` streams that may run concurrently with each other.
+    /// `n` streams that run concurrently with each other and with the legacy default stream
+    /// (`cudaStreamCreateWithFlags(.., cudaStreamNonBlocking)`).
     pub fn streams(&self, n: usize) -> anyhow::Result<Vec<Stream>> {
-        (0..n).map(|_| Stream::new(StreamFlags::NON_BLOCKING, None).context("creating a stream")).collect()
+        (0..n).map(|_| Stream::new(&self.ctx, false)).collect()
     }
 
-    /// Device memory for `len` elements, zeroed, with a clear error when the device has too little free.
-    pub fn alloc<T: Element + DeviceCopy>(&self, len: usize) -> anyhow::Result<DeviceBuffer<T>> {
-        let bytes = len.checked_mul(std::mem::size_of::<T>()).context("allocation size overflows")?;
-        let (free, _) = self.memory()?;
-        if bytes > free {
-            bail!(
-                "needs {} of device memory, but {} has only {} free: choose a smaller size",
-                fmt_bytes(bytes),
-                self.info.name,
-                fmt_bytes(free)
-            );
-        }
-        if len == 0 {
-            bail!("a device buffer needs at least one element");
-        }
-        // SAFETY: the memory is zeroed below before anyone can read it, and zero is a valid T (Element).
-        let buf = unsafe { DeviceBuffer::<T>::uninitialized(len) }
-            .with_context(|| format!("allocating {} of device memory", fmt_bytes(bytes)))?;
-        // SAFETY: `bytes` bytes at the start of the new allocation. The memset runs on the legacy default
-        // stream, which our non-blocking streams do not wait for, so the context is synchronized after it.
-        check(unsafe { sys::cuMemsetD8_v2(buf.as_device_ptr().as_raw(), 0, bytes) }, || {
-            "zeroing new device memory".into()
-        })?;
-        // SAFETY: no arguments; the context is current on this thread.
-        check(unsafe { sys::cuCtxSynchronize() }, || "zeroing new device memory".into())?;
-        Ok(buf)
+    /// `n` streams that synchronize with the legacy default stream (`cudaStreamCreate`): work on
+    /// stream 0, as other libraries may queue it, waits for them and they for it.
+    pub fn blocking_streams(&self, n: usize) -> anyhow::Result<Vec<Stream>> {
+        (0..n).map(|_| Stream::new(&self.ctx, true)).collect()
+    }
+
+    /// Device memory for `len` elements, zeroed (`cudaMalloc`), with a clear error when the device has
+    /// too little free.
+    pub fn alloc<T: Element>(&self, len: usize) -> anyhow::Result<DeviceBuffer<T>> {
+        DeviceBuffer::zeroed(&self.ctx, &self.info.name, len)
+    }
+
+    /// Pinned host memory for `len` elements, zeroed (`cudaMallocHost`).
+    pub fn pinned<T: Element>(&self, len: usize) -> anyhow::Result<PinnedBuffer<T>> {
+        PinnedBuffer::alloc(&self.ctx, len, HostAlloc::DEFAULT)
+    }
+
+    /// Pinned host memory holding `f(i)` at `i`.
+    pub fn pinned_from_fn<T: Element>(&self, len: usize, f: impl Fn(usize) -> T + Sync) -> anyhow::Result<PinnedBuffer<T>> {
+        let mut b = self.pinned(len)?;
+        crate::verify::par_fill(&mut b, f);
+        Ok(b)
+    }
+
+    /// Pinned host memory with `cudaHostAlloc` flags: write-combined, mapped, portable.
+    pub fn pinned_with<T: Element>(&self, len: usize, flags: HostAlloc) -> anyhow::Result<PinnedBuffer<T>> {
+        PinnedBuffer::alloc(&self.ctx, len, flags)
+    }
+
+    /// Pins a `Vec` in place (`cudaHostRegister`) until [`Registered::into_vec`] gives it back.
+    pub fn register<T: Element>(&self, vec: Vec<T>) -> anyhow::Result<Registered<T>> {
+        Registered::new(&self.ctx, vec)
+    }
+
+    /// Pins `slice` in place for the duration of `f` (`cudaHostRegister`, then `cudaHostUnregister`,
+    /// also if `f` panics): for one transfer of part of a larger allocation.
+    pub fn pin_in_place<T: Element, R>(&self, slice: &mut [T], f: impl FnOnce(&mut [T]) -> R) -> anyhow::Result<R> {
+        pin_in_place(&self.ctx, slice, f)
+    }
+
+    /// Runs `f`, which queues work on `streams`, then synchronizes them all (also on error or panic).
+    pub fn scope<'env, R>(
+        &'env self,
+        streams: &'env [Stream],
+        f: impl for<'scope> FnOnce(&'scope Scope<'scope, 'env>) -> anyhow::Result<R>,
+    ) -> anyhow::Result<R> {
+        scope::run(self.env(), streams, false, f).map(|(r, _)| r)
+    }
+
+    /// Like [`Gpu::scope`], and returns the GPU time in milliseconds from before the first operation to
+    /// after the last, on any stream (CUDA events: fork on the first stream, join back to it).
+    pub fn timed<'env>(
+        &'env self,
+        streams: &'env [Stream],
+        f: impl for<'scope> FnOnce(&'scope Scope<'scope, 'env>) -> anyhow::Result<()>,
+    ) -> anyhow::Result<f64> {
+        let (_, ms) = scope::run(self.env(), streams, true, f)?;
+        ms.context("the timed scope measured nothing")
     }
 
     /// (free, total) device memory in bytes.
     pub fn memory(&self) -> anyhow::Result<(usize, usize)> {
-        let (mut free, mut total) = (0, 0);
-        // SAFETY: two valid out-pointers; the context is current on this thread.
-        check(unsafe { sys::cuMemGetInfo_v2(&mut free, &mut total) }, || "querying device memory".into())?;
-        Ok((free, total))
+        memory_info(&self.ctx)
     }
 
-    pub(crate) fn take_event(&self) -> anyhow::Result<Event> {
-        match self.events.borrow_mut().pop() {
-            Some(e) => Ok(e),
-            None => Event::new(),
-        }
+    fn env(&self) -> Env<'_> {
+        Env { ctx: &self.ctx, events: &self.events, recorder: &self.recorder }
     }
 
-    pub(crate) fn give_events(&self, events: impl IntoIterator<Item = Event>) {
-        self.events.borrow_mut().extend(events)
+    pub(crate) fn context(&self) -> &Arc<Context> {
+        &self.ctx
     }
 }
 
@@ -154,67 +174,57 @@ impl Drop for Gpu {
     }
 }
 
-/// `cuInit`, with one line for each way a machine can lack a usable GPU.
-pub fn driver_init() -> anyhow::Result<()> {
-    // SAFETY: cuInit takes flags (must be 0) and may be called more than once.
-    let code = unsafe { sys::cuInit(0) };
-    match code {
-        CUresult::CUDA_SUCCESS => Ok(()),
-        CUresult::CUDA_ERROR_STUB_LIBRARY => bail!(
-            "no NVIDIA driver: this program loaded the link-only libcuda stub, not a driver. \
-             Run it on a machine with an NVIDIA GPU and its driver"
-        ),
-        CUresult::CUDA_ERROR_NO_DEVICE => {
-            bail!("no CUDA GPU found: the NVIDIA driver is installed but sees no device (check nvidia-smi and CUDA_VISIBLE_DEVICES)")
-        }
-        CUresult::CUDA_ERROR_SYSTEM_DRIVER_MISMATCH => {
-            bail!("the NVIDIA kernel module and driver library versions differ: reboot or reinstall the driver")
-        }
-        other => bail!("the NVIDIA driver failed to start: {}", crate::error::cuda_error_name(other)),
-    }
-}
-
 impl DeviceInfo {
-    fn query(ordinal: u32, device: Device) -> anyhow::Result<DeviceInfo> {
-        let attr = |a: DeviceAttribute| device.get_attribute(a).with_context(|| format!("reading {a:?}"));
+    fn query(ordinal: u32, device: sys::CUdevice) -> anyhow::Result<DeviceInfo> {
+        use sys::CUdevice_attribute as A;
+        let attr = |a: A| -> anyhow::Result<i32> {
+            let mut v = 0;
+            // SAFETY: valid out-pointer and device handle.
+            check(unsafe { sys::cuDeviceGetAttribute(&mut v, a, device) }, || format!("reading {a:?}"))?;
+            Ok(v)
+        };
         let mut version = 0;
         // SAFETY: one valid out-pointer.
         check(unsafe { sys::cuDriverGetVersion(&mut version) }, || "reading the driver version".into())?;
         let mut bus = [0 as std::os::raw::c_char; 32];
         // SAFETY: the buffer is 32 bytes long and we pass its length; the driver NUL-terminates it.
-        check(unsafe { sys::cuDeviceGetPCIBusId(bus.as_mut_ptr(), bus.len() as i32, device.as_raw()) }, || {
+        check(unsafe { sys::cuDeviceGetPCIBusId(bus.as_mut_ptr(), bus.len() as i32, device) }, || {
             "reading the PCI bus id".into()
         })?;
         // SAFETY: NUL-terminated by the driver, within the buffer.
         let pci_bus_id = unsafe { std::ffi::CStr::from_ptr(bus.as_ptr()) }.to_string_lossy().into_owned();
-        let memory_gbps = match (attr(DeviceAttribute::MemoryClockRate), attr(DeviceAttribute::GlobalMemoryBusWidth)) {
+        let mut name = [0 as std::os::raw::c_char; 256];
+        // SAFETY: as above, 256 bytes.
+        check(unsafe { sys::cuDeviceGetName(name.as_mut_ptr(), name.len() as i32, device) }, || {
+            "reading the device name".into()
+        })?;
+        // SAFETY: NUL-terminated by the driver, within the buffer.
+        let name = unsafe { std::ffi::CStr::from_ptr(name.as_ptr()) }.to_string_lossy().into_owned();
+        let mut total_memory = 0;
+        // SAFETY: valid out-pointer and device handle.
+        check(unsafe { sys::cuDeviceTotalMem_v2(&mut total_memory, device) }, || "reading the device memory size".into())?;
+        let memory_gbps = match (attr(A::CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE), attr(A::CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH)) {
             (Ok(khz), Ok(bits)) if khz > 0 && bits > 0 => Some(2.0 * khz as f64 * 1e3 * bits as f64 / 8.0 / 1e9),
             _ => None,
         };
         Ok(DeviceInfo {
             ordinal,
-            name: device.name().context("reading the device name")?,
+            name,
             compute_capability: (
-                attr(DeviceAttribute::ComputeCapabilityMajor)?,
-                attr(DeviceAttribute::ComputeCapabilityMinor)?,
+                attr(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,
+                attr(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
             ),
-            sms: attr(DeviceAttribute::MultiprocessorCount)? as u32,
-            total_memory: device.total_memory().context("reading the device memory size")?,
-            async_engines: attr(DeviceAttribute::AsyncEngineCount)? as u32,
-            can_map_host_memory: attr(DeviceAttribute::CanMapHostMemory)? != 0,
-            unified_addressing: attr(DeviceAttribute::UnifiedAddressing)? != 0,
+            sms: attr(A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32,
+            total_memory,
+            async_engines: attr(A::CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT)? as u32,
+            can_map_host_memory: attr(A::CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY)? != 0,
+            unified_addressing: attr(A::CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING)? != 0,
             driver_version: (version / 1000, version % 1000 / 10),
             link: PcieLink::read(&pci_bus_id),
             pci_bus_id,
             memory_gbps,
         })
     }
-}
-
-/// How many CUDA devices this machine has (after `CUDA_VISIBLE_DEVICES`).
-pub fn device_count() -> anyhow::Result<u32> {
-    driver_init()?;
-    Device::num_devices().context("counting CUDA devices")
 }
 
 /// `all`, or a list like `0,1`: the devices to run on, checked against the machine.

@@ -6,27 +6,18 @@
 //! | write-combined | [`HostAlloc::WRITE_COMBINED`] | the CPU writes it without caching: fast for the GPU to read, very slow for the CPU to read |
 //! | mapped | [`HostAlloc::MAPPED`] | kernels read and write it across the bus (zero-copy) |
 //! | portable | [`HostAlloc::PORTABLE`] | pinned for every context, not only the current one |
-//! | pinned in place | [`Registered`] (`cuMemHostRegister`) | an existing allocation (a `Vec`) locked for as long as the guard lives |
+//! | pinned in place | [`Registered`] and [`crate::Gpu::pin_in_place`] (`cuMemHostRegister`) | an existing allocation (a `Vec`) locked while it is lent |
 
 use std::{
     ops::{BitOr, Deref, DerefMut},
     ptr::NonNull,
+    sync::Arc,
 };
 
 use anyhow::{bail, Context as _};
 use cust::sys;
 
-use crate::{error::cuda_error_name, report::fmt_bytes};
-
-/// Plain numbers: any bit pattern, all-zero included, is a valid value.
-pub trait Element: Copy + Send + Sync + 'static + sealed::Sealed {}
-mod sealed {
-    pub trait Sealed {}
-}
-macro_rules! element {
-    ($($t:ty),*) => { $(impl sealed::Sealed for $t {} impl Element for $t {})* };
-}
-element!(u8, u16, u32, u64, i8, i16, i32, i64, f32, f64);
+use crate::{context::Context, error::cuda_error_name, memory::Element, report::fmt_bytes};
 
 /// Ordinary pageable memory, `f(i)` for each element, with an error (not an abort) when the host
 /// cannot provide it.
@@ -62,26 +53,25 @@ impl BitOr for HostAlloc {
     }
 }
 
-/// Page-locked host memory from `cuMemHostAlloc`, zero-filled, freed with `cuMemFreeHost`.
+/// Page-locked host memory from `cuMemHostAlloc`, zero-filled, freed with `cuMemFreeHost`. Made by
+/// [`crate::Gpu::pinned`]; it keeps that GPU's context alive, since the context owns the pinning.
 pub struct PinnedBuffer<T: Element> {
     ptr: NonNull<T>,
     len: usize,
     flags: HostAlloc,
+    ctx: Arc<Context>,
 }
 
 impl<T: Element> PinnedBuffer<T> {
-    /// Pinned memory for `len` elements (like `cudaMallocHost`).
-    pub fn new(len: usize) -> anyhow::Result<Self> {
-        Self::with_flags(len, HostAlloc::DEFAULT)
-    }
-
-    pub fn with_flags(len: usize, flags: HostAlloc) -> anyhow::Result<Self> {
+    pub(crate) fn alloc(ctx: &Arc<Context>, len: usize, flags: HostAlloc) -> anyhow::Result<Self> {
         if len == 0 {
             bail!("a pinned buffer needs at least one element");
         }
         let bytes = len.checked_mul(std::mem::size_of::<T>()).context("pinned allocation size overflows")?;
+        ctx.make_current()?;
         let mut p = std::ptr::null_mut();
-        // SAFETY: valid out-pointer, nonzero size; the flags are the driver's own constants.
+        // SAFETY: valid out-pointer, nonzero size; the flags are the driver's own constants; the
+        // context is current.
         let code = unsafe { sys::cuMemHostAlloc(&mut p, bytes, flags.0) };
         if code != sys::CUresult::CUDA_SUCCESS || p.is_null() {
             bail!(
@@ -93,21 +83,15 @@ impl<T: Element> PinnedBuffer<T> {
         let ptr = NonNull::new(p.cast::<T>()).unwrap();
         // SAFETY: the allocation holds `bytes` writable bytes; all-zero is a valid T (Element).
         unsafe { std::ptr::write_bytes(ptr.as_ptr(), 0, len) };
-        Ok(PinnedBuffer { ptr, len, flags })
-    }
-
-    /// A pinned buffer filled from `f(i)`.
-    pub fn from_fn(len: usize, f: impl FnMut(usize) -> T) -> anyhow::Result<Self> {
-        let mut b = Self::new(len)?;
-        b.iter_mut().enumerate().for_each({
-            let mut f = f;
-            move |(i, x)| *x = f(i)
-        });
-        Ok(b)
+        Ok(PinnedBuffer { ptr, len, flags, ctx: ctx.clone() })
     }
 
     pub fn flags(&self) -> HostAlloc {
         self.flags
+    }
+
+    pub(crate) fn context(&self) -> &Arc<Context> {
+        &self.ctx
     }
 
     /// The address kernels use for this memory (zero-copy); only for [`HostAlloc::MAPPED`] buffers.
@@ -141,53 +125,109 @@ impl<T: Element> DerefMut for PinnedBuffer<T> {
     }
 }
 
+impl<T: Element> std::fmt::Debug for PinnedBuffer<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PinnedBuffer<{}>[{}] ({:?})", std::any::type_name::<T>(), self.len, self.flags)
+    }
+}
+
 impl<T: Element> Drop for PinnedBuffer<T> {
     fn drop(&mut self) {
-        // SAFETY: allocated by cuMemHostAlloc and freed once; no GPU work can still use it, because
-        // every scope that lent it to the GPU synchronized before its borrow ended.
-        unsafe { sys::cuMemFreeHost(self.ptr.as_ptr().cast()) };
+        // SAFETY: allocated by cuMemHostAlloc in self.ctx (alive: self holds it) and freed once; no GPU
+        // work can still use it, because every scope that lent it synchronized before its borrow ended.
+        self.ctx.with_current(|| unsafe { sys::cuMemFreeHost(self.ptr.as_ptr().cast()) });
     }
 }
 
-/// An existing allocation pinned in place with `cuMemHostRegister` for as long as this guard lives.
-/// The borrow keeps the memory from being freed, moved or reallocated while it is registered.
-pub struct Registered<'a, T: Element> {
-    slice: &'a mut [T],
+/// A `Vec` pinned in place with `cuMemHostRegister` (`cudaHostRegister`). It owns the `Vec`, so the
+/// memory cannot be freed or moved while it is registered; [`Registered::into_vec`] unregisters and
+/// gives it back. Forgetting it (`mem::forget`) leaks the memory, still pinned: nothing worse.
+/// Made by [`crate::Gpu::register`]; for one transfer of part of a `Vec`, see [`crate::Gpu::pin_in_place`].
+pub struct Registered<T: Element> {
+    vec: Vec<T>,
+    ctx: Arc<Context>,
 }
 
-impl<'a, T: Element> Registered<'a, T> {
-    pub fn new(slice: &'a mut [T]) -> anyhow::Result<Self> {
-        if slice.is_empty() {
-            bail!("cannot pin an empty slice");
-        }
-        let bytes = std::mem::size_of_val(slice);
-        // SAFETY: the range is one live allocation that the borrow keeps alive and in place until Drop.
-        let code = unsafe { sys::cuMemHostRegister_v2(slice.as_mut_ptr().cast(), bytes, 0) };
-        if code != sys::CUresult::CUDA_SUCCESS {
-            bail!("the host refused to pin {} in place ({})", fmt_bytes(bytes), cuda_error_name(code));
-        }
-        Ok(Registered { slice })
+impl<T: Element> Registered<T> {
+    pub(crate) fn new(ctx: &Arc<Context>, vec: Vec<T>) -> anyhow::Result<Self> {
+        register(ctx, &vec)?;
+        Ok(Registered { vec, ctx: ctx.clone() })
+    }
+
+    /// Unregisters the memory and returns the `Vec`.
+    pub fn into_vec(mut self) -> Vec<T> {
+        unregister(&self.ctx, &self.vec);
+        std::mem::take(&mut self.vec) // an empty Vec is never registered, so Drop does nothing more
     }
 }
 
-impl<T: Element> Deref for Registered<'_, T> {
+impl<T: Element> Deref for Registered<T> {
     type Target = [T];
     fn deref(&self) -> &[T] {
-        self.slice
+        &self.vec
     }
 }
 
-impl<T: Element> DerefMut for Registered<'_, T> {
+impl<T: Element> DerefMut for Registered<T> {
     fn deref_mut(&mut self) -> &mut [T] {
-        self.slice
+        &mut self.vec
     }
 }
 
-impl<T: Element> Drop for Registered<'_, T> {
-    fn drop(&mut self) {
-        // SAFETY: registered in `new` with this exact base address; unregistered once.
-        unsafe { sys::cuMemHostUnregister(self.slice.as_mut_ptr().cast()) };
+impl<T: Element> std::fmt::Debug for Registered<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Registered<{}>[{}]", std::any::type_name::<T>(), self.vec.len())
     }
+}
+
+impl<T: Element> Drop for Registered<T> {
+    fn drop(&mut self) {
+        if !self.vec.is_empty() {
+            unregister(&self.ctx, &self.vec);
+        }
+    }
+}
+
+/// Pins `slice` in place, runs `f` on it, and unregisters it, also if `f` panics. The registration
+/// cannot outlive the borrow: no guard is handed out that could be forgotten.
+pub(crate) fn pin_in_place<T: Element, R>(
+    ctx: &Arc<Context>,
+    slice: &mut [T],
+    f: impl FnOnce(&mut [T]) -> R,
+) -> anyhow::Result<R> {
+    struct Unregister<'a, T> {
+        ctx: &'a Context,
+        base: *const T,
+    }
+    impl<T> Drop for Unregister<'_, T> {
+        fn drop(&mut self) {
+            // SAFETY: registered below with this base address; unregistered once.
+            self.ctx.with_current(|| unsafe { sys::cuMemHostUnregister(self.base as *mut _) });
+        }
+    }
+    register(ctx, slice)?;
+    let _guard = Unregister { ctx, base: slice.as_ptr() };
+    Ok(f(slice))
+}
+
+fn register<T>(ctx: &Context, slice: &[T]) -> anyhow::Result<()> {
+    if slice.is_empty() {
+        bail!("cannot pin an empty slice");
+    }
+    let bytes = std::mem::size_of_val(slice);
+    ctx.make_current()?;
+    // SAFETY: the range is one live allocation, which the caller keeps alive and in place until it
+    // unregisters it. The driver only pins it; it does not write it.
+    let code = unsafe { sys::cuMemHostRegister_v2(slice.as_ptr() as *mut _, bytes, 0) };
+    if code != sys::CUresult::CUDA_SUCCESS {
+        bail!("the host refused to pin {} in place ({})", fmt_bytes(bytes), cuda_error_name(code));
+    }
+    Ok(())
+}
+
+fn unregister<T>(ctx: &Context, slice: &[T]) {
+    // SAFETY: registered by `register` with this base address; unregistered once.
+    ctx.with_current(|| unsafe { sys::cuMemHostUnregister(slice.as_ptr() as *mut _) });
 }
 
 #[cfg(test)]
@@ -209,9 +249,4 @@ mod tests {
         assert!(err.starts_with("cannot allocate"), "{err}");
     }
 
-    #[test]
-    fn empty_buffers_are_errors_not_panics() {
-        assert!(PinnedBuffer::<f32>::new(0).is_err());
-        assert!(Registered::<f32>::new(&mut []).is_err());
-    }
 }

@@ -2,74 +2,97 @@
 //! safe launcher for each and its CPU twin in [`cpu`] for checking results.
 //!
 //! A launcher returns a [`Launch`]: the kernel, its grid and arguments, and which device ranges it reads
-//! and writes, so that [`crate::Scope::launch`] can order it against the copies on other streams.
+//! and writes, so that [`crate::Scope::launch`] can order it against the copies on other streams. Adding
+//! a kernel: its `.cu`, a line in [`KERNELS`] with its parameters as the `.cu` declares them (a test
+//! holds them against the PTX), one launcher below, and its CPU twin in [`cpu`].
 
-use std::ffi::c_void;
+use std::{ffi::CString, sync::Arc};
 
 use anyhow::Context as _;
-use cust::{module::Module, sys};
+use cust::sys;
 
-use crate::scope::{Dev, DevAccess};
+use crate::{
+    context::Context,
+    error::check,
+    scope::{Dev, DevAccess, Launch, Param},
+};
 
 const PIPELINE_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/pipeline.ptx"));
 const VECTOR_ADD_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/vector_add.ptx"));
 const ZERO_COPY_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/zero_copy.ptx"));
 
+/// Every module, by file.
+const MODULES: [(&str, &str); 3] = [("pipeline", PIPELINE_PTX), ("vector_add", VECTOR_ADD_PTX), ("zero_copy", ZERO_COPY_PTX)];
+
+/// A kernel parameter's type as the `.cu` declares it: a pointer, `unsigned long long`, `unsigned int`, `float`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Ty {
+    Ptr,
+    U64,
+    U32,
+    F32,
+}
+
+/// One kernel: its module (index into [`MODULES`]), its name, its parameters.
+pub(crate) struct Kernel {
+    pub module: usize,
+    pub name: &'static str,
+    pub params: &'static [Ty],
+}
+
+/// Every kernel the launchers below use, in one table.
+pub(crate) const KERNELS: [Kernel; 7] = [
+    Kernel { module: 0, name: "process", params: &[Ty::Ptr, Ty::U64, Ty::U32] },
+    Kernel { module: 0, name: "process_sincos", params: &[Ty::Ptr, Ty::U64, Ty::U32] },
+    Kernel { module: 0, name: "heavy_sqrt", params: &[Ty::Ptr, Ty::U64, Ty::U32] },
+    Kernel { module: 1, name: "vector_add", params: &[Ty::Ptr, Ty::Ptr, Ty::Ptr, Ty::U64] },
+    Kernel { module: 2, name: "scale", params: &[Ty::Ptr, Ty::Ptr, Ty::U64, Ty::F32] },
+    Kernel { module: 2, name: "accumulate", params: &[Ty::Ptr, Ty::Ptr, Ty::U64] },
+    Kernel { module: 0, name: "fault", params: &[Ty::Ptr] },
+];
+const PROCESS: usize = 0;
+const PROCESS_SINCOS: usize = 1;
+const HEAVY_SQRT: usize = 2;
+const VECTOR_ADD: usize = 3;
+const SCALE: usize = 4;
+const ACCUMULATE: usize = 5;
+const FAULT: usize = 6;
+
 /// Threads per block of every launcher.
 pub const BLOCK: u32 = 256;
 
-/// The loaded kernels. Function handles stay valid while the modules live (they are dropped together).
+/// The loaded kernels of one GPU. A [`Launch`] borrows them, so they outlive every launch.
 pub struct Kernels {
-    process: sys::CUfunction,
-    process_sincos: sys::CUfunction,
-    heavy_sqrt: sys::CUfunction,
-    vector_add: sys::CUfunction,
-    scale: sys::CUfunction,
-    accumulate: sys::CUfunction,
-    fault: sys::CUfunction,
+    functions: Vec<sys::CUfunction>,
+    modules: Vec<sys::CUmodule>,
     sms: u32,
-    _modules: Vec<Module>,
+    ctx: Arc<Context>,
 }
 
-/// A kernel launch, ready for [`crate::Scope::launch`].
-pub struct Launch<'scope> {
-    pub(crate) name: &'static str,
-    func: sys::CUfunction,
-    grid: u32,
-    params: Vec<Param>,
-    pub(crate) accesses: Vec<DevAccess>,
-    pub(crate) invalid: Option<String>,
-    _scope: std::marker::PhantomData<Dev<'scope, u8>>,
-}
-
-enum Param {
-    U64(u64),
-    U32(u32),
-    F32(f32),
-}
+// SAFETY: module and function handles may be used from any thread with their context current.
+unsafe impl Send for Kernels {}
 
 impl Kernels {
-    pub(crate) fn load(sms: u32) -> anyhow::Result<Kernels> {
-        let module = |name: &str, ptx: &str| Module::from_ptx(ptx, &[]).with_context(|| format!("loading {name}.ptx"));
-        let modules = vec![
-            module("pipeline", PIPELINE_PTX)?,
-            module("vector_add", VECTOR_ADD_PTX)?,
-            module("zero_copy", ZERO_COPY_PTX)?,
-        ];
-        let f = |m: usize, name: &str| -> anyhow::Result<sys::CUfunction> {
-            Ok(modules[m].get_function(name).with_context(|| format!("finding kernel {name}"))?.to_raw())
-        };
-        Ok(Kernels {
-            process: f(0, "process")?,
-            process_sincos: f(0, "process_sincos")?,
-            heavy_sqrt: f(0, "heavy_sqrt")?,
-            vector_add: f(1, "vector_add")?,
-            scale: f(2, "scale")?,
-            accumulate: f(2, "accumulate")?,
-            fault: f(0, "fault")?,
-            sms,
-            _modules: modules,
-        })
+    pub(crate) fn load(ctx: &Arc<Context>, sms: u32) -> anyhow::Result<Kernels> {
+        ctx.make_current()?;
+        let mut k = Kernels { functions: Vec::new(), modules: Vec::new(), sms, ctx: ctx.clone() };
+        for (name, ptx) in MODULES {
+            let image = CString::new(ptx).with_context(|| format!("{name}.ptx has a NUL byte"))?;
+            let mut module = std::ptr::null_mut();
+            // SAFETY: a NUL-terminated PTX image and a valid out-pointer; the context is current.
+            check(unsafe { sys::cuModuleLoadData(&mut module, image.as_ptr().cast()) }, || format!("loading {name}.ptx"))?;
+            k.modules.push(module);
+        }
+        for kernel in &KERNELS {
+            let name = CString::new(kernel.name).unwrap();
+            let mut f = std::ptr::null_mut();
+            // SAFETY: a loaded module, a NUL-terminated name and a valid out-pointer.
+            check(unsafe { sys::cuModuleGetFunction(&mut f, k.modules[kernel.module], name.as_ptr()) }, || {
+                format!("finding kernel {}", kernel.name)
+            })?;
+            k.functions.push(f);
+        }
+        Ok(k)
     }
 
     /// Grid-stride launches: one thread per element, at most 64 blocks per SM.
@@ -77,85 +100,101 @@ impl Kernels {
         n.div_ceil(BLOCK as usize).clamp(1, 64 * self.sms as usize) as u32
     }
 
-    /// `process<<<..>>>(data, n, iters)`: `iters` rounds of `x = x * A + B` in place ([`cpu::process`]).
-    pub fn process<'s>(&self, data: Dev<'s, f32>, iters: u32) -> Launch<'s> {
-        let grid = self.grid(data.len());
-        launch(
-            "process",
-            self.process,
-            grid,
-            vec![data.access(true)],
-            vec![Param::U64(data.ptr()), n(data.len()), Param::U32(iters)],
-        )
-    }
-
-    /// The seed's `process` kernel of overlap_pattern.cu: `iters` rounds of `sinf(x) * cosf(x) + 1`, one thread per element.
-    pub fn process_sincos<'s>(&self, data: Dev<'s, f32>, iters: u32) -> Launch<'s> {
-        let grid = data.len().div_ceil(BLOCK as usize);
-        let mut l = launch(
-            "process_sincos",
-            self.process_sincos,
-            0,
-            vec![data.access(true)],
-            vec![Param::U64(data.ptr()), n(data.len()), Param::U32(iters)],
-        );
-        match u32::try_from(grid) {
-            Ok(g) => l.grid = g.max(1),
-            Err(_) => l.invalid = Some(format!("{} elements need more blocks than a grid holds", data.len())),
+    /// A launch of kernel `k`, refused if its arguments do not match the kernel's parameters.
+    fn launch<'s>(&'s self, k: usize, grid: u32, params: Vec<Param>, accesses: Vec<DevAccess>) -> Launch<'s> {
+        let kernel = &KERNELS[k];
+        let types: Vec<Ty> = params
+            .iter()
+            .map(|p| match p {
+                Param::Ptr(_) => Ty::Ptr,
+                Param::U64(_) => Ty::U64,
+                Param::U32(_) => Ty::U32,
+                Param::F32(_) => Ty::F32,
+            })
+            .collect();
+        let launch = Launch::new(kernel.name, self.functions[k], self.ctx.raw(), (grid, BLOCK), params, accesses);
+        if types != kernel.params {
+            return launch.refuse(format!("arguments {types:?} do not match its parameters {:?}", kernel.params));
         }
-        l
+        launch
     }
 
-    /// The seed's `processKernel` of async_memcpy.cu: `iters` rounds of `x = sqrt(x * x + 1)`, in place.
-    pub fn heavy_sqrt<'s>(&self, data: Dev<'s, f32>, iters: u32) -> Launch<'s> {
-        let grid = self.grid(data.len());
-        launch(
-            "heavy_sqrt",
-            self.heavy_sqrt,
-            grid,
-            vec![data.access(true)],
-            vec![Param::U64(data.ptr()), n(data.len()), Param::U32(iters)],
-        )
+    /// `process<<<..>>>(data, n, iters)`: `iters` rounds of `x = x * A + B` in place ([`cpu::process`]).
+    pub fn process<'s>(&'s self, data: Dev<'s, f32>, iters: u32) -> Launch<'s> {
+        let params = vec![Param::Ptr(data.ptr()), n(data.len()), Param::U32(iters)];
+        self.launch(PROCESS, self.grid(data.len()), params, vec![data.access(true)])
+    }
+
+    /// The kernel of overlap_pattern.cu: `iters` rounds of `sinf(x) * cosf(x) + 1`, one thread per
+    /// element, `(n + 255) / 256` blocks of 256 as that program launches it.
+    pub fn process_sincos<'s>(&'s self, data: Dev<'s, f32>, iters: u32) -> Launch<'s> {
+        let blocks = data.len().div_ceil(BLOCK as usize).max(1);
+        let params = vec![Param::Ptr(data.ptr()), n(data.len()), Param::U32(iters)];
+        match u32::try_from(blocks) {
+            Ok(grid) => self.launch(PROCESS_SINCOS, grid, params, vec![data.access(true)]),
+            Err(_) => self
+                .launch(PROCESS_SINCOS, 1, params, vec![data.access(true)])
+                .refuse(format!("{} elements need more blocks than a grid holds", data.len())),
+        }
+    }
+
+    /// The kernel of async_memcpy.cu: `iters` rounds of `x = sqrt(x * x + 1)`, in place.
+    pub fn heavy_sqrt<'s>(&'s self, data: Dev<'s, f32>, iters: u32) -> Launch<'s> {
+        let params = vec![Param::Ptr(data.ptr()), n(data.len()), Param::U32(iters)];
+        self.launch(HEAVY_SQRT, self.grid(data.len()), params, vec![data.access(true)])
     }
 
     /// `c = a + b`.
-    pub fn vector_add<'s>(&self, a: Dev<'s, f32>, b: Dev<'s, f32>, c: Dev<'s, f32>) -> Launch<'s> {
+    pub fn vector_add<'s>(&'s self, a: Dev<'s, f32>, b: Dev<'s, f32>, c: Dev<'s, f32>) -> Launch<'s> {
         let accesses = vec![a.access(false), b.access(false), c.access(true)];
-        let params = vec![Param::U64(a.ptr()), Param::U64(b.ptr()), Param::U64(c.ptr()), n(c.len())];
-        let mut l = launch("vector_add", self.vector_add, self.grid(c.len()), accesses, params);
+        let params = vec![Param::Ptr(a.ptr()), Param::Ptr(b.ptr()), Param::Ptr(c.ptr()), n(c.len())];
+        let launch = self.launch(VECTOR_ADD, self.grid(c.len()), params, accesses);
         if a.len() != c.len() || b.len() != c.len() {
-            l.invalid = Some(format!("lengths differ: a {}, b {}, c {}", a.len(), b.len(), c.len()));
+            return launch.refuse(format!("lengths differ: a {}, b {}, c {}", a.len(), b.len(), c.len()));
         }
-        l
+        launch
     }
 
-    /// `out = input * a` (the seed's zeroCopyKernel).
-    pub fn scale<'s>(&self, input: Dev<'s, f32>, out: Dev<'s, f32>, a: f32) -> Launch<'s> {
+    /// `out = input * a` (zero-copy's kernel).
+    pub fn scale<'s>(&'s self, input: Dev<'s, f32>, out: Dev<'s, f32>, a: f32) -> Launch<'s> {
         let accesses = vec![input.access(false), out.access(true)];
-        let params = vec![Param::U64(input.ptr()), Param::U64(out.ptr()), n(out.len()), Param::F32(a)];
-        let mut l = launch("scale", self.scale, self.grid(out.len()), accesses, params);
+        let params = vec![Param::Ptr(input.ptr()), Param::Ptr(out.ptr()), n(out.len()), Param::F32(a)];
+        let launch = self.launch(SCALE, self.grid(out.len()), params, accesses);
         if input.len() != out.len() {
-            l.invalid = Some(format!("lengths differ: input {}, out {}", input.len(), out.len()));
+            return launch.refuse(format!("lengths differ: input {}, out {}", input.len(), out.len()));
         }
-        l
-    }
-
-    /// For tests of error handling: a kernel that writes outside any allocation. The GPU's memory
-    /// protection stops it (CUDA_ERROR_ILLEGAL_ADDRESS) and the context stays broken for the process.
-    #[doc(hidden)]
-    pub fn fault_for_tests<'s>(&self, data: Dev<'s, f32>) -> Launch<'s> {
-        launch("fault", self.fault, 1, vec![data.access(true)], vec![Param::U64(data.ptr())])
+        launch
     }
 
     /// `out += input`: a second pass over the same input.
-    pub fn accumulate<'s>(&self, input: Dev<'s, f32>, out: Dev<'s, f32>) -> Launch<'s> {
+    pub fn accumulate<'s>(&'s self, input: Dev<'s, f32>, out: Dev<'s, f32>) -> Launch<'s> {
         let accesses = vec![input.access(false), out.access(true)];
-        let params = vec![Param::U64(input.ptr()), Param::U64(out.ptr()), n(out.len())];
-        let mut l = launch("accumulate", self.accumulate, self.grid(out.len()), accesses, params);
+        let params = vec![Param::Ptr(input.ptr()), Param::Ptr(out.ptr()), n(out.len())];
+        let launch = self.launch(ACCUMULATE, self.grid(out.len()), params, accesses);
         if input.len() != out.len() {
-            l.invalid = Some(format!("lengths differ: input {}, out {}", input.len(), out.len()));
+            return launch.refuse(format!("lengths differ: input {}, out {}", input.len(), out.len()));
         }
-        l
+        launch
+    }
+
+    /// For tests of error handling only: a kernel that writes 1 TiB below `data`.
+    ///
+    /// # Safety
+    /// The write goes outside every allocation the scope knows of. Where nothing is mapped there, the
+    /// GPU stops it (`CUDA_ERROR_ILLEGAL_ADDRESS`) and the context is dead for the rest of the process;
+    /// where something is, it is corrupted. Call it only in a test process that expects the fault.
+    #[doc(hidden)]
+    pub unsafe fn fault_for_tests<'s>(&'s self, data: Dev<'s, f32>) -> Launch<'s> {
+        self.launch(FAULT, 1, vec![Param::Ptr(data.ptr())], vec![data.access(true)])
+    }
+}
+
+impl Drop for Kernels {
+    fn drop(&mut self) {
+        for &m in &self.modules {
+            // SAFETY: loaded once, unloaded once, in their own context; every Launch borrowed self and is gone.
+            self.ctx.with_current(|| unsafe { sys::cuModuleUnload(m) });
+        }
     }
 }
 
@@ -198,7 +237,7 @@ impl Work {
 
 impl Kernels {
     /// Launches `work` on `data` in place.
-    pub fn work<'s>(&self, work: Work, data: Dev<'s, f32>) -> Launch<'s> {
+    pub fn work<'s>(&'s self, work: Work, data: Dev<'s, f32>) -> Launch<'s> {
         match work {
             Work::Process(i) => self.process(data, i),
             Work::SinCos(i) => self.process_sincos(data, i),
@@ -208,48 +247,6 @@ impl Kernels {
 
 fn n(len: usize) -> Param {
     Param::U64(len as u64)
-}
-
-fn launch<'s>(
-    name: &'static str,
-    func: sys::CUfunction,
-    grid: u32,
-    accesses: Vec<DevAccess>,
-    params: Vec<Param>,
-) -> Launch<'s> {
-    Launch { name, func, grid, params, accesses, invalid: None, _scope: std::marker::PhantomData }
-}
-
-impl Launch<'_> {
-    pub(crate) fn enqueue(&mut self, stream: sys::CUstream) -> sys::CUresult {
-        let mut args: Vec<*mut c_void> = self
-            .params
-            .iter_mut()
-            .map(|p| match p {
-                Param::U64(v) => v as *mut u64 as *mut c_void,
-                Param::U32(v) => v as *mut u32 as *mut c_void,
-                Param::F32(v) => v as *mut f32 as *mut c_void,
-            })
-            .collect();
-        // SAFETY: the launchers above build `params` to match each kernel's signature in kernels/*.cu
-        // (pointer = u64, n = unsigned long long, iters = unsigned int, a = float); every pointer is a
-        // live device range of the length passed as n, lent to the scope that orders this launch.
-        unsafe {
-            sys::cuLaunchKernel(
-                self.func,
-                self.grid,
-                1,
-                1,
-                BLOCK,
-                1,
-                1,
-                0,
-                stream,
-                args.as_mut_ptr(),
-                std::ptr::null_mut(),
-            )
-        }
-    }
 }
 
 /// The CPU twins of the kernels, operation for operation, so results can be compared bit for bit.
@@ -281,7 +278,39 @@ pub mod cpu {
 
 #[cfg(test)]
 mod tests {
-    use super::cpu;
+    use super::{cpu, Ty, KERNELS, MODULES};
+
+    /// The parameter types of `.entry name(...)` in a PTX text: `.u64`, `.u32`, `.f32`.
+    fn ptx_params(ptx: &str, name: &str) -> Option<Vec<String>> {
+        let start = ptx.find(&format!(".entry {name}("))?;
+        let body = &ptx[start..start + ptx[start..].find(')')?];
+        Some(body.lines().filter_map(|l| l.trim().strip_prefix(".param ")?.split_whitespace().next().map(String::from)).collect())
+    }
+
+    #[test]
+    fn every_launcher_matches_its_kernels_signature_in_the_ptx() {
+        for k in &KERNELS {
+            let (module, ptx) = MODULES[k.module];
+            let got = ptx_params(ptx, k.name).unwrap_or_else(|| panic!("no kernel {} in {module}.ptx", k.name));
+            let want: Vec<&str> = k
+                .params
+                .iter()
+                .map(|t| match t {
+                    Ty::Ptr | Ty::U64 => ".u64",
+                    Ty::U32 => ".u32",
+                    Ty::F32 => ".f32",
+                })
+                .collect();
+            assert_eq!(got, want, "kernel {} in {module}.cu", k.name);
+        }
+    }
+
+    #[test]
+    fn the_signature_check_sees_a_changed_parameter() {
+        let ptx = ".visible .entry scale(\n\t.param .u64 scale_param_0,\n\t.param .u32 scale_param_1\n)\n{";
+        assert_eq!(ptx_params(ptx, "scale").unwrap(), vec![".u64", ".u32"]);
+        assert!(ptx_params(ptx, "missing").is_none());
+    }
 
     #[test]
     fn the_ptx_targets_the_driver_we_ship_for() {

@@ -2,38 +2,47 @@
 //!
 //! | module | what it holds |
 //! | --- | --- |
-//! | [`device`] | GPU start-up with clear errors, the device report |
-//! | [`host`] | host buffer kinds: pinned (with `cuMemHostAlloc` flags) and pinned in place |
-//! | [`scope`] | stream scopes: async copies and launches that borrow their buffers until the GPU is done |
-//! | [`staging`] | pageable memory at near-pinned speed through a ring of pinned buffers |
+//! | [`device`] | the GPU ([`Gpu`]): start-up with clear errors, the device report, everything made on it |
+//! | [`memory`] | device buffers, and the element types copies may fill |
+//! | [`host`] | host buffer kinds: pinned (with `cuMemHostAlloc` flags), mapped, pinned in place |
+//! | [`stream`] | streams (non-blocking by default) |
+//! | [`scope`] | stream scopes: async copies, launches and events that borrow their buffers until the GPU is done |
 //! | [`kernels`] | typed launchers for `kernels/*.cu` and their CPU twins |
-//! | [`timing`] | CUDA-event timing statistics, bandwidth |
+//! | [`staging`] | pageable memory at near-pinned speed through a ring of pinned buffers |
+//! | [`timing`] | timing statistics, bandwidth |
 //! | [`timeline`] | phases (NVTX ranges) and the built-in CUDA-event timeline |
 //! | [`chunks`] | how N elements are split into chunks and streams |
 //! | [`pipeline`] | the ideal time of a copy-compute-copy pipeline |
 //! | [`verify`] | checking results against a CPU reference |
 //! | [`report`] | tables, verdicts and JSON |
 //! | [`args`] | the flags every lesson shares |
+//!
+//! Every type here that holds a GPU resource keeps its context alive, and no public method can queue
+//! GPU work except through a [`Scope`], which borrows what the work touches until it is done.
 
 pub mod args;
 pub mod chunks;
+mod context;
 pub mod device;
 pub mod error;
 pub mod host;
 pub mod kernels;
+pub mod memory;
 pub mod pipeline;
 pub mod report;
 pub mod scope;
 pub mod staging;
+pub mod stream;
 pub mod timeline;
 pub mod timing;
 pub mod verify;
 
 pub use anyhow;
 pub use chunks::{Chunk, ChunkPlan};
-pub use cust::{memory::DeviceBuffer, stream::Stream};
 pub use device::Gpu;
 pub use error::Result;
 pub use host::{pageable, HostAlloc, PinnedBuffer, Registered};
-pub use scope::{Dev, Scope};
+pub use memory::{DeviceBuffer, Element};
+pub use scope::{Dev, Ordering, Scope, ScopeEvent};
+pub use stream::Stream;
 pub use timing::Stats;

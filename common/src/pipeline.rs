@@ -13,7 +13,7 @@ use crate::{
     report::{fmt_bytes, fmt_ms, verdict},
     timing::{measure, Repeats, Stats},
     verify::input,
-    ChunkPlan, Gpu, PinnedBuffer,
+    ChunkPlan, DeviceBuffer, Gpu, Stream,
 };
 
 /// Milliseconds each stage of one chunk takes when run alone.
@@ -139,8 +139,8 @@ pub struct CopyTimes {
 impl CopyTimes {
     /// Times copies of `len` f32 between pinned memory and the device, alone and both ways at once.
     pub fn measure(gpu: &Gpu, len: usize, r: Repeats) -> anyhow::Result<CopyTimes> {
-        let h_in = PinnedBuffer::from_fn(len, input)?;
-        let mut h_out = PinnedBuffer::<f32>::new(len)?;
+        let h_in = gpu.pinned_from_fn(len, input)?;
+        let mut h_out = gpu.pinned::<f32>(len)?;
         let (mut up, mut down) = (gpu.alloc::<f32>(len)?, gpu.alloc::<f32>(len)?);
         let streams = gpu.streams(2)?;
         // A phase of its own, unless the caller has named what these copies are for.
@@ -256,13 +256,13 @@ pub struct Layout {
 /// the GPU time in ms. The lessons spell this loop out; benchmarks and the multi-GPU lesson call it.
 pub fn run_pipeline(
     gpu: &Gpu,
-    streams: &[cust::stream::Stream],
+    streams: &[Stream],
     plan: &ChunkPlan,
     layout: Layout,
     work: Work,
     h_in: &[f32],
     h_out: &mut [f32],
-    bufs: &mut [cust::memory::DeviceBuffer<f32>],
+    bufs: &mut [DeviceBuffer<f32>],
 ) -> anyhow::Result<f64> {
     anyhow::ensure!(
         bufs.len() >= layout.buffers && streams.len() >= layout.buffers.max(if layout.by_engine { 3 } else { 1 }),

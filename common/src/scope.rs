@@ -4,58 +4,69 @@
 //! gpu.scope(&streams, |s| {
 //!     let d = s.device(&mut d_data);                 // d_data is the scope's until it ends
 //!     s.htod(&streams[0], &h_in, d)?;                // cudaMemcpyAsync(d, h_in, ..., H2D, streams[0])
-//!     s.launch(&streams[1], gpu.kernels.process(d, 100))?; // waits for the copy: it reads what the copy wrote
+//!     let copied = s.event_record(&streams[0])?;     // cudaEventRecord(copied, streams[0])
+//!     s.stream_wait_event(&streams[1], copied)?;     // cudaStreamWaitEvent(streams[1], copied)
+//!     s.launch(&streams[1], gpu.kernels.process(d, 100))?;
 //!     s.dtoh(&streams[1], d, &mut h_out)?;
 //!     Ok(())
 //! })?;                                               // every stream synchronized: h_out is ready
 //! ```
 //!
-//! What makes this safe without `unsafe` in the lessons:
+//! What makes this safe without `unsafe` in the caller:
 //! - Host memory handed to an async copy is borrowed (`&[T]` to read, `&mut [T]` to write) for the whole
-//!   scope, and the scope synchronizes every stream before it returns, also on error or panic. So no host
-//!   buffer can be freed, moved, read or written while a copy into or out of it may be in flight.
+//!   scope, and the scope synchronizes every stream before it returns, also on error or panic. Where it
+//!   cannot prove that the GPU has stopped (a stream failed, and the context is not dead), it aborts the
+//!   process rather than release memory the GPU may still write.
 //! - Device buffers (and mapped host buffers) are borrowed mutably for the scope and addressed through
 //!   [`Dev`] handles. Like cudarc, the scope records an event after each operation and remembers, per
 //!   buffer and byte range, the last write and the reads since. An operation on another stream that
-//!   touches an overlapping range first waits for the events it conflicts with (read after write, write
-//!   after read or write). Operations on one stream are ordered by the stream and need no wait.
+//!   touches an overlapping range must be ordered after them: by the stream, by the waits the program
+//!   made itself ([`Scope::event_record`], [`Scope::stream_wait_event`]), or, where those are missing,
+//!   by a wait the scope adds and reports ([`Scope::ordering`]). The ordering known on each stream is a
+//!   vector clock, so waits the program made are recognized, transitively.
+//! - One operation may not read and write overlapping bytes (a kernel's input and output views of one
+//!   buffer, a copy within one buffer): the result would race.
+//! - Streams, buffers and kernels of another context are refused. Everything the scope touches keeps
+//!   its context alive.
 //! - Handles are tied to their scope's lifetime (invariant, as in `std::thread::scope`) and carry the
 //!   scope's id, so they cannot leak out of the scope or be used in another one.
 
 use std::{
     cell::RefCell,
+    ffi::c_void,
     marker::PhantomData,
     ops::Range,
-    sync::atomic::{AtomicU64, Ordering},
+    sync::atomic::{AtomicU64, Ordering as Atomic},
 };
 
-use anyhow::{bail, Context as _};
-use cust::{
-    memory::{DeviceBuffer, DeviceCopy},
-    stream::Stream,
-    sys::{self, CUresult},
-};
+use anyhow::{anyhow, bail, Context as _};
+use cust::sys::{self, CUresult};
+use serde::Serialize;
 
 use crate::{
-    error::check,
-    host::{Element, PinnedBuffer},
-    kernels::Launch,
-    timeline::Record,
-    timing::Event,
-    Gpu,
+    context::Context,
+    error::{check, cuda_error_name},
+    host::PinnedBuffer,
+    memory::{DeviceBuffer, Element},
+    report::fmt_bytes,
+    stream::{Event, EventPool, Stream},
+    timeline::{current_phase, Record, Recorder},
 };
 
 static NEXT_SCOPE: AtomicU64 = AtomicU64::new(1);
 
+/// Invariant in `'scope`, like `std::thread::Scope`: a handle of one scope never fits another.
+type Invariant<'scope> = PhantomData<fn(&'scope ()) -> &'scope ()>;
+
 /// A device buffer (or mapped host buffer) lent to a scope, or a sub-range of one. Copy it freely.
 pub struct Dev<'scope, T> {
-    pub(crate) scope: u64,
-    pub(crate) buffer: usize,
+    scope: u64,
+    buffer: usize,
     /// Device address of element 0 of the whole buffer.
-    pub(crate) base: u64,
-    pub(crate) offset: usize,
-    pub(crate) len: usize,
-    _marker: PhantomData<(fn(&'scope ()) -> &'scope (), *const T)>,
+    base: u64,
+    offset: usize,
+    len: usize,
+    _marker: PhantomData<(Invariant<'scope>, *const T)>,
 }
 
 impl<T> Clone for Dev<'_, T> {
@@ -89,6 +100,7 @@ impl<'scope, T> Dev<'scope, T> {
         self.base + (self.offset * std::mem::size_of::<T>()) as u64
     }
 
+    /// This view, read (`write == false`) or written by an operation.
     pub(crate) fn access(&self, write: bool) -> DevAccess {
         let size = std::mem::size_of::<T>();
         DevAccess {
@@ -96,6 +108,46 @@ impl<'scope, T> Dev<'scope, T> {
             buffer: self.buffer,
             bytes: self.offset * size..(self.offset + self.len) * size,
             write,
+        }
+    }
+}
+
+/// An event recorded on a stream of a scope (`cudaEventRecord`), for other streams to wait on.
+#[derive(Clone, Copy)]
+pub struct ScopeEvent<'scope> {
+    scope: u64,
+    index: usize,
+    _marker: Invariant<'scope>,
+}
+
+/// What the scope saw of the ordering between streams: the waits the program made itself, and those
+/// the scope had to add because two operations on different streams touched the same bytes and
+/// nothing ordered them.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Ordering {
+    /// `stream_wait_event` calls the program made.
+    pub waits_made: usize,
+    /// Waits the scope added where the program's own were missing.
+    pub waits_added: usize,
+    /// The first conflict the scope had to order, in words.
+    pub first_added: Option<String>,
+}
+
+impl Ordering {
+    /// One line for a lesson's output.
+    pub fn summary(&self) -> String {
+        match &self.first_added {
+            None => format!(
+                "the scope found every cross-stream conflict ordered by the program's {} wait{}: none added",
+                self.waits_made,
+                if self.waits_made == 1 { "" } else { "s" }
+            ),
+            Some(first) => format!(
+                "the scope had to add {} wait{} the program lacked (it made {}); the first: {first}",
+                self.waits_added,
+                if self.waits_added == 1 { "" } else { "s" },
+                self.waits_made
+            ),
         }
     }
 }
@@ -109,18 +161,92 @@ pub(crate) struct DevAccess {
     write: bool,
 }
 
-/// Per buffer: the operations whose completion later operations on other streams may have to wait for.
+/// A kernel launch, ready for [`Scope::launch`]; [`crate::kernels::Kernels`] makes them.
+pub struct Launch<'scope> {
+    name: &'static str,
+    func: sys::CUfunction,
+    context: sys::CUcontext,
+    grid: u32,
+    block: u32,
+    params: Vec<Param>,
+    accesses: Vec<DevAccess>,
+    invalid: Option<String>,
+    _scope: Invariant<'scope>,
+}
+
+/// One kernel argument, as the kernel declares it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Param {
+    Ptr(u64),
+    U64(u64),
+    U32(u32),
+    F32(f32),
+}
+
+impl<'scope> Launch<'scope> {
+    pub(crate) fn new(
+        name: &'static str,
+        func: sys::CUfunction,
+        context: sys::CUcontext,
+        (grid, block): (u32, u32),
+        params: Vec<Param>,
+        accesses: Vec<DevAccess>,
+    ) -> Launch<'scope> {
+        Launch { name, func, context, grid, block, params, accesses, invalid: None, _scope: PhantomData }
+    }
+
+    /// Marks the launch as one that must not run, saying why ([`Scope::launch`] returns the error).
+    pub(crate) fn refuse(mut self, why: String) -> Self {
+        self.invalid.get_or_insert(why);
+        self
+    }
+
+    fn enqueue(&mut self, stream: sys::CUstream) -> CUresult {
+        let mut args: Vec<*mut c_void> = self
+            .params
+            .iter_mut()
+            .map(|p| match p {
+                Param::Ptr(v) | Param::U64(v) => v as *mut u64 as *mut c_void,
+                Param::U32(v) => v as *mut u32 as *mut c_void,
+                Param::F32(v) => v as *mut f32 as *mut c_void,
+            })
+            .collect();
+        // SAFETY: the launchers in kernels.rs build `params` to match each kernel's signature (a test
+        // checks them against the PTX); every pointer is a live device range of the length passed,
+        // lent to the scope that orders this launch; the function lives in this scope's context.
+        unsafe {
+            sys::cuLaunchKernel(
+                self.func,
+                self.grid,
+                1,
+                1,
+                self.block,
+                1,
+                1,
+                0,
+                stream,
+                args.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        }
+    }
+}
+
+/// Per lent buffer: the operations whose completion later operations on other streams may have to wait for.
 #[derive(Default, Debug)]
 pub(crate) struct Tracker {
+    /// Lent from another context: every operation on it is refused.
+    foreign: bool,
     accesses: Vec<Access>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Access {
+    pub op: usize,
     pub stream: usize,
+    pub seq: u64,
     pub write: bool,
     pub bytes: Range<usize>,
-    pub event: usize,
 }
 
 fn overlaps(a: &Range<usize>, b: &Range<usize>) -> bool {
@@ -132,18 +258,14 @@ fn covers(outer: &Range<usize>, inner: &Range<usize>) -> bool {
 }
 
 impl Tracker {
-    /// The events an access on `stream` must wait for: conflicting accesses (at least one of the two a
-    /// write, overlapping bytes) made on other streams.
-    pub fn waits(&self, stream: usize, write: bool, bytes: &Range<usize>) -> Vec<usize> {
-        self.accesses
-            .iter()
-            .filter(|a| a.stream != stream && (write || a.write) && overlaps(&a.bytes, bytes))
-            .map(|a| a.event)
-            .collect()
+    /// Accesses that conflict with one on `stream` (at least one of the two a write, overlapping
+    /// bytes) made on other streams.
+    pub fn conflicts<'a>(&'a self, stream: usize, write: bool, bytes: &'a Range<usize>) -> impl Iterator<Item = &'a Access> {
+        self.accesses.iter().filter(move |a| a.stream != stream && (write || a.write) && overlaps(&a.bytes, bytes))
     }
 
-    /// Remembers a completed access, forgetting those it makes redundant: a write orders everything it
-    /// covers before it; a read orders earlier reads of the same stream that it covers.
+    /// Remembers an access, forgetting those it makes redundant: a write is ordered after everything
+    /// it overlaps, so it stands for what it covers; a read stands for earlier reads of its stream that it covers.
     pub fn record(&mut self, access: Access) {
         self.accesses.retain(|a| {
             let covered = covers(&access.bytes, &a.bytes);
@@ -153,9 +275,51 @@ impl Tracker {
     }
 }
 
+/// The ordering known on each stream: `clock[j][k]` is the last operation of stream k (by sequence
+/// number) that is complete before anything queued next on stream j.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Clocks {
+    clock: Vec<Vec<u64>>,
+    seq: Vec<u64>,
+}
+
+impl Clocks {
+    pub fn new(streams: usize) -> Clocks {
+        Clocks { clock: vec![vec![0; streams]; streams], seq: vec![0; streams] }
+    }
+
+    /// Whether operation `seq` of stream `k` is ordered before what stream `j` queues next.
+    pub fn ordered(&self, j: usize, k: usize, seq: u64) -> bool {
+        j == k || self.clock[j][k] >= seq
+    }
+
+    /// Queues an operation on stream `j`: its sequence number, and what an event recorded right after
+    /// it knows (everything before it on `j`, and everything `j` had waited for).
+    pub fn queue(&mut self, j: usize) -> (u64, Vec<u64>) {
+        self.seq[j] += 1;
+        let mut snapshot = self.clock[j].clone();
+        snapshot[j] = self.seq[j];
+        (self.seq[j], snapshot)
+    }
+
+    /// What stream `j` knows after waiting for an event that knew `snapshot`.
+    pub fn wait(&mut self, j: usize, snapshot: &[u64]) {
+        for (c, s) in self.clock[j].iter_mut().zip(snapshot) {
+            *c = (*c).max(*s);
+        }
+    }
+
+    /// What an event recorded now on stream `j` knows.
+    pub fn snapshot(&self, j: usize) -> Vec<u64> {
+        let mut s = self.clock[j].clone();
+        s[j] = self.seq[j];
+        s
+    }
+}
+
 /// The work queued on a set of streams, with the buffers it borrows. See the module docs.
 pub struct Scope<'scope, 'env: 'scope> {
-    gpu: &'env Gpu,
+    env: Env<'env>,
     streams: &'env [Stream],
     id: u64,
     state: RefCell<State>,
@@ -163,11 +327,24 @@ pub struct Scope<'scope, 'env: 'scope> {
     _env: PhantomData<&'env mut &'env ()>,
 }
 
-#[derive(Default)]
+/// What a scope needs of its GPU.
+#[derive(Clone, Copy)]
+pub(crate) struct Env<'env> {
+    pub ctx: &'env Context,
+    pub events: &'env EventPool,
+    pub recorder: &'env RefCell<Option<Recorder>>,
+}
+
 struct State {
     trackers: Vec<Tracker>,
-    events: Vec<Event>,
-    waits: usize,
+    /// Events recorded in this scope, each with what it knows (its stream's vector clock then).
+    events: Vec<(Event, Vec<u64>)>,
+    /// Operations queued: (stream, name, event recorded after it).
+    ops: Vec<(usize, &'static str, usize)>,
+    clocks: Clocks,
+    ordering: Ordering,
+    /// Set when an operation was queued but could not be tracked: nothing more may be queued.
+    broken: Option<String>,
     /// Operations to put on the built-in timeline once the scope has synchronized.
     pending: Vec<Pending>,
 }
@@ -185,133 +362,136 @@ struct Pending {
 
 impl<'scope, 'env> Scope<'scope, 'env> {
     /// Lends a device buffer to this scope.
-    pub fn device<T: DeviceCopy>(&self, buf: &'scope mut DeviceBuffer<T>) -> Dev<'scope, T> {
-        self.handle(buf.as_device_ptr().as_raw(), buf.len())
+    pub fn device<T: Element>(&self, buf: &'scope mut DeviceBuffer<T>) -> Dev<'scope, T> {
+        let foreign = !buf.context().is(self.env.ctx);
+        self.handle(buf.ptr(), buf.len(), foreign)
     }
 
     /// Lends several device buffers to this scope, one handle each.
-    pub fn devices<T: DeviceCopy>(&self, bufs: &'scope mut [DeviceBuffer<T>]) -> Vec<Dev<'scope, T>> {
+    pub fn devices<T: Element>(&self, bufs: &'scope mut [DeviceBuffer<T>]) -> Vec<Dev<'scope, T>> {
         bufs.iter_mut().map(|b| self.device(b)).collect()
     }
 
     /// Lends mapped pinned memory ([`crate::HostAlloc::MAPPED`]) to this scope, for kernels to read and
     /// write across the bus. The host cannot touch it until the scope ends.
     pub fn mapped<T: Element>(&self, buf: &'scope mut PinnedBuffer<T>) -> anyhow::Result<Dev<'scope, T>> {
-        Ok(self.handle(buf.device_ptr()?, buf.len()))
+        let foreign = !buf.context().is(self.env.ctx);
+        Ok(self.handle(buf.device_ptr()?, buf.len(), foreign))
     }
 
-    fn handle<T>(&self, base: u64, len: usize) -> Dev<'scope, T> {
+    fn handle<T>(&self, base: u64, len: usize, foreign: bool) -> Dev<'scope, T> {
         let mut st = self.state.borrow_mut();
-        st.trackers.push(Tracker::default());
+        st.trackers.push(Tracker { foreign, accesses: Vec::new() });
         Dev { scope: self.id, buffer: st.trackers.len() - 1, base, offset: 0, len, _marker: PhantomData }
     }
 
     /// `cudaMemcpyAsync(dst, src, ..., cudaMemcpyHostToDevice, stream)`. From pageable memory the driver
     /// stages the data and returns only when it has; from pinned memory it returns at once.
-    pub fn htod<T: DeviceCopy>(&self, stream: &Stream, src: &'scope [T], dst: Dev<'scope, T>) -> anyhow::Result<()> {
+    pub fn htod<T: Element>(&self, stream: &Stream, src: &'scope [T], dst: Dev<'scope, T>) -> anyhow::Result<()> {
         if src.len() != dst.len {
             bail!("htod: source has {} elements, destination {}", src.len(), dst.len);
         }
         let bytes = std::mem::size_of_val(src);
-        self.enqueue(
-            stream,
-            &[dst.access(true)],
-            ("H2D", "memcpy HtoD", bytes),
-            || format!("copying {bytes} bytes host to device"),
-            |s| {
-                // SAFETY: `src` is borrowed for the whole scope, which synchronizes before the borrow ends;
-                // `dst` is a live device range of `bytes` bytes (checked above) that this scope orders.
-                unsafe { sys::cuMemcpyHtoDAsync_v2(dst.ptr(), src.as_ptr().cast(), bytes, s) }
-            },
-        )
+        self.enqueue(stream, &[dst.access(true)], ("H2D", "memcpy HtoD", bytes), |s| {
+            // SAFETY: `src` is borrowed for the whole scope, which synchronizes before the borrow ends;
+            // `dst` is a live device range of `bytes` bytes (checked above) that this scope orders.
+            unsafe { sys::cuMemcpyHtoDAsync_v2(dst.ptr(), src.as_ptr().cast(), bytes, s) }
+        })
     }
 
     /// `cudaMemcpyAsync(dst, src, ..., cudaMemcpyDeviceToHost, stream)`.
-    pub fn dtoh<T: DeviceCopy>(
-        &self,
-        stream: &Stream,
-        src: Dev<'scope, T>,
-        dst: &'scope mut [T],
-    ) -> anyhow::Result<()> {
+    pub fn dtoh<T: Element>(&self, stream: &Stream, src: Dev<'scope, T>, dst: &'scope mut [T]) -> anyhow::Result<()> {
         if src.len != dst.len() {
             bail!("dtoh: source has {} elements, destination {}", src.len, dst.len());
         }
         let bytes = std::mem::size_of_val(dst);
-        self.enqueue(
-            stream,
-            &[src.access(false)],
-            ("D2H", "memcpy DtoH", bytes),
-            || format!("copying {bytes} bytes device to host"),
-            |s| {
-                // SAFETY: `dst` is borrowed mutably for the whole scope, which synchronizes before the borrow
-                // ends, so nothing else reads or writes it meanwhile; `src` is a live device range of `bytes`.
-                unsafe { sys::cuMemcpyDtoHAsync_v2(dst.as_mut_ptr().cast(), src.ptr(), bytes, s) }
-            },
-        )
+        self.enqueue(stream, &[src.access(false)], ("D2H", "memcpy DtoH", bytes), |s| {
+            // SAFETY: `dst` is borrowed mutably for the whole scope, which synchronizes before the borrow
+            // ends, so nothing else reads or writes it meanwhile; `src` is a live device range of `bytes`;
+            // T is an Element, so whatever bits arrive are a valid T.
+            unsafe { sys::cuMemcpyDtoHAsync_v2(dst.as_mut_ptr().cast(), src.ptr(), bytes, s) }
+        })
     }
 
-    /// `cudaMemcpyAsync(dst, src, ..., cudaMemcpyDeviceToDevice, stream)`: reads and writes device memory.
-    pub fn dtod<T: DeviceCopy>(&self, stream: &Stream, src: Dev<'scope, T>, dst: Dev<'scope, T>) -> anyhow::Result<()> {
+    /// `cudaMemcpyAsync(dst, src, ..., cudaMemcpyDeviceToDevice, stream)`. The ranges may not overlap.
+    pub fn dtod<T: Element>(&self, stream: &Stream, src: Dev<'scope, T>, dst: Dev<'scope, T>) -> anyhow::Result<()> {
         if src.len != dst.len {
             bail!("dtod: source has {} elements, destination {}", src.len, dst.len);
         }
         let bytes = src.len * std::mem::size_of::<T>();
-        self.enqueue(
-            stream,
-            &[src.access(false), dst.access(true)],
-            ("DtoD", "memcpy DtoD", bytes),
-            || format!("copying {bytes} bytes device to device"),
-            |s| {
-                // SAFETY: two live device ranges of `bytes` bytes that this scope orders.
-                unsafe { sys::cuMemcpyDtoDAsync_v2(dst.ptr(), src.ptr(), bytes, s) }
-            },
-        )
+        self.enqueue(stream, &[src.access(false), dst.access(true)], ("DtoD", "memcpy DtoD", bytes), |s| {
+            // SAFETY: two live, non-overlapping (checked by enqueue) device ranges of `bytes` bytes that
+            // this scope orders.
+            unsafe { sys::cuMemcpyDtoDAsync_v2(dst.ptr(), src.ptr(), bytes, s) }
+        })
     }
 
     /// `cudaMemsetD32Async`: sets every element to `value` (to poison outputs before a run, say).
     pub fn fill(&self, stream: &Stream, dst: Dev<'scope, f32>, value: f32) -> anyhow::Result<()> {
-        self.enqueue(
-            stream,
-            &[dst.access(true)],
-            ("memset", "memset", dst.len * 4),
-            || "filling device memory".into(),
-            |s| {
-                // SAFETY: `dst` is a live device range of `len` 4-byte words that this scope orders.
-                unsafe { sys::cuMemsetD32Async(dst.ptr(), value.to_bits(), dst.len, s) }
-            },
-        )
+        self.enqueue(stream, &[dst.access(true)], ("memset", "memset", dst.len * 4), |s| {
+            // SAFETY: `dst` is a live device range of `len` 4-byte words that this scope orders.
+            unsafe { sys::cuMemsetD32Async(dst.ptr(), value.to_bits(), dst.len, s) }
+        })
     }
 
     /// Launches a kernel; the [`Launch`] (from [`crate::kernels::Kernels`]) says what it reads and writes.
     pub fn launch(&self, stream: &Stream, mut launch: Launch<'scope>) -> anyhow::Result<()> {
-        if let Some(e) = launch.invalid.take() {
-            bail!("kernel {}: {e}", launch.name);
-        }
         let name = launch.name;
-        let accesses = launch.accesses.clone();
-        self.enqueue(
-            stream,
-            &accesses,
-            ("kernel", name, 0),
-            || format!("launching kernel {name}"),
-            |s| launch.enqueue(s),
-        )
+        if let Some(e) = launch.invalid.take() {
+            bail!("kernel {name}: {e}");
+        }
+        if launch.context != self.env.ctx.raw() {
+            bail!("kernel {name}: its module was loaded by another GPU's context");
+        }
+        let accesses = std::mem::take(&mut launch.accesses);
+        self.enqueue(stream, &accesses, ("kernel", name, 0), |s| launch.enqueue(s))
+    }
+
+    /// `cudaEventRecord(event, stream)`: marks the work queued on `stream` so far, for
+    /// [`Scope::stream_wait_event`].
+    pub fn event_record(&self, stream: &Stream) -> anyhow::Result<ScopeEvent<'scope>> {
+        let j = self.stream_index(stream)?;
+        let mut st = self.state.borrow_mut();
+        let event = self.env.events.take()?;
+        event.record(stream)?;
+        let snapshot = st.clocks.snapshot(j);
+        st.events.push((event, snapshot));
+        Ok(ScopeEvent { scope: self.id, index: st.events.len() - 1, _marker: PhantomData })
+    }
+
+    /// `cudaStreamWaitEvent(stream, event)`: work queued next on `stream` waits until the work before
+    /// `event` is done.
+    pub fn stream_wait_event(&self, stream: &Stream, event: ScopeEvent<'scope>) -> anyhow::Result<()> {
+        if event.scope != self.id {
+            bail!("stream_wait_event: an event of another scope");
+        }
+        let j = self.stream_index(stream)?;
+        let mut st = self.state.borrow_mut();
+        // SAFETY: a live stream and an event recorded in this scope.
+        check(unsafe { sys::cuStreamWaitEvent(stream.raw(), st.events[event.index].0.raw(), 0) }, || {
+            "waiting for an event".into()
+        })?;
+        let snapshot = st.events[event.index].1.clone();
+        st.clocks.wait(j, &snapshot);
+        st.ordering.waits_made += 1;
+        Ok(())
+    }
+
+    /// How the streams were ordered so far: the program's waits and those the scope added.
+    pub fn ordering(&self) -> Ordering {
+        self.state.borrow().ordering.clone()
     }
 
     /// Blocks until every stream of the scope is idle (`cudaDeviceSynchronize` for these streams).
     pub fn synchronize(&self) -> anyhow::Result<()> {
-        for s in self.streams {
-            // SAFETY: a live stream of this context.
-            check(unsafe { sys::cuStreamSynchronize(s.as_inner()) }, || "waiting for a stream".into())?;
-        }
-        Ok(())
+        synchronize_all(self.env.ctx, self.streams)
     }
 
     /// Whether every stream has finished its work, without blocking (`cudaStreamQuery`).
     pub fn is_idle(&self) -> anyhow::Result<bool> {
         for s in self.streams {
-            // SAFETY: a live stream of this context.
-            match unsafe { sys::cuStreamQuery(s.as_inner()) } {
+            // SAFETY: a live stream.
+            match unsafe { sys::cuStreamQuery(s.raw()) } {
                 CUresult::CUDA_SUCCESS => {}
                 CUresult::CUDA_ERROR_NOT_READY => return Ok(false),
                 e => check(e, || "querying a stream".into())?,
@@ -320,16 +500,8 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         Ok(true)
     }
 
-    /// How many cross-stream waits the scope has inserted so far.
-    pub fn waits_inserted(&self) -> usize {
-        self.state.borrow().waits
-    }
-
     fn stream_index(&self, stream: &Stream) -> anyhow::Result<usize> {
-        self.streams
-            .iter()
-            .position(|s| s.as_inner() == stream.as_inner())
-            .context("this stream is not one of the scope's streams")
+        self.streams.iter().position(|s| s.raw() == stream.raw()).context("this stream is not one of the scope's streams")
     }
 
     fn enqueue(
@@ -337,64 +509,195 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         stream: &Stream,
         accesses: &[DevAccess],
         info: OpInfo,
-        what: impl Fn() -> String,
         op: impl FnOnce(sys::CUstream) -> CUresult,
     ) -> anyhow::Result<()> {
-        let si = self.stream_index(stream)?;
+        let name = info.1;
         let mut st = self.state.borrow_mut();
-        let mut waits = Vec::new();
-        for a in accesses {
+        if let Some(why) = &st.broken {
+            bail!("{name}: refused, because an earlier operation of this scope could not be tracked ({why})");
+        }
+        let j = self.stream_index(stream).with_context(|| name.to_string())?;
+        for (i, a) in accesses.iter().enumerate() {
             if a.scope != self.id {
-                bail!("{}: a device handle from another scope", what());
+                bail!("{name}: a device handle from another scope");
             }
-            waits.extend(st.trackers[a.buffer].waits(si, a.write, &a.bytes));
+            if st.trackers[a.buffer].foreign {
+                bail!("{name}: a buffer of another GPU's context");
+            }
+            if let Some(b) = accesses[i + 1..]
+                .iter()
+                .find(|b| b.buffer == a.buffer && (a.write || b.write) && overlaps(&a.bytes, &b.bytes))
+            {
+                bail!(
+                    "{name}: reads and writes overlapping bytes of one buffer ({}..{} and {}..{}), so its result would race",
+                    a.bytes.start,
+                    a.bytes.end,
+                    b.bytes.start,
+                    b.bytes.end
+                );
+            }
         }
-        waits.sort_unstable();
-        waits.dedup();
-        for &e in &waits {
-            // SAFETY: both handles are live; the event was recorded earlier in this scope.
-            check(unsafe { sys::cuStreamWaitEvent(stream.as_inner(), st.events[e].as_inner(), 0) }, || {
-                format!("{}: waiting for another stream", what())
-            })?;
-        }
-        st.waits += waits.len();
-        let start = if self.gpu.recorder.borrow().is_some() {
-            let e = self.gpu.take_event()?;
-            e.record(stream)?;
-            st.events.push(e);
-            Some(st.events.len() - 1)
-        } else {
-            None
+        // Everything that can fail without queuing the operation comes first.
+        let end = self.env.events.take()?;
+        let start = match self.env.recorder.borrow().is_some() {
+            true => Some(self.env.events.take()?),
+            false => None,
         };
-        check(op(stream.as_inner()), &what)?;
-        let event = self.gpu.take_event()?;
-        event.record(stream)?;
-        st.events.push(event);
+        // Conflicting accesses on other streams that nothing orders yet: wait for each (newest first,
+        // since waiting for a later operation of a stream covers the earlier ones).
+        let mut pending: Vec<(usize, usize, Access)> = Vec::new();
+        for (i, a) in accesses.iter().enumerate() {
+            pending.extend(st.trackers[a.buffer].conflicts(j, a.write, &a.bytes).map(|c| (i, a.buffer, c.clone())));
+        }
+        pending.sort_by(|x, y| y.2.op.cmp(&x.2.op));
+        for (i, buffer, c) in pending {
+            if st.clocks.ordered(j, c.stream, c.seq) {
+                continue;
+            }
+            let (_, _, event) = st.ops[c.op];
+            // SAFETY: a live stream and an event recorded after operation `c.op` in this scope.
+            check(unsafe { sys::cuStreamWaitEvent(stream.raw(), st.events[event].0.raw(), 0) }, || {
+                format!("{name}: waiting for another stream")
+            })?;
+            let snapshot = st.events[event].1.clone();
+            st.clocks.wait(j, &snapshot);
+            st.ordering.waits_added += 1;
+            if st.ordering.first_added.is_none() {
+                let (k, other, _) = st.ops[c.op];
+                let a = &accesses[i];
+                let both = a.bytes.start.max(c.bytes.start)..a.bytes.end.min(c.bytes.end);
+                st.ordering.first_added = Some(format!(
+                    "{name} on stream {j} {} bytes {}..{} ({}) of lent buffer {buffer}, which {other} on stream {k} \
+                     {} earlier, and nothing ordered the two",
+                    if a.write { "writes" } else { "reads" },
+                    both.start,
+                    both.end,
+                    fmt_bytes(both.len()),
+                    if c.write { "writes" } else { "reads" }
+                ));
+            }
+        }
+        if let Some(s) = &start {
+            if let Err(e) = s.record(stream) {
+                self.env.events.give([end]);
+                return Err(e);
+            }
+        }
+        if let Err(e) = check(op(stream.raw()), || format!("{name} on stream {j}")) {
+            self.env.events.give([end].into_iter().chain(start));
+            return Err(e);
+        }
+        // Queued: from here on the operation is tracked whatever fails.
+        let (seq, snapshot) = st.clocks.queue(j);
+        let recorded = end.record(stream);
+        st.events.push((end, snapshot));
         let event = st.events.len() - 1;
-        if let Some(start) = start {
-            let phase = crate::timeline::current_phase();
-            st.pending.push(Pending { start, end: event, stream: stream.as_inner() as usize, op: info, phase });
+        let op_index = st.ops.len();
+        st.ops.push((j, name, event));
+        if let Err(e) = recorded {
+            // Later operations could not be ordered after this one: the scope takes no more.
+            st.broken = Some(format!("{e:#}"));
+            return Err(e.context(format!("{name}: queued, but its completion cannot be tracked")));
         }
         for a in accesses {
-            st.trackers[a.buffer].record(Access { stream: si, write: a.write, bytes: a.bytes.clone(), event });
+            st.trackers[a.buffer].record(Access {
+                op: op_index,
+                stream: j,
+                seq,
+                write: a.write,
+                bytes: a.bytes.clone(),
+            });
+        }
+        if let Some(s) = start {
+            st.events.push((s, Vec::new()));
+            let start = st.events.len() - 1;
+            st.pending.push(Pending { start, end: event, stream: stream.raw() as usize, op: info, phase: current_phase() });
         }
         Ok(())
     }
 }
 
-/// Runs `f` in a scope over `streams`; see [`Gpu::scope`] and [`Gpu::timed`].
-fn run<'env, R>(
-    gpu: &'env Gpu,
+/// How a set of streams ended: idle, stopped by an error that killed the context, or unknown.
+#[derive(Debug, PartialEq)]
+pub(crate) enum Settled {
+    Idle,
+    /// A stream failed, and the GPU is proven to have stopped: the context is idle or dead.
+    Failed(CUresult),
+    /// A stream failed and nothing proves the GPU has stopped writing.
+    Unknown(CUresult),
+}
+
+/// Errors after which the driver documents the context as unusable: its work is stopped and every
+/// later call returns the same error.
+const CONTEXT_KILLED: [CUresult; 10] = [
+    CUresult::CUDA_ERROR_ILLEGAL_ADDRESS,
+    CUresult::CUDA_ERROR_LAUNCH_TIMEOUT,
+    CUresult::CUDA_ERROR_ASSERT,
+    CUresult::CUDA_ERROR_HARDWARE_STACK_ERROR,
+    CUresult::CUDA_ERROR_ILLEGAL_INSTRUCTION,
+    CUresult::CUDA_ERROR_MISALIGNED_ADDRESS,
+    CUresult::CUDA_ERROR_INVALID_ADDRESS_SPACE,
+    CUresult::CUDA_ERROR_INVALID_PC,
+    CUresult::CUDA_ERROR_LAUNCH_FAILED,
+    CUresult::CUDA_ERROR_ECC_UNCORRECTABLE,
+];
+
+/// Waits for every stream (all of them, whatever the first returns), then decides how they ended. If
+/// one failed, `context_sync` (`cuCtxSynchronize`) must show the whole context idle or dead.
+pub(crate) fn settle(streams: impl Iterator<Item = CUresult>, context_sync: impl FnOnce() -> CUresult) -> Settled {
+    let first_error = streams.fold(None, |first, r| first.or((r != CUresult::CUDA_SUCCESS).then_some(r)));
+    let Some(error) = first_error else { return Settled::Idle };
+    match context_sync() {
+        CUresult::CUDA_SUCCESS => Settled::Failed(error),
+        c if CONTEXT_KILLED.contains(&c) => Settled::Failed(error),
+        other => Settled::Unknown(other),
+    }
+}
+
+/// Synchronizes every stream. Returns an error when one failed and the GPU has stopped; aborts the
+/// process when the GPU may still be writing into memory whose borrow would end on return.
+fn synchronize_all(ctx: &Context, streams: &[Stream]) -> anyhow::Result<()> {
+    // SAFETY: live streams; cuCtxSynchronize with this scope's context pushed.
+    let streams_done = streams.iter().map(|s| unsafe { sys::cuStreamSynchronize(s.raw()) });
+    match settle(streams_done, || ctx.with_current(|| unsafe { sys::cuCtxSynchronize() })) {
+        Settled::Idle => Ok(()),
+        Settled::Failed(code) => Err(anyhow!("running the queued GPU work: {}", cuda_error_name(code))),
+        Settled::Unknown(code) => {
+            eprintln!(
+                "fatal: a GPU stream failed and the driver cannot say whether copies into host memory have \
+                 stopped ({}); aborting rather than release that memory",
+                cuda_error_name(code)
+            );
+            std::process::abort()
+        }
+    }
+}
+
+/// Runs `f` in a scope over `streams`; see [`crate::Gpu::scope`] and [`crate::Gpu::timed`].
+pub(crate) fn run<'env, R>(
+    env: Env<'env>,
     streams: &'env [Stream],
     timed: bool,
     f: impl for<'scope> FnOnce(&'scope Scope<'scope, 'env>) -> anyhow::Result<R>,
 ) -> anyhow::Result<(R, Option<f64>)> {
     let Some(first) = streams.first() else { bail!("a scope needs at least one stream") };
+    if let Some(i) = streams.iter().position(|s| !s.context().is(env.ctx)) {
+        bail!("stream {i} of this scope belongs to another GPU's context");
+    }
+    env.ctx.make_current()?;
     let scope = Scope {
-        gpu,
+        env,
         streams,
-        id: NEXT_SCOPE.fetch_add(1, Ordering::Relaxed),
-        state: RefCell::new(State::default()),
+        id: NEXT_SCOPE.fetch_add(1, Atomic::Relaxed),
+        state: RefCell::new(State {
+            trackers: Vec::new(),
+            events: Vec::new(),
+            ops: Vec::new(),
+            clocks: Clocks::new(streams.len()),
+            ordering: Ordering::default(),
+            broken: None,
+            pending: Vec::new(),
+        }),
         _scope: PhantomData,
         _env: PhantomData,
     };
@@ -409,16 +712,15 @@ fn run<'env, R>(
             let synced = self.synced.unwrap_or_else(|| self.scope.synchronize().is_ok());
             let mut st = self.scope.state.borrow_mut();
             let pending = std::mem::take(&mut st.pending);
-            if let (true, Some(rec)) = (synced, self.scope.gpu.recorder.borrow_mut().as_mut()) {
+            if let (true, Some(rec)) = (synced, self.scope.env.recorder.borrow_mut().as_mut()) {
                 for p in pending {
                     let (Ok(start_ms), Ok(end_ms)) =
-                        (st.events[p.start].elapsed_ms(&rec.origin), st.events[p.end].elapsed_ms(&rec.origin))
+                        (st.events[p.start].0.elapsed_ms(&rec.origin), st.events[p.end].0.elapsed_ms(&rec.origin))
                     else {
                         continue;
                     };
                     let stream = rec.stream_id(p.stream);
                     let (kind, name, bytes) = p.op;
-                    let (start_ms, end_ms) = (rec.origin_ms + start_ms, rec.origin_ms + end_ms);
                     rec.records.push(Record {
                         device: rec.device,
                         phase: p.phase,
@@ -426,149 +728,151 @@ fn run<'env, R>(
                         kind,
                         name: name.to_string(),
                         bytes,
-                        start_ms,
-                        end_ms,
+                        start_ms: rec.origin_ms + start_ms,
+                        end_ms: rec.origin_ms + end_ms,
                     });
                 }
             }
             let events = std::mem::take(&mut st.events);
-            self.scope.gpu.give_events(events);
+            self.scope.env.events.give(events.into_iter().map(|e| e.0));
         }
     }
     let mut finish = Finish { scope: &scope, synced: None };
     // Timing: `start` on the first stream and every other stream waits for it (fork); at the end the
     // first stream waits for every other stream and records `stop` (join), so stop - start spans all.
-    let start = if timed { Some(fork_join_event(gpu, first, &streams[1..])?) } else { None };
+    let start = if timed { Some(fork(env.events, first, &streams[1..])?) } else { None };
     let result = f(&scope);
     let stop = match start {
-        Some(_) if result.is_ok() => {
-            let stop = gpu.take_event()?;
-            for s in &streams[1..] {
-                let e = gpu.take_event()?;
-                e.record(s)?;
-                // SAFETY: live stream and event handles of this context.
-                check(unsafe { sys::cuStreamWaitEvent(first.as_inner(), e.as_inner(), 0) }, || {
-                    "joining streams".into()
-                })?;
-                scope.state.borrow_mut().events.push(e);
-            }
-            stop.record(first)?;
-            Some(stop)
-        }
+        Some(_) if result.is_ok() => Some(join(&scope, first)?),
         _ => None,
     };
     let synced = scope.synchronize();
     finish.synced = Some(synced.is_ok());
     let elapsed = match (start, stop) {
         (Some(start), Some(stop)) if synced.is_ok() => {
-            let ms = stop.elapsed_ms(&start)?;
-            gpu.give_events([start, stop]);
-            Some(ms)
+            let ms = stop.elapsed_ms(&start);
+            env.events.give([start, stop]);
+            Some(ms?)
         }
         _ => None,
     };
     drop(finish);
     let r = result?;
-    synced.context("running the queued GPU work")?;
+    synced?;
     Ok((r, elapsed))
 }
 
-fn fork_join_event(gpu: &Gpu, first: &Stream, others: &[Stream]) -> anyhow::Result<Event> {
-    let start = gpu.take_event()?;
+fn fork(events: &EventPool, first: &Stream, others: &[Stream]) -> anyhow::Result<Event> {
+    let start = events.take()?;
     start.record(first)?;
     for s in others {
         // SAFETY: live stream and event handles of this context.
-        check(unsafe { sys::cuStreamWaitEvent(s.as_inner(), start.as_inner(), 0) }, || "forking streams".into())?;
+        check(unsafe { sys::cuStreamWaitEvent(s.raw(), start.raw(), 0) }, || "forking streams".into())?;
     }
     Ok(start)
 }
 
-impl Gpu {
-    /// Runs `f`, which queues work on `streams`, then synchronizes them all (also on error or panic).
-    pub fn scope<'env, R>(
-        &'env self,
-        streams: &'env [Stream],
-        f: impl for<'scope> FnOnce(&'scope Scope<'scope, 'env>) -> anyhow::Result<R>,
-    ) -> anyhow::Result<R> {
-        run(self, streams, false, f).map(|(r, _)| r)
+fn join(scope: &Scope<'_, '_>, first: &Stream) -> anyhow::Result<Event> {
+    let events = scope.env.events;
+    for s in &scope.streams[1..] {
+        let e = events.take()?;
+        e.record(s)?;
+        // SAFETY: live stream and event handles of this context.
+        let waited = check(unsafe { sys::cuStreamWaitEvent(first.raw(), e.raw(), 0) }, || "joining streams".into());
+        scope.state.borrow_mut().events.push((e, Vec::new()));
+        waited?;
     }
-
-    /// Like [`Gpu::scope`], and returns the GPU time in milliseconds from before the first operation to
-    /// after the last, on any stream (CUDA events: fork on the first stream, join back to it).
-    pub fn timed<'env>(
-        &'env self,
-        streams: &'env [Stream],
-        f: impl for<'scope> FnOnce(&'scope Scope<'scope, 'env>) -> anyhow::Result<()>,
-    ) -> anyhow::Result<f64> {
-        run(self, streams, true, f).map(|(_, t)| t.expect("timed scopes measure"))
-    }
+    let stop = events.take()?;
+    stop.record(first)?;
+    Ok(stop)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn acc(stream: usize, write: bool, bytes: Range<usize>, event: usize) -> Access {
-        Access { stream, write, bytes, event }
+    fn acc(op: usize, stream: usize, write: bool, bytes: Range<usize>) -> Access {
+        Access { op, stream, seq: op as u64 + 1, write, bytes }
+    }
+
+    fn conflicts(t: &Tracker, stream: usize, write: bool, bytes: Range<usize>) -> Vec<usize> {
+        t.conflicts(stream, write, &bytes).map(|a| a.op).collect()
     }
 
     #[test]
-    fn same_stream_never_waits() {
+    fn same_stream_never_conflicts() {
         let mut t = Tracker::default();
-        t.record(acc(0, true, 0..100, 0));
-        assert!(t.waits(0, false, &(0..100)).is_empty());
-        assert!(t.waits(0, true, &(0..100)).is_empty());
+        t.record(acc(0, 0, true, 0..100));
+        assert!(conflicts(&t, 0, false, 0..100).is_empty());
+        assert!(conflicts(&t, 0, true, 0..100).is_empty());
     }
 
     #[test]
-    fn read_after_write_on_another_stream_waits() {
+    fn read_after_write_on_another_stream_conflicts() {
         let mut t = Tracker::default();
-        t.record(acc(0, true, 0..100, 7));
-        assert_eq!(t.waits(1, false, &(50..60)), vec![7]);
-        assert_eq!(t.waits(1, true, &(99..200)), vec![7]);
-        assert!(t.waits(1, false, &(100..200)).is_empty(), "disjoint ranges are independent");
+        t.record(acc(7, 0, true, 0..100));
+        assert_eq!(conflicts(&t, 1, false, 50..60), vec![7]);
+        assert_eq!(conflicts(&t, 1, true, 99..200), vec![7]);
+        assert!(conflicts(&t, 1, false, 100..200).is_empty(), "disjoint ranges are independent");
     }
 
     #[test]
-    fn reads_do_not_wait_for_reads() {
+    fn reads_do_not_conflict_with_reads() {
         let mut t = Tracker::default();
-        t.record(acc(0, false, 0..100, 1));
-        assert!(t.waits(1, false, &(0..100)).is_empty());
-        assert_eq!(t.waits(1, true, &(0..10)), vec![1], "write after read waits");
+        t.record(acc(1, 0, false, 0..100));
+        assert!(conflicts(&t, 1, false, 0..100).is_empty());
+        assert_eq!(conflicts(&t, 1, true, 0..10), vec![1], "write after read");
     }
 
     #[test]
     fn a_covering_write_replaces_what_it_covers() {
         let mut t = Tracker::default();
-        t.record(acc(0, true, 0..50, 1));
-        t.record(acc(1, false, 0..50, 2));
-        t.record(acc(2, true, 0..100, 3));
-        assert_eq!(t.accesses, vec![acc(2, true, 0..100, 3)]);
-        assert_eq!(t.waits(0, false, &(10..20)), vec![3]);
-    }
-
-    #[test]
-    fn double_buffer_reuse_orders_the_next_upload_after_the_download() {
-        // copy-in on stream 0, kernel on 1, copy-out on 2; then the next upload into the same buffer.
-        let mut t = Tracker::default();
-        let b = 0..1024;
-        assert!(t.waits(0, true, &b).is_empty());
-        t.record(acc(0, true, b.clone(), 0));
-        assert_eq!(t.waits(1, true, &b), vec![0]);
-        t.record(acc(1, true, b.clone(), 1));
-        assert_eq!(t.waits(2, false, &b), vec![1]);
-        t.record(acc(2, false, b.clone(), 2));
-        let mut w = t.waits(0, true, &b);
-        w.sort();
-        assert_eq!(w, vec![1, 2], "the upload waits for the kernel and the download");
+        t.record(acc(1, 0, true, 0..50));
+        t.record(acc(2, 1, false, 0..50));
+        t.record(acc(3, 2, true, 0..100));
+        assert_eq!(t.accesses, vec![acc(3, 2, true, 0..100)]);
+        assert_eq!(conflicts(&t, 0, false, 10..20), vec![3]);
     }
 
     #[test]
     fn a_read_keeps_an_earlier_write_of_its_own_stream() {
         let mut t = Tracker::default();
-        t.record(acc(0, true, 0..100, 1));
-        t.record(acc(0, false, 0..100, 2));
-        assert_eq!(t.waits(1, false, &(0..100)), vec![1], "a reader elsewhere still waits for the write");
+        t.record(acc(1, 0, true, 0..100));
+        t.record(acc(2, 0, false, 0..100));
+        assert_eq!(conflicts(&t, 1, false, 0..100), vec![1], "a reader elsewhere still conflicts with the write");
+    }
+
+    #[test]
+    fn clocks_know_what_a_wait_covers_transitively() {
+        // stream 0 writes (op 1); stream 1 waits for it, then reads; stream 2 waits for stream 1.
+        let mut c = Clocks::new(3);
+        let (s0, snap0) = c.queue(0);
+        assert!(!c.ordered(1, 0, s0), "nothing ordered yet");
+        c.wait(1, &snap0);
+        assert!(c.ordered(1, 0, s0));
+        let (s1, _) = c.queue(1);
+        let snap1 = c.snapshot(1);
+        c.wait(2, &snap1);
+        assert!(c.ordered(2, 1, s1) && c.ordered(2, 0, s0), "waiting for stream 1 orders after what it waited for");
+        let (s0b, _) = c.queue(0);
+        assert!(!c.ordered(2, 0, s0b), "later work on stream 0 is not covered");
+    }
+
+    #[test]
+    fn settling_waits_for_every_stream_and_proves_the_gpu_stopped() {
+        use CUresult::*;
+        let mut visited = 0;
+        let results = [CUDA_ERROR_ILLEGAL_ADDRESS, CUDA_SUCCESS, CUDA_SUCCESS];
+        let s = settle(results.iter().map(|r| { visited += 1; *r }), || CUDA_ERROR_ILLEGAL_ADDRESS);
+        assert_eq!(visited, 3, "every stream is synchronized even after the first fails");
+        assert_eq!(s, Settled::Failed(CUDA_ERROR_ILLEGAL_ADDRESS));
+        assert_eq!(settle([CUDA_SUCCESS; 2].into_iter(), || unreachable!()), Settled::Idle);
+        assert_eq!(settle([CUDA_ERROR_UNKNOWN].into_iter(), || CUDA_SUCCESS), Settled::Failed(CUDA_ERROR_UNKNOWN));
+        assert_eq!(
+            settle([CUDA_ERROR_UNKNOWN].into_iter(), || CUDA_ERROR_OPERATING_SYSTEM),
+            Settled::Unknown(CUDA_ERROR_OPERATING_SYSTEM),
+            "a failure that does not prove the GPU stopped"
+        );
     }
 
     #[test]
@@ -585,5 +889,23 @@ mod tests {
     fn dev_slice_out_of_bounds_panics_like_a_slice() {
         let d: Dev<'_, f32> = Dev { scope: 1, buffer: 0, base: 0, offset: 0, len: 10, _marker: PhantomData };
         let _ = d.slice(5..11);
+    }
+
+    /// A stream and a buffer of a context the scope's GPU did not make (as another library would) are
+    /// refused, and nothing is queued.
+    #[test]
+    #[ignore = "needs an NVIDIA GPU; cargo xtask test runs it where a driver is found"]
+    fn another_contexts_stream_and_buffer_are_refused() {
+        let gpu = crate::Gpu::init().unwrap();
+        let foreign = Context::separate().unwrap();
+        let stream = Stream::new(&foreign, false).unwrap();
+        let mut buf = DeviceBuffer::<f32>::zeroed(&foreign, "GPU 0", 16).unwrap();
+        let mine = gpu.streams(1).unwrap();
+        let err = gpu.scope(std::slice::from_ref(&stream), |_| Ok(())).unwrap_err();
+        assert!(format!("{err:#}").contains("another GPU's context"), "{err:#}");
+        let host = [1f32; 16];
+        let err = gpu.scope(&mine, |s| s.htod(&mine[0], &host, s.device(&mut buf))).unwrap_err();
+        assert!(format!("{err:#}").contains("another GPU's context"), "{err:#}");
+        drop((gpu, buf, stream)); // the separate context outlives them all, though the Arc named it first
     }
 }

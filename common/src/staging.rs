@@ -10,16 +10,18 @@
 //!
 //! Both calls return when the transfer is complete, so the borrows they take end with the work.
 
-use std::ops::Range;
+use std::{ops::Range, sync::Arc};
 
 use anyhow::{bail, Context as _};
-use cust::{
-    memory::{DeviceBuffer, DeviceCopy},
-    stream::Stream,
-    sys,
-};
+use cust::sys;
 
-use crate::{error::check, host::Element, timing::Event, Gpu, PinnedBuffer};
+use crate::{
+    context::Context,
+    error::check,
+    memory::{DeviceBuffer, Element},
+    stream::{Event, Stream},
+    Gpu, PinnedBuffer,
+};
 
 /// One worker's stream and its two pinned slots, each with the event of its last copy.
 struct Worker<T: Element> {
@@ -30,7 +32,7 @@ struct Worker<T: Element> {
 
 /// A reusable ring of pinned staging buffers; see the module docs.
 pub struct Stager<T: Element> {
-    context: usize,
+    ctx: Arc<Context>,
     chunk: usize,
     workers: Vec<Worker<T>>,
 }
@@ -46,23 +48,23 @@ impl Gpu {
             .streams(threads)?
             .into_iter()
             .map(|stream| -> anyhow::Result<Worker<T>> {
-                Ok(Worker { stream, slots: [PinnedBuffer::new(chunk)?, PinnedBuffer::new(chunk)?], done: [None, None] })
+                Ok(Worker { stream, slots: [self.pinned(chunk)?, self.pinned(chunk)?], done: [None, None] })
             })
             .collect::<anyhow::Result<_>>()?;
-        let mut ctx = std::ptr::null_mut();
-        // SAFETY: valid out-pointer; this thread's current context is the Gpu's.
-        check(unsafe { sys::cuCtxGetCurrent(&mut ctx) }, || "reading the current context".into())?;
-        Ok(Stager { context: ctx as usize, chunk, workers })
+        Ok(Stager { ctx: self.context().clone(), chunk, workers })
     }
 }
 
-impl<T: Element + DeviceCopy> Stager<T> {
+impl<T: Element> Stager<T> {
     /// Copies pageable `src` into the start of `dst` through the staging ring; returns when done.
     pub fn upload(&mut self, src: &[T], dst: &mut DeviceBuffer<T>) -> anyhow::Result<()> {
         if src.len() > dst.len() {
             bail!("staged upload: source has {} elements, destination only {}", src.len(), dst.len());
         }
-        let base = dst.as_device_ptr().as_raw();
+        if !dst.context().is(&self.ctx) {
+            bail!("staged upload: the destination belongs to another GPU's context");
+        }
+        let base = dst.ptr();
         self.run(src.len(), |w, k, range| {
             let slot = k % 2;
             w.wait(slot)?; // the slot's previous upload has left it
@@ -74,7 +76,7 @@ impl<T: Element + DeviceCopy> Stager<T> {
             // stager outlives every copy (run() synchronizes all streams); `at..at+bytes` lies within dst,
             // which is borrowed mutably until upload() returns, and distinct workers write distinct ranges.
             check(
-                unsafe { sys::cuMemcpyHtoDAsync_v2(at, staged.as_ptr().cast(), bytes, w.stream.as_inner()) },
+                unsafe { sys::cuMemcpyHtoDAsync_v2(at, staged.as_ptr().cast(), bytes, w.stream.raw()) },
                 || "staged upload".into(),
             )?;
             w.record(slot)
@@ -86,7 +88,10 @@ impl<T: Element + DeviceCopy> Stager<T> {
         if dst.len() > src.len() {
             bail!("staged download: destination has {} elements, source only {}", dst.len(), src.len());
         }
-        let base = src.as_device_ptr().as_raw();
+        if !src.context().is(&self.ctx) {
+            bail!("staged download: the source belongs to another GPU's context");
+        }
+        let base = src.ptr();
         let chunk = self.chunk;
         let n = dst.len();
         // Each worker writes only its own chunks of dst: hand it the address, not a shared &mut.
@@ -98,7 +103,7 @@ impl<T: Element + DeviceCopy> Stager<T> {
             // the stager outlives the copy; `from..from+bytes` lies within src (dst.len() <= src.len()), borrowed until return.
             check(
                 unsafe {
-                    sys::cuMemcpyDtoHAsync_v2(w.slots[slot].as_mut_ptr().cast(), from, bytes, w.stream.as_inner())
+                    sys::cuMemcpyDtoHAsync_v2(w.slots[slot].as_mut_ptr().cast(), from, bytes, w.stream.raw())
                 },
                 || "staged download".into(),
             )?;
@@ -143,7 +148,7 @@ impl<T: Element + DeviceCopy> Stager<T> {
 
     /// One scoped thread per worker, the context current on each; every stream synchronized before return.
     fn run_workers(&mut self, body: impl Fn(usize, &mut Worker<T>) -> anyhow::Result<()> + Sync) -> anyhow::Result<()> {
-        let context = self.context;
+        let ctx = &*self.ctx;
         let results: Vec<anyhow::Result<()>> = std::thread::scope(|s| {
             let handles: Vec<_> = self
                 .workers
@@ -152,10 +157,7 @@ impl<T: Element + DeviceCopy> Stager<T> {
                 .map(|(t, w)| {
                     let body = &body;
                     s.spawn(move || {
-                        // SAFETY: the context outlives the stager (the Gpu owns it) and may be current on any thread.
-                        check(unsafe { sys::cuCtxSetCurrent(context as sys::CUcontext) }, || {
-                            "making the context current".into()
-                        })?;
+                        ctx.make_current()?;
                         let r = body(t, w);
                         // Whatever happened, nothing may still be copying when the borrows end.
                         let synced = w.stream.synchronize().context("finishing staged copies");
@@ -183,7 +185,7 @@ impl<T: Element> Worker<T> {
 
     fn record(&mut self, slot: usize) -> anyhow::Result<()> {
         if self.done[slot].is_none() {
-            self.done[slot] = Some(Event::new()?);
+            self.done[slot] = Some(Event::new(self.stream.context())?);
         }
         self.done[slot].as_ref().unwrap().record(&self.stream)
     }

@@ -20,7 +20,7 @@ use std::{
 
 use serde::Serialize;
 
-use crate::timing::Event;
+use crate::stream::Event;
 
 thread_local! {
     static PHASE: RefCell<String> = RefCell::new(String::new());

@@ -3,55 +3,7 @@
 use std::time::Instant;
 
 use anyhow::bail;
-use cust::{stream::Stream, sys};
 use serde::Serialize;
-
-use crate::error::check;
-
-/// A CUDA event (timing enabled). cust's own keeps its raw handle private, which stream waits need.
-pub(crate) struct Event(sys::CUevent);
-
-impl Event {
-    pub fn new() -> anyhow::Result<Event> {
-        let mut e = std::ptr::null_mut();
-        // SAFETY: valid out-pointer; default flags.
-        check(unsafe { sys::cuEventCreate(&mut e, 0) }, || "creating an event".into())?;
-        Ok(Event(e))
-    }
-
-    pub fn record(&self, stream: &Stream) -> anyhow::Result<()> {
-        // SAFETY: live event and stream of the current context.
-        check(unsafe { sys::cuEventRecord(self.0, stream.as_inner()) }, || "recording an event".into())
-    }
-
-    /// Milliseconds from `start` to this event; both must have completed.
-    pub fn elapsed_ms(&self, start: &Event) -> anyhow::Result<f64> {
-        let mut ms = 0f32;
-        // SAFETY: two live events and a valid out-pointer.
-        check(unsafe { sys::cuEventElapsedTime(&mut ms, start.0, self.0) }, || "reading the GPU timer".into())?;
-        Ok(ms as f64)
-    }
-
-    pub fn as_inner(&self) -> sys::CUevent {
-        self.0
-    }
-
-    /// Blocks the calling thread until the work before the event's last record has finished.
-    pub fn synchronize(&self) -> anyhow::Result<()> {
-        // SAFETY: a live event.
-        check(unsafe { sys::cuEventSynchronize(self.0) }, || "waiting for an event".into())
-    }
-}
-
-// SAFETY: an event handle may be used from any thread on which its context is current.
-unsafe impl Send for Event {}
-
-impl Drop for Event {
-    fn drop(&mut self) {
-        // SAFETY: created by cuEventCreate, destroyed once; the driver defers it if still pending.
-        unsafe { sys::cuEventDestroy_v2(self.0) };
-    }
-}
 
 /// How many times to run a measurement: `warmup` runs are thrown away, then `repeats` are kept.
 #[derive(Clone, Copy, Debug, Serialize)]

@@ -1,0 +1,137 @@
+//! The CUDA context that every resource of one GPU lives in, kept alive by every one of them.
+//!
+//! Device memory, pinned host memory, streams, events and loaded kernels all belong to a context: when
+//! the context goes, the driver frees them all. So each of those types holds an `Arc<Context>`, and the
+//! context is released only after the last of them is dropped, in whatever order a program drops
+//! things (struct fields drop in declaration order, which is easy to get wrong).
+
+use std::sync::Arc;
+
+use anyhow::bail;
+use cust::sys::{self, CUresult};
+
+use crate::error::check;
+
+/// A GPU's primary context: the one the CUDA runtime (and Nsight) use too. Retained on creation and
+/// released when the last `Arc` goes.
+pub(crate) struct Context {
+    raw: sys::CUcontext,
+    device: sys::CUdevice,
+    owned: bool,
+}
+
+// SAFETY: a CUcontext handle may be used from any thread; this type only makes it current, compares it
+// and releases it once.
+unsafe impl Send for Context {}
+// SAFETY: as above; no method mutates the handle.
+unsafe impl Sync for Context {}
+
+impl Context {
+    /// Retains GPU `ordinal`'s primary context and makes it current on this thread.
+    pub fn primary(ordinal: u32) -> anyhow::Result<Arc<Context>> {
+        driver_init()?;
+        let count = device_count()?;
+        if ordinal >= count {
+            bail!("CUDA device {ordinal} does not exist: this machine has {count} (set CUDA_DEVICE to 0..{count})");
+        }
+        let mut device = 0;
+        // SAFETY: valid out-pointer; the ordinal was checked against the device count.
+        check(unsafe { sys::cuDeviceGet(&mut device, ordinal as i32) }, || "opening the CUDA device".into())?;
+        let mut raw = std::ptr::null_mut();
+        // SAFETY: valid out-pointer and device handle.
+        check(unsafe { sys::cuDevicePrimaryCtxRetain(&mut raw, device) }, || "creating a CUDA context".into())?;
+        let ctx = Arc::new(Context { raw, device, owned: false });
+        ctx.make_current()?;
+        Ok(ctx)
+    }
+
+    /// A context of its own on GPU 0 (`cuCtxCreate`), as a foreign library might make: for tests that
+    /// hand the scope a stream or buffer from another context.
+    #[cfg(test)]
+    pub fn separate() -> anyhow::Result<Arc<Context>> {
+        driver_init()?;
+        let mut device = 0;
+        // SAFETY: valid out-pointer.
+        check(unsafe { sys::cuDeviceGet(&mut device, 0) }, || "opening the CUDA device".into())?;
+        let mut raw = std::ptr::null_mut();
+        // SAFETY: valid out-pointer and device; flags 0.
+        check(unsafe { sys::cuCtxCreate_v2(&mut raw, 0, device) }, || "creating a CUDA context".into())?;
+        Ok(Arc::new(Context { raw, device, owned: true }))
+    }
+
+    /// Makes this context current on the calling thread (what `cudaSetDevice` does).
+    pub fn make_current(&self) -> anyhow::Result<()> {
+        // SAFETY: a live context handle (self holds a reference on it).
+        check(unsafe { sys::cuCtxSetCurrent(self.raw) }, || "making the GPU's context current".into())
+    }
+
+    /// Runs `f` with this context current, then restores the caller's: for drops, which can happen on
+    /// any thread, with any context current.
+    pub fn with_current<R>(&self, f: impl FnOnce() -> R) -> R {
+        // SAFETY: a live context handle; popped below only if the push succeeded.
+        let pushed = unsafe { sys::cuCtxPushCurrent_v2(self.raw) } == CUresult::CUDA_SUCCESS;
+        let r = f();
+        if pushed {
+            let mut popped = std::ptr::null_mut();
+            // SAFETY: valid out-pointer; pops what was pushed above.
+            unsafe { sys::cuCtxPopCurrent_v2(&mut popped) };
+        }
+        r
+    }
+
+    pub fn raw(&self) -> sys::CUcontext {
+        self.raw
+    }
+
+    pub fn device(&self) -> sys::CUdevice {
+        self.device
+    }
+
+    /// Whether `other` is this very context (two handles on one GPU's primary context are).
+    pub fn is(&self, other: &Context) -> bool {
+        self.raw == other.raw
+    }
+}
+
+impl Drop for Context {
+    fn drop(&mut self) {
+        // SAFETY: retained (or created) once in the constructor, released once here; every resource
+        // of the context held an Arc of it, so none is left.
+        unsafe {
+            if self.owned {
+                sys::cuCtxDestroy_v2(self.raw);
+            } else {
+                sys::cuDevicePrimaryCtxRelease_v2(self.device);
+            }
+        }
+    }
+}
+
+/// `cuInit`, with one line for each way a machine can lack a usable GPU.
+pub fn driver_init() -> anyhow::Result<()> {
+    // SAFETY: cuInit takes flags (must be 0) and may be called more than once.
+    let code = unsafe { sys::cuInit(0) };
+    match code {
+        CUresult::CUDA_SUCCESS => Ok(()),
+        CUresult::CUDA_ERROR_STUB_LIBRARY => bail!(
+            "no NVIDIA driver: this program loaded the link-only libcuda stub, not a driver. \
+             Run it on a machine with an NVIDIA GPU and its driver"
+        ),
+        CUresult::CUDA_ERROR_NO_DEVICE => {
+            bail!("no CUDA GPU found: the NVIDIA driver is installed but sees no device (check nvidia-smi and CUDA_VISIBLE_DEVICES)")
+        }
+        CUresult::CUDA_ERROR_SYSTEM_DRIVER_MISMATCH => {
+            bail!("the NVIDIA kernel module and driver library versions differ: reboot or reinstall the driver")
+        }
+        other => bail!("the NVIDIA driver failed to start: {}", crate::error::cuda_error_name(other)),
+    }
+}
+
+/// How many CUDA devices this machine has (after `CUDA_VISIBLE_DEVICES`).
+pub fn device_count() -> anyhow::Result<u32> {
+    driver_init()?;
+    let mut n = 0;
+    // SAFETY: valid out-pointer; the driver is initialized.
+    check(unsafe { sys::cuDeviceGetCount(&mut n) }, || "counting CUDA devices".into())?;
+    Ok(n as u32)
+}

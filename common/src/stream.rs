@@ -1,0 +1,147 @@
+//! Streams and events of our own: each keeps its context alive, and none offers a way to queue work
+//! that the scope does not see.
+
+use std::{cell::RefCell, sync::Arc};
+
+use cust::sys;
+
+use crate::{context::Context, error::check};
+
+/// A CUDA stream. Made by [`crate::Gpu::streams`] as `cudaStreamNonBlocking`: it runs concurrently
+/// with the legacy default stream (stream 0), which other libraries in the process may use.
+pub struct Stream {
+    raw: sys::CUstream,
+    blocking: bool,
+    ctx: Arc<Context>,
+}
+
+// SAFETY: a stream handle may be used from any thread with its context current (every use makes it so).
+unsafe impl Send for Stream {}
+
+impl Stream {
+    pub(crate) fn new(ctx: &Arc<Context>, blocking: bool) -> anyhow::Result<Stream> {
+        ctx.make_current()?;
+        let flags = if blocking { sys::CUstream_flags::CU_STREAM_DEFAULT } else { sys::CUstream_flags::CU_STREAM_NON_BLOCKING };
+        let mut raw = std::ptr::null_mut();
+        // SAFETY: valid out-pointer; the flags are the driver's own; the context is current.
+        check(unsafe { sys::cuStreamCreate(&mut raw, flags as u32) }, || "creating a stream".into())?;
+        Ok(Stream { raw, blocking, ctx: ctx.clone() })
+    }
+
+    /// Whether this stream waits for the legacy default stream and it for this one (`cudaStreamCreate`
+    /// without flags), rather than running independently of it (`cudaStreamNonBlocking`).
+    pub fn is_blocking(&self) -> bool {
+        self.blocking
+    }
+
+    /// The flags the driver reports for this stream: `CU_STREAM_NON_BLOCKING` (1) or 0.
+    pub fn driver_flags(&self) -> anyhow::Result<u32> {
+        let mut flags = 0;
+        // SAFETY: a live stream and a valid out-pointer.
+        check(unsafe { sys::cuStreamGetFlags(self.raw, &mut flags) }, || "reading a stream's flags".into())?;
+        Ok(flags)
+    }
+
+    /// Blocks until the work queued on this stream has finished (`cudaStreamSynchronize`).
+    pub fn synchronize(&self) -> anyhow::Result<()> {
+        // SAFETY: a live stream.
+        check(unsafe { sys::cuStreamSynchronize(self.raw) }, || "waiting for a stream".into())
+    }
+
+    pub(crate) fn raw(&self) -> sys::CUstream {
+        self.raw
+    }
+
+    pub(crate) fn context(&self) -> &Arc<Context> {
+        &self.ctx
+    }
+}
+
+impl std::fmt::Debug for Stream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Stream({:p}, {})", self.raw, if self.blocking { "blocking" } else { "non-blocking" })
+    }
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        // SAFETY: created once, destroyed once; the driver finishes queued work before releasing it.
+        self.ctx.with_current(|| unsafe { sys::cuStreamDestroy_v2(self.raw) });
+    }
+}
+
+/// A CUDA event with timing (`cudaEventCreate`).
+pub(crate) struct Event {
+    raw: sys::CUevent,
+    ctx: Arc<Context>,
+}
+
+// SAFETY: an event handle may be used from any thread with its context current.
+unsafe impl Send for Event {}
+
+impl Event {
+    pub fn new(ctx: &Arc<Context>) -> anyhow::Result<Event> {
+        let mut raw = std::ptr::null_mut();
+        // SAFETY: valid out-pointer; default flags; the context is pushed for the call.
+        check(ctx.with_current(|| unsafe { sys::cuEventCreate(&mut raw, 0) }), || "creating an event".into())?;
+        Ok(Event { raw, ctx: ctx.clone() })
+    }
+
+    /// `cudaEventRecord(event, stream)`.
+    pub fn record(&self, stream: &Stream) -> anyhow::Result<()> {
+        self.record_raw(stream.raw())
+    }
+
+    pub fn record_raw(&self, stream: sys::CUstream) -> anyhow::Result<()> {
+        // SAFETY: a live event and stream of one context.
+        check(unsafe { sys::cuEventRecord(self.raw, stream) }, || "recording an event".into())
+    }
+
+    /// Milliseconds from `start` to this event; both must have completed.
+    pub fn elapsed_ms(&self, start: &Event) -> anyhow::Result<f64> {
+        let mut ms = 0f32;
+        // SAFETY: two live events and a valid out-pointer.
+        check(unsafe { sys::cuEventElapsedTime(&mut ms, start.raw, self.raw) }, || "reading the GPU timer".into())?;
+        Ok(ms as f64)
+    }
+
+    /// Blocks the calling thread until the work before the event's last record has finished.
+    pub fn synchronize(&self) -> anyhow::Result<()> {
+        // SAFETY: a live event.
+        check(unsafe { sys::cuEventSynchronize(self.raw) }, || "waiting for an event".into())
+    }
+
+    pub fn raw(&self) -> sys::CUevent {
+        self.raw
+    }
+}
+
+impl Drop for Event {
+    fn drop(&mut self) {
+        // SAFETY: created by cuEventCreate, destroyed once; the driver defers it while still pending.
+        self.ctx.with_current(|| unsafe { sys::cuEventDestroy_v2(self.raw) });
+    }
+}
+
+/// Events of one context kept for reuse: creating one costs more than recording it.
+pub(crate) struct EventPool {
+    ctx: Arc<Context>,
+    free: RefCell<Vec<Event>>,
+}
+
+impl EventPool {
+    pub fn new(ctx: &Arc<Context>) -> EventPool {
+        EventPool { ctx: ctx.clone(), free: RefCell::new(Vec::new()) }
+    }
+
+    pub fn take(&self) -> anyhow::Result<Event> {
+        match self.free.borrow_mut().pop() {
+            Some(e) => Ok(e),
+            None => Event::new(&self.ctx),
+        }
+    }
+
+    pub fn give(&self, events: impl IntoIterator<Item = Event>) {
+        self.free.borrow_mut().extend(events)
+    }
+}

@@ -1,0 +1,8 @@
+// Only types for which every bit pattern is valid may live in a buffer the GPU writes: not bool.
+use common::Gpu;
+
+fn main() -> common::anyhow::Result<()> {
+    let gpu = Gpu::init()?;
+    let _flags = gpu.alloc::<bool>(4)?;
+    Ok(())
+}

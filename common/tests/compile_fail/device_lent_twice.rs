@@ -1,0 +1,14 @@
+// One device buffer cannot be lent twice to a scope: the two handles would not be tracked together.
+use common::Gpu;
+
+fn main() -> common::anyhow::Result<()> {
+    let gpu = Gpu::init()?;
+    let streams = gpu.streams(1)?;
+    let mut d = gpu.alloc::<f32>(4)?;
+    gpu.scope(&streams, |s| {
+        let a = s.device(&mut d);
+        let b = s.device(&mut d);
+        s.dtod(&streams[0], a, b)
+    })?;
+    Ok(())
+}

@@ -1,0 +1,10 @@
+// An event recorded in a scope cannot be waited on after it, or in another scope.
+use common::Gpu;
+
+fn main() -> common::anyhow::Result<()> {
+    let gpu = Gpu::init()?;
+    let streams = gpu.streams(2)?;
+    let e = gpu.scope(&streams, |s| s.event_record(&streams[0]))?;
+    gpu.scope(&streams, |s| s.stream_wait_event(&streams[1], e))?;
+    Ok(())
+}

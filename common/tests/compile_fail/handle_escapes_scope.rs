@@ -1,0 +1,11 @@
+// A device handle cannot leave its scope: after the scope, the buffer is no longer lent.
+use common::Gpu;
+
+fn main() -> common::anyhow::Result<()> {
+    let gpu = Gpu::init()?;
+    let streams = gpu.streams(1)?;
+    let mut d = gpu.alloc::<f32>(4)?;
+    let leaked = gpu.scope(&streams, |s| Ok(s.device(&mut d)))?;
+    let _ = leaked.len();
+    Ok(())
+}

@@ -1,0 +1,14 @@
+// A handle of one scope cannot be used in another, even one nested inside it.
+use common::Gpu;
+
+fn main() -> common::anyhow::Result<()> {
+    let gpu = Gpu::init()?;
+    let streams = gpu.streams(1)?;
+    let h = vec![1.0f32; 4];
+    let mut d = gpu.alloc::<f32>(4)?;
+    gpu.scope(&streams, |outer| {
+        let d = outer.device(&mut d);
+        gpu.scope(&streams, |inner| inner.htod(&streams[0], &h, d))
+    })?;
+    Ok(())
+}

@@ -1,0 +1,15 @@
+// A host buffer lent to a copy cannot be freed while the copy may run.
+use common::Gpu;
+
+fn main() -> common::anyhow::Result<()> {
+    let gpu = Gpu::init()?;
+    let streams = gpu.streams(1)?;
+    let v = vec![1.0f32; 4];
+    let mut d = gpu.alloc::<f32>(4)?;
+    gpu.scope(&streams, |s| {
+        s.htod(&streams[0], &v, s.device(&mut d))?;
+        drop(v);
+        Ok(())
+    })?;
+    Ok(())
+}

@@ -1,0 +1,14 @@
+// Two copies cannot write into one host buffer in a scope: they would race.
+use common::Gpu;
+
+fn main() -> common::anyhow::Result<()> {
+    let gpu = Gpu::init()?;
+    let streams = gpu.streams(2)?;
+    let mut h = gpu.pinned::<f32>(4)?;
+    let (mut a, mut b) = (gpu.alloc::<f32>(4)?, gpu.alloc::<f32>(4)?);
+    gpu.scope(&streams, |s| {
+        s.dtoh(&streams[0], s.device(&mut a), &mut h)?;
+        s.dtoh(&streams[1], s.device(&mut b), &mut h)
+    })?;
+    Ok(())
+}

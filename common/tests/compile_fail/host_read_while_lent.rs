@@ -1,0 +1,15 @@
+// A host buffer lent to a copy cannot be read until the scope has synchronized: the GPU may still be writing it.
+use common::Gpu;
+
+fn main() -> common::anyhow::Result<()> {
+    let gpu = Gpu::init()?;
+    let streams = gpu.streams(1)?;
+    let mut h = gpu.pinned::<f32>(4)?;
+    let mut d = gpu.alloc::<f32>(4)?;
+    gpu.scope(&streams, |s| {
+        s.dtoh(&streams[0], s.device(&mut d), &mut h)?;
+        println!("{}", h[0]);
+        Ok(())
+    })?;
+    Ok(())
+}

@@ -1,0 +1,15 @@
+// Mapped host memory lent to kernels cannot be touched by the host until the scope ends.
+use common::{Gpu, HostAlloc};
+
+fn main() -> common::anyhow::Result<()> {
+    let gpu = Gpu::init()?;
+    let streams = gpu.streams(1)?;
+    let mut m = gpu.pinned_with::<f32>(4, HostAlloc::MAPPED)?;
+    gpu.scope(&streams, |s| {
+        let d = s.mapped(&mut m)?;
+        s.launch(&streams[0], gpu.kernels.process(d, 1))?;
+        m[0] = 1.0;
+        Ok(())
+    })?;
+    Ok(())
+}

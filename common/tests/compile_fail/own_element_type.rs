@@ -1,0 +1,7 @@
+// The element types are a closed list: a program cannot declare its own type valid for every bit pattern.
+#[derive(Clone, Copy)]
+struct Flag(bool);
+
+impl common::Element for Flag {}
+
+fn main() {}

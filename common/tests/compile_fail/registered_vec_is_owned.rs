@@ -1,0 +1,11 @@
+// A Vec pinned in place belongs to the registration: forgetting the guard cannot hand it back pinned.
+use common::Gpu;
+
+fn main() -> common::anyhow::Result<()> {
+    let gpu = Gpu::init()?;
+    let mut v = vec![1.0f32; 1024];
+    let registered = gpu.register(v)?;
+    std::mem::forget(registered);
+    v.push(2.0);
+    Ok(())
+}

@@ -1,0 +1,14 @@
+// A scope cannot be used from another thread: its bookkeeping is not synchronized.
+use common::Gpu;
+
+fn main() -> common::anyhow::Result<()> {
+    let gpu = Gpu::init()?;
+    let streams = gpu.streams(1)?;
+    gpu.scope(&streams, |s| {
+        std::thread::scope(|t| {
+            t.spawn(|| s.is_idle());
+        });
+        Ok(())
+    })?;
+    Ok(())
+}

@@ -1,0 +1,10 @@
+// A stream offers no way to queue work (host callbacks included) that the scope does not see.
+use common::Gpu;
+
+fn main() -> common::anyhow::Result<()> {
+    let gpu = Gpu::init()?;
+    let streams = gpu.streams(1)?;
+    let mut v = vec![0u8; 4];
+    streams[0].add_callback(Box::new(|_| v.push(1)))?;
+    Ok(())
+}
