@@ -339,8 +339,8 @@ struct State {
     trackers: Vec<Tracker>,
     /// Events recorded in this scope, each with what it knows (its stream's vector clock then).
     events: Vec<(Event, Vec<u64>)>,
-    /// Operations queued: (stream, name, event recorded after it).
-    ops: Vec<(usize, &'static str, usize)>,
+    /// Operations queued: (stream, what it is, event recorded after it).
+    ops: Vec<(usize, OpInfo, usize)>,
     clocks: Clocks,
     ordering: Ordering,
     /// Set when an operation was queued but could not be tracked: nothing more may be queued.
@@ -351,6 +351,14 @@ struct State {
 
 /// What an operation is, for the built-in timeline: (kind, name, bytes moved).
 type OpInfo = (&'static str, &'static str, usize);
+
+/// An operation in words: `memcpy HtoD`, `kernel process`.
+fn label(info: &OpInfo) -> String {
+    match info.0 {
+        "kernel" => format!("kernel {}", info.1),
+        _ => info.1.to_string(),
+    }
+}
 
 struct Pending {
     start: usize,
@@ -511,12 +519,12 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         info: OpInfo,
         op: impl FnOnce(sys::CUstream) -> CUresult,
     ) -> anyhow::Result<()> {
-        let name = info.1;
+        let name = label(&info);
         let mut st = self.state.borrow_mut();
         if let Some(why) = &st.broken {
             bail!("{name}: refused, because an earlier operation of this scope could not be tracked ({why})");
         }
-        let j = self.stream_index(stream).with_context(|| name.to_string())?;
+        let j = self.stream_index(stream).with_context(|| name.clone())?;
         for (i, a) in accesses.iter().enumerate() {
             if a.scope != self.id {
                 bail!("{name}: a device handle from another scope");
@@ -564,6 +572,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
             st.ordering.waits_added += 1;
             if st.ordering.first_added.is_none() {
                 let (k, other, _) = st.ops[c.op];
+                let other = label(&other);
                 let a = &accesses[i];
                 let both = a.bytes.start.max(c.bytes.start)..a.bytes.end.min(c.bytes.end);
                 st.ordering.first_added = Some(format!(
@@ -593,7 +602,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         st.events.push((end, snapshot));
         let event = st.events.len() - 1;
         let op_index = st.ops.len();
-        st.ops.push((j, name, event));
+        st.ops.push((j, info, event));
         if let Err(e) = recorded {
             // Later operations could not be ordered after this one: the scope takes no more.
             st.broken = Some(format!("{e:#}"));

@@ -60,6 +60,10 @@ pub fn run(flags: BundleFlags) -> anyhow::Result<()> {
         let kinds: Vec<&str> =
             msg["target"]["kind"].as_array().map(|k| k.iter().filter_map(|s| s.as_str()).collect()).unwrap_or_default();
         let test = msg["profile"]["test"].as_bool().unwrap_or(false);
+        // The compile-fail suite runs cargo itself: it belongs where Rust is, not in the bundle.
+        if name == "compile_fail" {
+            continue;
+        }
         let dest = if kinds.contains(&"example") {
             out.join("lessons").join(name)
         } else if kinds.contains(&"bench") {
