@@ -12,7 +12,8 @@
 //! | [`timing`] | timing statistics, bandwidth |
 //! | [`timeline`] | phases (NVTX ranges) and the built-in CUDA-event timeline |
 //! | [`chunks`] | how N elements are split into chunks and streams |
-//! | [`pipeline`] | the ideal time of a copy-compute-copy pipeline |
+//! | [`bound`] | a lower bound on a copy-compute-copy pipeline's time, measured in the same run, and what limits it |
+//! | [`pipeline`] | the pipeline itself: stage times, one loop for benchmarks and every-GPU runs |
 //! | [`verify`] | checking results against a CPU reference |
 //! | [`report`] | tables, verdicts and JSON |
 //! | [`args`] | the flags every lesson shares |
@@ -21,6 +22,7 @@
 //! GPU work except through a [`Scope`], which borrows what the work touches until it is done.
 
 pub mod args;
+pub mod bound;
 pub mod chunks;
 mod context;
 pub mod device;
