@@ -10,6 +10,8 @@ use crate::report::fmt_count;
 pub struct Check {
     /// Elements compared; fewer than `total` when only a sample was checked.
     pub checked: usize,
+    /// Which elements, in words, when not all.
+    pub sample: Option<String>,
     pub total: usize,
     pub mismatches: usize,
     /// (index, got, expected) of the first mismatch.
@@ -26,15 +28,15 @@ impl Check {
 
     /// One line for the lesson's output.
     pub fn summary(&self) -> String {
-        let what = if self.checked == self.total {
-            format!("all {} elements", fmt_count(self.total))
-        } else {
-            format!(
+        let what = match &self.sample {
+            _ if self.checked == self.total => format!("all {} elements", fmt_count(self.total)),
+            Some(which) => format!("{} of {} elements ({which})", fmt_count(self.checked), fmt_count(self.total)),
+            None => format!(
                 "{} of {} elements (every {}th)",
                 fmt_count(self.checked),
                 fmt_count(self.total),
-                self.total.div_ceil(self.checked)
-            )
+                self.total.div_ceil(self.checked.max(1))
+            ),
         };
         let how = if self.tolerance == 0.0 {
             "exactly".to_string()
@@ -62,18 +64,46 @@ impl Check {
 
 /// Compares `got[i]` with `expected(i)` bit for bit (NaN never matches).
 pub fn exact(got: &[f32], expected: impl Fn(usize) -> f32 + Sync) -> Check {
-    compare(got, 1, 0.0, expected)
+    compare(got, (0..got.len()).collect(), None, 0.0, expected)
 }
 
 /// Compares within an absolute tolerance, every `stride`-th element (1 = all): for references too
 /// slow to compute in full, or kernels whose math library differs from the CPU's.
 pub fn within(got: &[f32], stride: usize, tolerance: f64, expected: impl Fn(usize) -> f32 + Sync) -> Check {
-    compare(got, stride.max(1), tolerance, expected)
+    compare(got, (0..got.len()).step_by(stride.max(1)).collect(), None, tolerance, expected)
 }
 
-fn compare(got: &[f32], stride: usize, tolerance: f64, expected: impl Fn(usize) -> f32 + Sync) -> Check {
+/// Compares every chunk of `plan` where a chunking mistake would show (its first and last elements)
+/// and at `spread` more places spread evenly across it: a check whose cost does not grow with the data,
+/// for references that cost the CPU far more than the GPU. `tolerance` 0 means bit for bit.
+pub fn chunks(
+    got: &[f32],
+    plan: &crate::ChunkPlan,
+    spread: usize,
+    tolerance: f64,
+    expected: impl Fn(usize) -> f32 + Sync,
+) -> Check {
+    assert_eq!(got.len(), plan.elements, "the results do not match the plan");
+    let mut indices = Vec::with_capacity(plan.chunks * (spread + 2));
+    for c in plan.iter() {
+        let (first, last) = (c.offset, c.offset + c.len - 1);
+        indices.push(first);
+        indices.extend((1..=spread).map(|k| first + k * (c.len - 1) / (spread + 1)));
+        indices.push(last);
+    }
+    indices.dedup();
+    let per_chunk = format!("the first, the last and {spread} spread between, of each of {} chunks", plan.chunks);
+    compare(got, indices, Some(per_chunk), tolerance, expected)
+}
+
+fn compare(
+    got: &[f32],
+    indices: Vec<usize>,
+    sample: Option<String>,
+    tolerance: f64,
+    expected: impl Fn(usize) -> f32 + Sync,
+) -> Check {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(64);
-    let indices: Vec<usize> = (0..got.len()).step_by(stride).collect();
     let part = indices.len().div_ceil(threads).max(1);
     let partials: Vec<Check> = std::thread::scope(|s| {
         let handles: Vec<_> = indices
@@ -81,8 +111,15 @@ fn compare(got: &[f32], stride: usize, tolerance: f64, expected: impl Fn(usize) 
             .map(|idx| {
                 let expected = &expected;
                 s.spawn(move || {
-                    let mut c =
-                        Check { checked: 0, total: got.len(), mismatches: 0, first: None, max_abs_err: 0.0, tolerance };
+                    let mut c = Check {
+                        checked: 0,
+                        sample: None,
+                        total: got.len(),
+                        mismatches: 0,
+                        first: None,
+                        max_abs_err: 0.0,
+                        tolerance,
+                    };
                     for &i in idx {
                         let (g, e) = (got[i], expected(i));
                         let err = (g as f64 - e as f64).abs();
@@ -104,7 +141,7 @@ fn compare(got: &[f32], stride: usize, tolerance: f64, expected: impl Fn(usize) 
         handles.into_iter().map(|h| h.join().expect("verification thread")).collect()
     });
     partials.into_iter().fold(
-        Check { checked: 0, total: got.len(), mismatches: 0, first: None, max_abs_err: 0.0, tolerance },
+        Check { checked: 0, sample, total: got.len(), mismatches: 0, first: None, max_abs_err: 0.0, tolerance },
         |mut acc, c| {
             acc.checked += c.checked;
             acc.mismatches += c.mismatches;
@@ -171,6 +208,20 @@ mod tests {
         assert_eq!(c.checked, 100);
         assert!(c.summary().contains("every 10th"));
         assert!(!within(&v, 1, 1e-4, |_| 1.0005).passed());
+    }
+
+    #[test]
+    fn chunk_checks_see_every_chunks_edges() {
+        let plan = crate::ChunkPlan::new(1_000_003, 7, 3).unwrap();
+        let good: Vec<f32> = (0..plan.elements).map(|i| i as f32).collect();
+        let c = chunks(&good, &plan, 10, 0.0, |i| i as f32);
+        assert!(c.passed() && c.checked <= 7 * 12 && c.checked >= 7 * 2, "{c:?}");
+        assert!(c.summary().contains("of each of 7 chunks"), "{}", c.summary());
+        for edge in [0, 142_857, 142_858, 571_431, 571_432, 1_000_002] {
+            let mut bad = good.clone();
+            bad[edge] = -1.0;
+            assert!(!chunks(&bad, &plan, 10, 0.0, |i| i as f32).passed(), "a wrong element at {edge} is missed");
+        }
     }
 
     #[test]
