@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use common::Gpu;
 use criterion::{criterion_group, criterion_main, Criterion};
-use cust::sys;
+use common::ffi;
 
 /// Operations per timed batch: a scope holds its events until it ends, so batches stay bounded.
 const BATCH: u64 = 512;
@@ -45,10 +45,10 @@ fn enqueue(c: &mut Criterion) {
     let mut raw_events = vec![std::ptr::null_mut(); BATCH as usize];
     // SAFETY: valid out-pointers in the current context; released at the end of this function.
     unsafe {
-        assert_eq!(sys::cuStreamCreate(&mut raw_stream, 1), sys::CUresult::CUDA_SUCCESS);
-        assert_eq!(sys::cuMemAlloc_v2(&mut raw_mem, 4 * 4096), sys::CUresult::CUDA_SUCCESS);
+        assert_eq!(ffi::cuStreamCreate(&mut raw_stream, 1), ffi::SUCCESS);
+        assert_eq!(ffi::cuMemAlloc_v2(&mut raw_mem, 4 * 4096), ffi::SUCCESS);
         for e in &mut raw_events {
-            assert_eq!(sys::cuEventCreate(e, 0), sys::CUresult::CUDA_SUCCESS);
+            assert_eq!(ffi::cuEventCreate(e, 0), ffi::SUCCESS);
         }
     }
     for with_event in [false, true] {
@@ -60,15 +60,15 @@ fn enqueue(c: &mut Criterion) {
                     for i in 0..n as usize {
                         // SAFETY: 4 bytes inside the raw allocation, on the raw stream; a live event.
                         unsafe {
-                            sys::cuMemsetD32Async(raw_mem + 4 * (i as u64 % 4096), 1, 1, raw_stream);
+                            ffi::cuMemsetD32Async(raw_mem + 4 * (i as u64 % 4096), 1, 1, raw_stream);
                             if with_event {
-                                sys::cuEventRecord(raw_events[i], raw_stream);
+                                ffi::cuEventRecord(raw_events[i], raw_stream);
                             }
                         }
                     }
                     let dt = t.elapsed();
                     // SAFETY: the raw stream.
-                    unsafe { sys::cuStreamSynchronize(raw_stream) };
+                    unsafe { ffi::cuStreamSynchronize(raw_stream) };
                     dt
                 })
             })
@@ -100,12 +100,12 @@ fn enqueue(c: &mut Criterion) {
     g.finish();
     // SAFETY: the raw resources made above, each released once, after their work finished.
     unsafe {
-        sys::cuStreamSynchronize(raw_stream);
+        ffi::cuStreamSynchronize(raw_stream);
         for e in raw_events {
-            sys::cuEventDestroy_v2(e);
+            ffi::cuEventDestroy_v2(e);
         }
-        sys::cuMemFree_v2(raw_mem);
-        sys::cuStreamDestroy_v2(raw_stream);
+        ffi::cuMemFree_v2(raw_mem);
+        ffi::cuStreamDestroy_v2(raw_stream);
     }
 }
 

@@ -8,9 +8,9 @@
 use std::sync::Arc;
 
 use anyhow::bail;
-use cust::sys::{self, CUresult};
+use cust::sys;
 
-use crate::error::check;
+use crate::ffi::{self, check};
 
 /// A GPU's primary context: the one the CUDA runtime (and Nsight) use too. Retained on creation and
 /// released when the last `Arc` goes.
@@ -36,10 +36,10 @@ impl Context {
         }
         let mut device = 0;
         // SAFETY: valid out-pointer; the ordinal was checked against the device count.
-        check(unsafe { sys::cuDeviceGet(&mut device, ordinal as i32) }, || "opening the CUDA device".into())?;
+        check(unsafe { ffi::cuDeviceGet(&mut device, ordinal as i32) }, || "opening the CUDA device".into())?;
         let mut raw = std::ptr::null_mut();
         // SAFETY: valid out-pointer and device handle.
-        check(unsafe { sys::cuDevicePrimaryCtxRetain(&mut raw, device) }, || "creating a CUDA context".into())?;
+        check(unsafe { ffi::cuDevicePrimaryCtxRetain(&mut raw, device) }, || "creating a CUDA context".into())?;
         let ctx = Arc::new(Context { raw, device, owned: false });
         ctx.make_current()?;
         Ok(ctx)
@@ -52,31 +52,44 @@ impl Context {
         driver_init()?;
         let mut device = 0;
         // SAFETY: valid out-pointer.
-        check(unsafe { sys::cuDeviceGet(&mut device, 0) }, || "opening the CUDA device".into())?;
+        check(unsafe { ffi::cuDeviceGet(&mut device, 0) }, || "opening the CUDA device".into())?;
         let mut raw = std::ptr::null_mut();
         // SAFETY: valid out-pointer and device; flags 0.
-        check(unsafe { sys::cuCtxCreate_v2(&mut raw, 0, device) }, || "creating a CUDA context".into())?;
+        check(unsafe { ffi::cuCtxCreate_v2(&mut raw, 0, device) }, || "creating a CUDA context".into())?;
         Ok(Arc::new(Context { raw, device, owned: true }))
     }
 
     /// Makes this context current on the calling thread (what `cudaSetDevice` does).
     pub fn make_current(&self) -> anyhow::Result<()> {
         // SAFETY: a live context handle (self holds a reference on it).
-        check(unsafe { sys::cuCtxSetCurrent(self.raw) }, || "making the GPU's context current".into())
+        check(unsafe { ffi::cuCtxSetCurrent(self.raw) }, || "making the GPU's context current".into())
     }
 
     /// Runs `f` with this context current, then restores the caller's: for drops, which can happen on
-    /// any thread, with any context current.
-    pub fn with_current<R>(&self, f: impl FnOnce() -> R) -> R {
-        // SAFETY: a live context handle; popped below only if the push succeeded.
-        let pushed = unsafe { sys::cuCtxPushCurrent_v2(self.raw) } == CUresult::CUDA_SUCCESS;
-        let r = f();
-        if pushed {
-            let mut popped = std::ptr::null_mut();
-            // SAFETY: valid out-pointer; pops what was pushed above.
-            unsafe { sys::cuCtxPopCurrent_v2(&mut popped) };
+    /// any thread, with any context current. `None`, without running `f`, if the context could not be
+    /// made current.
+    pub fn with_current<R>(&self, f: impl FnOnce() -> R) -> Option<R> {
+        // SAFETY: a live context handle.
+        if unsafe { ffi::cuCtxPushCurrent_v2(self.raw) } != ffi::SUCCESS {
+            return None;
         }
-        r
+        let r = f();
+        let mut popped = std::ptr::null_mut();
+        // SAFETY: valid out-pointer; pops what was pushed above.
+        unsafe { ffi::cuCtxPopCurrent_v2(&mut popped) };
+        Some(r)
+    }
+
+    /// Makes this context current unless it already is: cheaper than setting it every time.
+    pub fn ensure_current(&self) -> anyhow::Result<()> {
+        let mut current = std::ptr::null_mut();
+        // SAFETY: valid out-pointer.
+        check(unsafe { ffi::cuCtxGetCurrent(&mut current) }, || "reading the current context".into())?;
+        if current == self.raw {
+            Ok(())
+        } else {
+            self.make_current()
+        }
     }
 
     pub fn raw(&self) -> sys::CUcontext {
@@ -99,9 +112,9 @@ impl Drop for Context {
         // of the context held an Arc of it, so none is left.
         unsafe {
             if self.owned {
-                sys::cuCtxDestroy_v2(self.raw);
+                ffi::cuCtxDestroy_v2(self.raw);
             } else {
-                sys::cuDevicePrimaryCtxRelease_v2(self.device);
+                ffi::cuDevicePrimaryCtxRelease_v2(self.device);
             }
         }
     }
@@ -110,20 +123,20 @@ impl Drop for Context {
 /// `cuInit`, with one line for each way a machine can lack a usable GPU.
 pub fn driver_init() -> anyhow::Result<()> {
     // SAFETY: cuInit takes flags (must be 0) and may be called more than once.
-    let code = unsafe { sys::cuInit(0) };
+    let code = unsafe { ffi::cuInit(0) };
     match code {
-        CUresult::CUDA_SUCCESS => Ok(()),
-        CUresult::CUDA_ERROR_STUB_LIBRARY => bail!(
+        ffi::SUCCESS => Ok(()),
+        ffi::ERROR_STUB_LIBRARY => bail!(
             "no NVIDIA driver: this program loaded the link-only libcuda stub, not a driver. \
              Run it on a machine with an NVIDIA GPU and its driver"
         ),
-        CUresult::CUDA_ERROR_NO_DEVICE => {
+        ffi::ERROR_NO_DEVICE => {
             bail!("no CUDA GPU found: the NVIDIA driver is installed but sees no device (check nvidia-smi and CUDA_VISIBLE_DEVICES)")
         }
-        CUresult::CUDA_ERROR_SYSTEM_DRIVER_MISMATCH => {
+        ffi::ERROR_SYSTEM_DRIVER_MISMATCH => {
             bail!("the NVIDIA kernel module and driver library versions differ: reboot or reinstall the driver")
         }
-        other => bail!("the NVIDIA driver failed to start: {}", crate::error::cuda_error_name(other)),
+        other => bail!("the NVIDIA driver failed to start: {}", crate::ffi::error_name(other)),
     }
 }
 
@@ -132,6 +145,6 @@ pub fn device_count() -> anyhow::Result<u32> {
     driver_init()?;
     let mut n = 0;
     // SAFETY: valid out-pointer; the driver is initialized.
-    check(unsafe { sys::cuDeviceGetCount(&mut n) }, || "counting CUDA devices".into())?;
+    check(unsafe { ffi::cuDeviceGetCount(&mut n) }, || "counting CUDA devices".into())?;
     Ok(n as u32)
 }

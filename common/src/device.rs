@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use crate::{
     context::Context,
-    error::check,
+    ffi::{self, check},
     host::{pin_in_place, HostAlloc, PinnedBuffer, Registered},
     kernels::Kernels,
     memory::{memory_info, DeviceBuffer, Element},
@@ -180,29 +180,29 @@ impl DeviceInfo {
         let attr = |a: A| -> anyhow::Result<i32> {
             let mut v = 0;
             // SAFETY: valid out-pointer and device handle.
-            check(unsafe { sys::cuDeviceGetAttribute(&mut v, a, device) }, || format!("reading {a:?}"))?;
+            check(unsafe { ffi::cuDeviceGetAttribute(&mut v, a, device) }, || format!("reading {a:?}"))?;
             Ok(v)
         };
         let mut version = 0;
         // SAFETY: one valid out-pointer.
-        check(unsafe { sys::cuDriverGetVersion(&mut version) }, || "reading the driver version".into())?;
+        check(unsafe { ffi::cuDriverGetVersion(&mut version) }, || "reading the driver version".into())?;
         let mut bus = [0 as std::os::raw::c_char; 32];
         // SAFETY: the buffer is 32 bytes long and we pass its length; the driver NUL-terminates it.
-        check(unsafe { sys::cuDeviceGetPCIBusId(bus.as_mut_ptr(), bus.len() as i32, device) }, || {
+        check(unsafe { ffi::cuDeviceGetPCIBusId(bus.as_mut_ptr(), bus.len() as i32, device) }, || {
             "reading the PCI bus id".into()
         })?;
         // SAFETY: NUL-terminated by the driver, within the buffer.
         let pci_bus_id = unsafe { std::ffi::CStr::from_ptr(bus.as_ptr()) }.to_string_lossy().into_owned();
         let mut name = [0 as std::os::raw::c_char; 256];
         // SAFETY: as above, 256 bytes.
-        check(unsafe { sys::cuDeviceGetName(name.as_mut_ptr(), name.len() as i32, device) }, || {
+        check(unsafe { ffi::cuDeviceGetName(name.as_mut_ptr(), name.len() as i32, device) }, || {
             "reading the device name".into()
         })?;
         // SAFETY: NUL-terminated by the driver, within the buffer.
         let name = unsafe { std::ffi::CStr::from_ptr(name.as_ptr()) }.to_string_lossy().into_owned();
         let mut total_memory = 0;
         // SAFETY: valid out-pointer and device handle.
-        check(unsafe { sys::cuDeviceTotalMem_v2(&mut total_memory, device) }, || "reading the device memory size".into())?;
+        check(unsafe { ffi::cuDeviceTotalMem_v2(&mut total_memory, device) }, || "reading the device memory size".into())?;
         let memory_gbps = match (attr(A::CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE), attr(A::CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH)) {
             (Ok(khz), Ok(bits)) if khz > 0 && bits > 0 => Some(2.0 * khz as f64 * 1e3 * bits as f64 / 8.0 / 1e9),
             _ => None,

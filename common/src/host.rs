@@ -17,12 +17,20 @@ use std::{
 use anyhow::{bail, Context as _};
 use cust::sys;
 
-use crate::{context::Context, error::cuda_error_name, memory::Element, report::fmt_bytes};
+use crate::{
+    context::Context,
+    ffi::{self, error_name},
+    memory::Element,
+    report::fmt_bytes,
+};
 
 /// Ordinary pageable memory, `f(i)` for each element, with an error (not an abort) when the host
 /// cannot provide it.
 pub fn pageable<T: Element>(len: usize, f: impl Fn(usize) -> T + Sync) -> anyhow::Result<Vec<T>> {
     let mut v = Vec::new();
+    if len == 0 {
+        return Ok(v);
+    }
     v.try_reserve_exact(len).map_err(|_| {
         anyhow::anyhow!("cannot allocate {} of host memory", fmt_bytes(len.saturating_mul(std::mem::size_of::<T>())))
     })?;
@@ -72,12 +80,12 @@ impl<T: Element> PinnedBuffer<T> {
         let mut p = std::ptr::null_mut();
         // SAFETY: valid out-pointer, nonzero size; the flags are the driver's own constants; the
         // context is current.
-        let code = unsafe { sys::cuMemHostAlloc(&mut p, bytes, flags.0) };
-        if code != sys::CUresult::CUDA_SUCCESS || p.is_null() {
+        let code = unsafe { ffi::cuMemHostAlloc(&mut p, bytes, flags.0) };
+        if code != ffi::SUCCESS || p.is_null() {
             bail!(
                 "the host refused to pin {} ({}): free memory or raise the locked-memory limit (ulimit -l)",
                 fmt_bytes(bytes),
-                cuda_error_name(code)
+                error_name(code)
             );
         }
         let ptr = NonNull::new(p.cast::<T>()).unwrap();
@@ -101,8 +109,8 @@ impl<T: Element> PinnedBuffer<T> {
         }
         let mut d = 0;
         // SAFETY: the pointer is the start of a live mapped allocation; valid out-pointer; flags must be 0.
-        let code = unsafe { sys::cuMemHostGetDevicePointer_v2(&mut d, self.ptr.as_ptr().cast(), 0) };
-        crate::error::check(code, || "getting the device address of mapped host memory".into())?;
+        let code = unsafe { ffi::cuMemHostGetDevicePointer_v2(&mut d, self.ptr.as_ptr().cast(), 0) };
+        crate::ffi::check(code, || "getting the device address of mapped host memory".into())?;
         Ok(d)
     }
 }
@@ -135,7 +143,7 @@ impl<T: Element> Drop for PinnedBuffer<T> {
     fn drop(&mut self) {
         // SAFETY: allocated by cuMemHostAlloc in self.ctx (alive: self holds it) and freed once; no GPU
         // work can still use it, because every scope that lent it synchronized before its borrow ended.
-        self.ctx.with_current(|| unsafe { sys::cuMemFreeHost(self.ptr.as_ptr().cast()) });
+        self.ctx.with_current(|| unsafe { ffi::cuMemFreeHost(self.ptr.as_ptr().cast()) });
     }
 }
 
@@ -202,7 +210,7 @@ pub(crate) fn pin_in_place<T: Element, R>(
     impl<T> Drop for Unregister<'_, T> {
         fn drop(&mut self) {
             // SAFETY: registered below with this base address; unregistered once.
-            self.ctx.with_current(|| unsafe { sys::cuMemHostUnregister(self.base as *mut _) });
+            self.ctx.with_current(|| unsafe { ffi::cuMemHostUnregister(self.base as *mut _) });
         }
     }
     register(ctx, slice)?;
@@ -218,16 +226,16 @@ fn register<T>(ctx: &Context, slice: &[T]) -> anyhow::Result<()> {
     ctx.make_current()?;
     // SAFETY: the range is one live allocation, which the caller keeps alive and in place until it
     // unregisters it. The driver only pins it; it does not write it.
-    let code = unsafe { sys::cuMemHostRegister_v2(slice.as_ptr() as *mut _, bytes, 0) };
-    if code != sys::CUresult::CUDA_SUCCESS {
-        bail!("the host refused to pin {} in place ({})", fmt_bytes(bytes), cuda_error_name(code));
+    let code = unsafe { ffi::cuMemHostRegister_v2(slice.as_ptr() as *mut _, bytes, 0) };
+    if code != ffi::SUCCESS {
+        bail!("the host refused to pin {} in place ({})", fmt_bytes(bytes), error_name(code));
     }
     Ok(())
 }
 
 fn unregister<T>(ctx: &Context, slice: &[T]) {
     // SAFETY: registered by `register` with this base address; unregistered once.
-    ctx.with_current(|| unsafe { sys::cuMemHostUnregister(slice.as_ptr() as *mut _) });
+    ctx.with_current(|| unsafe { ffi::cuMemHostUnregister(slice.as_ptr() as *mut _) });
 }
 
 #[cfg(test)]

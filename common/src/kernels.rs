@@ -13,7 +13,7 @@ use cust::sys;
 
 use crate::{
     context::Context,
-    error::check,
+    ffi::{self, check},
     scope::{Dev, DevAccess, Launch, Param},
 };
 
@@ -69,7 +69,8 @@ pub struct Kernels {
     ctx: Arc<Context>,
 }
 
-// SAFETY: module and function handles may be used from any thread with their context current.
+// SAFETY: module and function handles may be used from any thread; loading and unloading make their
+// context current, and launches go through a scope, which makes it current.
 unsafe impl Send for Kernels {}
 
 impl Kernels {
@@ -80,14 +81,14 @@ impl Kernels {
             let image = CString::new(ptx).with_context(|| format!("{name}.ptx has a NUL byte"))?;
             let mut module = std::ptr::null_mut();
             // SAFETY: a NUL-terminated PTX image and a valid out-pointer; the context is current.
-            check(unsafe { sys::cuModuleLoadData(&mut module, image.as_ptr().cast()) }, || format!("loading {name}.ptx"))?;
+            check(unsafe { ffi::cuModuleLoadData(&mut module, image.as_ptr().cast()) }, || format!("loading {name}.ptx"))?;
             k.modules.push(module);
         }
         for kernel in &KERNELS {
             let name = CString::new(kernel.name).unwrap();
             let mut f = std::ptr::null_mut();
             // SAFETY: a loaded module, a NUL-terminated name and a valid out-pointer.
-            check(unsafe { sys::cuModuleGetFunction(&mut f, k.modules[kernel.module], name.as_ptr()) }, || {
+            check(unsafe { ffi::cuModuleGetFunction(&mut f, k.modules[kernel.module], name.as_ptr()) }, || {
                 format!("finding kernel {}", kernel.name)
             })?;
             k.functions.push(f);
@@ -193,7 +194,7 @@ impl Drop for Kernels {
     fn drop(&mut self) {
         for &m in &self.modules {
             // SAFETY: loaded once, unloaded once, in their own context; every Launch borrowed self and is gone.
-            self.ctx.with_current(|| unsafe { sys::cuModuleUnload(m) });
+            self.ctx.with_current(|| unsafe { ffi::cuModuleUnload(m) });
         }
     }
 }

@@ -25,6 +25,8 @@ pub mod args;
 pub mod bound;
 pub mod chunks;
 mod context;
+#[doc(hidden)]
+pub mod ffi;
 pub mod device;
 pub mod error;
 pub mod host;

@@ -5,7 +5,11 @@ use std::{marker::PhantomData, sync::Arc};
 use anyhow::{bail, Context as _};
 use cust::sys;
 
-use crate::{context::Context, error::check, report::fmt_bytes};
+use crate::{
+    context::Context,
+    ffi::{self, check},
+    report::fmt_bytes,
+};
 
 /// Plain numbers: every bit pattern, all-zero included, is a valid value. Only these may be copied
 /// back from the GPU, which can write any bits (a `bool` holding 2 would be undefined behaviour).
@@ -28,8 +32,8 @@ pub struct DeviceBuffer<T: Element> {
     _elements: PhantomData<T>,
 }
 
-// SAFETY: device memory belongs to the context, not to a thread; the buffer owns its allocation.
-unsafe impl<T: Element> Send for DeviceBuffer<T> {}
+// Send and Sync follow from the fields: device memory belongs to the context, not to a thread, and a
+// shared reference offers only the length and reads (`Stager::download`), which may run at once.
 
 impl<T: Element> DeviceBuffer<T> {
     /// Allocates and zeroes `len` elements in `ctx`, with a clear error when the device has too little free.
@@ -48,13 +52,13 @@ impl<T: Element> DeviceBuffer<T> {
         }
         let mut ptr = 0;
         // SAFETY: valid out-pointer, nonzero size; the context is current (memory_info made it so).
-        check(unsafe { sys::cuMemAlloc_v2(&mut ptr, bytes) }, || format!("allocating {} of device memory", fmt_bytes(bytes)))?;
+        check(unsafe { ffi::cuMemAlloc_v2(&mut ptr, bytes) }, || format!("allocating {} of device memory", fmt_bytes(bytes)))?;
         let buf = DeviceBuffer { ptr, len, ctx: ctx.clone(), _elements: PhantomData };
         // SAFETY: the `bytes` bytes just allocated. The memset is queued on the legacy default stream,
         // which is then synchronized, so the zeros are in place before anyone can use the buffer.
-        check(unsafe { sys::cuMemsetD8_v2(ptr, 0, bytes) }, || "zeroing new device memory".into())?;
+        check(unsafe { ffi::cuMemsetD8_v2(ptr, 0, bytes) }, || "zeroing new device memory".into())?;
         // SAFETY: the legacy default stream (handle 0) of the current context.
-        check(unsafe { sys::cuStreamSynchronize(std::ptr::null_mut()) }, || "zeroing new device memory".into())?;
+        check(unsafe { ffi::cuStreamSynchronize(std::ptr::null_mut()) }, || "zeroing new device memory".into())?;
         Ok(buf)
     }
 
@@ -84,8 +88,8 @@ impl<T: Element> std::fmt::Debug for DeviceBuffer<T> {
 impl<T: Element> Drop for DeviceBuffer<T> {
     fn drop(&mut self) {
         // SAFETY: allocated once, freed once, in its own context (kept alive by self.ctx). No GPU work
-        // uses it: every scope that lent it synchronized before its borrow ended.
-        self.ctx.with_current(|| unsafe { sys::cuMemFree_v2(self.ptr) });
+        // uses it: every scope and stager that lent it synchronized before its borrow ended.
+        self.ctx.with_current(|| unsafe { ffi::cuMemFree_v2(self.ptr) });
     }
 }
 
@@ -94,6 +98,6 @@ pub(crate) fn memory_info(ctx: &Context) -> anyhow::Result<(usize, usize)> {
     ctx.make_current()?;
     let (mut free, mut total) = (0, 0);
     // SAFETY: two valid out-pointers; the context is current.
-    check(unsafe { sys::cuMemGetInfo_v2(&mut free, &mut total) }, || "querying device memory".into())?;
+    check(unsafe { ffi::cuMemGetInfo_v2(&mut free, &mut total) }, || "querying device memory".into())?;
     Ok((free, total))
 }

@@ -40,12 +40,12 @@ use std::{
 };
 
 use anyhow::{anyhow, bail, Context as _};
-use cust::sys::{self, CUresult};
+use cust::sys;
 use serde::Serialize;
 
 use crate::{
     context::Context,
-    error::{check, cuda_error_name},
+    ffi::{self, check, error_name, CuResult},
     host::PinnedBuffer,
     memory::{DeviceBuffer, Element},
     report::fmt_bytes,
@@ -201,7 +201,7 @@ impl<'scope> Launch<'scope> {
         self
     }
 
-    fn enqueue(&mut self, stream: sys::CUstream) -> CUresult {
+    fn enqueue(&mut self, stream: sys::CUstream) -> CuResult {
         let mut args: Vec<*mut c_void> = self
             .params
             .iter_mut()
@@ -215,7 +215,7 @@ impl<'scope> Launch<'scope> {
         // checks them against the PTX); every pointer is a live device range of the length passed,
         // lent to the scope that orders this launch; the function lives in this scope's context.
         unsafe {
-            sys::cuLaunchKernel(
+            ffi::cuLaunchKernel(
                 self.func,
                 self.grid,
                 1,
@@ -383,6 +383,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     /// Lends mapped pinned memory ([`crate::HostAlloc::MAPPED`]) to this scope, for kernels to read and
     /// write across the bus. The host cannot touch it until the scope ends.
     pub fn mapped<T: Element>(&self, buf: &'scope mut PinnedBuffer<T>) -> anyhow::Result<Dev<'scope, T>> {
+        self.env.ctx.ensure_current()?;
         let foreign = !buf.context().is(self.env.ctx);
         Ok(self.handle(buf.device_ptr()?, buf.len(), foreign))
     }
@@ -403,7 +404,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         self.enqueue(stream, &[dst.access(true)], ("H2D", "memcpy HtoD", bytes), |s| {
             // SAFETY: `src` is borrowed for the whole scope, which synchronizes before the borrow ends;
             // `dst` is a live device range of `bytes` bytes (checked above) that this scope orders.
-            unsafe { sys::cuMemcpyHtoDAsync_v2(dst.ptr(), src.as_ptr().cast(), bytes, s) }
+            unsafe { ffi::cuMemcpyHtoDAsync_v2(dst.ptr(), src.as_ptr().cast(), bytes, s) }
         })
     }
 
@@ -417,7 +418,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
             // SAFETY: `dst` is borrowed mutably for the whole scope, which synchronizes before the borrow
             // ends, so nothing else reads or writes it meanwhile; `src` is a live device range of `bytes`;
             // T is an Element, so whatever bits arrive are a valid T.
-            unsafe { sys::cuMemcpyDtoHAsync_v2(dst.as_mut_ptr().cast(), src.ptr(), bytes, s) }
+            unsafe { ffi::cuMemcpyDtoHAsync_v2(dst.as_mut_ptr().cast(), src.ptr(), bytes, s) }
         })
     }
 
@@ -430,7 +431,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         self.enqueue(stream, &[src.access(false), dst.access(true)], ("DtoD", "memcpy DtoD", bytes), |s| {
             // SAFETY: two live, non-overlapping (checked by enqueue) device ranges of `bytes` bytes that
             // this scope orders.
-            unsafe { sys::cuMemcpyDtoDAsync_v2(dst.ptr(), src.ptr(), bytes, s) }
+            unsafe { ffi::cuMemcpyDtoDAsync_v2(dst.ptr(), src.ptr(), bytes, s) }
         })
     }
 
@@ -438,7 +439,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     pub fn fill(&self, stream: &Stream, dst: Dev<'scope, f32>, value: f32) -> anyhow::Result<()> {
         self.enqueue(stream, &[dst.access(true)], ("memset", "memset", dst.len * 4), |s| {
             // SAFETY: `dst` is a live device range of `len` 4-byte words that this scope orders.
-            unsafe { sys::cuMemsetD32Async(dst.ptr(), value.to_bits(), dst.len, s) }
+            unsafe { ffi::cuMemsetD32Async(dst.ptr(), value.to_bits(), dst.len, s) }
         })
     }
 
@@ -459,6 +460,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     /// [`Scope::stream_wait_event`].
     pub fn event_record(&self, stream: &Stream) -> anyhow::Result<ScopeEvent<'scope>> {
         let j = self.stream_index(stream)?;
+        self.env.ctx.ensure_current()?;
         let mut st = self.state.borrow_mut();
         let event = self.env.events.take()?;
         event.record(stream)?;
@@ -476,7 +478,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         let j = self.stream_index(stream)?;
         let mut st = self.state.borrow_mut();
         // SAFETY: a live stream and an event recorded in this scope.
-        check(unsafe { sys::cuStreamWaitEvent(stream.raw(), st.events[event.index].0.raw(), 0) }, || {
+        check(unsafe { ffi::cuStreamWaitEvent(stream.raw(), st.events[event.index].0.raw(), 0) }, || {
             "waiting for an event".into()
         })?;
         let snapshot = st.events[event.index].1.clone();
@@ -499,9 +501,9 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     pub fn is_idle(&self) -> anyhow::Result<bool> {
         for s in self.streams {
             // SAFETY: a live stream.
-            match unsafe { sys::cuStreamQuery(s.raw()) } {
-                CUresult::CUDA_SUCCESS => {}
-                CUresult::CUDA_ERROR_NOT_READY => return Ok(false),
+            match unsafe { ffi::cuStreamQuery(s.raw()) } {
+                ffi::SUCCESS => {}
+                ffi::ERROR_NOT_READY => return Ok(false),
                 e => check(e, || "querying a stream".into())?,
             }
         }
@@ -517,7 +519,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         stream: &Stream,
         accesses: &[DevAccess],
         info: OpInfo,
-        op: impl FnOnce(sys::CUstream) -> CUresult,
+        op: impl FnOnce(sys::CUstream) -> CuResult,
     ) -> anyhow::Result<()> {
         let name = label(&info);
         let mut st = self.state.borrow_mut();
@@ -525,6 +527,8 @@ impl<'scope, 'env> Scope<'scope, 'env> {
             bail!("{name}: refused, because an earlier operation of this scope could not be tracked ({why})");
         }
         let j = self.stream_index(stream).with_context(|| name.clone())?;
+        // Code in the closure may have made another GPU's context current (by allocating on it, say).
+        self.env.ctx.ensure_current()?;
         for (i, a) in accesses.iter().enumerate() {
             if a.scope != self.id {
                 bail!("{name}: a device handle from another scope");
@@ -564,7 +568,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
             }
             let (_, _, event) = st.ops[c.op];
             // SAFETY: a live stream and an event recorded after operation `c.op` in this scope.
-            check(unsafe { sys::cuStreamWaitEvent(stream.raw(), st.events[event].0.raw(), 0) }, || {
+            check(unsafe { ffi::cuStreamWaitEvent(stream.raw(), st.events[event].0.raw(), 0) }, || {
                 format!("{name}: waiting for another stream")
             })?;
             let snapshot = st.events[event].1.clone();
@@ -631,51 +635,38 @@ impl<'scope, 'env> Scope<'scope, 'env> {
 pub(crate) enum Settled {
     Idle,
     /// A stream failed, and the GPU is proven to have stopped: the context is idle or dead.
-    Failed(CUresult),
+    Failed(CuResult),
     /// A stream failed and nothing proves the GPU has stopped writing.
-    Unknown(CUresult),
+    Unknown(CuResult),
 }
-
-/// Errors after which the driver documents the context as unusable: its work is stopped and every
-/// later call returns the same error.
-const CONTEXT_KILLED: [CUresult; 10] = [
-    CUresult::CUDA_ERROR_ILLEGAL_ADDRESS,
-    CUresult::CUDA_ERROR_LAUNCH_TIMEOUT,
-    CUresult::CUDA_ERROR_ASSERT,
-    CUresult::CUDA_ERROR_HARDWARE_STACK_ERROR,
-    CUresult::CUDA_ERROR_ILLEGAL_INSTRUCTION,
-    CUresult::CUDA_ERROR_MISALIGNED_ADDRESS,
-    CUresult::CUDA_ERROR_INVALID_ADDRESS_SPACE,
-    CUresult::CUDA_ERROR_INVALID_PC,
-    CUresult::CUDA_ERROR_LAUNCH_FAILED,
-    CUresult::CUDA_ERROR_ECC_UNCORRECTABLE,
-];
 
 /// Waits for every stream (all of them, whatever the first returns), then decides how they ended. If
 /// one failed, `context_sync` (`cuCtxSynchronize`) must show the whole context idle or dead.
-pub(crate) fn settle(streams: impl Iterator<Item = CUresult>, context_sync: impl FnOnce() -> CUresult) -> Settled {
-    let first_error = streams.fold(None, |first, r| first.or((r != CUresult::CUDA_SUCCESS).then_some(r)));
+/// `context_sync` returns `None` when it could not even make the context current.
+pub(crate) fn settle(streams: impl Iterator<Item = CuResult>, context_sync: impl FnOnce() -> Option<CuResult>) -> Settled {
+    let first_error = streams.fold(None, |first, r| first.or((r != ffi::SUCCESS).then_some(r)));
     let Some(error) = first_error else { return Settled::Idle };
     match context_sync() {
-        CUresult::CUDA_SUCCESS => Settled::Failed(error),
-        c if CONTEXT_KILLED.contains(&c) => Settled::Failed(error),
-        other => Settled::Unknown(other),
+        Some(ffi::SUCCESS) => Settled::Failed(error),
+        Some(c) if ffi::CONTEXT_KILLED.contains(&c) => Settled::Failed(error),
+        Some(other) => Settled::Unknown(other),
+        None => Settled::Unknown(error),
     }
 }
 
 /// Synchronizes every stream. Returns an error when one failed and the GPU has stopped; aborts the
 /// process when the GPU may still be writing into memory whose borrow would end on return.
-fn synchronize_all(ctx: &Context, streams: &[Stream]) -> anyhow::Result<()> {
-    // SAFETY: live streams; cuCtxSynchronize with this scope's context pushed.
-    let streams_done = streams.iter().map(|s| unsafe { sys::cuStreamSynchronize(s.raw()) });
-    match settle(streams_done, || ctx.with_current(|| unsafe { sys::cuCtxSynchronize() })) {
+pub(crate) fn synchronize_all<'a>(ctx: &Context, streams: impl IntoIterator<Item = &'a Stream>) -> anyhow::Result<()> {
+    // SAFETY: live streams; cuCtxSynchronize runs only with this context pushed (with_current).
+    let streams_done = streams.into_iter().map(|s| unsafe { ffi::cuStreamSynchronize(s.raw()) });
+    match settle(streams_done, || ctx.with_current(|| unsafe { ffi::cuCtxSynchronize() })) {
         Settled::Idle => Ok(()),
-        Settled::Failed(code) => Err(anyhow!("running the queued GPU work: {}", cuda_error_name(code))),
+        Settled::Failed(code) => Err(anyhow!("running the queued GPU work: {}", error_name(code))),
         Settled::Unknown(code) => {
             eprintln!(
                 "fatal: a GPU stream failed and the driver cannot say whether copies into host memory have \
                  stopped ({}); aborting rather than release that memory",
-                cuda_error_name(code)
+                error_name(code)
             );
             std::process::abort()
         }
@@ -776,7 +767,7 @@ fn fork(events: &EventPool, first: &Stream, others: &[Stream]) -> anyhow::Result
     start.record(first)?;
     for s in others {
         // SAFETY: live stream and event handles of this context.
-        check(unsafe { sys::cuStreamWaitEvent(s.raw(), start.raw(), 0) }, || "forking streams".into())?;
+        check(unsafe { ffi::cuStreamWaitEvent(s.raw(), start.raw(), 0) }, || "forking streams".into())?;
     }
     Ok(start)
 }
@@ -787,7 +778,7 @@ fn join(scope: &Scope<'_, '_>, first: &Stream) -> anyhow::Result<Event> {
         let e = events.take()?;
         e.record(s)?;
         // SAFETY: live stream and event handles of this context.
-        let waited = check(unsafe { sys::cuStreamWaitEvent(first.raw(), e.raw(), 0) }, || "joining streams".into());
+        let waited = check(unsafe { ffi::cuStreamWaitEvent(first.raw(), e.raw(), 0) }, || "joining streams".into());
         scope.state.borrow_mut().events.push((e, Vec::new()));
         waited?;
     }
@@ -869,19 +860,30 @@ mod tests {
 
     #[test]
     fn settling_waits_for_every_stream_and_proves_the_gpu_stopped() {
-        use CUresult::*;
+        const ILLEGAL_ADDRESS: CuResult = 700;
+        const CONTAINED: CuResult = 226;
+        const UNKNOWN: CuResult = 999;
+        const OPERATING_SYSTEM: CuResult = 304;
         let mut visited = 0;
-        let results = [CUDA_ERROR_ILLEGAL_ADDRESS, CUDA_SUCCESS, CUDA_SUCCESS];
-        let s = settle(results.iter().map(|r| { visited += 1; *r }), || CUDA_ERROR_ILLEGAL_ADDRESS);
+        let results = [ILLEGAL_ADDRESS, ffi::SUCCESS, ffi::SUCCESS];
+        let s = settle(
+            results.iter().map(|r| {
+                visited += 1;
+                *r
+            }),
+            || Some(ILLEGAL_ADDRESS),
+        );
         assert_eq!(visited, 3, "every stream is synchronized even after the first fails");
-        assert_eq!(s, Settled::Failed(CUDA_ERROR_ILLEGAL_ADDRESS));
-        assert_eq!(settle([CUDA_SUCCESS; 2].into_iter(), || unreachable!()), Settled::Idle);
-        assert_eq!(settle([CUDA_ERROR_UNKNOWN].into_iter(), || CUDA_SUCCESS), Settled::Failed(CUDA_ERROR_UNKNOWN));
+        assert_eq!(s, Settled::Failed(ILLEGAL_ADDRESS));
+        assert_eq!(settle([ffi::SUCCESS; 2].into_iter(), || unreachable!()), Settled::Idle);
+        assert_eq!(settle([UNKNOWN].into_iter(), || Some(ffi::SUCCESS)), Settled::Failed(UNKNOWN));
+        assert_eq!(settle([CONTAINED].into_iter(), || Some(CONTAINED)), Settled::Failed(CONTAINED), "Hopper's contained faults");
         assert_eq!(
-            settle([CUDA_ERROR_UNKNOWN].into_iter(), || CUDA_ERROR_OPERATING_SYSTEM),
-            Settled::Unknown(CUDA_ERROR_OPERATING_SYSTEM),
+            settle([UNKNOWN].into_iter(), || Some(OPERATING_SYSTEM)),
+            Settled::Unknown(OPERATING_SYSTEM),
             "a failure that does not prove the GPU stopped"
         );
+        assert_eq!(settle([UNKNOWN].into_iter(), || None), Settled::Unknown(UNKNOWN), "the context could not be made current");
     }
 
     #[test]

@@ -13,11 +13,10 @@
 use std::{ops::Range, sync::Arc};
 
 use anyhow::{bail, Context as _};
-use cust::sys;
 
 use crate::{
     context::Context,
-    error::check,
+    ffi::{self, check},
     memory::{DeviceBuffer, Element},
     stream::{Event, Stream},
     Gpu, PinnedBuffer,
@@ -76,7 +75,7 @@ impl<T: Element> Stager<T> {
             // stager outlives every copy (run() synchronizes all streams); `at..at+bytes` lies within dst,
             // which is borrowed mutably until upload() returns, and distinct workers write distinct ranges.
             check(
-                unsafe { sys::cuMemcpyHtoDAsync_v2(at, staged.as_ptr().cast(), bytes, w.stream.raw()) },
+                unsafe { ffi::cuMemcpyHtoDAsync_v2(at, staged.as_ptr().cast(), bytes, w.stream.raw()) },
                 || "staged upload".into(),
             )?;
             w.record(slot)
@@ -103,7 +102,7 @@ impl<T: Element> Stager<T> {
             // the stager outlives the copy; `from..from+bytes` lies within src (dst.len() <= src.len()), borrowed until return.
             check(
                 unsafe {
-                    sys::cuMemcpyDtoHAsync_v2(w.slots[slot].as_mut_ptr().cast(), from, bytes, w.stream.raw())
+                    ffi::cuMemcpyDtoHAsync_v2(w.slots[slot].as_mut_ptr().cast(), from, bytes, w.stream.raw())
                 },
                 || "staged download".into(),
             )?;
@@ -146,7 +145,9 @@ impl<T: Element> Stager<T> {
         })
     }
 
-    /// One scoped thread per worker, the context current on each; every stream synchronized before return.
+    /// One scoped thread per worker, the context current on each. Every stream is synchronized before
+    /// return, after all threads have ended (also by panicking): where that cannot be shown, the process
+    /// aborts, as a scope does, rather than end the borrows while a copy may still run.
     fn run_workers(&mut self, body: impl Fn(usize, &mut Worker<T>) -> anyhow::Result<()> + Sync) -> anyhow::Result<()> {
         let ctx = &*self.ctx;
         let results: Vec<anyhow::Result<()>> = std::thread::scope(|s| {
@@ -158,10 +159,7 @@ impl<T: Element> Stager<T> {
                     let body = &body;
                     s.spawn(move || {
                         ctx.make_current()?;
-                        let r = body(t, w);
-                        // Whatever happened, nothing may still be copying when the borrows end.
-                        let synced = w.stream.synchronize().context("finishing staged copies");
-                        r.and(synced)
+                        body(t, w)
                     })
                 })
                 .collect();
@@ -170,7 +168,9 @@ impl<T: Element> Stager<T> {
                 .map(|h| h.join().unwrap_or_else(|_| Err(anyhow::anyhow!("a staging thread panicked"))))
                 .collect()
         });
-        results.into_iter().collect()
+        let synced = crate::scope::synchronize_all(ctx, self.workers.iter().map(|w| &w.stream));
+        results.into_iter().collect::<anyhow::Result<()>>()?;
+        synced.context("finishing staged copies")
     }
 }
 

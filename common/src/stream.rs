@@ -5,7 +5,10 @@ use std::{cell::RefCell, sync::Arc};
 
 use cust::sys;
 
-use crate::{context::Context, error::check};
+use crate::{
+    context::Context,
+    ffi::{self, check},
+};
 
 /// A CUDA stream. Made by [`crate::Gpu::streams`] as `cudaStreamNonBlocking`: it runs concurrently
 /// with the legacy default stream (stream 0), which other libraries in the process may use.
@@ -15,7 +18,8 @@ pub struct Stream {
     ctx: Arc<Context>,
 }
 
-// SAFETY: a stream handle may be used from any thread with its context current (every use makes it so).
+// SAFETY: the driver's stream handles may be used from any thread: calls that take one identify its
+// context from the handle. Not Sync: a scope's bookkeeping assumes one thread queues on its streams.
 unsafe impl Send for Stream {}
 
 impl Stream {
@@ -24,7 +28,7 @@ impl Stream {
         let flags = if blocking { sys::CUstream_flags::CU_STREAM_DEFAULT } else { sys::CUstream_flags::CU_STREAM_NON_BLOCKING };
         let mut raw = std::ptr::null_mut();
         // SAFETY: valid out-pointer; the flags are the driver's own; the context is current.
-        check(unsafe { sys::cuStreamCreate(&mut raw, flags as u32) }, || "creating a stream".into())?;
+        check(unsafe { ffi::cuStreamCreate(&mut raw, flags as u32) }, || "creating a stream".into())?;
         Ok(Stream { raw, blocking, ctx: ctx.clone() })
     }
 
@@ -38,14 +42,14 @@ impl Stream {
     pub fn driver_flags(&self) -> anyhow::Result<u32> {
         let mut flags = 0;
         // SAFETY: a live stream and a valid out-pointer.
-        check(unsafe { sys::cuStreamGetFlags(self.raw, &mut flags) }, || "reading a stream's flags".into())?;
+        check(unsafe { ffi::cuStreamGetFlags(self.raw, &mut flags) }, || "reading a stream's flags".into())?;
         Ok(flags)
     }
 
     /// Blocks until the work queued on this stream has finished (`cudaStreamSynchronize`).
     pub fn synchronize(&self) -> anyhow::Result<()> {
         // SAFETY: a live stream.
-        check(unsafe { sys::cuStreamSynchronize(self.raw) }, || "waiting for a stream".into())
+        check(unsafe { ffi::cuStreamSynchronize(self.raw) }, || "waiting for a stream".into())
     }
 
     pub(crate) fn raw(&self) -> sys::CUstream {
@@ -66,7 +70,7 @@ impl std::fmt::Debug for Stream {
 impl Drop for Stream {
     fn drop(&mut self) {
         // SAFETY: created once, destroyed once; the driver finishes queued work before releasing it.
-        self.ctx.with_current(|| unsafe { sys::cuStreamDestroy_v2(self.raw) });
+        self.ctx.with_current(|| unsafe { ffi::cuStreamDestroy_v2(self.raw) });
     }
 }
 
@@ -76,14 +80,16 @@ pub(crate) struct Event {
     ctx: Arc<Context>,
 }
 
-// SAFETY: an event handle may be used from any thread with its context current.
+// SAFETY: the driver's event handles may be used from any thread: calls that take one identify its
+// context from the handle.
 unsafe impl Send for Event {}
 
 impl Event {
     pub fn new(ctx: &Arc<Context>) -> anyhow::Result<Event> {
         let mut raw = std::ptr::null_mut();
         // SAFETY: valid out-pointer; default flags; the context is pushed for the call.
-        check(ctx.with_current(|| unsafe { sys::cuEventCreate(&mut raw, 0) }), || "creating an event".into())?;
+        let code = ctx.with_current(|| unsafe { ffi::cuEventCreate(&mut raw, 0) });
+        check(code.unwrap_or(ffi::ERROR_INVALID_CONTEXT), || "creating an event".into())?;
         Ok(Event { raw, ctx: ctx.clone() })
     }
 
@@ -94,21 +100,21 @@ impl Event {
 
     pub fn record_raw(&self, stream: sys::CUstream) -> anyhow::Result<()> {
         // SAFETY: a live event and stream of one context.
-        check(unsafe { sys::cuEventRecord(self.raw, stream) }, || "recording an event".into())
+        check(unsafe { ffi::cuEventRecord(self.raw, stream) }, || "recording an event".into())
     }
 
     /// Milliseconds from `start` to this event; both must have completed.
     pub fn elapsed_ms(&self, start: &Event) -> anyhow::Result<f64> {
         let mut ms = 0f32;
         // SAFETY: two live events and a valid out-pointer.
-        check(unsafe { sys::cuEventElapsedTime(&mut ms, start.raw, self.raw) }, || "reading the GPU timer".into())?;
+        check(unsafe { ffi::cuEventElapsedTime(&mut ms, start.raw, self.raw) }, || "reading the GPU timer".into())?;
         Ok(ms as f64)
     }
 
     /// Blocks the calling thread until the work before the event's last record has finished.
     pub fn synchronize(&self) -> anyhow::Result<()> {
         // SAFETY: a live event.
-        check(unsafe { sys::cuEventSynchronize(self.raw) }, || "waiting for an event".into())
+        check(unsafe { ffi::cuEventSynchronize(self.raw) }, || "waiting for an event".into())
     }
 
     pub fn raw(&self) -> sys::CUevent {
@@ -119,7 +125,7 @@ impl Event {
 impl Drop for Event {
     fn drop(&mut self) {
         // SAFETY: created by cuEventCreate, destroyed once; the driver defers it while still pending.
-        self.ctx.with_current(|| unsafe { sys::cuEventDestroy_v2(self.raw) });
+        self.ctx.with_current(|| unsafe { ffi::cuEventDestroy_v2(self.raw) });
     }
 }
 

@@ -342,3 +342,130 @@ fn repeated_pipelines_leak_nothing() {
     assert_eq!(free_before, free_after, "device memory leaked");
     assert_eq!(locked_before, locked_host_kib(), "pinned host memory leaked");
 }
+
+/// The tracker and its vector clocks on small sequences (from an adversarial review): how many waits
+/// the scope adds where the program's own do not order a conflict. W = fill (a write), R = a download
+/// (a read), e = event_record, "s1 waits e" = stream_wait_event.
+#[test]
+#[ignore = "needs an NVIDIA GPU; cargo xtask test runs it where a driver is found"]
+fn the_scope_adds_exactly_the_missing_waits() {
+    let (gpu, _lock) = gpu();
+    let n = 1 << 16;
+    let streams = gpu.streams(3).unwrap();
+    let (s0, s1, s2) = (&streams[0], &streams[1], &streams[2]);
+    let mut d = gpu.alloc::<f32>(2 * n).unwrap();
+    let mut h = gpu.pinned::<f32>(2 * n).unwrap();
+    let mut added = |case: u32| -> usize {
+        gpu.scope(&streams, |s| {
+            let d = s.device(&mut d);
+            let (all, half) = (d.slice(0..n), d.slice(0..n / 2));
+            let (h1, rest) = h.split_at_mut(n);
+            let (h2, h3) = rest.split_at_mut(n / 2);
+            match case {
+                // W s0; e; s1 waits e; W s1 (it covers s0's); R s2 of half: one wait, on s1's write.
+                1 => {
+                    s.fill(s0, all, 1.0)?;
+                    let e = s.event_record(s0)?;
+                    s.stream_wait_event(s1, e)?;
+                    s.fill(s1, all, 2.0)?;
+                    s.dtoh(s2, half, &mut h1[..n / 2])?;
+                }
+                // e recorded on s0 before its write: waiting for it does not cover the write.
+                2 => {
+                    let e = s.event_record(s0)?;
+                    s.fill(s0, all, 1.0)?;
+                    s.stream_wait_event(s1, e)?;
+                    s.dtoh(s1, all, h1)?;
+                }
+                // e after W1, then W2 on s0: waiting for e covers W1 only.
+                3 => {
+                    s.fill(s0, all, 1.0)?;
+                    let e = s.event_record(s0)?;
+                    s.fill(s0, all, 2.0)?;
+                    s.stream_wait_event(s1, e)?;
+                    s.dtoh(s1, all, h1)?;
+                }
+                // R s0, R s1, R s0 (covers the first), W s2: waits for both streams' reads.
+                4 => {
+                    s.dtoh(s0, half, &mut h1[..n / 2])?;
+                    s.dtoh(s1, half, h2)?;
+                    s.dtoh(s0, half, &mut h3[..n / 2])?;
+                    s.fill(s2, all, 3.0)?;
+                }
+                // W s0; e0; s1 waits e0; e1 on s1; s2 waits e1; R s2: ordered transitively.
+                5 => {
+                    s.fill(s0, all, 1.0)?;
+                    let e0 = s.event_record(s0)?;
+                    s.stream_wait_event(s1, e0)?;
+                    let e1 = s.event_record(s1)?;
+                    s.stream_wait_event(s2, e1)?;
+                    s.dtoh(s2, all, h1)?;
+                }
+                // Overlapping ranges: W s0 [0, n); W s1 [n/2, 3n/2): one wait; R s2 [n/2, n/2 + 10):
+                // one more, on s1's write, which covers s0's through the clocks.
+                _ => {
+                    s.fill(s0, d.slice(0..n), 1.0)?;
+                    s.fill(s1, d.slice(n / 2..3 * n / 2), 2.0)?;
+                    s.dtoh(s2, d.slice(n / 2..n / 2 + 10), &mut h1[..10])?;
+                }
+            }
+            Ok(s.ordering().waits_added)
+        })
+        .unwrap()
+    };
+    let got: Vec<usize> = (1..=6).map(&mut added).collect();
+    assert_eq!(got, vec![1, 1, 1, 2, 0, 2]);
+}
+
+/// Empty ranges are ordinary operations: they succeed and leave the data alone.
+#[test]
+#[ignore = "needs an NVIDIA GPU; cargo xtask test runs it where a driver is found"]
+fn zero_length_operations_do_nothing() {
+    let (gpu, _lock) = gpu();
+    let streams = gpu.streams(2).unwrap();
+    let mut d = gpu.alloc::<f32>(16).unwrap();
+    let h = gpu.pinned_from_fn(16, input).unwrap();
+    let mut back = gpu.pinned::<f32>(16).unwrap();
+    gpu.scope(&streams, |s| {
+        let d = s.device(&mut d);
+        s.htod(&streams[0], &h, d)?;
+        let empty = d.slice(3..3);
+        s.htod(&streams[1], &[], empty)?;
+        s.fill(&streams[1], empty, 9.0)?;
+        s.launch(&streams[1], gpu.kernels.process(empty, 7))?;
+        s.dtoh(&streams[1], empty, &mut [])?;
+        s.dtoh(&streams[0], d, &mut back)
+    })
+    .unwrap();
+    verify::exact(&back, input).ensure().unwrap();
+}
+
+/// A panic inside a scope, after a large download was queued, unwinds only once the download is done;
+/// a panic inside `pin_in_place` leaves the memory unregistered, so it can be pinned again.
+#[test]
+#[ignore = "needs an NVIDIA GPU; cargo xtask test runs it where a driver is found"]
+fn panics_unwind_only_after_the_gpu_is_done() {
+    let (gpu, _lock) = gpu();
+    let n = 1 << 24;
+    let streams = gpu.streams(1).unwrap();
+    let mut d = gpu.alloc::<f32>(n).unwrap();
+    let h = gpu.pinned_from_fn(n, input).unwrap();
+    gpu.scope(&streams, |s| s.htod(&streams[0], &h, s.device(&mut d))).unwrap();
+    let mut back = vec![0f32; n];
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _ = gpu.scope(&streams, |s| {
+            s.dtoh(&streams[0], s.device(&mut d), &mut back)?;
+            panic!("a bug in the program, mid-scope");
+            #[allow(unreachable_code)]
+            Ok(())
+        });
+    }));
+    assert!(caught.is_err());
+    verify::exact(&back, input).ensure().unwrap();
+    let mut v = vec![1f32; 1 << 20];
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _ = gpu.pin_in_place(&mut v, |_| panic!("a bug while pinned"));
+    }));
+    assert!(caught.is_err());
+    gpu.pin_in_place(&mut v, |v| v[0] = 2.0).expect("unregistered by the panic, so it pins again");
+}

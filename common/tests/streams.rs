@@ -5,7 +5,7 @@
 use std::time::Instant;
 
 use common::{Gpu, Stream};
-use cust::sys;
+use common::ffi;
 
 /// A 4-byte synchronous `cuMemcpyHtoD` on the legacy default stream, as code that knows nothing of our
 /// streams would make it; returns how long the host waited, in ms.
@@ -15,11 +15,11 @@ fn legacy_copy_ms() -> f64 {
     // SAFETY: a 4-byte allocation in the current context (the scope made it current), one copy into
     // it from a live local, and its release.
     unsafe {
-        assert_eq!(sys::cuMemAlloc_v2(&mut d, 4), sys::CUresult::CUDA_SUCCESS);
+        assert_eq!(ffi::cuMemAlloc_v2(&mut d, 4), ffi::SUCCESS);
         let t = Instant::now();
-        assert_eq!(sys::cuMemcpyHtoD_v2(d, (&x as *const f32).cast(), 4), sys::CUresult::CUDA_SUCCESS);
+        assert_eq!(ffi::cuMemcpyHtoD_v2(d, (&x as *const f32).cast(), 4), ffi::SUCCESS);
         let ms = t.elapsed().as_secs_f64() * 1e3;
-        sys::cuMemFree_v2(d);
+        ffi::cuMemFree_v2(d);
         ms
     }
 }
