@@ -36,13 +36,25 @@ pub enum Limit {
 }
 
 impl Limit {
+    /// A word or two for a table.
+    pub fn name(self) -> &'static str {
+        match self {
+            Limit::Uploads => "uploads",
+            Limit::Downloads => "downloads",
+            Limit::BothDirections => "copies both ways",
+            Limit::Compute => "kernels",
+            Limit::Lanes => "lanes in turn",
+        }
+    }
+
+    /// What it means, in a sentence.
     pub fn describe(self) -> &'static str {
         match self {
-            Limit::Uploads => "copy-bound: the uploads alone take this long",
-            Limit::Downloads => "copy-bound: the downloads alone take this long",
-            Limit::BothDirections => "copy-bound: moving the data both ways, at the rate the link keeps with both directions busy, takes this long",
-            Limit::Compute => "compute-bound: the kernels, with the first upload before them and the last download after, take this long",
-            Limit::Lanes => "latency-bound: each lane (stream or buffer) runs its chunks' upload, kernel and download one after another",
+            Limit::Uploads => "copy-bound: all the uploads, then the last chunk's kernel and download",
+            Limit::Downloads => "copy-bound: the first chunk's upload and kernel, then all the downloads",
+            Limit::BothDirections => "copy-bound: moving the data both ways at once, at the rate the link keeps with both directions busy",
+            Limit::Compute => "compute-bound: all the kernels, with the first upload before them and the last download after",
+            Limit::Lanes => "each stream (or buffer) runs its chunks' upload, kernel and download one after another: fill and drain, or per-operation latency, dominate",
         }
     }
 }
@@ -104,20 +116,19 @@ impl Judged {
         Judged { measured, bound, efficiency }
     }
 
-    /// `6.004 ms, bound 5.62 ms (efficiency 0.94): copy-bound: ...`
+    /// `6.004 ms, bound 5.62 ms (efficiency 0.936, 7% above its bound); limited by copies both ways`
     pub fn line(&self) -> String {
         let gap = if self.efficiency >= 0.98 {
             "at its bound".to_string()
         } else {
-            format!("{:.0}% above its bound: launch gaps, waits and engines slowing each other", 100.0 * (1.0 / self.efficiency - 1.0))
+            format!("{:.0}% above its bound", 100.0 * (1.0 / self.efficiency - 1.0))
         };
         format!(
-            "{}, bound {} (efficiency {:.3}, {gap}); {} ({})",
+            "{}, bound {} (efficiency {:.3}, {gap}); limited by {}",
             fmt_ms(self.measured.median_ms),
             fmt_ms(self.bound.ms),
             self.efficiency,
-            self.bound.limit.describe(),
-            fmt_ms(self.bound.ms)
+            self.bound.limit.name()
         )
     }
 }
@@ -218,6 +229,86 @@ pub fn measure_costs(
     Ok(Costs { upload_ms, kernel_ms, download_ms, chain_ms, all_uploads_ms, all_downloads_ms, all_copies_ms, all_kernels_ms })
 }
 
+/// One pipeline run held against its bound: its name, its lanes (streams or buffers in turn).
+#[derive(Clone, Debug, Serialize)]
+pub struct Run {
+    pub name: String,
+    pub lanes: usize,
+    pub judged: Judged,
+}
+
+/// The costs of a pipeline's operations and each run of it against its bound: what a pipeline lesson
+/// prints, and serializes with `--json`.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub costs: Costs,
+    pub runs: Vec<Run>,
+}
+
+impl Report {
+    /// Measures the costs of `plan`'s operations on `h_in` (downloading into `h_out`, whose contents it
+    /// overwrites: check results first), then holds each run, `(name, measured, lanes)`, against its bound.
+    pub fn measure(
+        gpu: &Gpu,
+        plan: &ChunkPlan,
+        uploads: usize,
+        work: Work,
+        (h_in, h_out): (&[f32], &mut [f32]),
+        r: Repeats,
+        runs: &[(&str, Stats, usize)],
+    ) -> anyhow::Result<Report> {
+        let streams = gpu.streams(plan.streams.clamp(8, 64))?;
+        let mut scratch = gpu.alloc::<f32>(2 * plan.elements)?;
+        let costs = measure_costs(gpu, &streams, plan, uploads, work, Workload { h_in, h_out, scratch: &mut scratch }, r)?;
+        let runs = runs
+            .iter()
+            .map(|(name, stats, lanes)| Run {
+                name: name.to_string(),
+                lanes: *lanes,
+                judged: Judged::new(*stats, Bound::new(&costs, plan.chunks, *lanes)),
+            })
+            .collect();
+        Ok(Report { costs, runs })
+    }
+
+    /// A table: run, time, bound, efficiency, what limits it.
+    pub fn table(&self) -> crate::report::Table {
+        let mut t = crate::report::Table::new(&["run", "time", "bound", "efficiency", "limited by"]);
+        for r in &self.runs {
+            let j = &r.judged;
+            t.row(vec![
+                r.name.clone(),
+                fmt_ms(j.measured.median_ms),
+                fmt_ms(j.bound.ms),
+                format!("{:.3}", j.efficiency),
+                j.bound.limit.name().to_string(),
+            ]);
+        }
+        t
+    }
+
+    /// What each limit means and what the operations cost, for the lines under the table.
+    pub fn notes(&self) -> Vec<String> {
+        let c = &self.costs;
+        let mut limits: Vec<Limit> = self.runs.iter().map(|r| r.judged.bound.limit).collect();
+        limits.dedup();
+        let mut lines: Vec<String> = limits.iter().map(|l| format!("{}: {}", l.name(), l.describe())).collect();
+        lines.push(format!(
+            "measured alone (best of the repeats): one chunk's upload {}, kernel {}, download {}, all three {}; \
+             all uploads {}, all downloads {}, both at once {}, all kernels {}",
+            fmt_ms(c.upload_ms),
+            fmt_ms(c.kernel_ms),
+            fmt_ms(c.download_ms),
+            fmt_ms(c.chain_ms),
+            fmt_ms(c.all_uploads_ms),
+            fmt_ms(c.all_downloads_ms),
+            fmt_ms(c.all_copies_ms),
+            fmt_ms(c.all_kernels_ms)
+        ));
+        lines
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -264,6 +355,6 @@ mod tests {
         let m = Stats::from_samples(&[40.0, 40.0, 40.0]).unwrap();
         let j = Judged::new(m, Bound::new(&costs(1.0, 32.0), 32, 4));
         assert!((j.efficiency - 35.2 / 40.0).abs() < 1e-9);
-        assert!(j.line().contains("copy-bound"), "{}", j.line());
+        assert!(j.line().contains("copies both ways"), "{}", j.line());
     }
 }

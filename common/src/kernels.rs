@@ -30,6 +30,7 @@ pub(crate) enum Ty {
     Ptr,
     U64,
     U32,
+    I32,
     F32,
 }
 
@@ -41,7 +42,7 @@ pub(crate) struct Kernel {
 }
 
 /// Every kernel the launchers below use, in one table.
-pub(crate) const KERNELS: [Kernel; 7] = [
+pub(crate) const KERNELS: [Kernel; 8] = [
     Kernel { module: 0, name: "process", params: &[Ty::Ptr, Ty::U64, Ty::U32] },
     Kernel { module: 0, name: "process_sincos", params: &[Ty::Ptr, Ty::U64, Ty::U32] },
     Kernel { module: 0, name: "heavy_sqrt", params: &[Ty::Ptr, Ty::U64, Ty::U32] },
@@ -49,6 +50,7 @@ pub(crate) const KERNELS: [Kernel; 7] = [
     Kernel { module: 2, name: "scale", params: &[Ty::Ptr, Ty::Ptr, Ty::U64, Ty::F32] },
     Kernel { module: 2, name: "accumulate", params: &[Ty::Ptr, Ty::Ptr, Ty::U64] },
     Kernel { module: 0, name: "fault", params: &[Ty::Ptr] },
+    Kernel { module: 0, name: "overlap_pattern_process", params: &[Ty::Ptr, Ty::I32] },
 ];
 const PROCESS: usize = 0;
 const PROCESS_SINCOS: usize = 1;
@@ -57,6 +59,7 @@ const VECTOR_ADD: usize = 3;
 const SCALE: usize = 4;
 const ACCUMULATE: usize = 5;
 const FAULT: usize = 6;
+const OVERLAP_PATTERN_PROCESS: usize = 7;
 
 /// Threads per block of every launcher.
 pub const BLOCK: u32 = 256;
@@ -110,6 +113,7 @@ impl Kernels {
                 Param::Ptr(_) => Ty::Ptr,
                 Param::U64(_) => Ty::U64,
                 Param::U32(_) => Ty::U32,
+                Param::I32(_) => Ty::I32,
                 Param::F32(_) => Ty::F32,
             })
             .collect();
@@ -126,10 +130,19 @@ impl Kernels {
         self.launch(PROCESS, self.grid(data.len()), params, vec![data.access(true)])
     }
 
-    /// The kernel of overlap_pattern.cu: `iters` rounds of `sinf(x) * cosf(x) + 1`, one thread per
-    /// element, `(n + 255) / 256` blocks of 256 as that program launches it.
+    /// `iters` rounds of `sinf(x) * cosf(x) + 1`, one thread per element, `(n + 255) / 256` blocks of 256
+    /// as overlap_pattern.cu launches its kernel. For 500 rounds, that program's kernel itself (which
+    /// takes an `int` count of elements).
     pub fn process_sincos<'s>(&'s self, data: Dev<'s, f32>, iters: u32) -> Launch<'s> {
         let blocks = data.len().div_ceil(BLOCK as usize).max(1);
+        if iters == 500 {
+            let params = vec![Param::Ptr(data.ptr()), Param::I32(data.len().min(i32::MAX as usize) as i32)];
+            let launch = self.launch(OVERLAP_PATTERN_PROCESS, blocks.min(u32::MAX as usize) as u32, params, vec![data.access(true)]);
+            if i32::try_from(data.len()).is_err() {
+                return launch.refuse(format!("overlap_pattern.cu's kernel takes an int count, and {} is more", data.len()));
+            }
+            return launch;
+        }
         let params = vec![Param::Ptr(data.ptr()), n(data.len()), Param::U32(iters)];
         match u32::try_from(blocks) {
             Ok(grid) => self.launch(PROCESS_SINCOS, grid, params, vec![data.access(true)]),
@@ -298,7 +311,7 @@ mod tests {
                 .iter()
                 .map(|t| match t {
                     Ty::Ptr | Ty::U64 => ".u64",
-                    Ty::U32 => ".u32",
+                    Ty::U32 | Ty::I32 => ".u32",
                     Ty::F32 => ".f32",
                 })
                 .collect();

@@ -180,6 +180,7 @@ pub(crate) enum Param {
     Ptr(u64),
     U64(u64),
     U32(u32),
+    I32(i32),
     F32(f32),
 }
 
@@ -208,6 +209,7 @@ impl<'scope> Launch<'scope> {
             .map(|p| match p {
                 Param::Ptr(v) | Param::U64(v) => v as *mut u64 as *mut c_void,
                 Param::U32(v) => v as *mut u32 as *mut c_void,
+                Param::I32(v) => v as *mut i32 as *mut c_void,
                 Param::F32(v) => v as *mut f32 as *mut c_void,
             })
             .collect();
