@@ -133,6 +133,42 @@ impl Judged {
     }
 }
 
+/// What each chunk of a pipeline does between its upload and its download.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub enum Steps {
+    /// One upload, `work` in place, one download.
+    InPlace(Work),
+    /// Two uploads (a and b), `c = a + b`, one download (c).
+    VectorAdd,
+}
+
+impl Steps {
+    fn uploads(self) -> usize {
+        match self {
+            Steps::InPlace(_) => 1,
+            Steps::VectorAdd => 2,
+        }
+    }
+
+    /// The chunk's kernel on `range` of `d`, the first half of the scratch buffer; `c = a + b` reads
+    /// its inputs from the second half, which only downloads read.
+    fn launch<'s>(
+        self,
+        gpu: &'s Gpu,
+        d: crate::Dev<'s, f32>,
+        range: std::ops::Range<usize>,
+        n: usize,
+    ) -> crate::scope::Launch<'s> {
+        match self {
+            Steps::InPlace(work) => gpu.kernels.work(work, d.slice(range)),
+            Steps::VectorAdd => {
+                let input = d.slice(n + range.start..n + range.end);
+                gpu.kernels.vector_add(input, input, d.slice(range))
+            }
+        }
+    }
+}
+
 /// The data a pipeline works on, for measuring its costs: its input, a place for its output, and a
 /// device buffer twice as long as the input that the measurements may overwrite (uploads fill the
 /// first half while downloads read the second, so that nothing orders them).
@@ -142,18 +178,17 @@ pub struct Workload<'a> {
     pub scratch: &'a mut DeviceBuffer<f32>,
 }
 
-/// Measures [`Costs`] for `plan` with `uploads` copies of each chunk in (1, or 2 for `c = a + b`) and
-/// `work` per chunk. `streams` should be many (8 or more, and at least the pipeline's): the "all at once"
-/// parts spread over them.
+/// Measures [`Costs`] for `plan` with `steps` per chunk. `streams` should be many (8 or more, and at
+/// least the pipeline's): the "all at once" parts spread over them.
 pub fn measure_costs(
     gpu: &Gpu,
     streams: &[Stream],
     plan: &ChunkPlan,
-    uploads: usize,
-    work: Work,
+    steps: Steps,
     data: Workload<'_>,
     r: Repeats,
 ) -> anyhow::Result<Costs> {
+    let uploads = steps.uploads();
     let Workload { h_in, h_out, scratch } = data;
     let n = plan.elements;
     anyhow::ensure!(h_in.len() == n && h_out.len() == n && scratch.len() >= 2 * n, "the workload does not match the plan");
@@ -164,16 +199,17 @@ pub fn measure_costs(
     let s0 = &streams[0];
     // One chunk alone, and its chain.
     let upload_ms = best(measure(r, || gpu.timed(one, |s| s.htod(s0, &h_in[..smallest], s.device(scratch).slice(0..smallest))))?);
-    let kernel_ms = best(measure(r, || gpu.timed(one, |s| s.launch(s0, gpu.kernels.work(work, s.device(scratch).slice(0..smallest)))))?);
+    let kernel_ms = best(measure(r, || gpu.timed(one, |s| s.launch(s0, steps.launch(gpu, s.device(scratch), 0..smallest, n))))?);
     let download_ms =
         best(measure(r, || gpu.timed(one, |s| s.dtoh(s0, s.device(scratch).slice(0..smallest), &mut h_out[..smallest])))?);
     let chain_ms = best(measure(r, || {
         gpu.timed(one, |s| {
-            let d = s.device(scratch).slice(0..smallest);
+            let full = s.device(scratch);
+            let d = full.slice(0..smallest);
             for _ in 0..uploads {
                 s.htod(s0, &h_in[..smallest], d)?;
             }
-            s.launch(s0, gpu.kernels.work(work, d))?;
+            s.launch(s0, steps.launch(gpu, full, 0..smallest, n))?;
             s.dtoh(s0, d, &mut h_out[..smallest])
         })
     })?);
@@ -221,7 +257,7 @@ pub fn measure_costs(
         gpu.timed(streams, |s| {
             let d = s.device(scratch);
             for c in plan.iter() {
-                s.launch(&streams[c.index % lanes], gpu.kernels.work(work, d.slice(c.range())))?;
+                s.launch(&streams[c.index % lanes], steps.launch(gpu, d, c.range(), n))?;
             }
             Ok(())
         })
@@ -251,15 +287,14 @@ impl Report {
     pub fn measure(
         gpu: &Gpu,
         plan: &ChunkPlan,
-        uploads: usize,
-        work: Work,
+        steps: Steps,
         (h_in, h_out): (&[f32], &mut [f32]),
         r: Repeats,
         runs: &[(&str, Stats, usize)],
     ) -> anyhow::Result<Report> {
         let streams = gpu.streams(plan.streams.clamp(8, 64))?;
         let mut scratch = gpu.alloc::<f32>(2 * plan.elements)?;
-        let costs = measure_costs(gpu, &streams, plan, uploads, work, Workload { h_in, h_out, scratch: &mut scratch }, r)?;
+        let costs = measure_costs(gpu, &streams, plan, steps, Workload { h_in, h_out, scratch: &mut scratch }, r)?;
         let runs = runs
             .iter()
             .map(|(name, stats, lanes)| Run {

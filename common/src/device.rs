@@ -101,6 +101,11 @@ impl Gpu {
         DeviceBuffer::zeroed(&self.ctx, &self.info.name, len)
     }
 
+    /// `count` device buffers of `len` elements each: one per stream, say.
+    pub fn alloc_each<T: Element>(&self, count: usize, len: usize) -> anyhow::Result<Vec<DeviceBuffer<T>>> {
+        (0..count).map(|_| self.alloc(len)).collect()
+    }
+
     /// Pinned host memory for `len` elements, zeroed (`cudaMallocHost`).
     pub fn pinned<T: Element>(&self, len: usize) -> anyhow::Result<PinnedBuffer<T>> {
         PinnedBuffer::alloc(&self.ctx, len, HostAlloc::DEFAULT)

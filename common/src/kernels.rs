@@ -230,13 +230,17 @@ impl Work {
         }
     }
 
-    /// Checks `got` against this work applied to [`crate::verify::input`].
-    pub fn check(self, got: &[f32]) -> crate::verify::Check {
+    /// Checks `got`, the result of `plan`'s chunks, against this work applied to
+    /// [`crate::verify::input`] on the CPU: every chunk's first and last elements and 62 between, bit
+    /// for bit for [`Work::Process`]; within 1e-4 for the sin/cos kernel, whose math library differs
+    /// from the CPU's in the last bits.
+    pub fn check(self, got: &[f32], plan: &crate::ChunkPlan) -> crate::verify::Check {
         let expected = |i| self.cpu(crate::verify::input(i));
-        match self {
-            Work::Process(_) => crate::verify::exact(got, expected),
-            Work::SinCos(_) => crate::verify::within(got, 16, 1e-4, expected),
-        }
+        let tolerance = match self {
+            Work::Process(_) => 0.0,
+            Work::SinCos(_) => 1e-4,
+        };
+        crate::verify::chunks(got, plan, 62, tolerance, expected)
     }
 
     pub fn describe(self) -> String {

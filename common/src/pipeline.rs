@@ -198,6 +198,15 @@ pub fn calibrate_process(gpu: &Gpu, len: usize, target_ms: f64, r: Repeats) -> a
     Ok(iters)
 }
 
+/// [`Work::Process`] calibrated so that a chunk of `len` elements takes as long to compute as its copies
+/// take when both directions run at once, as they do in a pipeline's steady state: a kernel that gives
+/// overlap something to hide on every engine.
+pub fn balanced_work(gpu: &Gpu, len: usize, r: Repeats) -> anyhow::Result<Work> {
+    let _phase = crate::timeline::phase("calibration");
+    let copies = CopyTimes::measure(gpu, len, r)?;
+    Ok(Work::Process(calibrate_process(gpu, len, copies.both.median_ms, r)?))
+}
+
 /// What each stage of one chunk costs alone: the copies (each way, and both at once) and the kernel.
 #[derive(Clone, Debug, Serialize)]
 pub struct ChunkStages {
