@@ -151,7 +151,7 @@ fn whole(s: &str, digits: &str, max: u128) -> anyhow::Result<u128> {
 pub fn parse_count(s: &str) -> anyhow::Result<usize> {
     let t = s.trim().replace('_', "");
     let (digits, mult): (&str, u128) =
-        match t.char_indices().find(|(i, c)| !c.is_ascii_digit() && !(*i == 0 && *c == '-')) {
+        match t.char_indices().find(|(i, c)| !c.is_ascii_digit() && (*i != 0 || *c != '-')) {
             None => (t.as_str(), 1),
             Some((i, _)) => {
                 let mult = match &t[i..] {
@@ -193,7 +193,7 @@ pub fn parse_positive_u32(s: &str) -> anyhow::Result<u32> {
 /// `4096`, `4KiB`, `4K`, `256MiB`, `1GiB`, `1G` (binary units; a bare number is bytes).
 pub fn parse_bytes(s: &str) -> anyhow::Result<usize> {
     let t = s.trim();
-    let split = t.char_indices().find(|(i, c)| !c.is_ascii_digit() && *c != '_' && !(*i == 0 && *c == '-'));
+    let split = t.char_indices().find(|(i, c)| !c.is_ascii_digit() && *c != '_' && (*i != 0 || *c != '-'));
     let (num, unit) = t.split_at(split.map_or(t.len(), |(i, _)| i));
     let mult: u128 = match unit.trim() {
         "" | "B" => 1,

@@ -84,7 +84,11 @@ impl ErrorKind {
     pub fn of(e: &anyhow::Error) -> ErrorKind {
         // cust's errors are read by value: their Display asks the driver, which the stub cannot answer.
         let message = |c: &(dyn std::error::Error + 'static)| {
-            (!c.is::<cust::error::CudaError>()).then(|| c.to_string()).unwrap_or_default()
+            if c.is::<cust::error::CudaError>() {
+                String::new()
+            } else {
+                c.to_string()
+            }
         };
         if e.chain().any(|c| c.is::<BadArgs>() || message(c).starts_with("--")) {
             return ErrorKind::BadArguments;

@@ -183,8 +183,8 @@ fn lesson_report(name: &str, nsys: Option<&Trace>, builtin: &Trace, out: &Path) 
     let mut term = format!("\n{name} ({source})\n");
     let _ = writeln!(
         term,
-        "{:<26} {:>9} {:>8} {:>8} {:>8} {:>13} {:>10} {:>8}  {}",
-        "phase", "span", "H2D", "kernels", "D2H", "copy||kernel", "H2D||D2H", "idle", "built-in timeline differs by"
+        "{:<26} {:>9} {:>8} {:>8} {:>8} {:>13} {:>10} {:>8}  built-in timeline differs by",
+        "phase", "span", "H2D", "kernels", "D2H", "copy||kernel", "H2D||D2H", "idle"
     );
     let mut md = format!("## {name}\n\n![{name}]({name}.svg)\n\n| phase | ops | span | H2D busy | kernels busy | D2H busy | copy under kernels | H2D and D2H at once | idle | built-in timeline differs by |\n|---|---|---|---|---|---|---|---|---|---|\n");
     let builtin_phases = trace::by_phase(builtin);
