@@ -115,7 +115,7 @@ fn first_command() -> anyhow::Result<String> {
 /// Runs a lesson and checks what a user would see: without a driver one line on stderr (after cargo's
 /// own lines) that names the missing driver and a failing exit; with one, success.
 fn lesson_says(cmd: &mut Command) -> anyhow::Result<String> {
-    let out = cmd.output().context("starting cargo run")?;
+    let out = output_echoing_stderr(cmd)?;
     let stderr = String::from_utf8_lossy(&out.stderr);
     let stdout = String::from_utf8_lossy(&out.stdout);
     if tools::real_libcuda().is_some() {
@@ -137,6 +137,28 @@ fn lesson_says(cmd: &mut Command) -> anyhow::Result<String> {
         );
     }
     Ok(format!("exit {}, \"{}\"", out.status.code().map_or("by signal".into(), |c| c.to_string()), own[0]))
+}
+
+/// Runs a command to completion, capturing its output, and showing its stderr (cargo's progress) as it comes.
+fn output_echoing_stderr(cmd: &mut Command) -> anyhow::Result<std::process::Output> {
+    use std::io::{BufRead, BufReader, Read};
+    use std::process::Stdio;
+    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().context("starting cargo")?;
+    let mut stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        stdout.read_to_end(&mut buf).map(|_| buf)
+    });
+    let mut stderr = Vec::new();
+    for line in BufReader::new(child.stderr.take().unwrap()).split(b'\n') {
+        let line = line?;
+        eprintln!("{}", String::from_utf8_lossy(&line));
+        stderr.extend_from_slice(&line);
+        stderr.push(b'\n');
+    }
+    let status = child.wait()?;
+    let stdout = reader.join().map_err(|_| anyhow::anyhow!("reading stdout failed"))??;
+    Ok(std::process::Output { status, stdout, stderr })
 }
 
 /// What common's build script says it used for the kernels (a plain line it prints, which cargo keeps).
