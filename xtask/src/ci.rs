@@ -78,6 +78,7 @@ fn cuda_path() -> anyhow::Result<String> {
     let toolkit = toolkit_layout()?;
     let clone = clean_clone()?;
     let target = clone.join("target");
+    let _ = fs::remove_dir_all(&target); // a cold build, as on a user's machine
     let mut cargo = clean_env(Command::new(cargo_program()), &clone, &target);
     cargo.env("CUDA_PATH", &toolkit).args(["build", "--locked", "--examples", "--benches"]);
     eprintln!(

@@ -104,7 +104,8 @@ fn system_libclang() -> bool {
 fn pip_install(dir: &std::path::Path, packages: &[&str], what: &str) -> anyhow::Result<()> {
     let mut cmd = Command::new(python()?);
     cmd.args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps", "--upgrade", "--target"]);
-    run_cmd(cmd.arg(dir).args(packages), what)
+    // pip warns at length when run as root (CI); what it installs here goes into our own folder.
+    run_cmd(cmd.arg(dir).args(packages).env("PIP_ROOT_USER_ACTION", "ignore"), what)
 }
 
 pub fn python() -> anyhow::Result<&'static str> {
