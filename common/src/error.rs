@@ -239,6 +239,15 @@ mod tests {
     }
 
     #[test]
+    fn finish_returns_the_exit_code_of_the_kind() {
+        assert_eq!(finish(Ok(())), ExitCode::SUCCESS);
+        assert_eq!(finish(Err(bad_args("--min 1 GiB is more than --max 4 KiB").into())), ExitCode::from(2));
+        assert_eq!(finish(Err(anyhow::anyhow!("no NVIDIA driver: the stub").into())), ExitCode::from(3));
+        assert_eq!(finish(Err(anyhow::anyhow!("launching: CUDA_ERROR_LAUNCH_FAILED").into())), ExitCode::from(4));
+        assert_eq!(finish(Err(anyhow::anyhow!("3 elements differ").into())), ExitCode::from(1));
+    }
+
+    #[test]
     fn json_errors_are_one_object() {
         let line = error_json("no NVIDIA driver: \"quoted\"", ErrorKind::NoGpu);
         assert!(!line.contains('\n'));
