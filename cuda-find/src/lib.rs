@@ -70,7 +70,11 @@ pub fn real_libcuda() -> Option<PathBuf> {
         "/usr/local/cuda/compat",
     ];
     dirs.iter().find_map(|d| file(Path::new(d).join("libcuda.so.1"))).or_else(|| {
-        let out = Command::new("ldconfig").arg("-p").output().ok()?;
+        // ldconfig often lies outside a user's PATH; a driver it knows must not be missed, or the build
+        // would put its stub on the loader path in front of it.
+        let out = ["ldconfig", "/sbin/ldconfig", "/usr/sbin/ldconfig"]
+            .iter()
+            .find_map(|l| Command::new(l).arg("-p").output().ok().filter(|o| o.status.success()))?;
         String::from_utf8_lossy(&out.stdout)
             .lines()
             .filter(|l| l.trim_start().starts_with("libcuda.so.1 "))
