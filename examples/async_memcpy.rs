@@ -27,10 +27,10 @@ use serde_json::json;
 #[derive(Parser)]
 struct Args {
     /// Elements (f32); k, M, G multiply by 2^10, 2^20, 2^30
-    #[arg(short = 'n', long, default_value = "4M", value_parser = parse_count)]
+    #[arg(short = 'n', long, default_value = "4M", value_parser = parse_count, allow_negative_numbers = true)]
     elements: usize,
     /// Rounds of x = sqrt(x*x + 1) per element (the seed's "heavy computation")
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, default_value = "100", value_parser = common::args::parse_u32, allow_negative_numbers = true)]
     iters: u32,
     #[command(flatten)]
     run: RunArgs,

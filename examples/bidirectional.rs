@@ -28,16 +28,16 @@ use serde_json::json;
 #[derive(Parser)]
 struct Args {
     /// GPUs for part 2: `all`, or a list such as `0,1` (part 1 runs on the first)
-    #[arg(long, default_value = "0")]
+    #[arg(long, default_value = "0", value_parser = common::args::parse_device_list, allow_negative_numbers = true)]
     devices: String,
     /// Smallest transfer
-    #[arg(long, default_value = "1MiB", value_parser = parse_bytes)]
+    #[arg(long, default_value = "1MiB", value_parser = parse_bytes, allow_negative_numbers = true)]
     min: usize,
     /// Largest transfer
-    #[arg(long, default_value = "1GiB", value_parser = parse_bytes)]
+    #[arg(long, default_value = "1GiB", value_parser = parse_bytes, allow_negative_numbers = true)]
     max: usize,
     /// A both-directions figure (GB/s per direction, say from nvbandwidth) to hold the largest size against
-    #[arg(long)]
+    #[arg(long, value_parser = common::args::parse_gbps, allow_negative_numbers = true)]
     ref_both: Option<f64>,
     #[command(flatten)]
     run: RunArgs,

@@ -22,16 +22,16 @@ use serde_json::json;
 #[derive(Parser)]
 struct Args {
     /// Smallest transfer
-    #[arg(long, default_value = "4KiB", value_parser = parse_bytes)]
+    #[arg(long, default_value = "4KiB", value_parser = parse_bytes, allow_negative_numbers = true)]
     min: usize,
     /// Largest transfer
-    #[arg(long, default_value = "256MiB", value_parser = parse_bytes)]
+    #[arg(long, default_value = "256MiB", value_parser = parse_bytes, allow_negative_numbers = true)]
     max: usize,
     /// A copy-engine figure (GB/s, say from nvbandwidth) to hold pinned H2D of 64 MiB and more against
-    #[arg(long)]
+    #[arg(long, value_parser = common::args::parse_gbps, allow_negative_numbers = true)]
     ref_h2d: Option<f64>,
     /// The same for D2H
-    #[arg(long)]
+    #[arg(long, value_parser = common::args::parse_gbps, allow_negative_numbers = true)]
     ref_d2h: Option<f64>,
     #[command(flatten)]
     run: RunArgs,

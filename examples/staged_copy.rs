@@ -27,16 +27,16 @@ use serde_json::json;
 #[derive(Parser)]
 struct Args {
     /// Smallest transfer
-    #[arg(long, default_value = "16MiB", value_parser = parse_bytes)]
+    #[arg(long, default_value = "16MiB", value_parser = parse_bytes, allow_negative_numbers = true)]
     min: usize,
     /// Largest transfer
-    #[arg(long, default_value = "1GiB", value_parser = parse_bytes)]
+    #[arg(long, default_value = "1GiB", value_parser = parse_bytes, allow_negative_numbers = true)]
     max: usize,
     /// CPU threads that copy into and out of the staging ring (default: up to 8, one per core)
-    #[arg(long, value_parser = parse_count)]
+    #[arg(long, value_parser = common::args::parse_threads, allow_negative_numbers = true)]
     threads: Option<usize>,
     /// Size of each pinned staging buffer (two per thread)
-    #[arg(long, default_value = "8MiB", value_parser = parse_bytes)]
+    #[arg(long, default_value = "8MiB", value_parser = common::args::parse_elements_bytes, allow_negative_numbers = true)]
     slot: usize,
     #[command(flatten)]
     run: RunArgs,

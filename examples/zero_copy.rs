@@ -24,10 +24,10 @@ use serde_json::json;
 #[derive(Parser)]
 struct Args {
     /// Smallest array
-    #[arg(long, default_value = "64KiB", value_parser = parse_bytes)]
+    #[arg(long, default_value = "64KiB", value_parser = parse_bytes, allow_negative_numbers = true)]
     min: usize,
     /// Largest array
-    #[arg(long, default_value = "256MiB", value_parser = parse_bytes)]
+    #[arg(long, default_value = "256MiB", value_parser = parse_bytes, allow_negative_numbers = true)]
     max: usize,
     #[command(flatten)]
     run: RunArgs,

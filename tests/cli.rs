@@ -1,22 +1,35 @@
 //! Bad input to the lessons: one line on stderr, a non-zero exit, never a panic or a partial table.
 //! These checks come before the GPU is touched, so they run everywhere.
 
-use std::{path::PathBuf, process::Command};
+use std::{
+    path::PathBuf,
+    process::{Command, Output},
+};
 
 /// The lesson binaries: `target/<profile>/examples/` under cargo, `lessons/` in a bundle.
-fn lesson(name: &str) -> Option<PathBuf> {
-    let exe = std::env::current_exe().ok()?;
-    let dir = exe.parent()?.parent()?;
-    ["examples", "lessons"].iter().map(|d| dir.join(d).join(name)).find(|p| p.is_file())
+fn lesson(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().and_then(|d| d.parent()).unwrap();
+    let found = ["examples", "lessons"].iter().map(|d| dir.join(d).join(name)).find(|p| p.is_file());
+    found.unwrap_or_else(|| {
+        panic!("lesson {name} is not built next to the tests: run `cargo build --examples` first (`cargo xtask test` does)")
+    })
+}
+
+fn run(name: &str, args: &[&str]) -> (Output, String) {
+    let out = Command::new(lesson(name)).args(args).output().unwrap();
+    let context = format!(
+        "{name} {args:?}: exit {:?}, stdout {:?}, stderr {:?}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out, context)
 }
 
 fn fails_with(name: &str, args: &[&str], expected: &str) {
-    let Some(bin) = lesson(name) else {
-        panic!("lesson {name} is not built next to the tests: run `cargo build --examples` first (`cargo xtask test` does)");
-    };
-    let out = Command::new(&bin).args(args).output().unwrap();
+    let (out, context) = run(name, args);
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    let context = format!("{name} {args:?}: exit {:?}, stdout {stdout:?}, stderr {stderr:?}", out.status.code());
     assert!(!out.status.success(), "{context}");
     assert!(stdout.trim().is_empty(), "nothing may be printed as a result: {context}");
     assert_eq!(stderr.trim().lines().count(), 1, "one line: {context}");
@@ -24,31 +37,51 @@ fn fails_with(name: &str, args: &[&str], expected: &str) {
     assert!(!stderr.contains("panicked"), "{context}");
 }
 
+/// A bad flag that clap's value parsers catch: one line and exit code 2.
+fn bad_flag(name: &str, args: &[&str], expected: &str) {
+    fails_with(name, args, expected);
+    let (out, context) = run(name, args);
+    assert_eq!(out.status.code(), Some(2), "{context}");
+}
+
 #[test]
 fn sizes_of_zero() {
-    fails_with("overlap", &["-n", "0"], "at least one element");
-    fails_with("vector_add_streams", &["--elements", "0"], "at least one element");
-    fails_with("double_buffering", &["-n", "0"], "at least one element");
-    fails_with("async_memcpy", &["-n", "0"], "at least one element");
-    fails_with("pinned_memory", &["--max", "0"], "sizes must run from at least 4 bytes");
-    fails_with("zero_copy", &["--min", "0"], "sizes must run from at least 4 bytes");
+    bad_flag("overlap", &["-n", "0"], "must be at least 1");
+    bad_flag("vector_add_streams", &["--elements", "0"], "must be at least 1");
+    bad_flag("double_buffering", &["-n", "0"], "must be at least 1");
+    bad_flag("async_memcpy", &["-n", "0"], "must be at least 1");
+    fails_with("pinned_memory", &["--max", "0"], "--max 0: sizes must run from at least 4 bytes");
+    fails_with("zero_copy", &["--min", "0"], "--min 0: sizes must run from at least 4 bytes");
 }
 
 #[test]
 fn things_that_are_not_numbers() {
-    fails_with("overlap", &["-n", "lots"], "'lots' is not a number");
-    fails_with("overlap", &["--streams", "1.5"], "'1.5' is not a whole number");
-    fails_with("pinned_memory", &["--max", "12 parsecs"], "unknown unit");
-    fails_with("zero_copy", &["--repeats", "-3"], "error:");
-    fails_with("async_memcpy", &["--iters", "many"], "invalid value 'many'");
+    bad_flag("overlap", &["-n", "lots"], "'lots' is not a whole number");
+    bad_flag("overlap", &["--streams", "1.5"], "'1.5' is not a whole number");
+    bad_flag("overlap", &["--repeats", "abc"], "'abc' is not a whole number");
+    bad_flag("pinned_memory", &["--max", "12 parsecs"], "unknown unit");
+    bad_flag(
+        "async_memcpy",
+        &["--iters", "many"],
+        "invalid value 'many' for '--iters <ITERS>': 'many' is not a whole number",
+    );
+    bad_flag("overlap", &["-n", "99999999999999999999"], "'99999999999999999999' is too large");
+}
+
+#[test]
+fn negative_numbers_are_values_that_must_be_positive() {
+    bad_flag("overlap", &["-n", "-5"], "'-5' is negative: give a positive whole number");
+    bad_flag("zero_copy", &["--repeats", "-3"], "'-3' is negative");
+    bad_flag("pinned_memory", &["--min", "-4096"], "'-4096' is negative");
+    bad_flag("bidirectional", &["--ref-both", "-5"], "'-5' is not a rate");
 }
 
 #[test]
 fn zero_streams_or_chunks() {
-    fails_with("overlap", &["--streams", "0"], "--streams must be at least 1");
-    fails_with("overlap", &["--chunks", "0"], "--chunks must be at least 1");
-    fails_with("vector_add_streams", &["--streams", "0"], "--streams must be at least 1");
-    fails_with("overlap", &["--repeats", "0"], "--repeats");
+    bad_flag("overlap", &["--streams", "0"], "'--streams <STREAMS>': must be at least 1");
+    bad_flag("overlap", &["--chunks", "0"], "'--chunks <CHUNKS>': must be at least 1");
+    bad_flag("vector_add_streams", &["--streams", "0"], "must be at least 1");
+    bad_flag("overlap", &["--repeats", "0"], "'--repeats <REPEATS>': must be at least 1");
 }
 
 #[test]
@@ -58,6 +91,57 @@ fn more_streams_than_chunks_or_chunks_than_elements() {
 }
 
 #[test]
-fn sizes_that_are_not_whole_elements() {
+fn defaults_that_do_not_fit_name_the_flag_to_pass() {
+    fails_with("overlap", &["-n", "5"], "-n 5 is fewer elements than the 32 chunks");
+    fails_with("overlap", &["-n", "5"], "pass --chunks 5 or fewer");
+    fails_with("overlap", &["--chunks", "2"], "pass --streams 2 or fewer");
+}
+
+#[test]
+fn sizes_that_are_not_whole_elements_or_run_backwards() {
     fails_with("pinned_memory", &["--min", "4KiB", "--max", "4099"], "multiples of 4 bytes");
+    fails_with("pinned_memory", &["--min", "1GiB", "--max", "4KiB"], "--min 1 GiB is more than --max 4 KiB");
+}
+
+#[test]
+fn lesson_specific_flags() {
+    bad_flag("bidirectional", &["--devices", "foo"], "'foo' is not a device number");
+    bad_flag("bidirectional", &["--devices", ""], "no device named");
+    bad_flag("bidirectional", &["--devices", "0,0"], "device 0 is named twice");
+    bad_flag("staged_copy", &["--slot", "0"], "at least one f32 element");
+    bad_flag("staged_copy", &["--slot", "6"], "not a whole number of f32 elements");
+    bad_flag("staged_copy", &["--threads", "1000000"], "4 per CPU core");
+    for bad in ["nan", "inf", "0"] {
+        bad_flag("pinned_memory", &["--ref-h2d", bad], "is not a rate");
+    }
+}
+
+#[test]
+fn a_device_that_does_not_exist() {
+    // Only the driver knows how many GPUs there are: without one, that is what the line says.
+    let (out, context) = run("bidirectional", &["--devices", "99"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.trim().lines().count() == 1, "{context}");
+    assert!(stderr.contains("device 99 does not exist") || stderr.contains("NVIDIA driver"), "{context}");
+}
+
+#[test]
+fn clap_tips_stay_on_the_line() {
+    bad_flag(
+        "overlap",
+        &["--stream", "4"],
+        "unexpected argument '--stream' found (tip: a similar argument exists: '--streams')",
+    );
+    bad_flag("overlap", &["--size", "0"], "unexpected argument '--size' found (--help lists the flags)");
+}
+
+#[test]
+fn json_errors_are_one_object_on_stdout() {
+    let (out, context) = run("overlap", &["--json", "-n", "-5"]);
+    assert_eq!(out.status.code(), Some(2), "{context}");
+    assert!(out.stderr.is_empty(), "{context}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect(&context);
+    assert_eq!(v["kind"], "bad_arguments", "{context}");
+    assert!(v["error"].as_str().unwrap().contains("'-5' is negative"), "{context}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim().lines().count(), 1, "{context}");
 }

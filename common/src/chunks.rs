@@ -2,8 +2,14 @@
 
 use std::ops::Range;
 
-use anyhow::bail;
 use serde::Serialize;
+
+use crate::error::bad_args;
+
+/// `bail!` with a [`crate::error::BadArgs`]: a plan is made from the flags, so what is wrong with it is theirs.
+macro_rules! bad {
+    ($($arg:tt)*) => { return Err(bad_args(format!($($arg)*))) };
+}
 
 /// `elements` split into `chunks` nearly equal, never empty chunks (the first `elements % chunks` are
 /// one longer), chunk `i` on stream `i % streams`.
@@ -31,19 +37,19 @@ impl Chunk {
 impl ChunkPlan {
     pub fn new(elements: usize, chunks: usize, streams: usize) -> anyhow::Result<ChunkPlan> {
         if elements == 0 {
-            bail!("the size must be at least one element");
+            bad!("the size must be at least one element");
         }
         if chunks == 0 {
-            bail!("--chunks must be at least 1");
+            bad!("--chunks must be at least 1");
         }
         if streams == 0 {
-            bail!("--streams must be at least 1");
+            bad!("--streams must be at least 1");
         }
         if chunks > elements {
-            bail!("--chunks {chunks} is more than the {elements} elements: a chunk would be empty");
+            bad!("--chunks {chunks} is more than the {elements} elements: a chunk would be empty");
         }
         if streams > chunks {
-            bail!("--streams {streams} is more than --chunks {chunks}: some streams would have nothing to do");
+            bad!("--streams {streams} is more than --chunks {chunks}: some streams would have nothing to do");
         }
         Ok(ChunkPlan { elements, chunks, streams })
     }
@@ -121,6 +127,8 @@ mod tests {
         assert!(err(10, 11, 1).contains("empty"));
         assert!(err(10, 4, 5).contains("more than --chunks"));
         assert!(ChunkPlan::new(10, 10, 10).is_ok());
+        let e = ChunkPlan::new(10, 0, 1).unwrap_err();
+        assert_eq!(crate::error::ErrorKind::of(&e), crate::error::ErrorKind::BadArguments);
     }
 
     #[test]

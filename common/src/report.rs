@@ -1,5 +1,7 @@
 //! What a person reads: aligned tables, verdicts, sizes, and JSON for machines.
 
+use std::io::IsTerminal as _;
+
 use serde::Serialize;
 
 /// A table printed with aligned columns: the first left-aligned, the rest right-aligned.
@@ -70,11 +72,18 @@ impl Output {
         }
     }
 
-    /// Progress for long runs, on stderr, so it never mixes with the results.
+    /// A line of progress for long runs, on stderr, so it never mixes with the results; quiet under
+    /// `--json` and where stderr is not a terminal.
     pub fn progress(&self, text: impl AsRef<str>) {
-        if !self.json {
+        if !self.json && std::io::stderr().is_terminal() {
             eprintln!("  … {}", text.as_ref());
         }
+    }
+
+    /// A progress bar of `steps` steps with an estimate of the time left, on stderr; hidden under
+    /// `--json` and where stderr is not a terminal. Finish it before printing results.
+    pub fn progress_bar(&self, steps: u64, what: &str) -> Progress {
+        Progress::new(steps, what, self.json)
     }
 
     /// The whole result, in JSON mode.
@@ -83,6 +92,53 @@ impl Output {
             println!("{}", serde_json::to_string_pretty(value)?);
         }
         Ok(())
+    }
+}
+
+/// A progress bar on stderr: `what [=====>    ] 3/8 message, about 12s left`. Every method does nothing
+/// where it is hidden (`quiet`, or stderr not a terminal).
+pub struct Progress(indicatif::ProgressBar);
+
+impl Progress {
+    /// `steps` steps of `what`; hidden if `quiet` (say, under `--json`). For code without an [`Output`],
+    /// such as the benchmarks.
+    pub fn new(steps: u64, what: &str, quiet: bool) -> Progress {
+        let bar = if quiet || !std::io::stderr().is_terminal() {
+            indicatif::ProgressBar::hidden()
+        } else {
+            indicatif::ProgressBar::new(steps)
+        };
+        let template = format!("{what} [{{bar:24}}] {{pos}}/{{len}} {{msg}}, about {{eta}} left");
+        if let Ok(style) = indicatif::ProgressStyle::with_template(&template) {
+            bar.set_style(style.progress_chars("=> "));
+        }
+        Progress(bar)
+    }
+
+    /// Starts a step: says what it is (the count moves on at [`Progress::done`]).
+    pub fn step(&self, message: impl Into<String>) {
+        self.0.set_message(message.into());
+    }
+
+    /// One step done.
+    pub fn done(&self) {
+        self.0.inc(1);
+    }
+
+    /// Runs `f` with the bar cleared, for a line printed in the middle of the run.
+    pub fn suspend<R>(&self, f: impl FnOnce() -> R) -> R {
+        self.0.suspend(f)
+    }
+
+    /// Clears the bar.
+    pub fn finish(self) {
+        self.0.finish_and_clear();
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        self.0.finish_and_clear();
     }
 }
 
@@ -144,6 +200,17 @@ mod tests {
         assert_eq!(fmt_count(67108864), "67,108,864");
         assert_eq!(fmt_count(999), "999");
         assert_eq!(fmt_ms(1.23456), "1.235 ms");
+    }
+
+    #[test]
+    fn progress_is_quiet_under_json() {
+        let out = Output::new(true);
+        let bar = out.progress_bar(3, "sweep");
+        assert!(bar.0.is_hidden());
+        bar.step("4 chunks");
+        bar.done();
+        assert_eq!(bar.0.position(), 1);
+        bar.finish();
     }
 
     #[test]

@@ -38,7 +38,15 @@ pub fn run(flags: BenchReportFlags) -> anyhow::Result<()> {
     });
     let results = read_results(&dir)?;
     if results.is_empty() {
-        bail!("no criterion results in {}: run `cargo bench` first", dir.display());
+        if tools::real_libcuda().is_none() {
+            bail!(
+                "no benchmark results in {}: the benchmarks measure a GPU, and this machine has no NVIDIA driver. \
+                 Run `cargo bench` on a machine with an NVIDIA GPU (or `./benches/transfers --bench` from \
+                 `cargo xtask bundle`), then this report there",
+                dir.display()
+            );
+        }
+        bail!("no benchmark results in {}: run `cargo bench` first", dir.display());
     }
     let limits: Value = serde_json::from_str(
         &fs::read_to_string(dir.join("gpu-limits.json"))
@@ -50,29 +58,14 @@ pub fn run(flags: BenchReportFlags) -> anyhow::Result<()> {
 
 /// Every `*/new/benchmark.json` with its `estimates.json` under `dir`.
 pub fn read_results(dir: &Path) -> anyhow::Result<Vec<Result>> {
-    let mut out = Vec::new();
-    walk(dir, &mut |p| {
-        if p.ends_with("new/benchmark.json") {
-            if let Some(r) = read_one(p) {
-                out.push(r);
-            }
-        }
-    });
+    let mut out: Vec<Result> = walkdir::WalkDir::new(dir)
+        .into_iter()
+        .flatten()
+        .filter(|e| e.path().ends_with("new/benchmark.json"))
+        .filter_map(|e| read_one(e.path()))
+        .collect();
     out.sort_by(|a, b| (&a.group, &a.function, &a.value).cmp(&(&b.group, &b.function, &b.value)));
     Ok(out)
-}
-
-fn walk(dir: &Path, f: &mut dyn FnMut(&Path)) {
-    if let Ok(entries) = fs::read_dir(dir) {
-        for e in entries.flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                walk(&p, f);
-            } else {
-                f(&p);
-            }
-        }
-    }
 }
 
 fn read_one(benchmark: &Path) -> Option<Result> {

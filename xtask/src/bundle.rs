@@ -11,11 +11,13 @@
 //! ```
 
 use std::{
+    collections::HashMap,
     fs,
-    io::BufRead,
-    path::{Path, PathBuf},
+    path::Path,
     process::{Command, Stdio},
 };
+
+use cargo_metadata::{Message, TargetKind};
 
 use anyhow::{bail, Context as _};
 
@@ -47,36 +49,35 @@ pub fn run(flags: BundleFlags) -> anyhow::Result<()> {
         .stdout(Stdio::piped())
         .spawn()
         .context("starting cargo build")?;
+    let packages: HashMap<_, _> =
+        tools::metadata()?.packages.into_iter().map(|p| (p.id.clone(), p.name.to_string())).collect();
     let mut contents = Vec::new();
-    for line in std::io::BufReader::new(child.stdout.take().unwrap()).lines() {
-        let msg: serde_json::Value = match serde_json::from_str(&line?) {
-            Ok(v) => v,
-            Err(_) => continue,
-        };
-        let Some(exe) = msg["executable"].as_str() else {
+    for msg in Message::parse_stream(std::io::BufReader::new(child.stdout.take().unwrap())) {
+        let Message::CompilerArtifact(a) = msg.context("reading cargo's messages")? else {
             continue;
         };
-        let name = msg["target"]["name"].as_str().unwrap_or("?");
-        let kinds: Vec<&str> =
-            msg["target"]["kind"].as_array().map(|k| k.iter().filter_map(|s| s.as_str()).collect()).unwrap_or_default();
-        let test = msg["profile"]["test"].as_bool().unwrap_or(false);
+        let Some(exe) = a.executable else {
+            continue;
+        };
+        let name = &a.target.name;
+        let package = packages.get(&a.package_id).map_or("?", String::as_str);
         // The compile-fail suite runs cargo itself: it belongs where Rust is, not in the bundle.
         if name == "compile_fail" {
             continue;
         }
-        let dest = if kinds.contains(&"example") {
+        let dest = if a.target.is_kind(TargetKind::Example) {
             out.join("lessons").join(name)
-        } else if kinds.contains(&"bench") {
+        } else if a.target.is_kind(TargetKind::Bench) {
             out.join("benches").join(name)
-        } else if test {
-            let package = msg["package_id"].as_str().and_then(package_name).unwrap_or("x");
+        } else if a.profile.test && package != "xtask" {
+            // The xtask's own tests check the repository (they need cargo and its sources): not for a GPU host.
             out.join("tests").join(if package == name { name.to_string() } else { format!("{package}-{name}") })
-        } else if name == "xtask" {
+        } else if name == "xtask" && !a.profile.test {
             out.join("xtask")
         } else {
             continue;
         };
-        copy_stripped(Path::new(exe), &dest)?;
+        copy_stripped(exe.as_std_path(), &dest)?;
         contents.push(dest.strip_prefix(&out).unwrap().display().to_string());
     }
     if !child.wait()?.success() {
@@ -92,22 +93,15 @@ pub fn run(flags: BundleFlags) -> anyhow::Result<()> {
     let manifest = serde_json::json!({ "commit": commit, "contents": contents });
     fs::write(out.join("bundle.json"), serde_json::to_string_pretty(&manifest)?)?;
     fs::write(out.join("README.txt"), README)?;
-    let size: u64 = walk(&out).iter().filter_map(|p| p.metadata().ok()).map(|m| m.len()).sum();
+    let size: u64 = walkdir::WalkDir::new(&out)
+        .into_iter()
+        .flatten()
+        .filter(|e| e.file_type().is_file())
+        .filter_map(|e| e.metadata().ok())
+        .map(|m| m.len())
+        .sum();
     println!("bundle: {} files, {:.1} MiB in {}", contents.len(), size as f64 / (1 << 20) as f64, out.display());
     Ok(())
-}
-
-/// `path+file:///x/common#0.1.0` or `common 0.1.0 (path+file:///...)` -> `common`.
-fn package_name(id: &str) -> Option<&str> {
-    if let Some((_, frag)) = id.rsplit_once('#') {
-        let name = frag.split('@').next()?;
-        // `#0.1.0` alone means the name is the last path segment.
-        if name.chars().next().is_some_and(|c| c.is_ascii_digit()) {
-            return id.rsplit_once('#')?.0.rsplit('/').next();
-        }
-        return Some(name);
-    }
-    id.split_whitespace().next()
 }
 
 fn copy_stripped(from: &Path, to: &Path) -> anyhow::Result<()> {
@@ -117,37 +111,10 @@ fn copy_stripped(from: &Path, to: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    if let Ok(entries) = fs::read_dir(dir) {
-        for e in entries.flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                out.extend(walk(&p));
-            } else {
-                out.push(p);
-            }
-        }
-    }
-    out
-}
-
 const README: &str = "\
 Release builds of the GPU transfer lessons, for a GPU host without Rust. They need the NVIDIA driver.
 
   ./lessons/pinned_memory          a lesson (each takes --help)
-  ./xtask test                     every test binary (GPU tests run here, not skip)
+  ./xtask test                     every test binary (the GPU tests run where the driver is found)
   ./benches/NAME --bench           a criterion benchmark
 ";
-
-#[cfg(test)]
-mod tests {
-    use super::package_name;
-
-    #[test]
-    fn package_names_from_ids() {
-        assert_eq!(package_name("path+file:///work/main/common#0.1.0"), Some("common"));
-        assert_eq!(package_name("path+file:///work/main#gpu-transfers@0.1.0"), Some("gpu-transfers"));
-        assert_eq!(package_name("common 0.1.0 (path+file:///work/main/common)"), Some("common"));
-    }
-}

@@ -1,6 +1,8 @@
 //! The command line of `cargo xtask`.
 
-use clap::{Args, Parser, Subcommand};
+use clap::{builder::PossibleValuesParser, Args, Parser, Subcommand};
+
+use crate::lessons;
 
 #[derive(Parser)]
 #[command(name = "cargo xtask", about = "Build, test, bundle and inspect the GPU transfer lessons")]
@@ -11,12 +13,18 @@ pub struct Xtask {
 
 #[derive(Subcommand)]
 pub enum Task {
-    /// Provision what the build needs where it is missing: nvcc 13.0 from PyPI, a link-only libcuda
+    /// Install nvcc 13.0 from PyPI where no nvcc is found (the build does not need it; some tasks do)
     Setup,
-    /// The test command: set up, then run every test (GPU tests skip, saying so, without a GPU)
+    /// The test command: check the committed PTX, then run every test (the GPU tests where a driver is found)
     Test(TestFlags),
-    /// Say what was found (driver, GPU, nvcc, nsys, compute-sanitizer) and what to do about the rest
+    /// Say what was found (C compiler, Python, PyPI, driver, GPU, nvcc, nsys, compute-sanitizer); fail if
+    /// something needed is missing
     Doctor,
+    /// Remake the committed files: kernels/ptx/*.ptx with nvcc 13.0, common/libcuda/stub.c from cust_raw
+    Generate,
+    /// CI's checks beyond the test command: the MSRV build, the build against an installed CUDA toolkit,
+    /// and the README's first command, from a clean clone
+    Ci(CiFlags),
     /// Compile every kernel for one architecture and print registers, spills and stack from ptxas
     Kernels(KernelsFlags),
     /// Run every lesson (or those named) under Nsight Systems: per-phase overlap figures, pictures, a report
@@ -53,15 +61,17 @@ pub struct BundleFlags {
 #[derive(Args)]
 pub struct SanitizeFlags {
     /// Lessons to check (default: all)
+    #[arg(value_parser = lesson_names())]
     pub lessons: Vec<String>,
-    /// Only these tools (memcheck, racecheck, synccheck, initcheck)
-    #[arg(long, value_delimiter = ',')]
+    /// Only these tools
+    #[arg(long, value_delimiter = ',', value_parser = PossibleValuesParser::new(crate::sanitize::TOOLS))]
     pub tools: Vec<String>,
 }
 
 #[derive(Args)]
 pub struct ProfileFlags {
     /// Lessons to profile (default: all)
+    #[arg(value_parser = lesson_names())]
     pub lessons: Vec<String>,
     /// Use the built-in CUDA-event timeline even where nsys is found
     #[arg(long)]
@@ -73,4 +83,27 @@ pub struct BenchReportFlags {
     /// Criterion's output folder (default: target/criterion, or ./target/criterion in a bundle)
     #[arg(long)]
     pub dir: Option<std::path::PathBuf>,
+}
+
+#[derive(Args)]
+pub struct CiFlags {
+    /// Only these steps (default: all, in this order)
+    #[arg(value_enum)]
+    pub steps: Vec<CiStep>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum CiStep {
+    /// Build the workspace with the Rust of its rust-version (installed with rustup)
+    Msrv,
+    /// In a clean clone, with no setup step: build every example and bench against the PyPI toolkit laid
+    /// out like an installed one (CUDA_PATH with bin/nvcc, include/cuda.h, lib64/stubs/libcuda.so)
+    CudaPath,
+    /// In a clean clone, without CUDA: README's first command, `cargo run --release --example overlap`
+    FirstCommand,
+}
+
+/// Lesson names are checked when the flags are read, before anything looks for a GPU.
+fn lesson_names() -> PossibleValuesParser {
+    PossibleValuesParser::new(lessons::QUICK.map(|l| l.0))
 }

@@ -3,14 +3,18 @@
 
 mod bench_report;
 mod bundle;
+mod ci;
 mod doctor;
 mod flags;
+mod generate;
 mod kernels;
 mod lessons;
 mod profile;
 mod sanitize;
 mod setup;
 mod test;
+#[cfg(test)]
+mod tidy;
 mod tools;
 mod trace;
 
@@ -19,11 +23,17 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
+    // Output into a closed pipe (`cargo xtask doctor | head -1`) ends the program quietly, as it does
+    // for C programs, instead of a panic in println!.
+    // SAFETY: restoring a signal's default action, before any thread is started.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let flags = flags::Xtask::parse();
     let result = match flags.task {
         flags::Task::Setup => setup::run().map(|_| ()),
         flags::Task::Test(f) => test::run(f),
         flags::Task::Doctor => doctor::run(),
+        flags::Task::Generate => generate::run(),
+        flags::Task::Ci(f) => ci::run(f),
         flags::Task::Kernels(f) => kernels::run(f),
         flags::Task::Profile(f) => profile::run(f),
         flags::Task::Sanitize(f) => sanitize::run(f),

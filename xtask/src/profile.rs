@@ -23,13 +23,13 @@ use crate::{
 };
 
 pub fn run(flags: ProfileFlags) -> anyhow::Result<()> {
-    lessons::need_gpu("profile")?;
     let names: Vec<String> = if flags.lessons.is_empty() {
         lessons::PROFILE.iter().map(|l| l.0.to_string()).collect()
     } else {
         flags.lessons.clone()
     };
     lessons::select(&names)?;
+    lessons::need_gpu("profile")?;
     let nsys = if flags.builtin {
         None
     } else {
@@ -52,9 +52,11 @@ pub fn run(flags: ProfileFlags) -> anyhow::Result<()> {
             "the built-in CUDA-event timeline"
         }
     );
+    // One step per lesson, with the time left estimated from those done; hidden where stderr is no terminal.
+    let bar = progress(names.len());
     for name in &names {
         let args = lessons::PROFILE.iter().find(|l| l.0 == name).map(|l| l.1).unwrap_or(&[]);
-        eprintln!("profile: {name} ...");
+        bar.set_message(name.clone());
         let timeline = out.join(format!("{name}.timeline.json"));
         let nsys_trace = match &nsys {
             Some(nsys) => Some(profile_with_nsys(nsys, &bins.join(name), args, &out, name, &timeline)?),
@@ -70,13 +72,24 @@ pub fn run(flags: ProfileFlags) -> anyhow::Result<()> {
         let mut builtin = trace::parse_chrome(&json).with_context(|| format!("reading {}", timeline.display()))?;
         trace::correct_engines(&mut builtin.ops);
         let section = lesson_report(name, nsys_trace.as_ref(), &builtin, &out)?;
-        print!("{}", section.terminal);
+        bar.suspend(|| print!("{}", section.terminal));
         report += &section.markdown;
+        bar.inc(1);
     }
+    bar.finish_and_clear();
     let path = out.join("REPORT.md");
     fs::write(&path, report)?;
     println!("\nreport: {}", path.display());
     Ok(())
+}
+
+fn progress(lessons: usize) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new(lessons as u64);
+    let style = indicatif::ProgressStyle::with_template("profile {pos}/{len} [{bar:24}] {msg}, about {eta} left")
+        .expect("a valid template")
+        .progress_chars("=> ");
+    bar.set_style(style);
+    bar
 }
 
 fn run_lesson(cmd: &mut Command, name: &str) -> anyhow::Result<String> {
@@ -170,8 +183,8 @@ fn lesson_report(name: &str, nsys: Option<&Trace>, builtin: &Trace, out: &Path) 
     let mut term = format!("\n{name} ({source})\n");
     let _ = writeln!(
         term,
-        "{:<26} {:>9} {:>8} {:>8} {:>8} {:>13} {:>10} {:>8}  {}",
-        "phase", "span", "H2D", "kernels", "D2H", "copy||kernel", "H2D||D2H", "idle", "built-in timeline differs by"
+        "{:<26} {:>9} {:>8} {:>8} {:>8} {:>13} {:>10} {:>8}  built-in timeline differs by",
+        "phase", "span", "H2D", "kernels", "D2H", "copy||kernel", "H2D||D2H", "idle"
     );
     let mut md = format!("## {name}\n\n![{name}]({name}.svg)\n\n| phase | ops | span | H2D busy | kernels busy | D2H busy | copy under kernels | H2D and D2H at once | idle | built-in timeline differs by |\n|---|---|---|---|---|---|---|---|---|---|\n");
     let builtin_phases = trace::by_phase(builtin);

@@ -1,21 +1,18 @@
-//! Provisions what the build needs where the machine lacks it, into the target directory:
-//! - nvcc 13.0 from PyPI (matching the 580 driver: a newer nvcc emits PTX that driver rejects);
-//! - `target/cuda/libcuda/lib64/libcuda.so` for cust's build script (via `CUDA_LIBRARY_PATH`, set in
-//!   `.cargo/config.toml`): a link to the real driver where there is one, else a link-only stub whose
-//!   every entry point returns `CUDA_ERROR_STUB_LIBRARY`, so programs start and say there is no driver.
+//! Provisions what the build does not need but some tasks do, into the target directory: nvcc 13.0
+//! from PyPI (matching the 580 driver: a newer nvcc emits PTX that driver rejects) where no nvcc is
+//! found, for `cargo xtask kernels`, `cargo xtask generate` and the check of the committed PTX; and
+//! libclang for builds with the `nvtx` feature. The build itself needs neither: without nvcc it uses
+//! the committed PTX, and common/build.rs makes the libcuda it links against.
 
 use std::{fs, path::PathBuf, process::Command};
 
 use anyhow::{bail, Context as _};
 
-use crate::tools::{self, output, run as run_cmd};
+use crate::tools::{self, run as run_cmd};
 
 /// The PyPI packages that make a working nvcc, pinned to the GPU machine's CUDA 13.0.
 const NVCC_PACKAGES: [&str; 4] =
     ["nvidia-cuda-nvcc==13.0.88", "nvidia-nvvm==13.0.88", "nvidia-cuda-crt==13.0.88", "nvidia-cuda-runtime==13.0.96"];
-
-/// CUDA_ERROR_STUB_LIBRARY
-const STUB_RESULT: u32 = 34;
 
 pub struct Setup {
     pub nvcc: PathBuf,
@@ -26,14 +23,23 @@ pub fn run() -> anyhow::Result<Setup> {
         Some(p) => p,
         None => provision_nvcc()?,
     };
-    let driver = tools::real_libcuda();
-    link_libcuda(driver.as_deref())?;
     eprintln!("setup: nvcc {}", nvcc.display());
-    match &driver {
-        Some(d) => eprintln!("setup: NVIDIA driver {}", d.display()),
-        None => eprintln!("setup: no NVIDIA driver here: linking against a stub (programs will say there is no GPU)"),
-    }
     Ok(Setup { nvcc })
+}
+
+/// nvcc of release 13.0, the one the committed PTX is made with: the machine's where it is that
+/// release, else ours from PyPI (installed now if missing).
+pub fn nvcc_13() -> anyhow::Result<PathBuf> {
+    if let Some(found) = tools::nvcc() {
+        if cuda_find::nvcc_release(&found).as_deref() == Some(cuda_find::NVCC_RELEASE) {
+            return Ok(found);
+        }
+    }
+    let ours = tools::provisioned_nvcc();
+    if ours.is_file() {
+        return Ok(ours);
+    }
+    provision_nvcc()
 }
 
 /// The environment for builds with the `nvtx` feature. NVIDIA's nvtx crate generates its bindings with
@@ -98,10 +104,11 @@ fn system_libclang() -> bool {
 fn pip_install(dir: &std::path::Path, packages: &[&str], what: &str) -> anyhow::Result<()> {
     let mut cmd = Command::new(python()?);
     cmd.args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps", "--upgrade", "--target"]);
-    run_cmd(cmd.arg(dir).args(packages), what)
+    // pip warns at length when run as root (CI); what it installs here goes into our own folder.
+    run_cmd(cmd.arg(dir).args(packages).env("PIP_ROOT_USER_ACTION", "ignore"), what)
 }
 
-fn python() -> anyhow::Result<&'static str> {
+pub fn python() -> anyhow::Result<&'static str> {
     ["python3", "python"]
         .into_iter()
         .find(|p| Command::new(p).arg("--version").output().is_ok())
@@ -117,61 +124,4 @@ fn provision_nvcc() -> anyhow::Result<PathBuf> {
         bail!("pip installed the CUDA packages but {} is missing", nvcc.display());
     }
     Ok(nvcc)
-}
-
-fn link_libcuda(driver: Option<&std::path::Path>) -> anyhow::Result<()> {
-    let lib64 = tools::target_dir().join("cuda/libcuda/lib64");
-    fs::create_dir_all(&lib64).with_context(|| format!("creating {}", lib64.display()))?;
-    let so = lib64.join("libcuda.so");
-    let so1 = lib64.join("libcuda.so.1");
-    for p in [&so, &so1] {
-        let _ = fs::remove_file(p);
-    }
-    match driver {
-        Some(real) => {
-            // Link against the real driver; no libcuda.so.1 here, so the loader finds the system's at run time.
-            std::os::unix::fs::symlink(real, &so).context("linking to the NVIDIA driver")?;
-        }
-        None => {
-            let c = lib64.join("stub.c");
-            fs::write(&c, stub_source()?).context("writing the libcuda stub")?;
-            let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-            output(
-                Command::new(cc).args(["-shared", "-fPIC", "-O1", "-Wl,-soname,libcuda.so.1", "-o"]).arg(&so).arg(&c),
-                "compiling the libcuda stub",
-            )?;
-            std::os::unix::fs::symlink("libcuda.so", &so1).context("naming the stub libcuda.so.1")?;
-        }
-    }
-    Ok(())
-}
-
-/// C source defining every `cu*` entry point that cust's bindings declare, each returning
-/// CUDA_ERROR_STUB_LIBRARY, like the toolkit's `lib64/stubs/libcuda.so`.
-fn stub_source() -> anyhow::Result<String> {
-    let meta = output(tools::cargo().args(["metadata", "--format-version", "1"]), "reading cargo metadata")?;
-    let meta: serde_json::Value = serde_json::from_slice(&meta.stdout).context("parsing cargo metadata")?;
-    let manifest = meta["packages"]
-        .as_array()
-        .and_then(|ps| ps.iter().find(|p| p["name"] == "cust_raw"))
-        .and_then(|p| p["manifest_path"].as_str())
-        .context("cust_raw is not among the dependencies")?;
-    let bindings = PathBuf::from(manifest).with_file_name("src/cuda.rs");
-    let text = fs::read_to_string(&bindings).with_context(|| format!("reading {}", bindings.display()))?;
-    let mut names: Vec<&str> = text
-        .lines()
-        .filter_map(|l| l.trim_start().strip_prefix("pub fn "))
-        .filter_map(|l| l.split('(').next())
-        .filter(|n| n.starts_with("cu"))
-        .collect();
-    names.sort_unstable();
-    names.dedup();
-    if names.len() < 100 {
-        bail!("found only {} entry points in {}", names.len(), bindings.display());
-    }
-    let mut src = String::from("/* Generated by `cargo xtask setup`: a link-only libcuda. */\n");
-    for n in names {
-        src += &format!("int {n}(void) {{ return {STUB_RESULT}; }}\n");
-    }
-    Ok(src)
 }

@@ -22,7 +22,7 @@ pub fn in_bundle() -> bool {
 }
 
 pub fn target_dir() -> PathBuf {
-    env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root().join("target"))
+    cuda_find::target_dir(&root())
 }
 
 pub fn cargo() -> Command {
@@ -58,26 +58,43 @@ fn file(p: PathBuf) -> Option<PathBuf> {
     p.is_file().then_some(p)
 }
 
-fn on_path(name: &str) -> Option<PathBuf> {
-    env::var_os("PATH").and_then(|p| env::split_paths(&p).find_map(|d| file(d.join(name))))
-}
-
-/// nvcc, in the order the build script looks: $NVCC, $CUDA_PATH, $CUDA_HOME, PATH, /usr/local/cuda, ours.
+/// nvcc, where the build looks for it ($NVCC, $CUDA_PATH, $CUDA_HOME, PATH, /usr/local/cuda, ours).
 pub fn nvcc() -> Option<PathBuf> {
-    if let Some(p) = env::var_os("NVCC") {
-        return file(PathBuf::from(p));
-    }
-    ["CUDA_PATH", "CUDA_HOME"]
-        .iter()
-        .filter_map(env::var_os)
-        .find_map(|r| file(Path::new(&r).join("bin/nvcc")))
-        .or_else(|| on_path("nvcc"))
-        .or_else(|| file("/usr/local/cuda/bin/nvcc".into()))
-        .or_else(|| file(provisioned_nvcc()))
+    cuda_find::nvcc(&target_dir())
 }
 
 pub fn provisioned_nvcc() -> PathBuf {
-    target_dir().join("cuda/toolkit/nvidia/cu13/bin/nvcc")
+    cuda_find::provisioned_nvcc(&target_dir())
+}
+
+/// The real driver library, if this machine has one.
+pub fn real_libcuda() -> Option<PathBuf> {
+    cuda_find::real_libcuda()
+}
+
+/// The workspace's packages and their locked dependencies (`cargo metadata --locked`).
+pub fn metadata() -> anyhow::Result<cargo_metadata::Metadata> {
+    let mut cmd = cargo_metadata::MetadataCommand::new();
+    if let Some(cargo) = env::var_os("CARGO") {
+        cmd.cargo_path(cargo);
+    }
+    cmd.current_dir(root()).other_options(vec!["--locked".to_string()]).exec().context("reading cargo metadata")
+}
+
+/// Runs a command, killing it after `secs`; None if it could not start or ran out of time.
+pub fn output_within(cmd: &mut Command, secs: u64) -> Option<Output> {
+    use std::{process::Stdio, time::Instant};
+    let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().ok()?;
+    let start = Instant::now();
+    while child.try_wait().ok()?.is_none() {
+        if start.elapsed().as_secs() >= secs {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    child.wait_with_output().ok()
 }
 
 /// An NVIDIA tool that ships with the CUDA toolkit or Nsight: $VAR, PATH, the toolkit, /opt/nvidia.
@@ -116,24 +133,5 @@ pub fn nvidia_tool(name: &str, var: &str) -> Option<PathBuf> {
             }
         }
     }
-    on_path(name).or_else(|| dirs.into_iter().find_map(|d| file(d.join(name))))
-}
-
-/// The real driver library, if this machine has one.
-pub fn real_libcuda() -> Option<PathBuf> {
-    let dirs = [
-        "/usr/lib/x86_64-linux-gnu",
-        "/usr/lib64",
-        "/usr/lib",
-        "/usr/local/nvidia/lib64",
-        "/usr/lib/wsl/lib",
-        "/usr/local/cuda/compat",
-    ];
-    dirs.iter().find_map(|d| file(Path::new(d).join("libcuda.so.1"))).or_else(|| {
-        let out = Command::new("ldconfig").arg("-p").output().ok()?;
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter(|l| l.trim_start().starts_with("libcuda.so.1 "))
-            .find_map(|l| l.rsplit_once("=> ").map(|(_, p)| PathBuf::from(p.trim())))
-    })
+    which::which(name).ok().or_else(|| dirs.into_iter().find_map(|d| file(d.join(name))))
 }

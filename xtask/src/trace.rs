@@ -50,31 +50,20 @@ pub struct Trace {
     pub phases: Vec<Phase>,
 }
 
-/// Splits a CSV line, honouring double quotes (kernel names can hold commas).
-fn split_csv(line: &str) -> Vec<String> {
-    let (mut out, mut cur, mut quoted) = (Vec::new(), String::new(), false);
-    let mut chars = line.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '"' if quoted && chars.peek() == Some(&'"') => {
-                cur.push('"');
-                chars.next();
-            }
-            '"' => quoted = !quoted,
-            ',' if !quoted => out.push(std::mem::take(&mut cur)),
-            c => cur.push(c),
-        }
-    }
-    out.push(cur);
-    out
-}
-
-/// The rows of a CSV with a header, as maps from column name to value.
+/// The rows of a CSV with a header (nsys stats output), as maps from column name to value. Quoted
+/// fields may hold commas (kernel names do); lines before the header that are blank are skipped.
 fn csv_rows(text: &str) -> anyhow::Result<Vec<BTreeMap<String, String>>> {
-    let mut lines = text.lines().filter(|l| !l.trim().is_empty());
-    let Some(header) = lines.next() else { return Ok(Vec::new()) };
-    let header = split_csv(header.trim_start_matches('\u{feff}'));
-    Ok(lines.map(|l| header.iter().cloned().zip(split_csv(l)).collect()).collect())
+    let text = text.trim_start_matches('\u{feff}');
+    let mut reader = csv::ReaderBuilder::new().flexible(true).from_reader(text.trim_start().as_bytes());
+    let header: Vec<String> = reader.headers().context("reading the CSV header")?.iter().map(str::to_string).collect();
+    reader
+        .records()
+        .enumerate()
+        .map(|(i, r)| {
+            let r = r.with_context(|| format!("reading CSV row {}", i + 1))?;
+            Ok(header.iter().cloned().zip(r.iter().map(str::to_string)).collect())
+        })
+        .collect()
 }
 
 fn column<'a>(row: &'a BTreeMap<String, String>, names: &[&str]) -> Option<&'a str> {
@@ -439,8 +428,10 @@ mod tests {
 
     #[test]
     fn csv_quotes() {
-        assert_eq!(split_csv(r#"1,"void k<int, 2>(float*)",3"#), vec!["1", "void k<int, 2>(float*)", "3"]);
-        assert_eq!(split_csv(r#""a ""b""",c"#), vec![r#"a "b""#, "c"]);
+        let rows = csv_rows("\u{feff}a,Name,c\n\n1,\"void k<int, 2>(float*)\",3\n\"a \"\"b\"\"\",x,c\n").unwrap();
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[0]["Name"], "void k<int, 2>(float*)");
+        assert_eq!(rows[1]["a"], r#"a "b""#);
     }
 
     #[test]

@@ -1,0 +1,256 @@
+//! CI's checks beyond `cargo xtask test` (`.ci/run` runs both), each from what a user has:
+//! - `msrv`: the workspace built by the Rust its `rust-version` names, installed with rustup;
+//! - `cuda-path`: a machine with the CUDA toolkit. The toolkit from PyPI is laid out like an installed
+//!   one (`bin/nvcc`, `include/cuda.h`, `lib64/stubs/libcuda.so`), `CUDA_PATH` points at it, and a
+//!   clean clone of this commit builds every example and bench with no setup step, its kernels compiled
+//!   by that nvcc;
+//! - `first-command`: a machine without CUDA. In a clean clone, README's first command,
+//!   `cargo run --release --example overlap`, builds and the lesson says in one line why it cannot run.
+
+use std::{
+    env, fs,
+    path::{Path, PathBuf},
+    process::Command,
+    time::Instant,
+};
+
+use anyhow::{bail, Context as _};
+
+use crate::{
+    flags::{CiFlags, CiStep},
+    setup, tools,
+};
+
+/// Variables that would point the build at a toolkit other than the one a step means to test.
+const CUDA_VARS: [&str; 7] =
+    ["CUDA_PATH", "CUDA_HOME", "CUDA_ROOT", "CUDA_TOOLKIT_ROOT_DIR", "CUDA_LIBRARY_PATH", "NVCC", "CARGO_TARGET_DIR"];
+
+pub fn run(flags: CiFlags) -> anyhow::Result<()> {
+    let steps =
+        if flags.steps.is_empty() { vec![CiStep::Msrv, CiStep::CudaPath, CiStep::FirstCommand] } else { flags.steps };
+    for step in steps {
+        let start = Instant::now();
+        let what = match step {
+            CiStep::Msrv => msrv()?,
+            CiStep::CudaPath => cuda_path()?,
+            CiStep::FirstCommand => first_command()?,
+        };
+        eprintln!("ci: {what} ({:.0} s)", start.elapsed().as_secs_f64());
+    }
+    Ok(())
+}
+
+fn msrv() -> anyhow::Result<String> {
+    let meta = tools::metadata()?;
+    let root = meta.root_package().context("the workspace has no root package")?;
+    let version = root.rust_version.as_ref().context("the workspace declares no rust-version")?;
+    let toolchain = format!("{}.{}", version.major, version.minor);
+    if which::which("rustup").is_err() {
+        return Ok(format!(
+            "msrv: no rustup here to install Rust {toolchain}: the MSRV is held only by the lock test and clippy"
+        ));
+    }
+    let install = Command::new("rustup").args(["toolchain", "install", &toolchain, "--profile", "minimal"]).output();
+    if !install.as_ref().is_ok_and(|o| o.status.success()) {
+        let why = install.map_or_else(|e| e.to_string(), |o| last_line(&o.stderr));
+        return Ok(format!(
+            "msrv: rustup could not install Rust {toolchain} ({why}): the MSRV is held only by the lock test and clippy"
+        ));
+    }
+    let rustc = tools::output(
+        Command::new("rustup").args(["run", &toolchain, "rustc", "--version"]),
+        "asking the MSRV toolchain its version",
+    )?;
+    eprintln!("ci: msrv: building the workspace with {}", String::from_utf8_lossy(&rustc.stdout).trim());
+    let mut cargo = Command::new("rustup");
+    cargo
+        .args(["run", &toolchain, "cargo", "build", "--workspace", "--all-targets", "--locked"])
+        .current_dir(tools::root())
+        .env("CARGO_TARGET_DIR", tools::target_dir().join("msrv"));
+    for var in ["CARGO", "RUSTC", "RUSTDOC", "RUSTUP_TOOLCHAIN", "RUSTC_WRAPPER", "RUSTFLAGS"] {
+        cargo.env_remove(var);
+    }
+    tools::run(&mut cargo, &format!("building with Rust {toolchain}"))?;
+    Ok(format!("msrv: the workspace builds with Rust {toolchain}, its rust-version"))
+}
+
+fn cuda_path() -> anyhow::Result<String> {
+    let toolkit = toolkit_layout()?;
+    let clone = clean_clone()?;
+    let target = clone.join("target");
+    let _ = fs::remove_dir_all(&target); // a cold build, as on a user's machine
+    let mut cargo = clean_env(Command::new(cargo_program()), &clone, &target);
+    cargo.env("CUDA_PATH", &toolkit).args(["build", "--locked", "--examples", "--benches"]);
+    eprintln!(
+        "ci: cuda-path: CUDA_PATH={}: cargo build --examples --benches in {}",
+        toolkit.display(),
+        clone.display()
+    );
+    tools::run(&mut cargo, "building against the installed-like toolkit")?;
+    let nvcc = toolkit.join("bin/nvcc");
+    let from = kernels_built_by(&target.join("debug"))?;
+    if from != format!("compiled by {}", nvcc.display()) {
+        bail!("the kernels were not compiled by $CUDA_PATH/bin/nvcc: the build says they were {from}");
+    }
+    let mut run = clean_env(Command::new(cargo_program()), &clone, &target);
+    run.env("CUDA_PATH", &toolkit).args(["run", "--locked", "--quiet", "--example", "overlap"]);
+    let said = lesson_says(&mut run)?;
+    Ok(format!("cuda-path: every example and bench builds against $CUDA_PATH, kernels by its nvcc; overlap: {said}"))
+}
+
+fn first_command() -> anyhow::Result<String> {
+    let clone = clean_clone()?;
+    let target = clone.join("target-first-command");
+    let _ = fs::remove_dir_all(&target);
+    let mut run = clean_env(Command::new(cargo_program()), &clone, &target);
+    run.args(["run", "--release", "--example", "overlap"]);
+    eprintln!("ci: first-command: cargo run --release --example overlap, in {} without CUDA", clone.display());
+    let said = lesson_says(&mut run)?;
+    let from = kernels_built_by(&target.join("release"))?;
+    if !from.starts_with("the committed PTX") {
+        bail!("without CUDA the kernels should come from the committed PTX, but were {from}");
+    }
+    Ok(format!("first-command: builds with no setup step (kernels from the committed PTX); overlap: {said}"))
+}
+
+/// Runs a lesson and checks what a user would see: without a driver one line on stderr (after cargo's
+/// own lines) that names the missing driver and a failing exit; with one, success.
+fn lesson_says(cmd: &mut Command) -> anyhow::Result<String> {
+    let out = output_echoing_stderr(cmd)?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if tools::real_libcuda().is_some() {
+        if !out.status.success() {
+            bail!("the lesson failed on a machine with a driver ({}): {}", out.status, last_line(&out.stderr));
+        }
+        return Ok("ran".into());
+    }
+    // What the lesson printed: what follows cargo's "     Running `...`" line (all of it under --quiet).
+    let lines: Vec<&str> = stderr.lines().collect();
+    let start = lines.iter().rposition(|l| l.trim_start().starts_with("Running `")).map_or(0, |i| i + 1);
+    let own: Vec<&str> = lines[start..].iter().copied().filter(|l| !l.trim().is_empty()).collect();
+    let ok = !out.status.success() && stdout.trim().is_empty() && own.len() == 1 && own[0].contains("NVIDIA driver");
+    if !ok {
+        bail!(
+            "without a driver the lesson should fail with one line naming the driver; it exited {} with stdout \
+             {stdout:?} and stderr {stderr:?}",
+            out.status
+        );
+    }
+    Ok(format!("exit {}, \"{}\"", out.status.code().map_or("by signal".into(), |c| c.to_string()), own[0]))
+}
+
+/// Runs a command to completion, capturing its output, and showing its stderr (cargo's progress) as it comes.
+fn output_echoing_stderr(cmd: &mut Command) -> anyhow::Result<std::process::Output> {
+    use std::io::{BufRead, BufReader, Read};
+    use std::process::Stdio;
+    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().context("starting cargo")?;
+    let mut stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        stdout.read_to_end(&mut buf).map(|_| buf)
+    });
+    let mut stderr = Vec::new();
+    for line in BufReader::new(child.stderr.take().unwrap()).split(b'\n') {
+        let line = line?;
+        eprintln!("{}", String::from_utf8_lossy(&line));
+        stderr.extend_from_slice(&line);
+        stderr.push(b'\n');
+    }
+    let status = child.wait()?;
+    let stdout = reader.join().map_err(|_| anyhow::anyhow!("reading stdout failed"))??;
+    Ok(std::process::Output { status, stdout, stderr })
+}
+
+/// What common's build script says it used for the kernels (a plain line it prints, which cargo keeps).
+fn kernels_built_by(profile_dir: &Path) -> anyhow::Result<String> {
+    let build = profile_dir.join("build");
+    for e in fs::read_dir(&build).with_context(|| format!("reading {}", build.display()))?.flatten() {
+        if e.file_name().to_string_lossy().starts_with("common-") {
+            if let Ok(text) = fs::read_to_string(e.path().join("output")) {
+                if let Some(l) = text.lines().find_map(|l| l.strip_prefix("kernels: ")) {
+                    return Ok(l.to_string());
+                }
+            }
+        }
+    }
+    bail!("common's build script left no output under {}", build.display())
+}
+
+/// The PyPI toolkit, laid out as the CUDA installer lays out /usr/local/cuda, in target/ci/cuda.
+fn toolkit_layout() -> anyhow::Result<PathBuf> {
+    let nvcc = setup::nvcc_13()?;
+    let pypi = nvcc.parent().and_then(Path::parent).context("nvcc is not in a bin folder")?.to_path_buf();
+    let root = tools::target_dir().join("ci/cuda");
+    let _ = fs::remove_dir_all(&root);
+    fs::create_dir_all(root.join("lib64/stubs"))?;
+    for dir in ["bin", "include", "nvvm"] {
+        std::os::unix::fs::symlink(pypi.join(dir), root.join(dir)).with_context(|| format!("linking {dir}"))?;
+    }
+    for e in fs::read_dir(pypi.join("lib"))?.flatten() {
+        std::os::unix::fs::symlink(e.path(), root.join("lib64").join(e.file_name()))?;
+    }
+    // The toolkit's link-only driver stub: named libcuda.so, with the driver's soname.
+    let cc = env::var("CC").unwrap_or_else(|_| "cc".into());
+    tools::output(
+        Command::new(cc)
+            .args(["-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o"])
+            .arg(root.join("lib64/stubs/libcuda.so"))
+            .arg(tools::root().join("common/libcuda/stub.c")),
+        "compiling the toolkit's libcuda stub",
+    )?;
+    for need in ["bin/nvcc", "include/cuda.h", "lib64/stubs/libcuda.so"] {
+        if !root.join(need).is_file() {
+            bail!("the toolkit layout lacks {need}");
+        }
+    }
+    Ok(root)
+}
+
+/// A clean clone of this commit in target/ci/clone (made once per `cargo xtask ci`).
+fn clean_clone() -> anyhow::Result<PathBuf> {
+    let clone = tools::target_dir().join("ci/clone");
+    let head =
+        tools::output(Command::new("git").args(["rev-parse", "HEAD"]).current_dir(tools::root()), "git rev-parse")?;
+    let head = String::from_utf8_lossy(&head.stdout).trim().to_string();
+    let current = Command::new("git").args(["rev-parse", "HEAD"]).current_dir(&clone).output();
+    if current.is_ok_and(|o| o.status.success() && String::from_utf8_lossy(&o.stdout).trim() == head) {
+        return Ok(clone);
+    }
+    let _ = fs::remove_dir_all(&clone);
+    tools::run(
+        Command::new("git").args(["clone", "--quiet", "--no-checkout"]).arg(tools::root()).arg(&clone),
+        "cloning the repository",
+    )?;
+    tools::run(
+        Command::new("git").args(["checkout", "--quiet", "--detach", &head]).current_dir(&clone),
+        "checking out this commit",
+    )?;
+    let dirty =
+        tools::output(Command::new("git").args(["status", "--porcelain"]).current_dir(tools::root()), "git status")?;
+    if !dirty.stdout.is_empty() {
+        eprintln!("ci: the clone has commit {head}; changes not committed here are not in it");
+    }
+    Ok(clone)
+}
+
+/// cargo in `dir`, building into `target`, with no CUDA variable of ours and no nvcc on PATH.
+fn clean_env(mut cmd: Command, dir: &Path, target: &Path) -> Command {
+    cmd.current_dir(dir).env("CARGO_TARGET_DIR", target);
+    for var in CUDA_VARS.iter().filter(|v| **v != "CARGO_TARGET_DIR") {
+        cmd.env_remove(var);
+    }
+    if let Some(path) = env::var_os("PATH") {
+        let kept: Vec<PathBuf> = env::split_paths(&path).filter(|d| !d.join("nvcc").is_file()).collect();
+        cmd.env("PATH", env::join_paths(kept).unwrap_or(path));
+    }
+    cmd
+}
+
+fn cargo_program() -> std::ffi::OsString {
+    env::var_os("CARGO").unwrap_or_else(|| "cargo".into())
+}
+
+fn last_line(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim().to_string()
+}

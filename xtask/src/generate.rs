@@ -1,0 +1,120 @@
+//! The files that tools make and the repository commits, so that a build needs neither tool:
+//! - `kernels/ptx/<stem>.ptx`: what nvcc 13.0 makes of `kernels/<stem>.cu` (the build falls back to
+//!   them where it finds no nvcc);
+//! - `common/libcuda/stub.c`: every entry point of cust_raw's bindings, for the link-only libcuda that
+//!   the build compiles where there is no NVIDIA driver.
+//!
+//! `cargo xtask generate` remakes them; `check` (part of `cargo xtask test`) fails where a committed
+//! file differs from what the tools make now.
+
+use std::{fs, path::PathBuf};
+
+use anyhow::{bail, Context as _};
+
+use crate::{setup, tools};
+
+/// CUDA_ERROR_STUB_LIBRARY: what every entry point of the stub returns, as NVIDIA's own stub does.
+const STUB_RESULT: u32 = 34;
+
+struct Generated {
+    path: PathBuf,
+    text: String,
+}
+
+pub fn run() -> anyhow::Result<()> {
+    for g in make()? {
+        let old = fs::read_to_string(&g.path).unwrap_or_default();
+        if old != g.text {
+            fs::create_dir_all(g.path.parent().unwrap())?;
+            fs::write(&g.path, &g.text).with_context(|| format!("writing {}", g.path.display()))?;
+            println!("generate: wrote {}", relative(&g.path));
+        } else {
+            println!("generate: {} is current", relative(&g.path));
+        }
+    }
+    Ok(())
+}
+
+/// Fails, naming them, where committed files are not what the tools make of today's sources.
+pub fn check() -> anyhow::Result<()> {
+    let stale: Vec<String> = make()?
+        .into_iter()
+        .filter(|g| fs::read_to_string(&g.path).ok().as_deref() != Some(g.text.as_str()))
+        .map(|g| relative(&g.path))
+        .collect();
+    if !stale.is_empty() {
+        bail!(
+            "{} not what the tools make of the sources now: run `cargo xtask generate` and commit the result",
+            if stale.len() == 1 { format!("{} is", stale[0]) } else { format!("{} are", stale.join(", ")) }
+        );
+    }
+    eprintln!("xtask: the committed PTX and libcuda stub are what nvcc {} and cust_raw make", cuda_find::NVCC_RELEASE);
+    Ok(())
+}
+
+fn relative(p: &std::path::Path) -> String {
+    p.strip_prefix(tools::root()).unwrap_or(p).display().to_string()
+}
+
+fn make() -> anyhow::Result<Vec<Generated>> {
+    let mut out = ptx()?;
+    out.push(Generated { path: tools::root().join("common/libcuda/stub.c"), text: stub_source()? });
+    Ok(out)
+}
+
+fn ptx() -> anyhow::Result<Vec<Generated>> {
+    let nvcc = setup::nvcc_13()?;
+    let root = tools::root();
+    let scratch = tools::target_dir().join("generate");
+    fs::create_dir_all(&scratch)?;
+    let mut sources: Vec<PathBuf> = fs::read_dir(root.join("kernels"))?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "cu"))
+        .collect();
+    sources.sort();
+    let mut out = Vec::new();
+    for src in sources {
+        let relative = relative(&src);
+        let ptx = scratch.join(src.with_extension("ptx").file_name().unwrap());
+        tools::output(&mut cuda_find::ptx_command(&nvcc, &src, &ptx), &format!("compiling {relative}"))?;
+        let made = fs::read_to_string(&ptx)?;
+        let source = fs::read(&src)?;
+        out.push(Generated {
+            path: cuda_find::committed_ptx_path(&src),
+            text: cuda_find::committed_ptx(&made, &root, &relative, &source),
+        });
+    }
+    Ok(out)
+}
+
+/// C source defining every `cu*` entry point that cust_raw's bindings declare, each returning
+/// CUDA_ERROR_STUB_LIBRARY, like the toolkit's `lib64/stubs/libcuda.so`.
+pub fn stub_source() -> anyhow::Result<String> {
+    let meta = tools::metadata()?;
+    let cust_raw =
+        meta.packages.iter().find(|p| p.name == "cust_raw").context("cust_raw is not among the locked dependencies")?;
+    let bindings = cust_raw.manifest_path.with_file_name("src/cuda.rs");
+    let text = fs::read_to_string(&bindings).with_context(|| format!("reading {bindings}"))?;
+    let mut names: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.trim_start().strip_prefix("pub fn "))
+        .filter_map(|l| l.split('(').next())
+        .filter(|n| n.starts_with("cu"))
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    if names.len() < 100 {
+        bail!("found only {} entry points in {bindings}", names.len());
+    }
+    let mut src = format!(
+        "/* A link-only libcuda: every entry point of cust_raw {}'s bindings, each returning\n \
+         * CUDA_ERROR_STUB_LIBRARY ({STUB_RESULT}), like the CUDA toolkit's lib64/stubs/libcuda.so. common/build.rs\n \
+         * compiles it where no NVIDIA driver is found. Made by `cargo xtask generate`; do not edit. */\n",
+        cust_raw.version
+    );
+    for n in names {
+        src += &format!("int {n}(void) {{ return {STUB_RESULT}; }}\n");
+    }
+    Ok(src)
+}
