@@ -131,7 +131,7 @@ fn pipelines(c: &mut Criterion) {
     let mut h_out = gpu.pinned::<f32>(n).unwrap();
     let streams = gpu.streams(8).unwrap();
     let run = |plan: ChunkPlan, bufs: &mut [DeviceBuffer<f32>], by_engine: bool, h_out: &mut [f32]| {
-        run_pipeline(&gpu, &streams, &plan, Layout { buffers: bufs.len(), by_engine }, work, &h_in, h_out, bufs)
+        run_pipeline(&gpu, &streams, &plan, Layout { buffers: bufs.len(), by_engine }, work, (&h_in, h_out), bufs)
     };
     let mut g = configure(c, "overlap");
     g.throughput(Throughput::Bytes(2 * n as u64 * 4));

@@ -1,4 +1,4 @@
-//! Lesson 2: asynchronous copies (the seed's async_memcpy.cu).
+//! Lesson 2: asynchronous copies, as a CUDA C++ async_memcpy.cu does them (and NVIDIA's asyncAPI sample).
 //!
 //! `cudaMemcpy` returns when the copy is done; `cudaMemcpyAsync` from pinned memory queues the copy on a
 //! stream and returns at once. The GPU does the same work either way, in about the same time: what
@@ -9,7 +9,7 @@
 //!
 //!     cargo run --release --example async_memcpy [-- -n 4M --iters 100]
 
-use std::time::Instant;
+use std::{process::ExitCode, time::Instant};
 
 use clap::Parser;
 use common::{
@@ -29,7 +29,7 @@ struct Args {
     /// Elements (f32); k, M, G multiply by 2^10, 2^20, 2^30
     #[arg(short = 'n', long, default_value = "4M", value_parser = parse_count, allow_negative_numbers = true)]
     elements: usize,
-    /// Rounds of x = sqrt(x*x + 1) per element (the seed's "heavy computation")
+    /// Rounds of x = sqrt(x*x + 1) per element (that program's "heavy computation")
     #[arg(long, default_value = "100", value_parser = common::args::parse_u32, allow_negative_numbers = true)]
     iters: u32,
     #[command(flatten)]
@@ -39,15 +39,12 @@ struct Args {
 /// Elements of the reference the CPU computes between two polls of the stream.
 const BLOCK: usize = 256;
 
-fn main() -> common::Result<()> {
-    let args: Args = common::args::parse();
-    let out = Output::new(args.run.json);
+fn main() -> ExitCode {
+    common::lesson::run(async_memcpy)
+}
+
+fn async_memcpy(args: &Args, gpu: &Gpu, out: &Output) -> anyhow::Result<()> {
     let (n, iters, r) = (args.elements, args.iters, args.run.repeats());
-    if n == 0 {
-        common::bail!("the size must be at least one element");
-    }
-    let gpu = Gpu::init()?;
-    out.say(format!("{}\n", gpu.info));
     let mut d_data = gpu.alloc::<f32>(n)?;
 
     // MUST use pinned memory for async: from pageable memory the copy would block anyway.
@@ -57,7 +54,7 @@ fn main() -> common::Result<()> {
     let stream = &streams[0];
     let mut reference = common::pageable(n, |_| 0f32)?;
 
-    // One run of the seed's three calls. With `wait` each call blocks until its work is done, as
+    // One run of the program's three calls. With `wait` each call blocks until its work is done, as
     // cudaMemcpy (and a launch followed by cudaDeviceSynchronize) do; without, each returns at once.
     // With `cpu_work` the CPU computes reference elements until the GPU is done.
     // Returns (GPU ms, host ms inside the three calls, host ms free while the GPU worked, reference
@@ -75,7 +72,7 @@ fn main() -> common::Result<()> {
             };
             let t = Instant::now();
             block(s.htod(stream, &h_data, d))?; //                            cudaMemcpy[Async](d_data, h_data, BYTES, H2D, stream)
-            block(s.launch(stream, gpu.kernels.heavy_sqrt(d, iters)))?; //     processKernel<<<256, 256, 0, stream>>>(d_data, N)
+            block(s.launch(stream, gpu.kernels.heavy_sqrt(d, iters)))?; //     processKernel<<<blocks, 256, 0, stream>>>(d_data, N), grid-stride
             block(s.dtoh(stream, d, &mut h_result))?; //                       cudaMemcpy[Async](h_data, d_data, BYTES, D2H, stream)
             api_ms = t.elapsed().as_secs_f64() * 1e3;
             // "Can do CPU work here while GPU is busy!"
@@ -153,6 +150,5 @@ fn main() -> common::Result<()> {
         "device": gpu.info, "elements": n, "iters": iters, "repeats": r,
         "versions": rows.iter().map(|(name, g, a, f, w)| json!({ "version": name, "gpu": g, "host_in_calls": a, "host_free": f, "cpu_elements_meanwhile": w })).collect::<Vec<_>>(),
         "verification": check,
-    }))?;
-    Ok(())
+    }))
 }

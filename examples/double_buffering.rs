@@ -1,37 +1,37 @@
-//! Lesson 6: double buffering (the seed's Exercise 3).
+//! Lesson 6: double buffering (Exercise 3 of the streams lesson).
 //!
 //! "While processing chunk N, transfer chunk N+1. Use only 2 device buffers, alternate between them."
 //! Uploads go on one stream, kernels on a second, downloads on a third, so each engine has a queue of
-//! its own. Chunk n+2 reuses chunk n's buffer, so its upload must wait until chunk n has been computed
-//! and downloaded on the other streams: a cudaEventRecord after the download and a cudaStreamWaitEvent
-//! before the upload, and the same pair between upload and kernel and between kernel and download.
-//! The lesson makes those waits itself; the scope checks them (it knows each buffer's last readers and
-//! writer) and says whether they were enough or which one it had to add.
+//! its own, and events order them, as in CUDA C++: a `cudaEventRecord` after each step and a
+//! `cudaStreamWaitEvent` before the next, and one more before chunk n+2's upload, which reuses chunk n's
+//! buffer and must wait until chunk n has been downloaded. The scope checks those waits (it knows each
+//! buffer's last readers and writer) and says whether they were enough or which one it had to add.
 //!
-//! The same loop then runs with one buffer (everything serialized) and with one buffer per stream
-//! (lesson 3's overlap), each held against the ideal for its number of buffers.
+//! The same work then runs with one buffer (everything in turn) and with one buffer per stream
+//! (lesson 3), each held against its bound: with B buffers used in place, a buffer is busy for its
+//! chunk's upload, kernel and download, so at best B chunks are in flight.
 //!
 //!     cargo run --release --example double_buffering [-- -n 64M --chunks 32 --streams 4]
 
-use std::cell::RefCell;
+use std::process::ExitCode;
 
 use clap::Parser;
 use common::{
     args::{PipelineArgs, RunArgs, WorkArgs},
+    bound::{Report, Steps},
     kernels::Work,
-    pipeline::{ChunkStages, Judgement},
-    report::{fmt_bytes, fmt_ms, Output, Table},
+    pipeline::{balanced_work, run_pipeline, Layout},
+    report::{fmt_bytes, Output},
     timeline::phase,
-    timing::measure,
+    timing::{measure, Stats},
     verify::input,
     Gpu, Ordering, ScopeEvent,
 };
-use serde_json::json;
 
 /// Two device buffers, alternating, against one buffer and against one buffer per stream.
 #[derive(Parser)]
 struct Args {
-    /// (--streams sets the K of the K-stream comparison)
+    /// (--streams sets the streams of the one-buffer-per-stream comparison)
     #[command(flatten)]
     pipeline: PipelineArgs,
     #[command(flatten)]
@@ -40,124 +40,104 @@ struct Args {
     run: RunArgs,
 }
 
-fn main() -> common::Result<()> {
-    let args: Args = common::args::parse();
-    let out = Output::new(args.run.json);
+#[derive(serde::Serialize)]
+struct Results<'a> {
+    device: &'a common::device::DeviceInfo,
+    plan: common::ChunkPlan,
+    work: Work,
+    ordering: Ordering,
+    report: Report,
+    verification: Vec<common::verify::Check>,
+}
+
+fn main() -> ExitCode {
+    common::lesson::run(double_buffering)
+}
+
+fn double_buffering(args: &Args, gpu: &Gpu, out: &Output) -> anyhow::Result<()> {
     let plan = args.pipeline.plan(64 << 20, 32, 4)?;
     let r = args.run.repeats();
-    let gpu = Gpu::init()?;
-    out.say(format!("{}\n", gpu.info));
-
     let h_in = gpu.pinned_from_fn(plan.elements, input)?;
     let mut h_out = gpu.pinned::<f32>(plan.elements)?;
-    let k = plan.streams.max(2);
-    let mut d_bufs = (0..k).map(|_| gpu.alloc::<f32>(plan.max_chunk())).collect::<Result<Vec<_>, _>>()?;
-    let streams = gpu.streams(k.max(3))?;
+    let mut d_buf = gpu.alloc_each::<f32>(2, plan.max_chunk())?; // the two buffers
+    let (upload, compute, download) = {
+        let s = gpu.streams(3)?;
+        let mut s = s.into_iter();
+        (s.next().unwrap(), s.next().unwrap(), s.next().unwrap())
+    };
+    let three = [upload, compute, download];
+    let work = match args.work.iters {
+        Some(iters) => Work::Process(iters),
+        None => balanced_work(gpu, plan.max_chunk(), r)?,
+    };
+    out.say(format!(
+        "{} ({}) in {} chunks; {}",
+        plan.elements,
+        fmt_bytes(plan.elements * 4),
+        plan.chunks,
+        work.describe()
+    ));
 
-    let stages = ChunkStages::measure(&gpu, plan.max_chunk(), args.work.iters.map(Work::Process), r)?;
-    let work = stages.work;
-    out.say(format!("{} elements ({}) in {} chunks", plan.elements, fmt_bytes(plan.elements * 4), plan.chunks));
-    stages.lines().iter().for_each(|l| out.say(l));
-    out.say("");
-
-    // One loop for every layout: chunk i lives in buffer i % buffers. With `by_engine`, uploads,
-    // kernels and downloads each have their own stream, ordered by events; otherwise chunk i runs on
-    // stream i % buffers, whose order is enough.
-    let ordering = RefCell::new(Ordering::default());
-    let mut run = |buffers: usize, by_engine: bool, h_out: &mut [f32]| {
-        gpu.timed(&streams, |s| {
-            let d = s.devices(&mut d_bufs[..buffers]);
-            let mut freed: Vec<Option<ScopeEvent>> = vec![None; buffers];
-            for (c, out) in plan.iter().zip(plan.split_mut(h_out)) {
-                let (b, own) = (c.index % buffers, &streams[c.index % buffers]);
-                let buf = d[b].slice(0..c.len);
-                if !by_engine {
-                    s.htod(own, &h_in[c.range()], buf)?;
-                    s.launch(own, gpu.kernels.work(work, buf))?;
-                    s.dtoh(own, buf, out)?;
-                    continue;
-                }
-                let (up, compute, down) = (&streams[0], &streams[1], &streams[2]);
+    // Chunk i in buffer i % 2. Each step waits for the event of the step before it, on its own stream.
+    h_out.fill(f32::NAN);
+    let mut ordering = Ordering::default();
+    let mut double = || {
+        gpu.timed(&three, |s| {
+            let [up, compute, down] = &three;
+            let d = s.devices(&mut d_buf);
+            let mut freed: [Option<ScopeEvent>; 2] = [None, None];
+            for (c, out) in plan.iter().zip(plan.split_mut(&mut h_out)) {
+                let (b, buf) = (c.index % 2, d[c.index % 2].slice(0..c.len));
                 if let Some(done) = freed[b] {
                     s.stream_wait_event(up, done)?; //           cudaStreamWaitEvent(upload, freed[b]): chunk i-2 is out
                 }
-                s.htod(up, &h_in[c.range()], buf)?;
+                s.htod(up, &h_in[c.range()], buf)?; //           cudaMemcpyAsync(buf[b], ..., H2D, upload)
                 let uploaded = s.event_record(up)?; //           cudaEventRecord(uploaded, upload)
-                s.stream_wait_event(compute, uploaded)?;
+                s.stream_wait_event(compute, uploaded)?; //      cudaStreamWaitEvent(compute, uploaded)
                 s.launch(compute, gpu.kernels.work(work, buf))?;
                 let computed = s.event_record(compute)?;
                 s.stream_wait_event(down, computed)?;
-                s.dtoh(down, buf, out)?;
+                s.dtoh(down, buf, out)?; //                      cudaMemcpyAsync(..., buf[b], D2H, download)
                 freed[b] = Some(s.event_record(down)?); //     buffer b may be refilled after this
             }
-            *ordering.borrow_mut() = s.ordering();
+            ordering = s.ordering();
             Ok(())
         })
     };
+    let double_time = {
+        let _p = phase("double buffering");
+        measure(r, &mut double)?
+    };
+    let mut checks = vec![work.check(&h_out, &plan)];
+    out.say(format!("double buffering: {}", checks[0].summary()));
+    out.say(format!("double buffering: {}", ordering.summary()));
 
-    let per_chunk = stages.per_chunk(&plan);
-    let layouts =
-        [("single buffer", 1, false), ("double buffering", 2, true), (&*format!("{k}-stream overlap"), k, false)];
-    let mut t = Table::new(&[
-        "layout",
-        "buffers",
-        "time",
-        "speedup",
-        "ideal, one-way rates",
-        "efficiency",
-        "ideal, both-ways rates",
-        "efficiency",
-        "waits made",
-        "waits added",
-    ]);
-    let (mut single_ms, mut results) = (0.0, Vec::new());
-    for (name, buffers, by_engine) in layouts {
-        h_out.fill(f32::NAN);
-        let time = {
-            let _p = phase(name);
-            measure(r, || run(buffers, by_engine, &mut h_out))?
-        };
-        let check = work.check(&h_out);
-        check.ensure()?;
-        single_ms = if buffers == 1 { time.median_ms } else { single_ms };
-        let judged =
-            Judgement::new(single_ms, time.median_ms, &per_chunk, buffers, gpu.info.async_engines, &stages.copies);
-        t.row(vec![
-            name.to_string(),
-            buffers.to_string(),
-            fmt_ms(time.median_ms),
-            format!("{:.2}x", judged.speedup),
-            fmt_ms(judged.ideal_single_ms),
-            format!("{:.3}", judged.efficiency_single),
-            fmt_ms(judged.ideal_both_ms),
-            format!("{:.3}", judged.efficiency_both),
-            ordering.borrow().waits_made.to_string(),
-            ordering.borrow().waits_added.to_string(),
-        ]);
-        out.say(format!("{name}: {}", check.summary()));
-        if by_engine {
-            out.say(format!("{name}: {}", ordering.borrow().summary()));
-        }
-        results.push(json!({ "layout": name, "buffers": buffers, "time": time, "judgement": judged, "ordering": *ordering.borrow(), "verification": check }));
-    }
-    out.say(format!(
-        "\nmedian of {} runs after {} warm-up, CUDA events; ideal = the pipeline model for that many buffers",
-        r.repeats, r.warmup
-    ));
-    out.table(&t);
-    let double = &results[1]["judgement"];
-    let eff = double["efficiency_both"].as_f64().unwrap_or(0.0);
-    out.say(common::report::verdict(
-        eff >= 0.95,
-        &format!("double buffering reaches {eff:.3} of its ideal (target 0.95)"),
-    ));
-    out.say(
-        "With two buffers in place, a buffer is busy for its chunk's upload, kernel and download, so at best two chunks \
-         finish every three stage-times: a third buffer (or separate input and output buffers) lets all three engines run \
-         all the time.",
-    );
-    out.finish(
-        &json!({ "device": gpu.info, "plan": plan, "work": work, "repeats": r, "stages": stages, "layouts": results }),
-    )?;
-    Ok(())
+    // For comparison: one buffer per stream, chunk i on stream i % k (k = 1: everything in turn).
+    let mut one_per_stream = |k: usize| -> anyhow::Result<Stats> {
+        let plan = common::ChunkPlan::new(plan.elements, plan.chunks, k)?;
+        let mut bufs = gpu.alloc_each::<f32>(k, plan.max_chunk())?;
+        let streams = gpu.streams(k)?;
+        let _p = phase(&format!("{k} buffer{}", if k == 1 { "" } else { "s" }));
+        let time = measure(r, || {
+            let layout = Layout { buffers: k, by_engine: false };
+            run_pipeline(gpu, &streams, &plan, layout, work, (&h_in, &mut h_out), &mut bufs)
+        })?;
+        checks.push(work.check(&h_out, &plan));
+        Ok(time)
+    };
+    let single = one_per_stream(1)?;
+    let per_stream = one_per_stream(plan.streams.max(2))?;
+    checks.iter().try_for_each(|c| c.ensure())?;
+
+    let k = plan.streams.max(2);
+    let runs = [
+        ("1 buffer", single, 1),
+        ("2 buffers, 3 streams", double_time, 2),
+        (&*format!("{k} buffers, {k} streams"), per_stream, k),
+    ];
+    let report = Report::measure(gpu, &plan, Steps::InPlace(work), (&h_in, &mut h_out), r, &runs)?;
+    out.say(format!("\nmedian of {} runs after {} warm-up", r.repeats, r.warmup));
+    out.table(&report.table());
+    report.notes().iter().for_each(|l| out.say(l));
+    out.finish(&Results { device: &gpu.info, plan, work, ordering, report, verification: checks })
 }

@@ -1,4 +1,5 @@
-//! Lesson 1: pinned memory (the seed's pinned_memory.cu and Exercise 1).
+//! Lesson 1: pinned memory, after a CUDA C++ pinned_memory.cu that times `cudaMemcpy` from `malloc`'d
+//! and `cudaMallocHost`'d memory, and its exercise, which sweeps the size.
 //!
 //! Pageable memory (a plain `Vec`) can be paged out by the OS, so the driver cannot DMA from it: it
 //! copies through a hidden pinned staging buffer first. Pinned (page-locked) memory is DMA'd directly.
@@ -6,6 +7,8 @@
 //! allocating and pinning cost, then checks that the data survived a round trip through each kind.
 //!
 //!     cargo run --release --example pinned_memory [-- --min 4KiB --max 256MiB]
+
+use std::process::ExitCode;
 
 use clap::Parser;
 use common::{
@@ -37,25 +40,21 @@ struct Args {
     run: RunArgs,
 }
 
-/// Reads every element as fast as the CPU can (independent lanes, no float-add latency chain).
-fn checksum(data: &[f32]) -> u32 {
-    data.chunks(16)
-        .fold([0u32; 16], |mut acc, c| {
-            c.iter().zip(acc.iter_mut()).for_each(|(x, a)| *a = a.wrapping_add(x.to_bits()));
-            acc
-        })
-        .iter()
-        .fold(0, |s, a| s.wrapping_add(*a))
+/// One kind of host memory at one size: each direction's copy time.
+#[derive(serde::Serialize)]
+struct BothWays {
+    h2d: Stats,
+    d2h: Stats,
 }
 
 const KINDS: [&str; 4] = ["pageable", "pinned", "write-combined", "pinned in place"];
 
-fn main() -> common::Result<()> {
-    let args: Args = common::args::parse();
-    let out = Output::new(args.run.json);
+fn main() -> ExitCode {
+    common::lesson::run(pinned_memory)
+}
+
+fn pinned_memory(args: &Args, gpu: &Gpu, out: &Output) -> anyhow::Result<()> {
     let sizes = size_sweep(args.min, args.max, 4)?;
-    let gpu = Gpu::init()?;
-    out.say(format!("{}\n", gpu.info));
     let n = args.max / 4;
     let mut d_data = gpu.alloc::<f32>(n)?;
 
@@ -71,8 +70,8 @@ fn main() -> common::Result<()> {
     let streams = gpu.streams(1)?;
     let stream = &streams[0];
 
-    // Time each copy alone with CUDA events on the stream: `(size, kind) -> (h2d, d2h)`.
-    let mut results: Vec<[(Stats, Stats); 4]> = Vec::new();
+    // Time each copy alone with CUDA events on the stream: for each size, each kind both ways.
+    let mut results: Vec<Vec<BothWays>> = Vec::new();
     for &bytes in &sizes {
         out.progress(format!("{} ...", fmt_bytes(bytes)));
         let len = bytes / 4;
@@ -85,9 +84,9 @@ fn main() -> common::Result<()> {
             let d2h = measure(args.run.repeats(), || {
                 gpu.timed(&streams, |s| s.dtoh(stream, s.device(&mut d_data).slice(0..len), &mut host[..len]))
             })?;
-            row.push((h2d, d2h));
+            row.push(BothWays { h2d, d2h });
         }
-        results.push(row.try_into().unwrap());
+        results.push(row);
     }
     for (dir, pick) in [("Host to device", 0), ("Device to host", 1)] {
         out.say(format!(
@@ -96,13 +95,7 @@ fn main() -> common::Result<()> {
         ));
         let mut t = Table::new(&["size", KINDS[0], KINDS[1], KINDS[2], KINDS[3], "pinned/pageable"]);
         for (bytes, row) in sizes.iter().zip(&results) {
-            let rate = |k: usize| {
-                if pick == 0 {
-                    row[k].0.gbps(*bytes)
-                } else {
-                    row[k].1.gbps(*bytes)
-                }
-            };
+            let rate = |k: usize| if pick == 0 { &row[k].h2d } else { &row[k].d2h }.gbps(*bytes);
             let mut cells = vec![fmt_bytes(*bytes)];
             cells.extend((0..4).map(|k| format!("{:.2}", rate(k))));
             cells.push(format!("{:.1}x", rate(1) / rate(0)));
@@ -143,8 +136,8 @@ fn main() -> common::Result<()> {
 
     // Write-combined memory is not cached: fine for the GPU and for CPU writes, slow for CPU reads.
     let probe = n.min(16 << 20);
-    let (a, t_cached) = host_ms(|| checksum(&kinds[1][..probe]));
-    let (b, t_wc) = host_ms(|| checksum(&kinds[2][..probe]));
+    let (a, t_cached) = host_ms(|| verify::checksum(&kinds[1][..probe]));
+    let (b, t_wc) = host_ms(|| verify::checksum(&kinds[2][..probe]));
     let (cpu_cached, cpu_wc) = (gbps(probe * 4, t_cached), gbps(probe * 4, t_wc));
     let same = if a == b { "same data" } else { "DIFFERENT data" };
     out.say(format!(
@@ -169,7 +162,7 @@ fn main() -> common::Result<()> {
     let best = |pick: usize| {
         large
             .iter()
-            .map(|&i| if pick == 0 { results[i][1].0.gbps(sizes[i]) } else { results[i][1].1.gbps(sizes[i]) })
+            .map(|&i| if pick == 0 { &results[i][1].h2d } else { &results[i][1].d2h }.gbps(sizes[i]))
             .fold(f64::NAN, f64::max)
     };
     let mut passed = true;
@@ -191,13 +184,12 @@ fn main() -> common::Result<()> {
     }
     out.finish(&json!({
         "device": gpu.info, "repeats": args.run.repeats(), "kinds": KINDS, "sizes": sizes,
-        "h2d": results.iter().map(|r| r.iter().map(|k| k.0).collect::<Vec<_>>()).collect::<Vec<_>>(),
-        "d2h": results.iter().map(|r| r.iter().map(|k| k.1).collect::<Vec<_>>()).collect::<Vec<_>>(),
+        "copies": results,
         "alloc": alloc_json, "cpu_read_gbps": { "pinned": cpu_cached, "write_combined": cpu_wc },
         "verification": checks,
     }))?;
     if !passed {
-        common::bail!("pinned copies fell short of the reference");
+        anyhow::bail!("pinned copies fell short of the reference");
     }
     Ok(())
 }

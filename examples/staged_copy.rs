@@ -1,4 +1,4 @@
-//! Lesson 7: ordinary memory at near-pinned speed (beyond the seed lessons).
+//! Lesson 7: ordinary memory at near-pinned speed (beyond the CUDA C++ programs the first lessons follow).
 //!
 //! Most data lives in ordinary, pageable memory (a `Vec`), and the driver's path for it is slow: it
 //! copies through one small pinned buffer at a time. Three ways round that, each measured here against
@@ -12,10 +12,12 @@
 //!
 //!     cargo run --release --example staged_copy [-- --threads 8 --max 1GiB]
 
+use std::process::ExitCode;
+
 use clap::Parser;
 use common::{
-    args::{parse_bytes, parse_count, size_sweep, RunArgs},
-    report::{fmt_bytes, verdict, Output, Table},
+    args::{parse_bytes, size_sweep, RunArgs},
+    report::{fmt_bytes, Output, Table},
     timeline::phase,
     timing::{gbps, host_ms, measure, Stats},
     verify::{self, input},
@@ -44,17 +46,14 @@ struct Args {
 
 const METHODS: [&str; 5] = ["pageable", "pinned", "pinned in place", "staged", "CPU copy, same threads"];
 
-fn main() -> common::Result<()> {
-    let args: Args = common::args::parse();
-    let out = Output::new(args.run.json);
+fn main() -> ExitCode {
+    common::lesson::run(staged_copy)
+}
+
+fn staged_copy(args: &Args, gpu: &Gpu, out: &Output) -> anyhow::Result<()> {
     let sizes = size_sweep(args.min, args.max, 4)?;
     let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(4, |n| n.get()).min(8));
-    if threads == 0 {
-        common::bail!("--threads must be at least 1");
-    }
     let r = args.run.repeats();
-    let gpu = Gpu::init()?;
-    out.say(format!("{}\n", gpu.info));
     let n = args.max / 4;
     let mut d_data = gpu.alloc::<f32>(n)?;
     let mut pageable = common::pageable(n, input)?;
@@ -147,33 +146,32 @@ fn main() -> common::Result<()> {
     out.say(format!("\n{}", check.summary()));
     check.ensure()?;
 
-    // The targets, at the largest size: 60% of pinned and 4x the driver's pageable path.
-    let (bytes, up, down) = rows.last().unwrap();
+    // What stops staging, at the largest size: the link (pinned copies' rate), the CPU copy (the same
+    // threads' memory copy rate, measured above), or neither (start-up and hand-over costs).
+    let (bytes, up, down) = rows.last().expect("size_sweep gives at least one size");
     for (dir, m) in [("upload", up), ("download", down)] {
         let rate = |k: usize| m[k].gbps(*bytes);
-        let ok = rate(3) >= 0.6 * rate(1) && rate(3) >= 4.0 * rate(0);
         let limit = if rate(3) >= 0.85 * rate(1) {
-            "the link is what stops it".to_string()
+            "near the pinned rate: the link is what stops it".to_string()
         } else if rate(3) >= 0.8 * rate(4) {
-            format!("it runs near the {:.1} GB/s the same threads copy memory at: the CPU copy stops it", rate(4))
+            format!("near the {:.1} GB/s the same threads copy memory at: the CPU copy stops it", rate(4))
         } else {
-            format!("below both the link and the {:.1} GB/s the same threads copy memory at", rate(4))
+            format!(
+                "below both the link and the {:.1} GB/s the same threads copy memory at: start-up and hand-over costs",
+                rate(4)
+            )
         };
-        out.say(verdict(
-            ok,
-            &format!(
-                "staged {dir} at {}: {:.1} GB/s = {:.0}% of pinned, {:.1}x pageable (targets 60% and 4x); {limit}",
-                fmt_bytes(*bytes),
-                rate(3),
-                100.0 * rate(3) / rate(1),
-                rate(3) / rate(0)
-            ),
+        out.say(format!(
+            "staged {dir} at {}: {:.1} GB/s, {:.0}% of pinned, {:.1}x the driver's pageable path; {limit}",
+            fmt_bytes(*bytes),
+            rate(3),
+            100.0 * rate(3) / rate(1),
+            rate(3) / rate(0)
         ));
     }
     out.finish(&json!({
         "device": gpu.info, "threads": threads, "slot_bytes": args.slot, "repeats": r, "methods": METHODS,
         "rows": rows.iter().map(|(b, u, d)| json!({ "bytes": b, "h2d_gbps": u.iter().map(|s| gbps(*b, s.median_ms)).collect::<Vec<_>>(), "d2h_gbps": d.iter().map(|s| gbps(*b, s.median_ms)).collect::<Vec<_>>() })).collect::<Vec<_>>(),
         "verification": check,
-    }))?;
-    Ok(())
+    }))
 }

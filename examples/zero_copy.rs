@@ -1,4 +1,5 @@
-//! Lesson 5: zero-copy mapped memory (the seed's day43_ZeroCopyExample.cu).
+//! Lesson 5: zero-copy mapped memory, after a CUDA C++ program whose kernel scales mapped host memory
+//! (`cudaHostAllocMapped`, `cudaHostGetDevicePointer`), as NVIDIA's simpleZeroCopy sample does.
 //!
 //! Pinned memory allocated with the mapped flag (`cudaHostAlloc(..., cudaHostAllocMapped)`) has a
 //! device address too (`cudaHostGetDevicePointer`): a kernel can read and write it across the bus,
@@ -8,10 +9,11 @@
 //!
 //!     cargo run --release --example zero_copy [-- --min 64KiB --max 256MiB]
 
+use std::process::ExitCode;
+
 use clap::Parser;
 use common::{
     args::{parse_bytes, size_sweep, RunArgs},
-    bail,
     report::{fmt_bytes, fmt_ms, Output, Table},
     timeline::phase,
     timing::{gbps, measure, Stats},
@@ -33,15 +35,15 @@ struct Args {
     run: RunArgs,
 }
 
-fn main() -> common::Result<()> {
-    let args: Args = common::args::parse();
-    let out = Output::new(args.run.json);
+fn main() -> ExitCode {
+    common::lesson::run(zero_copy)
+}
+
+fn zero_copy(args: &Args, gpu: &Gpu, out: &Output) -> anyhow::Result<()> {
     let sizes = size_sweep(args.min, args.max, 4)?;
     let r = args.run.repeats();
-    let gpu = Gpu::init()?;
-    out.say(format!("{}\n", gpu.info));
     if !gpu.info.can_map_host_memory {
-        bail!("{} cannot map host memory, so zero-copy is not available on it", gpu.info.name);
+        anyhow::bail!("{} cannot map host memory, so zero-copy is not available on it", gpu.info.name);
     }
     let n = args.max / 4;
 
@@ -148,6 +150,5 @@ fn main() -> common::Result<()> {
     out.finish(&json!({
         "device": gpu.info, "repeats": r,
         "rows": rows.iter().map(|(b, s)| json!({ "bytes": b, "zero_copy": s[0], "copies": s[1], "zero_copy_2_passes": s[2], "copies_2_passes": s[3] })).collect::<Vec<_>>(),
-    }))?;
-    Ok(())
+    }))
 }

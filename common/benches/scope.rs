@@ -12,9 +12,9 @@
 
 use std::time::{Duration, Instant};
 
+use common::ffi;
 use common::Gpu;
 use criterion::{criterion_group, criterion_main, Criterion};
-use common::ffi;
 
 /// Operations per timed batch: a scope holds its events until it ends, so batches stay bounded.
 const BATCH: u64 = 512;
@@ -57,12 +57,12 @@ fn enqueue(c: &mut Criterion) {
             b.iter_custom(|iters| {
                 batches(iters, |n| {
                     let t = Instant::now();
-                    for i in 0..n as usize {
+                    for (i, event) in raw_events.iter().enumerate().take(n as usize) {
                         // SAFETY: 4 bytes inside the raw allocation, on the raw stream; a live event.
                         unsafe {
                             ffi::cuMemsetD32Async(raw_mem + 4 * (i as u64 % 4096), 1, 1, raw_stream);
                             if with_event {
-                                ffi::cuEventRecord(raw_events[i], raw_stream);
+                                ffi::cuEventRecord(*event, raw_stream);
                             }
                         }
                     }
@@ -77,9 +77,11 @@ fn enqueue(c: &mut Criterion) {
 
     let streams = gpu.streams(4).unwrap();
     let mut d = gpu.alloc::<f32>(4096).unwrap();
-    for (name, lanes, conflicting) in
-        [("scope, one stream", 1, false), ("scope, 4 streams, disjoint", 4, false), ("scope, 4 streams, conflicting", 4, true)]
-    {
+    for (name, lanes, conflicting) in [
+        ("scope, one stream", 1, false),
+        ("scope, 4 streams, disjoint", 4, false),
+        ("scope, 4 streams, conflicting", 4, true),
+    ] {
         g.bench_function(name, |b| {
             b.iter_custom(|iters| {
                 batches(iters, |n| {

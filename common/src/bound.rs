@@ -191,17 +191,23 @@ pub fn measure_costs(
     let uploads = steps.uploads();
     let Workload { h_in, h_out, scratch } = data;
     let n = plan.elements;
-    anyhow::ensure!(h_in.len() == n && h_out.len() == n && scratch.len() >= 2 * n, "the workload does not match the plan");
+    anyhow::ensure!(
+        h_in.len() == n && h_out.len() == n && scratch.len() >= 2 * n,
+        "the workload does not match the plan"
+    );
     let _phase = crate::timeline::phase("bound");
     let best = |s: Stats| s.min_ms;
     let smallest = plan.elements / plan.chunks;
     let one = &streams[..1];
     let s0 = &streams[0];
     // One chunk alone, and its chain.
-    let upload_ms = best(measure(r, || gpu.timed(one, |s| s.htod(s0, &h_in[..smallest], s.device(scratch).slice(0..smallest))))?);
-    let kernel_ms = best(measure(r, || gpu.timed(one, |s| s.launch(s0, steps.launch(gpu, s.device(scratch), 0..smallest, n))))?);
-    let download_ms =
-        best(measure(r, || gpu.timed(one, |s| s.dtoh(s0, s.device(scratch).slice(0..smallest), &mut h_out[..smallest])))?);
+    let upload_ms =
+        best(measure(r, || gpu.timed(one, |s| s.htod(s0, &h_in[..smallest], s.device(scratch).slice(0..smallest))))?);
+    let kernel_ms =
+        best(measure(r, || gpu.timed(one, |s| s.launch(s0, steps.launch(gpu, s.device(scratch), 0..smallest, n))))?);
+    let download_ms = best(measure(r, || {
+        gpu.timed(one, |s| s.dtoh(s0, s.device(scratch).slice(0..smallest), &mut h_out[..smallest]))
+    })?);
     let chain_ms = best(measure(r, || {
         gpu.timed(one, |s| {
             let full = s.device(scratch);
@@ -262,7 +268,16 @@ pub fn measure_costs(
             Ok(())
         })
     })?);
-    Ok(Costs { upload_ms, kernel_ms, download_ms, chain_ms, all_uploads_ms, all_downloads_ms, all_copies_ms, all_kernels_ms })
+    Ok(Costs {
+        upload_ms,
+        kernel_ms,
+        download_ms,
+        chain_ms,
+        all_uploads_ms,
+        all_downloads_ms,
+        all_copies_ms,
+        all_kernels_ms,
+    })
 }
 
 /// One pipeline run held against its bound: its name, its lanes (streams or buffers in turn).

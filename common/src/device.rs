@@ -112,7 +112,11 @@ impl Gpu {
     }
 
     /// Pinned host memory holding `f(i)` at `i`.
-    pub fn pinned_from_fn<T: Element>(&self, len: usize, f: impl Fn(usize) -> T + Sync) -> anyhow::Result<PinnedBuffer<T>> {
+    pub fn pinned_from_fn<T: Element>(
+        &self,
+        len: usize,
+        f: impl Fn(usize) -> T + Sync,
+    ) -> anyhow::Result<PinnedBuffer<T>> {
         let mut b = self.pinned(len)?;
         crate::verify::par_fill(&mut b, f);
         Ok(b)
@@ -207,8 +211,13 @@ impl DeviceInfo {
         let name = unsafe { std::ffi::CStr::from_ptr(name.as_ptr()) }.to_string_lossy().into_owned();
         let mut total_memory = 0;
         // SAFETY: valid out-pointer and device handle.
-        check(unsafe { ffi::cuDeviceTotalMem_v2(&mut total_memory, device) }, || "reading the device memory size".into())?;
-        let memory_gbps = match (attr(A::CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE), attr(A::CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH)) {
+        check(unsafe { ffi::cuDeviceTotalMem_v2(&mut total_memory, device) }, || {
+            "reading the device memory size".into()
+        })?;
+        let memory_gbps = match (
+            attr(A::CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE),
+            attr(A::CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH),
+        ) {
             (Ok(khz), Ok(bits)) if khz > 0 && bits > 0 => Some(2.0 * khz as f64 * 1e3 * bits as f64 / 8.0 / 1e9),
             _ => None,
         };

@@ -256,5 +256,4 @@ mod tests {
         let err = pageable::<f32>(usize::MAX / 4, |_| 0.0).unwrap_err().to_string();
         assert!(err.starts_with("cannot allocate"), "{err}");
     }
-
 }

@@ -22,7 +22,8 @@ const VECTOR_ADD_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/vector_add.
 const ZERO_COPY_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/zero_copy.ptx"));
 
 /// Every module, by file.
-const MODULES: [(&str, &str); 3] = [("pipeline", PIPELINE_PTX), ("vector_add", VECTOR_ADD_PTX), ("zero_copy", ZERO_COPY_PTX)];
+const MODULES: [(&str, &str); 3] =
+    [("pipeline", PIPELINE_PTX), ("vector_add", VECTOR_ADD_PTX), ("zero_copy", ZERO_COPY_PTX)];
 
 /// A kernel parameter's type as the `.cu` declares it: a pointer, `unsigned long long`, `unsigned int`, `float`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -84,7 +85,9 @@ impl Kernels {
             let image = CString::new(ptx).with_context(|| format!("{name}.ptx has a NUL byte"))?;
             let mut module = std::ptr::null_mut();
             // SAFETY: a NUL-terminated PTX image and a valid out-pointer; the context is current.
-            check(unsafe { ffi::cuModuleLoadData(&mut module, image.as_ptr().cast()) }, || format!("loading {name}.ptx"))?;
+            check(unsafe { ffi::cuModuleLoadData(&mut module, image.as_ptr().cast()) }, || {
+                format!("loading {name}.ptx")
+            })?;
             k.modules.push(module);
         }
         for kernel in &KERNELS {
@@ -137,9 +140,15 @@ impl Kernels {
         let blocks = data.len().div_ceil(BLOCK as usize).max(1);
         if iters == 500 {
             let params = vec![Param::Ptr(data.ptr()), Param::I32(data.len().min(i32::MAX as usize) as i32)];
-            let launch = self.launch(OVERLAP_PATTERN_PROCESS, blocks.min(u32::MAX as usize) as u32, params, vec![data.access(true)]);
+            let launch = self.launch(
+                OVERLAP_PATTERN_PROCESS,
+                blocks.min(u32::MAX as usize) as u32,
+                params,
+                vec![data.access(true)],
+            );
             if i32::try_from(data.len()).is_err() {
-                return launch.refuse(format!("overlap_pattern.cu's kernel takes an int count, and {} is more", data.len()));
+                return launch
+                    .refuse(format!("overlap_pattern.cu's kernel takes an int count, and {} is more", data.len()));
             }
             return launch;
         }
@@ -217,7 +226,7 @@ impl Drop for Kernels {
 pub enum Work {
     /// [`Kernels::process`] with this many iterations: checked bit for bit.
     Process(u32),
-    /// The seed's sin * cos kernel with this many rounds: the CPU's sin/cos differ from CUDA's in the
+    /// overlap_pattern.cu's sin * cos kernel with this many rounds: the CPU's sin/cos differ from CUDA's in the
     /// last bits, so it is checked within a tolerance, on a sample (the reference is slow).
     SinCos(u32),
 }
@@ -247,7 +256,7 @@ impl Work {
         match self {
             Work::Process(i) => format!("process: {i} rounds of x = x*a + b per element"),
             Work::SinCos(i) => {
-                format!("the seed's kernel: {i} rounds of sin(x)*cos(x) + 1 per element")
+                format!("overlap_pattern.cu's kernel: {i} rounds of sin(x)*cos(x) + 1 per element")
             }
         }
     }
@@ -302,7 +311,11 @@ mod tests {
     fn ptx_params(ptx: &str, name: &str) -> Option<Vec<String>> {
         let start = ptx.find(&format!(".entry {name}("))?;
         let body = &ptx[start..start + ptx[start..].find(')')?];
-        Some(body.lines().filter_map(|l| l.trim().strip_prefix(".param ")?.split_whitespace().next().map(String::from)).collect())
+        Some(
+            body.lines()
+                .filter_map(|l| l.trim().strip_prefix(".param ")?.split_whitespace().next().map(String::from))
+                .collect(),
+        )
     }
 
     #[test]

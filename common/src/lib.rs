@@ -16,7 +16,8 @@
 //! | [`pipeline`] | the pipeline itself: stage times, one loop for benchmarks and every-GPU runs |
 //! | [`verify`] | checking results against a CPU reference |
 //! | [`report`] | tables, verdicts and JSON |
-//! | [`args`] | the flags every lesson shares |
+//! | [`args`] | the flags every lesson shares, checked before the GPU starts |
+//! | [`lesson`] | the harness every lesson's `main` is: flags, the GPU, output, errors and exit codes |
 //!
 //! Every type here that holds a GPU resource keeps its context alive, and no public method can queue
 //! GPU work except through a [`Scope`], which borrows what the work touches until it is done.
@@ -25,12 +26,13 @@ pub mod args;
 pub mod bound;
 pub mod chunks;
 mod context;
-#[doc(hidden)]
-pub mod ffi;
 pub mod device;
 pub mod error;
+#[doc(hidden)]
+pub mod ffi;
 pub mod host;
 pub mod kernels;
+pub mod lesson;
 pub mod memory;
 pub mod pipeline;
 pub mod report;

@@ -52,7 +52,9 @@ impl<T: Element> DeviceBuffer<T> {
         }
         let mut ptr = 0;
         // SAFETY: valid out-pointer, nonzero size; the context is current (memory_info made it so).
-        check(unsafe { ffi::cuMemAlloc_v2(&mut ptr, bytes) }, || format!("allocating {} of device memory", fmt_bytes(bytes)))?;
+        check(unsafe { ffi::cuMemAlloc_v2(&mut ptr, bytes) }, || {
+            format!("allocating {} of device memory", fmt_bytes(bytes))
+        })?;
         let buf = DeviceBuffer { ptr, len, ctx: ctx.clone(), _elements: PhantomData };
         // SAFETY: the `bytes` bytes just allocated. The memset is queued on the legacy default stream,
         // which is then synchronized, so the zeros are in place before anyone can use the buffer.

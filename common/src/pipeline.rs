@@ -269,8 +269,7 @@ pub fn run_pipeline(
     plan: &ChunkPlan,
     layout: Layout,
     work: Work,
-    h_in: &[f32],
-    h_out: &mut [f32],
+    (h_in, h_out): (&[f32], &mut [f32]),
     bufs: &mut [DeviceBuffer<f32>],
 ) -> anyhow::Result<f64> {
     anyhow::ensure!(

@@ -262,7 +262,12 @@ fn covers(outer: &Range<usize>, inner: &Range<usize>) -> bool {
 impl Tracker {
     /// Accesses that conflict with one on `stream` (at least one of the two a write, overlapping
     /// bytes) made on other streams.
-    pub fn conflicts<'a>(&'a self, stream: usize, write: bool, bytes: &'a Range<usize>) -> impl Iterator<Item = &'a Access> {
+    pub fn conflicts<'a>(
+        &'a self,
+        stream: usize,
+        write: bool,
+        bytes: &'a Range<usize>,
+    ) -> impl Iterator<Item = &'a Access> {
         self.accesses.iter().filter(move |a| a.stream != stream && (write || a.write) && overlaps(&a.bytes, bytes))
     }
 
@@ -513,7 +518,10 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     }
 
     fn stream_index(&self, stream: &Stream) -> anyhow::Result<usize> {
-        self.streams.iter().position(|s| s.raw() == stream.raw()).context("this stream is not one of the scope's streams")
+        self.streams
+            .iter()
+            .position(|s| s.raw() == stream.raw())
+            .context("this stream is not one of the scope's streams")
     }
 
     fn enqueue(
@@ -563,7 +571,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         for (i, a) in accesses.iter().enumerate() {
             pending.extend(st.trackers[a.buffer].conflicts(j, a.write, &a.bytes).map(|c| (i, a.buffer, c.clone())));
         }
-        pending.sort_by(|x, y| y.2.op.cmp(&x.2.op));
+        pending.sort_by_key(|x| std::cmp::Reverse(x.2.op));
         for (i, buffer, c) in pending {
             if st.clocks.ordered(j, c.stream, c.seq) {
                 continue;
@@ -626,7 +634,13 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         if let Some(s) = start {
             st.events.push((s, Vec::new()));
             let start = st.events.len() - 1;
-            st.pending.push(Pending { start, end: event, stream: stream.raw() as usize, op: info, phase: current_phase() });
+            st.pending.push(Pending {
+                start,
+                end: event,
+                stream: stream.raw() as usize,
+                op: info,
+                phase: current_phase(),
+            });
         }
         Ok(())
     }
@@ -645,7 +659,10 @@ pub(crate) enum Settled {
 /// Waits for every stream (all of them, whatever the first returns), then decides how they ended. If
 /// one failed, `context_sync` (`cuCtxSynchronize`) must show the whole context idle or dead.
 /// `context_sync` returns `None` when it could not even make the context current.
-pub(crate) fn settle(streams: impl Iterator<Item = CuResult>, context_sync: impl FnOnce() -> Option<CuResult>) -> Settled {
+pub(crate) fn settle(
+    streams: impl Iterator<Item = CuResult>,
+    context_sync: impl FnOnce() -> Option<CuResult>,
+) -> Settled {
     let first_error = streams.fold(None, |first, r| first.or((r != ffi::SUCCESS).then_some(r)));
     let Some(error) = first_error else { return Settled::Idle };
     match context_sync() {
@@ -879,13 +896,21 @@ mod tests {
         assert_eq!(s, Settled::Failed(ILLEGAL_ADDRESS));
         assert_eq!(settle([ffi::SUCCESS; 2].into_iter(), || unreachable!()), Settled::Idle);
         assert_eq!(settle([UNKNOWN].into_iter(), || Some(ffi::SUCCESS)), Settled::Failed(UNKNOWN));
-        assert_eq!(settle([CONTAINED].into_iter(), || Some(CONTAINED)), Settled::Failed(CONTAINED), "Hopper's contained faults");
+        assert_eq!(
+            settle([CONTAINED].into_iter(), || Some(CONTAINED)),
+            Settled::Failed(CONTAINED),
+            "Hopper's contained faults"
+        );
         assert_eq!(
             settle([UNKNOWN].into_iter(), || Some(OPERATING_SYSTEM)),
             Settled::Unknown(OPERATING_SYSTEM),
             "a failure that does not prove the GPU stopped"
         );
-        assert_eq!(settle([UNKNOWN].into_iter(), || None), Settled::Unknown(UNKNOWN), "the context could not be made current");
+        assert_eq!(
+            settle([UNKNOWN].into_iter(), || None),
+            Settled::Unknown(UNKNOWN),
+            "the context could not be made current"
+        );
     }
 
     #[test]

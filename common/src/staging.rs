@@ -74,10 +74,9 @@ impl<T: Element> Stager<T> {
             // SAFETY: the slot stays untouched until `wait(slot)` has seen this copy finish, and the
             // stager outlives every copy (run() synchronizes all streams); `at..at+bytes` lies within dst,
             // which is borrowed mutably until upload() returns, and distinct workers write distinct ranges.
-            check(
-                unsafe { ffi::cuMemcpyHtoDAsync_v2(at, staged.as_ptr().cast(), bytes, w.stream.raw()) },
-                || "staged upload".into(),
-            )?;
+            check(unsafe { ffi::cuMemcpyHtoDAsync_v2(at, staged.as_ptr().cast(), bytes, w.stream.raw()) }, || {
+                "staged upload".into()
+            })?;
             w.record(slot)
         })
     }
@@ -101,9 +100,7 @@ impl<T: Element> Stager<T> {
             // SAFETY: the slot is free (its previous contents were copied out before it is reused) and
             // the stager outlives the copy; `from..from+bytes` lies within src (dst.len() <= src.len()), borrowed until return.
             check(
-                unsafe {
-                    ffi::cuMemcpyDtoHAsync_v2(w.slots[slot].as_mut_ptr().cast(), from, bytes, w.stream.raw())
-                },
+                unsafe { ffi::cuMemcpyDtoHAsync_v2(w.slots[slot].as_mut_ptr().cast(), from, bytes, w.stream.raw()) },
                 || "staged download".into(),
             )?;
             w.record(slot)

@@ -23,7 +23,7 @@ use serde::Serialize;
 use crate::stream::Event;
 
 thread_local! {
-    static PHASE: RefCell<String> = RefCell::new(String::new());
+    static PHASE: RefCell<String> = const { RefCell::new(String::new()) };
 }
 
 /// A named phase of a lesson, until dropped.

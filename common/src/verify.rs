@@ -164,6 +164,18 @@ pub fn par_copy<T: Copy + Send + Sync>(dst: &mut [T], src: &[T], threads: usize)
     });
 }
 
+/// A sum of every element's bits, reading as fast as the CPU can (independent lanes, no float-add
+/// latency chain): for timing how fast the CPU reads a kind of memory, and comparing two copies.
+pub fn checksum(data: &[f32]) -> u32 {
+    data.chunks(16)
+        .fold([0u32; 16], |mut acc, c| {
+            c.iter().zip(acc.iter_mut()).for_each(|(x, a)| *a = a.wrapping_add(x.to_bits()));
+            acc
+        })
+        .iter()
+        .fold(0, |s, a| s.wrapping_add(*a))
+}
+
 /// Deterministic input data: distinct-looking, never zero, in (0, 1). Lessons never time on zeros.
 pub fn input(i: usize) -> f32 {
     let h = (i as u64).wrapping_mul(2_654_435_761) % 16_777_213;

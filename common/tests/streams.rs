@@ -4,8 +4,8 @@
 
 use std::time::Instant;
 
-use common::{Gpu, Stream};
 use common::ffi;
+use common::{Gpu, Stream};
 
 /// A 4-byte synchronous `cuMemcpyHtoD` on the legacy default stream, as code that knows nothing of our
 /// streams would make it; returns how long the host waited, in ms.
@@ -51,8 +51,14 @@ fn non_blocking_streams_do_not_hold_back_the_legacy_stream_and_blocking_ones_do(
     let (kernel, copy) = copy_behind_a_kernel(&gpu, &free, iters);
     eprintln!("non-blocking stream: kernel {kernel:.1} ms, legacy copy behind it waited {copy:.3} ms");
     assert!(kernel > 40.0, "the kernel must be long enough to see ({kernel} ms)");
-    assert!(copy < kernel / 4.0, "a copy on the legacy stream waited {copy} ms for a {kernel} ms kernel on a non-blocking stream");
+    assert!(
+        copy < kernel / 4.0,
+        "a copy on the legacy stream waited {copy} ms for a {kernel} ms kernel on a non-blocking stream"
+    );
     let (kernel, copy) = copy_behind_a_kernel(&gpu, &blocking, iters);
     eprintln!("blocking stream: kernel {kernel:.1} ms, legacy copy behind it waited {copy:.3} ms");
-    assert!(copy > kernel / 2.0, "a copy on the legacy stream waited only {copy} ms for a {kernel} ms kernel on a blocking stream");
+    assert!(
+        copy > kernel / 2.0,
+        "a copy on the legacy stream waited only {copy} ms for a {kernel} ms kernel on a blocking stream"
+    );
 }

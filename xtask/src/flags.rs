@@ -105,5 +105,5 @@ pub enum CiStep {
 
 /// Lesson names are checked when the flags are read, before anything looks for a GPU.
 fn lesson_names() -> PossibleValuesParser {
-    PossibleValuesParser::new(lessons::QUICK.map(|l| l.0))
+    PossibleValuesParser::new(lessons::LESSONS.map(|l| l.name))
 }

@@ -6,50 +6,84 @@ use anyhow::{bail, Context as _};
 
 use crate::tools;
 
-/// Every lesson, with arguments that keep a run short (for the sanitizer and the profiler).
-pub const QUICK: [(&str, &[&str]); 8] = [
-    ("pinned_memory", &["--min", "64KiB", "--max", "4MiB", "--repeats", "2", "--warmup", "1"]),
-    ("async_memcpy", &["-n", "256k", "--repeats", "2", "--warmup", "1"]),
-    ("overlap", &["-n", "4M", "--chunks", "8", "--streams", "4", "--iters", "64", "--repeats", "2", "--warmup", "1"]),
-    ("vector_add_streams", &["-n", "4M", "--chunks", "8", "--streams", "4", "--repeats", "2", "--warmup", "1"]),
-    ("zero_copy", &["--min", "64KiB", "--max", "4MiB", "--repeats", "2", "--warmup", "1"]),
-    (
-        "double_buffering",
-        &["-n", "4M", "--chunks", "8", "--streams", "4", "--iters", "64", "--repeats", "2", "--warmup", "1"],
-    ),
-    ("staged_copy", &["--min", "4MiB", "--max", "16MiB", "--threads", "4", "--repeats", "2", "--warmup", "1"]),
-    ("bidirectional", &["--min", "1MiB", "--max", "4MiB", "--repeats", "2", "--warmup", "1"]),
+/// A lesson: its name (`examples/NAME.rs`), arguments that keep a run short (for the sanitizer), and
+/// arguments for the profiler, whose pictures should show the real workload and whose built-in timeline
+/// is accurate only for operations of some length.
+pub struct Lesson {
+    pub name: &'static str,
+    pub quick: &'static [&'static str],
+    pub profile: &'static [&'static str],
+}
+
+/// Every lesson, once: the only list of them (a tidy test holds `examples/` and README.md to it).
+pub const LESSONS: [Lesson; 10] = [
+    Lesson {
+        name: "pinned_memory",
+        quick: &["--min", "64KiB", "--max", "4MiB", "--repeats", "2", "--warmup", "1"],
+        profile: &["--max", "64MiB", "--repeats", "3", "--warmup", "1"],
+    },
+    Lesson {
+        name: "async_memcpy",
+        quick: &["-n", "256k", "--repeats", "2", "--warmup", "1"],
+        profile: &["--repeats", "3", "--warmup", "1"],
+    },
+    Lesson {
+        name: "overlap",
+        quick: &["-n", "4M", "--chunks", "8", "--streams", "4", "--iters", "64", "--repeats", "2", "--warmup", "1"],
+        profile: &["--repeats", "3", "--warmup", "1"],
+    },
+    Lesson {
+        name: "overlap_sweep",
+        quick: &["-n", "1M", "--iters", "16", "--repeats", "2", "--warmup", "1"],
+        profile: &["-n", "16M", "--repeats", "3", "--warmup", "1"],
+    },
+    Lesson {
+        name: "vector_add_streams",
+        quick: &["-n", "4M", "--chunks", "8", "--streams", "4", "--repeats", "2", "--warmup", "1"],
+        profile: &["--repeats", "3", "--warmup", "1"],
+    },
+    Lesson {
+        name: "zero_copy",
+        quick: &["--min", "64KiB", "--max", "4MiB", "--repeats", "2", "--warmup", "1"],
+        profile: &["--max", "64MiB", "--repeats", "3", "--warmup", "1"],
+    },
+    Lesson {
+        name: "double_buffering",
+        quick: &["-n", "4M", "--chunks", "8", "--streams", "4", "--iters", "64", "--repeats", "2", "--warmup", "1"],
+        profile: &["--repeats", "3", "--warmup", "1"],
+    },
+    Lesson {
+        name: "staged_copy",
+        quick: &["--min", "4MiB", "--max", "16MiB", "--threads", "4", "--repeats", "2", "--warmup", "1"],
+        profile: &["--max", "256MiB", "--repeats", "3", "--warmup", "1"],
+    },
+    Lesson {
+        name: "bidirectional",
+        quick: &["--min", "1MiB", "--max", "4MiB", "--repeats", "2", "--warmup", "1"],
+        profile: &["--max", "256MiB", "--repeats", "3", "--warmup", "1"],
+    },
+    Lesson {
+        name: "every_gpu",
+        quick: &["--size", "4MiB", "--repeats", "2", "--warmup", "1"],
+        profile: &["--size", "256MiB", "--repeats", "3", "--warmup", "1"],
+    },
 ];
 
 /// The lessons named (all when none), checked against the list.
-pub fn select(names: &[String]) -> anyhow::Result<Vec<(&'static str, &'static [&'static str])>> {
+pub fn select(names: &[String]) -> anyhow::Result<Vec<&'static Lesson>> {
     if names.is_empty() {
-        return Ok(QUICK.to_vec());
+        return Ok(LESSONS.iter().collect());
     }
     names
         .iter()
         .map(|n| {
-            QUICK
+            LESSONS
                 .iter()
-                .find(|(l, _)| l == n)
-                .copied()
-                .with_context(|| format!("no lesson named {n}: the lessons are {}", QUICK.map(|l| l.0).join(", ")))
+                .find(|l| l.name == n)
+                .with_context(|| format!("no lesson named {n}: the lessons are {}", LESSONS.map(|l| l.name).join(", ")))
         })
         .collect()
 }
-
-/// Every lesson at its own sizes, with fewer repeats: for the profiler, whose pictures should show
-/// the real workload and whose built-in timeline is accurate only for operations of some length.
-pub const PROFILE: [(&str, &[&str]); 8] = [
-    ("pinned_memory", &["--max", "64MiB", "--repeats", "3", "--warmup", "1"]),
-    ("async_memcpy", &["--repeats", "3", "--warmup", "1"]),
-    ("overlap", &["--repeats", "3", "--warmup", "1"]),
-    ("vector_add_streams", &["--repeats", "3", "--warmup", "1"]),
-    ("zero_copy", &["--max", "64MiB", "--repeats", "3", "--warmup", "1"]),
-    ("double_buffering", &["--repeats", "3", "--warmup", "1"]),
-    ("staged_copy", &["--max", "256MiB", "--repeats", "3", "--warmup", "1"]),
-    ("bidirectional", &["--max", "256MiB", "--repeats", "3", "--warmup", "1"]),
-];
 
 /// The folder of release-built lessons: `lessons/` in a bundle, else built now with cargo, with NVTX
 /// ranges when `nvtx` (for the profiler).

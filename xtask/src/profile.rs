@@ -24,7 +24,7 @@ use crate::{
 
 pub fn run(flags: ProfileFlags) -> anyhow::Result<()> {
     let names: Vec<String> = if flags.lessons.is_empty() {
-        lessons::PROFILE.iter().map(|l| l.0.to_string()).collect()
+        lessons::LESSONS.iter().map(|l| l.name.to_string()).collect()
     } else {
         flags.lessons.clone()
     };
@@ -55,7 +55,7 @@ pub fn run(flags: ProfileFlags) -> anyhow::Result<()> {
     // One step per lesson, with the time left estimated from those done; hidden where stderr is no terminal.
     let bar = progress(names.len());
     for name in &names {
-        let args = lessons::PROFILE.iter().find(|l| l.0 == name).map(|l| l.1).unwrap_or(&[]);
+        let args = lessons::LESSONS.iter().find(|l| l.name == name).map(|l| l.profile).unwrap_or(&[]);
         bar.set_message(name.clone());
         let timeline = out.join(format!("{name}.timeline.json"));
         let nsys_trace = match &nsys {

@@ -34,7 +34,8 @@ pub fn run(flags: SanitizeFlags) -> anyhow::Result<()> {
     fs::create_dir_all(&logs)?;
     println!("{:<20} {}", "lesson", tools_to_run.iter().map(|t| format!("{t:>11}")).collect::<String>());
     let mut failures = Vec::new();
-    for (lesson, args) in selected {
+    for l in selected {
+        let (lesson, args) = (l.name, l.quick);
         let mut row = format!("{lesson:<20} ");
         for tool in &tools_to_run {
             let mut cmd = Command::new(&sanitizer);

@@ -1,0 +1,214 @@
+//! Lesson 9: every GPU of the host at once (beyond the CUDA C++ programs the first lessons follow).
+//!
+//! Each GPU gets a host thread, its own context, and pinned memory allocated near its CPU where the
+//! host says which that is. First each GPU works alone, then all together, phase by phase in step (a
+//! barrier before each): uploads only (nvbandwidth's `host_to_all_memcpy_ce`), downloads only
+//! (`all_to_host_memcpy_ce`), both directions, and the overlap pipeline of lesson 3. What the GPUs lose
+//! together against alone is what the host (its memory and its PCIe root) cannot supply to all of them.
+//!
+//!     cargo run --release --example every_gpu [-- --devices all --size 1GiB]
+
+use std::{process::ExitCode, sync::Barrier};
+
+use clap::Parser;
+use common::{
+    args::{parse_bytes, parse_device_list, RunArgs},
+    device::{bind_thread_to_node, parse_devices},
+    pipeline::{balanced_work, run_pipeline, Layout},
+    report::{fmt_bytes, Output, Table},
+    timeline::phase,
+    timing::{measure, Repeats, Stats},
+    verify::input,
+    ChunkPlan, Gpu,
+};
+
+/// Every GPU alone, then all at once: uploads, downloads, both, and the overlap pipeline.
+#[derive(Parser)]
+struct Args {
+    /// The GPUs: `all`, or a list such as `0,1`
+    #[arg(long, default_value = "all", value_parser = parse_device_list, allow_negative_numbers = true)]
+    devices: String,
+    /// Bytes each copy moves
+    #[arg(long, default_value = "1GiB", value_parser = parse_bytes, allow_negative_numbers = true)]
+    size: usize,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+/// What one GPU did, alone or with the others: GB/s of each phase.
+#[derive(Clone, Debug, serde::Serialize)]
+struct PerGpu {
+    device: u32,
+    name: String,
+    numa_node: Option<u32>,
+    h2d_gbps: f64,
+    d2h_gbps: f64,
+    /// Both directions at once: bytes moved both ways per second.
+    both_gbps: f64,
+    /// The overlap pipeline: bytes in and out per second.
+    pipeline_gbps: f64,
+}
+
+/// One phase's rate of a GPU.
+type Rate = fn(&PerGpu) -> f64;
+
+fn main() -> ExitCode {
+    common::lesson::run_plain(every_gpu)
+}
+
+fn every_gpu(args: &Args, out: &Output) -> anyhow::Result<()> {
+    let devices = parse_devices(&args.devices)?;
+    let (bytes, r) = (args.size, args.run.repeats());
+    let alone: Vec<PerGpu> = devices.iter().map(|&d| on_gpu(d, bytes, r, None)).collect::<anyhow::Result<_>>()?;
+    let together: Vec<PerGpu> = if devices.len() > 1 {
+        let step = Barrier::new(devices.len());
+        std::thread::scope(|s| {
+            let handles: Vec<_> = devices
+                .iter()
+                .map(|&d| {
+                    s.spawn({
+                        let step = &step;
+                        move || on_gpu(d, bytes, r, Some(step))
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|_| Err(anyhow::anyhow!("a GPU thread panicked"))))
+                .collect::<anyhow::Result<_>>()
+        })?
+    } else {
+        Vec::new()
+    };
+
+    out.say(format!(
+        "{} GPU{}, copies of {}; GB/s, median of {}",
+        devices.len(),
+        if devices.len() > 1 { "s" } else { "" },
+        fmt_bytes(bytes),
+        r.repeats
+    ));
+    let mut t = Table::new(&["GPU", "NUMA node", "H2D", "D2H", "both ways", "pipeline"]);
+    let mut row = |label: String, g: &PerGpu| {
+        t.row(vec![
+            label,
+            g.numa_node.map_or("not exposed".into(), |n| n.to_string()),
+            format!("{:.2}", g.h2d_gbps),
+            format!("{:.2}", g.d2h_gbps),
+            format!("{:.2}", g.both_gbps),
+            format!("{:.2}", g.pipeline_gbps),
+        ])
+    };
+    for g in &alone {
+        row(format!("{} ({}) alone", g.device, g.name), g);
+    }
+    for g in &together {
+        row(format!("{} together", g.device), g);
+    }
+    let sum = |v: &[PerGpu], f: fn(&PerGpu) -> f64| v.iter().map(f).sum::<f64>();
+    let phases: [(&str, Rate); 4] = [
+        ("H2D", |g| g.h2d_gbps),
+        ("D2H", |g| g.d2h_gbps),
+        ("both", |g| g.both_gbps),
+        ("pipeline", |g| g.pipeline_gbps),
+    ];
+    if !together.is_empty() {
+        let cells = |v: &[PerGpu]| phases.iter().map(|(_, f)| format!("{:.2}", sum(v, *f))).collect::<Vec<_>>();
+        let mut all = vec!["all, summed: alone".to_string(), String::new()];
+        all.extend(cells(&alone));
+        t.row(all);
+        let mut all = vec!["all, summed: together".to_string(), String::new()];
+        all.extend(cells(&together));
+        t.row(all);
+    }
+    out.table(&t);
+    for (name, f) in phases.iter().filter(|_| !together.is_empty()) {
+        let (a, b) = (sum(&alone, *f), sum(&together, *f));
+        out.say(format!("{name}: together {b:.1} GB/s, {:.0}% of the {a:.1} the GPUs reach alone", 100.0 * b / a));
+    }
+    if alone.iter().all(|g| g.numa_node.is_none()) {
+        out.say("the host exposes no NUMA node for these GPUs, so memory could not be placed near each one");
+    }
+    out.finish(
+        &serde_json::json!({ "devices": devices, "bytes": bytes, "repeats": r, "alone": alone, "together": together }),
+    )
+}
+
+/// The barrier every GPU's thread meets before each phase, met as often by a thread that failed early
+/// (its drop meets the rest), so that the others never wait for it forever.
+struct InStep<'a> {
+    barrier: Option<&'a Barrier>,
+    left: std::cell::Cell<usize>,
+}
+
+impl InStep<'_> {
+    fn wait(&self) {
+        if let (Some(b), n @ 1..) = (self.barrier, self.left.get()) {
+            self.left.set(n - 1);
+            b.wait();
+        }
+    }
+}
+
+impl Drop for InStep<'_> {
+    fn drop(&mut self) {
+        while self.left.get() > 0 {
+            self.wait();
+        }
+    }
+}
+
+/// On a thread of its own: GPU `device`, its memory near it, then each phase. With `step`, every GPU
+/// starts each phase together.
+fn on_gpu(device: u32, bytes: usize, r: Repeats, step: Option<&Barrier>) -> anyhow::Result<PerGpu> {
+    let in_step = InStep { barrier: step, left: std::cell::Cell::new(5) };
+    let gpu = Gpu::init_device(device)?;
+    let numa_node = gpu.info.numa_node();
+    if let Some(node) = numa_node {
+        bind_thread_to_node(node)?; // pinned memory allocated and touched below lands near the GPU
+    }
+    let n = bytes / 4;
+    let (h_in, mut h_out) = (gpu.pinned_from_fn(n, input)?, gpu.pinned::<f32>(n)?);
+    let (mut up, mut down) = (gpu.alloc::<f32>(n)?, gpu.alloc::<f32>(n)?);
+    let streams = gpu.streams(4)?;
+    let plan = ChunkPlan::new(n.min(64 << 20), 32, 4)?;
+    let work = balanced_work(&gpu, plan.max_chunk(), r)?;
+    let mut bufs = gpu.alloc_each::<f32>(plan.streams, plan.max_chunk())?;
+    let together = step.is_some();
+    let _p = phase(&format!("GPU {device} {}", if together { "together" } else { "alone" }));
+    let in_step = |f: &mut dyn FnMut() -> anyhow::Result<Stats>| {
+        in_step.wait();
+        f()
+    };
+    let gbps = |s: Stats, moved: usize| s.gbps(moved);
+    let h2d =
+        in_step(&mut || measure(r, || gpu.timed(&streams[..1], |s| s.htod(&streams[0], &h_in, s.device(&mut up)))))?;
+    let d2h = in_step(&mut || {
+        measure(r, || gpu.timed(&streams[..1], |s| s.dtoh(&streams[0], s.device(&mut down), &mut h_out)))
+    })?;
+    let both = in_step(&mut || {
+        measure(r, || {
+            gpu.timed(&streams[..2], |s| {
+                s.htod(&streams[0], &h_in, s.device(&mut up))?;
+                s.dtoh(&streams[1], s.device(&mut down), &mut h_out)
+            })
+        })
+    })?;
+    let layout = Layout { buffers: plan.streams, by_engine: false };
+    let pipeline = in_step(&mut || {
+        measure(r, || {
+            let data = (&h_in[..plan.elements], &mut h_out[..plan.elements]);
+            run_pipeline(&gpu, &streams, &plan, layout, work, data, &mut bufs)
+        })
+    })?;
+    work.check(&h_out[..plan.elements], &plan).ensure()?;
+    Ok(PerGpu {
+        device,
+        name: gpu.info.name.clone(),
+        numa_node,
+        h2d_gbps: gbps(h2d, bytes),
+        d2h_gbps: gbps(d2h, bytes),
+        both_gbps: gbps(both, 2 * bytes),
+        pipeline_gbps: gbps(pipeline, 2 * plan.elements * 4),
+    })
+}
