@@ -1,20 +1,21 @@
 //! A lower bound on the time of a copy-in, compute, copy-out pipeline, and what limits it.
 //!
-//! Every term is a time the pipeline cannot beat, measured in the same run on the same data:
+//! Each term is the time of a part of the pipeline's own work, run alone on the same data in the same
+//! run, as one timed scope with the same fork and join as the pipeline's, and with at least the freedom
+//! the pipeline has (more streams, fewer dependencies):
 //!
-//! | term | the pipeline must at least | measured as |
-//! | --- | --- | --- |
-//! | uploads | do all its uploads, then the last chunk's kernel and download | all uploads at once on many streams, then one kernel and one download alone |
-//! | downloads | upload and compute the first chunk, then do all its downloads | one upload and one kernel alone, then all downloads at once |
-//! | both directions | move everything both ways | all uploads and downloads at once, nothing ordering them |
-//! | compute | upload the first chunk, run every kernel, download the last | one upload alone, all kernels at once on many streams, one download alone |
-//! | lanes | run, on its busiest lane (stream or buffer), each chunk's upload, kernel and download one after another | one chunk's three operations back to back on one stream, times the chunks on that lane |
+//! | term | the part |
+//! | --- | --- |
+//! | uploads | every upload at once on many streams, then the last chunk's kernel and download |
+//! | downloads | the first chunk's upload and kernel, then every download at once |
+//! | copies both ways | every upload and every download at once, nothing ordering them |
+//! | kernels | the first chunk's upload, then every kernel at once, then the last chunk's download |
+//! | lanes in turn | the busiest lane's chunks (a stream's, or a reused buffer's), each chunk's upload, kernel and download one after another |
 //!
-//! Each measured part is the best (least) of several runs, and gives the operations at least as much
-//! freedom as the pipeline has (more streams, no dependencies), so no pipeline run can beat its bound
-//! by more than timing noise. The largest term is the bound; its name says what limits the run. Where
-//! a run takes longer than its bound, what is missing is launch gaps, waits and interference between
-//! the engines, which no term counts.
+//! The pipeline does all of each part's work with the same dependencies or more, so it cannot take less
+//! time than any part: each term, the best (least) of several runs, is a lower bound within timing noise,
+//! and so is the largest, whose name says what limits the run. Where a run takes longer than its bound,
+//! what is missing is launch gaps, waits and engines slowing each other, which no part shows.
 
 use serde::Serialize;
 
@@ -59,22 +60,27 @@ impl Limit {
     }
 }
 
-/// What the operations of one run cost when nothing else runs, in ms (best of the repeats).
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+/// What the parts of a run cost alone, in ms (best of the repeats).
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Costs {
-    /// One chunk's upload, kernel, download alone (the smallest chunk).
+    /// One chunk's upload, kernel and download alone, and all three back to back (for the notes).
     pub upload_ms: f64,
     pub kernel_ms: f64,
     pub download_ms: f64,
-    /// One chunk's upload, kernel and download back to back on one stream.
     pub chain_ms: f64,
-    /// Every upload of the run at once, on many streams.
-    pub all_uploads_ms: f64,
-    pub all_downloads_ms: f64,
-    /// Every upload and every download at once.
-    pub all_copies_ms: f64,
-    /// Every kernel of the run at once, on many streams.
-    pub all_kernels_ms: f64,
+    /// The parts in the module's table.
+    pub uploads_ms: f64,
+    pub downloads_ms: f64,
+    pub copies_ms: f64,
+    pub kernels_ms: f64,
+    /// (lanes, ms): for each number of lanes, its busiest lane's chunks one after another.
+    pub lanes: Vec<(usize, f64)>,
+}
+
+impl Costs {
+    fn lanes_ms(&self, lanes: usize) -> f64 {
+        self.lanes.iter().find(|l| l.0 == lanes).map_or(0.0, |l| l.1)
+    }
 }
 
 /// A lower bound on a pipeline's time, with its terms.
@@ -86,15 +92,14 @@ pub struct Bound {
 }
 
 impl Bound {
-    /// The bound for `chunks` chunks spread over `lanes` lanes (streams, or buffers reused in turn).
-    pub fn new(c: &Costs, chunks: usize, lanes: usize) -> Bound {
-        let per_lane = chunks.div_ceil(lanes.max(1));
+    /// The bound for a run whose chunks go to `lanes` lanes (streams, or buffers reused in turn).
+    pub fn new(c: &Costs, lanes: usize) -> Bound {
         let terms = vec![
-            (Limit::Uploads, c.all_uploads_ms + c.kernel_ms + c.download_ms),
-            (Limit::Downloads, c.upload_ms + c.kernel_ms + c.all_downloads_ms),
-            (Limit::BothDirections, c.all_copies_ms),
-            (Limit::Compute, c.upload_ms + c.all_kernels_ms + c.download_ms),
-            (Limit::Lanes, per_lane as f64 * c.chain_ms),
+            (Limit::Uploads, c.uploads_ms),
+            (Limit::Downloads, c.downloads_ms),
+            (Limit::BothDirections, c.copies_ms),
+            (Limit::Compute, c.kernels_ms),
+            (Limit::Lanes, c.lanes_ms(lanes)),
         ];
         let (limit, ms) = terms.iter().copied().fold((Limit::Lanes, 0.0), |a, t| if t.1 > a.1 { t } else { a });
         Bound { ms, limit, terms }
@@ -178,13 +183,14 @@ pub struct Workload<'a> {
     pub scratch: &'a mut DeviceBuffer<f32>,
 }
 
-/// Measures [`Costs`] for `plan` with `steps` per chunk. `streams` should be many (8 or more, and at
-/// least the pipeline's): the "all at once" parts spread over them.
+/// Measures [`Costs`] for `plan` with `steps` per chunk, and the busiest lane for each count in `lanes`.
+/// `streams` should be many (8 or more, and at least the pipeline's): the "at once" parts spread over them.
 pub fn measure_costs(
     gpu: &Gpu,
     streams: &[Stream],
     plan: &ChunkPlan,
     steps: Steps,
+    lanes: &[usize],
     data: Workload<'_>,
     r: Repeats,
 ) -> anyhow::Result<Costs> {
@@ -197,10 +203,13 @@ pub fn measure_costs(
     );
     let _phase = crate::timeline::phase("bound");
     let best = |s: Stats| s.min_ms;
+    let (k, s0) = (streams.len(), &streams[0]);
+    let on = |c: &crate::Chunk| &streams[c.index % k];
+    let first = plan.chunk(0);
+    let last = plan.chunk(plan.chunks - 1);
     let smallest = plan.elements / plan.chunks;
+    // One chunk alone, for the notes.
     let one = &streams[..1];
-    let s0 = &streams[0];
-    // One chunk alone, and its chain.
     let upload_ms =
         best(measure(r, || gpu.timed(one, |s| s.htod(s0, &h_in[..smallest], s.device(scratch).slice(0..smallest))))?);
     let kernel_ms =
@@ -210,47 +219,53 @@ pub fn measure_costs(
     })?);
     let chain_ms = best(measure(r, || {
         gpu.timed(one, |s| {
-            let full = s.device(scratch);
-            let d = full.slice(0..smallest);
+            let d = s.device(scratch);
             for _ in 0..uploads {
-                s.htod(s0, &h_in[..smallest], d)?;
+                s.htod(s0, &h_in[..smallest], d.slice(0..smallest))?;
             }
-            s.launch(s0, steps.launch(gpu, full, 0..smallest, n))?;
-            s.dtoh(s0, d, &mut h_out[..smallest])
+            s.launch(s0, steps.launch(gpu, d, 0..smallest, n))?;
+            s.dtoh(s0, d.slice(0..smallest), &mut h_out[..smallest])
         })
     })?);
-    // Everything at once, chunk i on stream i % streams, each chunk in its own part of the scratch buffer
-    // (so that nothing orders them), downloads into the chunks of the output.
-    let lanes = streams.len();
-    let all_uploads_ms = best(measure(r, || {
+    // Every upload at once, then the last chunk's kernel and download behind its upload.
+    let uploads_ms = best(measure(r, || {
         gpu.timed(streams, |s| {
             let d = s.device(scratch);
             for c in plan.iter() {
                 for _ in 0..uploads {
-                    s.htod(&streams[c.index % lanes], &h_in[c.range()], d.slice(c.range()))?;
+                    s.htod(on(&c), &h_in[c.range()], d.slice(c.range()))?;
                 }
             }
-            Ok(())
+            s.launch(on(&last), steps.launch(gpu, d, last.range(), n))?;
+            s.dtoh(on(&last), d.slice(last.range()), &mut h_out[last.range()])
         })
     })?);
-    let all_downloads_ms = best(measure(r, || {
+    // The first chunk's upload and kernel, then every download at once (from the second half of the
+    // scratch buffer, which nothing writes, so that only the first kernel orders them).
+    let downloads_ms = best(measure(r, || {
         gpu.timed(streams, |s| {
             let d = s.device(scratch);
+            for _ in 0..uploads {
+                s.htod(s0, &h_in[first.range()], d.slice(first.range()))?;
+            }
+            s.launch(s0, steps.launch(gpu, d, first.range(), n))?;
+            let computed = s.event_record(s0)?;
+            streams.iter().try_for_each(|st| s.stream_wait_event(st, computed))?;
             for (c, out) in plan.iter().zip(plan.split_mut(h_out)) {
-                s.dtoh(&streams[c.index % lanes], d.slice(n + c.offset..n + c.offset + c.len), out)?;
+                s.dtoh(on(&c), d.slice(n + c.offset..n + c.offset + c.len), out)?;
             }
             Ok(())
         })
     })?);
-    // Uploads into the first half of the scratch buffer while downloads read the second: disjoint, so
-    // nothing orders them; uploads and downloads on streams of their own.
-    let all_copies_ms = best(measure(r, || {
+    // Every upload (into the first half) and every download (from the second) at once, uploads and
+    // downloads on streams of their own.
+    let copies_ms = best(measure(r, || {
         gpu.timed(streams, |s| {
             let d = s.device(scratch);
-            let half = (lanes / 2).max(1);
+            let half = (k / 2).max(1);
             for (c, out) in plan.iter().zip(plan.split_mut(h_out)) {
                 let up = &streams[c.index % half];
-                let down = &streams[(half + c.index % (lanes - half).max(1)).min(lanes - 1)];
+                let down = &streams[(half + c.index % (k - half).max(1)).min(k - 1)];
                 for _ in 0..uploads {
                     s.htod(up, &h_in[c.range()], d.slice(c.range()))?;
                 }
@@ -259,24 +274,49 @@ pub fn measure_costs(
             Ok(())
         })
     })?);
-    let all_kernels_ms = best(measure(r, || {
+    // The first chunk's upload, then every kernel at once, then the last chunk's download behind its kernel.
+    let kernels_ms = best(measure(r, || {
         gpu.timed(streams, |s| {
             let d = s.device(scratch);
-            for c in plan.iter() {
-                s.launch(&streams[c.index % lanes], steps.launch(gpu, d, c.range(), n))?;
+            for _ in 0..uploads {
+                s.htod(s0, &h_in[first.range()], d.slice(first.range()))?;
             }
-            Ok(())
+            let uploaded = s.event_record(s0)?;
+            streams.iter().try_for_each(|st| s.stream_wait_event(st, uploaded))?;
+            for c in plan.iter() {
+                s.launch(on(&c), steps.launch(gpu, d, c.range(), n))?;
+            }
+            s.dtoh(on(&last), d.slice(last.range()), &mut h_out[last.range()])
         })
     })?);
+    // The busiest lane: chunks 0, L, 2L, ... one after another on one stream.
+    let mut lane_costs = Vec::new();
+    for &l in lanes {
+        let ms = best(measure(r, || {
+            gpu.timed(one, |s| {
+                let d = s.device(scratch);
+                for (c, out) in plan.iter().zip(plan.split_mut(h_out)).filter(|(c, _)| c.index % l.max(1) == 0) {
+                    for _ in 0..uploads {
+                        s.htod(s0, &h_in[c.range()], d.slice(c.range()))?;
+                    }
+                    s.launch(s0, steps.launch(gpu, d, c.range(), n))?;
+                    s.dtoh(s0, d.slice(c.range()), out)?;
+                }
+                Ok(())
+            })
+        })?);
+        lane_costs.push((l, ms));
+    }
     Ok(Costs {
         upload_ms,
         kernel_ms,
         download_ms,
         chain_ms,
-        all_uploads_ms,
-        all_downloads_ms,
-        all_copies_ms,
-        all_kernels_ms,
+        uploads_ms,
+        downloads_ms,
+        copies_ms,
+        kernels_ms,
+        lanes: lane_costs,
     })
 }
 
@@ -309,13 +349,19 @@ impl Report {
     ) -> anyhow::Result<Report> {
         let streams = gpu.streams(plan.streams.clamp(8, 64))?;
         let mut scratch = gpu.alloc::<f32>(2 * plan.elements)?;
-        let costs = measure_costs(gpu, &streams, plan, steps, Workload { h_in, h_out, scratch: &mut scratch }, r)?;
+        let mut lanes: Vec<usize> = runs.iter().map(|r| r.2).collect();
+        lanes.sort_unstable();
+        lanes.dedup();
+        // Five runs of each part are enough for a best (least) time, and keep big runs quick.
+        let r = Repeats { warmup: 1.min(r.warmup), repeats: r.repeats.min(5) };
+        let data = Workload { h_in, h_out, scratch: &mut scratch };
+        let costs = measure_costs(gpu, &streams, plan, steps, &lanes, data, r)?;
         let runs = runs
             .iter()
             .map(|(name, stats, lanes)| Run {
                 name: name.to_string(),
                 lanes: *lanes,
-                judged: Judged::new(*stats, Bound::new(&costs, plan.chunks, *lanes)),
+                judged: Judged::new(*stats, Bound::new(&costs, *lanes)),
             })
             .collect();
         Ok(Report { costs, runs })
@@ -344,16 +390,16 @@ impl Report {
         limits.dedup();
         let mut lines: Vec<String> = limits.iter().map(|l| format!("{}: {}", l.name(), l.describe())).collect();
         lines.push(format!(
-            "measured alone (best of the repeats): one chunk's upload {}, kernel {}, download {}, all three {}; \
-             all uploads {}, all downloads {}, both at once {}, all kernels {}",
+            "measured alone (best of the repeats): one chunk's upload {}, kernel {}, download {}, all three in \
+             turn {}; the parts of the bound: uploads {}, downloads {}, copies both ways {}, kernels {}",
             fmt_ms(c.upload_ms),
             fmt_ms(c.kernel_ms),
             fmt_ms(c.download_ms),
             fmt_ms(c.chain_ms),
-            fmt_ms(c.all_uploads_ms),
-            fmt_ms(c.all_downloads_ms),
-            fmt_ms(c.all_copies_ms),
-            fmt_ms(c.all_kernels_ms)
+            fmt_ms(c.uploads_ms),
+            fmt_ms(c.downloads_ms),
+            fmt_ms(c.copies_ms),
+            fmt_ms(c.kernels_ms)
         ));
         lines
     }
@@ -363,47 +409,46 @@ impl Report {
 mod tests {
     use super::*;
 
-    fn costs(each: f64, chunks: f64) -> Costs {
+    fn costs(uploads: f64, downloads: f64, copies: f64, kernels: f64, lanes: &[(usize, f64)]) -> Costs {
         Costs {
-            upload_ms: each,
-            kernel_ms: each,
-            download_ms: each,
-            chain_ms: 3.0 * each,
-            all_uploads_ms: chunks * each,
-            all_downloads_ms: chunks * each,
-            all_copies_ms: chunks * each * 1.1,
-            all_kernels_ms: chunks * each,
+            upload_ms: 1.0,
+            kernel_ms: 1.0,
+            download_ms: 1.0,
+            chain_ms: 3.0,
+            uploads_ms: uploads,
+            downloads_ms: downloads,
+            copies_ms: copies,
+            kernels_ms: kernels,
+            lanes: lanes.to_vec(),
         }
     }
 
     #[test]
-    fn a_balanced_pipeline_is_bound_by_its_copies_both_ways_and_its_fill_and_drain() {
-        let b = Bound::new(&costs(1.0, 32.0), 32, 4);
-        // uploads 32 + 2 = 34; both 35.2; compute 34; lanes 8 * 3 = 24
-        assert_eq!(b.limit, Limit::BothDirections);
-        assert!((b.ms - 35.2).abs() < 1e-9);
-    }
-
-    #[test]
-    fn few_lanes_make_it_latency_bound() {
-        let b = Bound::new(&costs(1.0, 32.0), 32, 1);
-        assert_eq!((b.limit, b.ms), (Limit::Lanes, 96.0), "one stream: every chain one after another");
-        let b = Bound::new(&costs(1.0, 32.0), 32, 2);
-        assert_eq!((b.limit, b.ms), (Limit::Lanes, 48.0), "two buffers: a period of 1.5 stages per chunk");
+    fn the_largest_part_is_the_bound_and_names_the_limit() {
+        let c = costs(34.0, 34.0, 35.2, 34.0, &[(1, 96.0), (4, 24.0)]);
+        let b = Bound::new(&c, 4);
+        assert_eq!((b.limit, b.ms), (Limit::BothDirections, 35.2));
+        assert_eq!(b.terms.len(), 5);
+        let b = Bound::new(&c, 1);
+        assert_eq!((b.limit, b.ms), (Limit::Lanes, 96.0), "one stream: every chunk in turn");
     }
 
     #[test]
     fn a_long_kernel_makes_it_compute_bound() {
-        let c = Costs { kernel_ms: 10.0, all_kernels_ms: 40.0, chain_ms: 12.0, ..costs(1.0, 4.0) };
-        let b = Bound::new(&c, 4, 4);
-        assert_eq!(b.limit, Limit::Compute);
-        assert!((b.ms - 42.0).abs() < 1e-9);
+        let b = Bound::new(&costs(10.0, 10.0, 11.0, 42.0, &[(4, 12.0)]), 4);
+        assert_eq!((b.limit, b.ms), (Limit::Compute, 42.0));
+    }
+
+    #[test]
+    fn lanes_not_measured_count_nothing() {
+        let b = Bound::new(&costs(1.0, 1.0, 1.0, 1.0, &[(2, 5.0)]), 3);
+        assert_eq!(b.terms[4], (Limit::Lanes, 0.0));
     }
 
     #[test]
     fn efficiency_is_bound_over_measured() {
         let m = Stats::from_samples(&[40.0, 40.0, 40.0]).unwrap();
-        let j = Judged::new(m, Bound::new(&costs(1.0, 32.0), 32, 4));
+        let j = Judged::new(m, Bound::new(&costs(34.0, 34.0, 35.2, 34.0, &[(4, 24.0)]), 4));
         assert!((j.efficiency - 35.2 / 40.0).abs() < 1e-9);
         assert!(j.line().contains("copies both ways"), "{}", j.line());
     }
