@@ -15,8 +15,9 @@ use std::time::Duration;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode, Throughput};
 use gpu_transfers::{
     args::parse_bytes,
+    bound::{measure_costs, Bound, Steps, Workload},
     kernels::Work,
-    pipeline::{run_pipeline, simulate, ChunkStages, CopyTimes, Layout},
+    pipeline::{balanced_work, run_pipeline, CopyTimes, Layout},
     report::fmt_bytes,
     timing::{measure, Repeats},
     verify::input,
@@ -125,8 +126,7 @@ fn pipelines(c: &mut Criterion) {
     let Some(gpu) = gpu() else { return };
     let n = (max_bytes() / 4).min(64 << 20);
     let r = Repeats { warmup: 1, repeats: 5 };
-    let stages = ChunkStages::measure(&gpu, n / 32, None, r).unwrap();
-    let work = stages.work;
+    let work = balanced_work(&gpu, n / 32, r).unwrap();
     let h_in = gpu.pinned_from_fn(n, input).unwrap();
     let mut h_out = gpu.pinned::<f32>(n).unwrap();
     let streams = gpu.streams(8).unwrap();
@@ -155,7 +155,7 @@ fn pipelines(c: &mut Criterion) {
         });
     }
     g.finish();
-    write_limits(&gpu, &stages, n, work);
+    write_limits(&gpu, n, work);
 }
 
 fn zero_copy(c: &mut Criterion) {
@@ -205,40 +205,50 @@ fn zero_copy(c: &mut Criterion) {
     g.finish();
 }
 
-/// The limits measured in this run: the copy engines (large pinned copies, each way and both at once),
-/// device memory (a device-to-device copy), and the pipeline model's ideal for the `overlap` group.
-fn write_limits(gpu: &Gpu, stages: &ChunkStages, n: usize, work: Work) {
+/// The limits measured in this run: the copy engines (the best of large pinned copies, each way and
+/// both at once), device memory (a device-to-device copy), and the bound of each `overlap` run
+/// (common::bound: parts of the run's own work timed alone, none of which the pipeline can beat).
+fn write_limits(gpu: &Gpu, n: usize, work: Work) {
     let r = Repeats { warmup: 2, repeats: 10 };
     let big = (256 << 20).min(n * 4) / 4;
     let copies = CopyTimes::measure(gpu, big, r).unwrap();
+    let best = |s: &gpu_transfers::Stats, bytes: usize| bytes as f64 / (s.min_ms * 1e-3) / 1e9;
     let (mut a, mut b) = (gpu.alloc::<f32>(big).unwrap(), gpu.alloc::<f32>(big).unwrap());
-    let streams = gpu.streams(1).unwrap();
-    let dtod = measure(r, || gpu.timed(&streams, |s| s.dtod(&streams[0], s.device(&mut a), s.device(&mut b)))).unwrap();
-    let mut ideal = serde_json::Map::new();
+    let streams = gpu.streams(8).unwrap();
+    let dtod =
+        measure(r, || gpu.timed(&streams[..1], |s| s.dtod(&streams[0], s.device(&mut a), s.device(&mut b)))).unwrap();
+    let h_in = gpu.pinned_from_fn(n, input).unwrap();
+    let mut h_out = gpu.pinned::<f32>(n).unwrap();
+    let mut scratch = gpu.alloc::<f32>(2 * n).unwrap();
+    let (mut bound, mut limit) = (serde_json::Map::new(), serde_json::Map::new());
     for chunks in [8, 32, 128] {
-        // Stage times measured at this chunk size: small copies run below the large-copy rate.
         let plan = ChunkPlan::new(n, chunks, 1).unwrap();
-        let at_size = if plan.max_chunk() == stages.len {
-            stages.clone()
-        } else {
-            ChunkStages::measure(gpu, plan.max_chunk(), Some(work), r).unwrap()
-        };
-        let f = at_size.copies.both_factor();
-        let one_way = at_size.per_chunk(&plan);
-        let both_ways: Vec<_> = one_way.iter().map(|s| s.with_copy_rates(f, f)).collect();
+        let data = Workload { h_in: &h_in, h_out: &mut h_out, scratch: &mut scratch };
+        let costs = measure_costs(
+            gpu,
+            &streams,
+            &plan,
+            Steps::InPlace(work),
+            &[1, 2, 4, 8],
+            data,
+            Repeats { warmup: 1, repeats: 5 },
+        )
+        .unwrap();
         for k in [1, 2, 4, 8] {
-            let engines = gpu.info.async_engines;
-            ideal.insert(
-                format!("overlap/{chunks} chunks/{k} streams"),
-                serde_json::json!({ "one_way_ms": simulate(&one_way, k, engines).makespan_ms, "both_ways_ms": simulate(&both_ways, k, engines).makespan_ms }),
-            );
+            let b = Bound::new(&costs, k);
+            bound.insert(format!("overlap/{chunks} chunks/{k} streams"), b.ms.into());
+            limit.insert(format!("overlap/{chunks} chunks/{k} streams"), b.limit.name().into());
         }
     }
     let limits = serde_json::json!({
         "device": gpu.info,
-        "copy_engine_gbps": { "h2d": copies.h2d.gbps(copies.bytes), "d2h": copies.d2h.gbps(copies.bytes), "both_each_way": copies.both.gbps(copies.bytes) },
+        "copy_engine_gbps": {
+            "h2d": best(&copies.h2d, copies.bytes),
+            "d2h": best(&copies.d2h, copies.bytes),
+            "both_total": best(&copies.both, 2 * copies.bytes),
+        },
         "device_memory_gbps": { "measured_copy": 2.0 * dtod.gbps(big * 4), "peak_from_clocks": gpu.info.memory_gbps },
-        "pipeline": { "elements": n, "work": work, "ideal": ideal },
+        "pipeline": { "elements": n, "work": work, "bound_ms": bound, "limited_by": limit },
     });
     let dir = std::env::var_os("CRITERION_HOME").map(std::path::PathBuf::from).unwrap_or_else(|| {
         std::env::var_os("CARGO_TARGET_DIR")

@@ -19,7 +19,6 @@ use common::{
     timeline::phase,
     timing::{measure, Stats},
     verify::{self, input},
-    Gpu,
 };
 use serde_json::json;
 
@@ -43,8 +42,9 @@ fn main() -> ExitCode {
     common::lesson::run(async_memcpy)
 }
 
-fn async_memcpy(args: &Args, gpu: &Gpu, out: &Output) -> anyhow::Result<()> {
+fn async_memcpy(args: &Args, out: &Output) -> anyhow::Result<()> {
     let (n, iters, r) = (args.elements, args.iters, args.run.repeats());
+    let gpu = &common::lesson::gpu(out)?;
     let mut d_data = gpu.alloc::<f32>(n)?;
 
     // MUST use pinned memory for async: from pageable memory the copy would block anyway.

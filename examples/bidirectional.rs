@@ -15,7 +15,6 @@ use common::{
     pipeline::CopyTimes,
     report::{fmt_bytes, Output, Table},
     timeline::phase,
-    Gpu,
 };
 
 /// H2D and D2H at once against each alone, over sizes.
@@ -38,9 +37,10 @@ fn main() -> ExitCode {
     common::lesson::run(bidirectional)
 }
 
-fn bidirectional(args: &Args, gpu: &Gpu, out: &Output) -> anyhow::Result<()> {
+fn bidirectional(args: &Args, out: &Output) -> anyhow::Result<()> {
     let sizes = size_sweep(args.min, args.max, 4)?;
     let r = args.run.repeats();
+    let gpu = &common::lesson::gpu(out)?;
     out.say(format!(
         "Copies each way alone and both at once (an H2D and a D2H on two streams), GB/s, median of {}",
         r.repeats

@@ -25,7 +25,7 @@ use common::{
     timeline::phase,
     timing::{measure, Stats},
     verify::input,
-    Gpu, Ordering, ScopeEvent,
+    Ordering, ScopeEvent,
 };
 
 /// Two device buffers, alternating, against one buffer and against one buffer per stream.
@@ -54,9 +54,10 @@ fn main() -> ExitCode {
     common::lesson::run(double_buffering)
 }
 
-fn double_buffering(args: &Args, gpu: &Gpu, out: &Output) -> anyhow::Result<()> {
+fn double_buffering(args: &Args, out: &Output) -> anyhow::Result<()> {
     let plan = args.pipeline.plan(64 << 20, 32, 4)?;
     let r = args.run.repeats();
+    let gpu = &common::lesson::gpu(out)?;
     let h_in = gpu.pinned_from_fn(plan.elements, input)?;
     let mut h_out = gpu.pinned::<f32>(plan.elements)?;
     let mut d_buf = gpu.alloc_each::<f32>(2, plan.max_chunk())?; // the two buffers

@@ -13,7 +13,7 @@ use std::{process::ExitCode, sync::Barrier};
 use clap::Parser;
 use common::{
     args::{parse_bytes, parse_device_list, RunArgs},
-    device::{bind_thread_to_node, parse_devices},
+    device::{bind_thread_to_node, parse_devices, Lockstep},
     pipeline::{balanced_work, run_pipeline, Layout},
     report::{fmt_bytes, Output, Table},
     timeline::phase,
@@ -53,7 +53,7 @@ struct PerGpu {
 type Rate = fn(&PerGpu) -> f64;
 
 fn main() -> ExitCode {
-    common::lesson::run_plain(every_gpu)
+    common::lesson::run(every_gpu)
 }
 
 fn every_gpu(args: &Args, out: &Output) -> anyhow::Result<()> {
@@ -134,34 +134,10 @@ fn every_gpu(args: &Args, out: &Output) -> anyhow::Result<()> {
     )
 }
 
-/// The barrier every GPU's thread meets before each phase, met as often by a thread that failed early
-/// (its drop meets the rest), so that the others never wait for it forever.
-struct InStep<'a> {
-    barrier: Option<&'a Barrier>,
-    left: std::cell::Cell<usize>,
-}
-
-impl InStep<'_> {
-    fn wait(&self) {
-        if let (Some(b), n @ 1..) = (self.barrier, self.left.get()) {
-            self.left.set(n - 1);
-            b.wait();
-        }
-    }
-}
-
-impl Drop for InStep<'_> {
-    fn drop(&mut self) {
-        while self.left.get() > 0 {
-            self.wait();
-        }
-    }
-}
-
 /// On a thread of its own: GPU `device`, its memory near it, then each phase. With `step`, every GPU
 /// starts each phase together.
 fn on_gpu(device: u32, bytes: usize, r: Repeats, step: Option<&Barrier>) -> anyhow::Result<PerGpu> {
-    let in_step = InStep { barrier: step, left: std::cell::Cell::new(5) };
+    let in_step = Lockstep::new(step, 5);
     let gpu = Gpu::init_device(device)?;
     let numa_node = gpu.info.numa_node();
     if let Some(node) = numa_node {

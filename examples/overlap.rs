@@ -28,7 +28,7 @@ use common::{
     timeline::phase,
     timing::measure,
     verify::input,
-    ChunkPlan, DeviceBuffer, Gpu,
+    ChunkPlan, DeviceBuffer,
 };
 
 /// N elements in chunks over K streams: one stream against K, each against its bound.
@@ -49,9 +49,10 @@ fn main() -> ExitCode {
     common::lesson::run(overlap)
 }
 
-fn overlap(args: &Args, gpu: &Gpu, out: &Output) -> anyhow::Result<()> {
+fn overlap(args: &Args, out: &Output) -> anyhow::Result<()> {
     let plan = if args.seed { args.pipeline.plan(16 << 20, 4, 4)? } else { args.pipeline.plan(64 << 20, 32, 4)? };
     let r = args.run.repeats();
+    let gpu = &common::lesson::gpu(out)?;
 
     // Pinned host memory (async copies need it), and one device buffer per stream: the chunks of a
     // stream reuse its buffer one after another, which the stream's order makes safe.

@@ -20,7 +20,7 @@ use common::{
     timeline::phase,
     timing::measure,
     verify::input,
-    ChunkPlan, DeviceBuffer, Gpu,
+    ChunkPlan, DeviceBuffer,
 };
 
 /// The overlap loop over stream and chunk counts, each run against its bound.
@@ -49,9 +49,10 @@ fn main() -> ExitCode {
     common::lesson::run(sweep)
 }
 
-fn sweep(args: &Args, gpu: &Gpu, out: &Output) -> anyhow::Result<()> {
+fn sweep(args: &Args, out: &Output) -> anyhow::Result<()> {
     let n = args.pipeline.plan(64 << 20, 32, 4)?.elements;
     let r = args.run.repeats();
+    let gpu = &common::lesson::gpu(out)?;
     let h_input = gpu.pinned_from_fn(n, input)?;
     let mut h_output = gpu.pinned::<f32>(n)?;
     let streams = gpu.streams(32)?;

@@ -17,7 +17,7 @@ use common::{
     timeline::phase,
     timing::{gbps, host_ms, measure, Stats},
     verify::{self, input},
-    Gpu, HostAlloc, Registered,
+    HostAlloc, Registered,
 };
 use serde_json::json;
 
@@ -53,9 +53,10 @@ fn main() -> ExitCode {
     common::lesson::run(pinned_memory)
 }
 
-fn pinned_memory(args: &Args, gpu: &Gpu, out: &Output) -> anyhow::Result<()> {
+fn pinned_memory(args: &Args, out: &Output) -> anyhow::Result<()> {
     let sizes = size_sweep(args.min, args.max, 4)?;
     let n = args.max / 4;
+    let gpu = &common::lesson::gpu(out)?;
     let mut d_data = gpu.alloc::<f32>(n)?;
 
     // The four kinds of host memory, all holding the same non-zero data.

@@ -21,7 +21,6 @@ use common::{
     timeline::phase,
     timing::{gbps, host_ms, measure, Stats},
     verify::{self, input},
-    Gpu,
 };
 use serde_json::json;
 
@@ -50,11 +49,12 @@ fn main() -> ExitCode {
     common::lesson::run(staged_copy)
 }
 
-fn staged_copy(args: &Args, gpu: &Gpu, out: &Output) -> anyhow::Result<()> {
+fn staged_copy(args: &Args, out: &Output) -> anyhow::Result<()> {
     let sizes = size_sweep(args.min, args.max, 4)?;
     let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(4, |n| n.get()).min(8));
     let r = args.run.repeats();
     let n = args.max / 4;
+    let gpu = &common::lesson::gpu(out)?;
     let mut d_data = gpu.alloc::<f32>(n)?;
     let mut pageable = common::pageable(n, input)?;
     let mut landing = common::pageable(n, |_| 0f32)?;

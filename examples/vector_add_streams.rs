@@ -17,7 +17,7 @@ use common::{
     timeline::phase,
     timing::measure,
     verify::{self, input},
-    ChunkPlan, Gpu,
+    ChunkPlan,
 };
 
 /// C = A + B in chunks over streams, against the same chunks on one stream.
@@ -33,9 +33,10 @@ fn main() -> ExitCode {
     common::lesson::run(vector_add)
 }
 
-fn vector_add(args: &Args, gpu: &Gpu, out: &Output) -> anyhow::Result<()> {
+fn vector_add(args: &Args, out: &Output) -> anyhow::Result<()> {
     let plan = args.pipeline.plan(32 << 20, 16, 4)?;
     let r = args.run.repeats();
+    let gpu = &common::lesson::gpu(out)?;
 
     // Pinned host vectors, and whole device vectors: chunk i uses elements [offset, offset + len) of each.
     let h_a = gpu.pinned_from_fn(plan.elements, input)?;

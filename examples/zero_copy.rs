@@ -18,7 +18,7 @@ use common::{
     timeline::phase,
     timing::{gbps, measure, Stats},
     verify::{self, input},
-    Gpu, HostAlloc,
+    HostAlloc,
 };
 use serde_json::json;
 
@@ -39,9 +39,10 @@ fn main() -> ExitCode {
     common::lesson::run(zero_copy)
 }
 
-fn zero_copy(args: &Args, gpu: &Gpu, out: &Output) -> anyhow::Result<()> {
+fn zero_copy(args: &Args, out: &Output) -> anyhow::Result<()> {
     let sizes = size_sweep(args.min, args.max, 4)?;
     let r = args.run.repeats();
+    let gpu = &common::lesson::gpu(out)?;
     if !gpu.info.can_map_host_memory {
         anyhow::bail!("{} cannot map host memory, so zero-copy is not available on it", gpu.info.name);
     }

@@ -105,9 +105,9 @@ fn sizes_that_are_not_whole_elements_or_run_backwards() {
 
 #[test]
 fn lesson_specific_flags() {
-    bad_flag("bidirectional", &["--devices", "foo"], "'foo' is not a device number");
-    bad_flag("bidirectional", &["--devices", ""], "no device named");
-    bad_flag("bidirectional", &["--devices", "0,0"], "device 0 is named twice");
+    bad_flag("every_gpu", &["--devices", "foo"], "'foo' is not a device number");
+    bad_flag("every_gpu", &["--devices", ""], "no device named");
+    bad_flag("every_gpu", &["--devices", "0,0"], "device 0 is named twice");
     bad_flag("staged_copy", &["--slot", "0"], "at least one f32 element");
     bad_flag("staged_copy", &["--slot", "6"], "not a whole number of f32 elements");
     bad_flag("staged_copy", &["--threads", "1000000"], "4 per CPU core");
@@ -119,7 +119,7 @@ fn lesson_specific_flags() {
 #[test]
 fn a_device_that_does_not_exist() {
     // Only the driver knows how many GPUs there are: without one, that is what the line says.
-    let (out, context) = run("bidirectional", &["--devices", "99"]);
+    let (out, context) = run("every_gpu", &["--devices", "99"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && stderr.trim().lines().count() == 1, "{context}");
     assert!(stderr.contains("device 99 does not exist") || stderr.contains("NVIDIA driver"), "{context}");

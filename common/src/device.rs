@@ -268,6 +268,37 @@ impl DeviceInfo {
     }
 }
 
+/// The barrier that threads driving several GPUs meet before each phase, so that the GPUs start each
+/// phase together. A thread that fails early still meets it as often as the others (its drop meets the
+/// rest), so that they never wait for it forever. Without a barrier it does nothing.
+pub struct Lockstep<'a> {
+    barrier: Option<&'a std::sync::Barrier>,
+    left: std::cell::Cell<usize>,
+}
+
+impl<'a> Lockstep<'a> {
+    /// `steps` meetings of `barrier` (None: a GPU alone, nothing to meet).
+    pub fn new(barrier: Option<&'a std::sync::Barrier>, steps: usize) -> Self {
+        Lockstep { barrier, left: std::cell::Cell::new(steps) }
+    }
+
+    /// Waits for every other thread to reach its next step.
+    pub fn wait(&self) {
+        if let (Some(b), n @ 1..) = (self.barrier, self.left.get()) {
+            self.left.set(n - 1);
+            b.wait();
+        }
+    }
+}
+
+impl Drop for Lockstep<'_> {
+    fn drop(&mut self) {
+        while self.barrier.is_some() && self.left.get() > 0 {
+            self.wait();
+        }
+    }
+}
+
 /// Runs the calling thread on the CPUs of NUMA node `node`, so that pinned memory it then allocates and
 /// touches lies near the GPU. Returns how many CPUs it was given.
 pub fn bind_thread_to_node(node: u32) -> anyhow::Result<usize> {
@@ -362,6 +393,22 @@ mod tests {
         let l = PcieLink::parse("32.0 GT/s PCIe\n", "16\n").unwrap();
         assert_eq!((l.gen, l.width), (5, 16));
         assert!((l.gbps - 63.015).abs() < 0.01, "{}", l.gbps);
+    }
+
+    #[test]
+    fn a_thread_that_fails_early_still_meets_the_others() {
+        let b = std::sync::Barrier::new(2);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let step = Lockstep::new(Some(&b), 3);
+                step.wait(); // then it "fails": its drop meets the two steps left
+            });
+            let step = Lockstep::new(Some(&b), 3);
+            for _ in 0..3 {
+                step.wait();
+            }
+        });
+        Lockstep::new(None, 3).wait(); // alone: nothing to meet
     }
 
     #[test]

@@ -1,14 +1,18 @@
 //! The harness every lesson's `main` is, as wgpu's examples have one, so that a lesson holds only its
-//! story: flags parsed and checked before the GPU starts (one line, exit code 2, on a bad one), the GPU
-//! started and its report printed, the lesson run, and any error turned into one line on stderr, or one
-//! JSON object under `--json`, with an exit code of its kind (see [`crate::error`]).
+//! story: flags parsed and checked before the GPU starts (one line, exit code 2, on a bad one), and any
+//! error turned into one line on stderr, or one JSON object under `--json`, with an exit code of its
+//! kind (see [`crate::error`]). A lesson checks what depends on several flags, then starts its GPU.
 //!
 //! ```ignore
 //! fn main() -> ExitCode {
 //!     common::lesson::run(overlap)
 //! }
 //!
-//! fn overlap(args: &Args, gpu: &Gpu, out: &Output) -> anyhow::Result<()> { ... }
+//! fn overlap(args: &Args, out: &Output) -> anyhow::Result<()> {
+//!     let plan = args.pipeline.plan(64 << 20, 32, 4)?; // a bad combination: exit 2, GPU untouched
+//!     let gpu = common::lesson::gpu(out)?;              // the GPU CUDA_DEVICE names, and its report
+//!     ...
+//! }
 //! ```
 
 use std::process::ExitCode;
@@ -19,18 +23,16 @@ use crate::{
     Gpu,
 };
 
-/// Runs a lesson on the GPU that `CUDA_DEVICE` names (default 0).
-pub fn run<A: clap::Parser>(lesson: impl FnOnce(&A, &Gpu, &Output) -> anyhow::Result<()>) -> ExitCode {
-    run_plain(|args: &A, out| {
-        let gpu = Gpu::init()?;
-        out.say(format!("{}\n", gpu.info));
-        lesson(args, &gpu, out)
-    })
-}
-
-/// Runs a lesson that starts its GPUs itself (several, say).
-pub fn run_plain<A: clap::Parser>(lesson: impl FnOnce(&A, &Output) -> anyhow::Result<()>) -> ExitCode {
+/// Parses the flags, runs the lesson, and ends the process the way [`crate::error::finish`] does.
+pub fn run<A: clap::Parser>(lesson: impl FnOnce(&A, &Output) -> anyhow::Result<()>) -> ExitCode {
     let args: A = crate::args::parse();
     let out = Output::new(json_requested(std::env::args_os()));
     finish(lesson(&args, &out).map_err(Into::into))
+}
+
+/// Starts the GPU that `CUDA_DEVICE` names (default 0) and prints its report.
+pub fn gpu(out: &Output) -> anyhow::Result<Gpu> {
+    let gpu = Gpu::init()?;
+    out.say(format!("{}\n", gpu.info));
+    Ok(gpu)
 }

@@ -6,7 +6,9 @@
 //! and owns a stream and two pinned slots. Uploading, it copies a chunk into a slot with the CPU while
 //! the copy engine drains its other slot (an event says when a slot is free again); downloading, the
 //! engine fills one slot while the CPU empties the other. Several workers keep the copy engine fed
-//! even though one CPU thread copies memory slower than the link.
+//! even though one CPU thread copies memory slower than the link. A transfer is cut so that every
+//! worker it uses gets at least two chunks; one under 4 MiB goes through the driver's own path, which
+//! is as fast there and has no threads to start.
 //!
 //! Both calls return when the transfer is complete, so the borrows they take end with the work.
 
@@ -21,6 +23,10 @@ use crate::{
     stream::{Event, Stream},
     Gpu, PinnedBuffer,
 };
+
+/// Transfers smaller than this go through the driver's own path for pageable memory: below it,
+/// starting threads costs more than staging saves.
+const DIRECT_BELOW: usize = 4 << 20;
 
 /// One worker's stream and its two pinned slots, each with the event of its last copy.
 struct Worker<T: Element> {
@@ -64,6 +70,18 @@ impl<T: Element> Stager<T> {
             bail!("staged upload: the destination belongs to another GPU's context");
         }
         let base = dst.ptr();
+        if std::mem::size_of_val(src) < DIRECT_BELOW {
+            // Small: the driver's own path for pageable memory is as fast, and has nothing to start.
+            let stream = self.workers[0].stream.raw();
+            let bytes = std::mem::size_of_val(src);
+            // SAFETY: `src` and `dst` (at least as long, checked above) are borrowed until return, and
+            // the stream is synchronized (or the process aborts) before that.
+            let queued = check(unsafe { ffi::cuMemcpyHtoDAsync_v2(base, src.as_ptr().cast(), bytes, stream) }, || {
+                "upload from pageable memory".into()
+            });
+            let done = crate::scope::synchronize_all(&self.ctx, [&self.workers[0].stream]);
+            return queued.and(done);
+        }
         self.run(src.len(), |w, k, range| {
             let slot = k % 2;
             w.wait(slot)?; // the slot's previous upload has left it
@@ -90,8 +108,19 @@ impl<T: Element> Stager<T> {
             bail!("staged download: the source belongs to another GPU's context");
         }
         let base = src.ptr();
-        let chunk = self.chunk;
         let n = dst.len();
+        if std::mem::size_of_val(dst) < DIRECT_BELOW {
+            let stream = self.workers[0].stream.raw();
+            let bytes = std::mem::size_of_val(dst);
+            // SAFETY: as in upload: both sides borrowed until return; the stream synchronized before it.
+            let queued =
+                check(unsafe { ffi::cuMemcpyDtoHAsync_v2(dst.as_mut_ptr().cast(), base, bytes, stream) }, || {
+                    "download into pageable memory".into()
+                });
+            let done = crate::scope::synchronize_all(&self.ctx, [&self.workers[0].stream]);
+            return queued.and(done);
+        }
+        let (chunk, threads) = self.split(n);
         // Each worker writes only its own chunks of dst: hand it the address, not a shared &mut.
         let out = SendPtr(dst.as_mut_ptr());
         let enqueue = move |w: &mut Worker<T>, slot: usize, range: &Range<usize>| -> anyhow::Result<()> {
@@ -105,8 +134,7 @@ impl<T: Element> Stager<T> {
             )?;
             w.record(slot)
         };
-        let threads = self.workers.len();
-        self.run_workers(|t, w| {
+        self.run_workers(threads, |t, w| {
             let mine: Vec<Range<usize>> =
                 (t..n.div_ceil(chunk)).step_by(threads).map(|i| i * chunk..((i + 1) * chunk).min(n)).collect();
             if let Some(first) = mine.first() {
@@ -127,14 +155,24 @@ impl<T: Element> Stager<T> {
         })
     }
 
+    /// How `n` elements are cut: chunks that give every worker at least two (so that each overlaps its
+    /// CPU copy with its DMA), no smaller than 256 KiB nor larger than a slot; and only as many workers
+    /// as there are chunks for. (chunk, workers).
+    fn split(&self, n: usize) -> (usize, usize) {
+        let min_chunk = ((256 << 10) / std::mem::size_of::<T>()).min(self.chunk);
+        let workers = self.workers.len();
+        let chunk = n.div_ceil(2 * workers).clamp(min_chunk, self.chunk);
+        (chunk, n.div_ceil(chunk).clamp(1, workers))
+    }
+
     /// Runs `step(worker, k, range)` for the k-th chunk of each worker, in order, on T threads.
     fn run(
         &mut self,
         n: usize,
         step: impl Fn(&mut Worker<T>, usize, Range<usize>) -> anyhow::Result<()> + Sync,
     ) -> anyhow::Result<()> {
-        let (chunk, threads) = (self.chunk, self.workers.len());
-        self.run_workers(|t, w| {
+        let (chunk, threads) = self.split(n);
+        self.run_workers(threads, |t, w| {
             for (k, i) in (t..n.div_ceil(chunk)).step_by(threads).enumerate() {
                 step(w, k, i * chunk..((i + 1) * chunk).min(n))?;
             }
@@ -145,12 +183,17 @@ impl<T: Element> Stager<T> {
     /// One scoped thread per worker, the context current on each. Every stream is synchronized before
     /// return, after all threads have ended (also by panicking): where that cannot be shown, the process
     /// aborts, as a scope does, rather than end the borrows while a copy may still run.
-    fn run_workers(&mut self, body: impl Fn(usize, &mut Worker<T>) -> anyhow::Result<()> + Sync) -> anyhow::Result<()> {
+    fn run_workers(
+        &mut self,
+        threads: usize,
+        body: impl Fn(usize, &mut Worker<T>) -> anyhow::Result<()> + Sync,
+    ) -> anyhow::Result<()> {
         let ctx = &*self.ctx;
         let results: Vec<anyhow::Result<()>> = std::thread::scope(|s| {
             let handles: Vec<_> = self
                 .workers
                 .iter_mut()
+                .take(threads)
                 .enumerate()
                 .map(|(t, w)| {
                     let body = &body;
