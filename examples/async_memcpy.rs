@@ -121,7 +121,7 @@ fn async_memcpy(args: &Args, out: &Output) -> anyhow::Result<()> {
         ]);
     }
     out.say(format!(
-        "{} elements, {iters} rounds of sqrt(x*x + 1); median of {} runs after {} warm-up",
+        "{} elements, {iters} rounds of sqrt(x*x + 1); median of up to {} runs after {} warm-up",
         fmt_count(n),
         r.repeats,
         r.warmup

@@ -42,7 +42,7 @@ fn bidirectional(args: &Args, out: &Output) -> anyhow::Result<()> {
     let r = args.run.repeats();
     let gpu = &common::lesson::gpu(out)?;
     out.say(format!(
-        "Copies each way alone and both at once (an H2D and a D2H on two streams), GB/s, median of {}",
+        "Copies each way alone and both at once (an H2D and a D2H on two streams), GB/s, median of up to {} runs",
         r.repeats
     ));
     let mut t = Table::new(&["size", "H2D alone", "D2H alone", "both: each way", "both: total", "total / best alone"]);

@@ -137,7 +137,7 @@ fn double_buffering(args: &Args, out: &Output) -> anyhow::Result<()> {
         (&*format!("{k} buffers, {k} streams"), per_stream, k),
     ];
     let report = Report::measure(gpu, &plan, Steps::InPlace(work), (&h_in, &mut h_out), r, &runs)?;
-    out.say(format!("\nmedian of {} runs after {} warm-up", r.repeats, r.warmup));
+    out.say(format!("\nmedian of up to {} runs after {} warm-up", r.repeats, r.warmup));
     out.table(&report.table());
     report.notes().iter().for_each(|l| out.say(l));
     out.finish(&Results { device: &gpu.info, plan, work, ordering, report, verification: checks })

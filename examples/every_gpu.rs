@@ -82,7 +82,7 @@ fn every_gpu(args: &Args, out: &Output) -> anyhow::Result<()> {
     };
 
     out.say(format!(
-        "{} GPU{}, copies of {}; GB/s, median of {}",
+        "{} GPU{}, copies of {}; GB/s, median of up to {} runs",
         devices.len(),
         if devices.len() > 1 { "s" } else { "" },
         fmt_bytes(bytes),

@@ -112,7 +112,7 @@ fn overlap(args: &Args, out: &Output) -> anyhow::Result<()> {
         &[("one stream", serialized, 1), (&format!("{} streams", plan.streams), overlapped, plan.streams)],
     )?;
     out.say(format!(
-        "\nmedian of {} runs after {} warm-up; overlapping is {:.2}x faster",
+        "\nmedian of up to {} runs after {} warm-up; overlapping is {:.2}x faster",
         r.repeats,
         r.warmup,
         serialized.median_ms / overlapped.median_ms

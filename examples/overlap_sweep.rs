@@ -109,7 +109,7 @@ fn sweep(args: &Args, out: &Output) -> anyhow::Result<()> {
         }
         t.row(row);
     }
-    out.say(format!("\noverlapped time (efficiency against its bound), median of {} runs", r.repeats));
+    out.say(format!("\noverlapped time (efficiency against its bound), median of up to {} runs", r.repeats));
     out.table(&t);
     if let Some((ms, chunks, k, limit)) = best {
         out.say(format!("fastest: {chunks} chunks on {k} streams, {}; there, {limit}", fmt_ms(ms)));

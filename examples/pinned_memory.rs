@@ -91,7 +91,7 @@ fn pinned_memory(args: &Args, out: &Output) -> anyhow::Result<()> {
     }
     for (dir, pick) in [("Host to device", 0), ("Device to host", 1)] {
         out.say(format!(
-            "\n{dir}, GB/s (median of {} after {} warm-up, CUDA events)",
+            "\n{dir}, GB/s (median of up to {} runs after {} warm-up, CUDA events)",
             args.run.repeats, args.run.warmup
         ));
         let mut t = Table::new(&["size", KINDS[0], KINDS[1], KINDS[2], KINDS[3], "pinned/pageable"]);

@@ -28,12 +28,12 @@ use serde_json::json;
 #[derive(Parser)]
 struct Args {
     /// Smallest transfer
-    #[arg(long, default_value = "16MiB", value_parser = parse_bytes, allow_negative_numbers = true)]
+    #[arg(long, default_value = "1MiB", value_parser = parse_bytes, allow_negative_numbers = true)]
     min: usize,
     /// Largest transfer
-    #[arg(long, default_value = "1GiB", value_parser = parse_bytes, allow_negative_numbers = true)]
+    #[arg(long, default_value = "256MiB", value_parser = parse_bytes, allow_negative_numbers = true)]
     max: usize,
-    /// CPU threads that copy into and out of the staging ring (default: up to 8, one per core)
+    /// CPU threads that copy into and out of the staging ring (default: one per core, up to 16)
     #[arg(long, value_parser = common::args::parse_threads, allow_negative_numbers = true)]
     threads: Option<usize>,
     /// Size of each pinned staging buffer (two per thread)
@@ -51,7 +51,7 @@ fn main() -> ExitCode {
 
 fn staged_copy(args: &Args, out: &Output) -> anyhow::Result<()> {
     let sizes = size_sweep(args.min, args.max, 4)?;
-    let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(4, |n| n.get()).min(8));
+    let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(4, |n| n.get()).min(16));
     let r = args.run.repeats();
     let n = args.max / 4;
     let gpu = &common::lesson::gpu(out)?;
@@ -124,7 +124,7 @@ fn staged_copy(args: &Args, out: &Output) -> anyhow::Result<()> {
 
     for (dir, pick) in [("Host to device", 0), ("Device to host", 1)] {
         out.say(format!(
-            "\n{dir}, GB/s on the host clock (median of {}), staging with {threads} threads and {} slots",
+            "\n{dir}, GB/s on the host clock (median of up to {} runs), staging with {threads} threads and {} slots",
             r.repeats,
             fmt_bytes(args.slot)
         ));

@@ -77,7 +77,7 @@ fn vector_add(args: &Args, out: &Output) -> anyhow::Result<()> {
     let runs = [("one stream", serialized, 1), (&*format!("{} streams", plan.streams), overlapped, plan.streams)];
     let report = Report::measure(gpu, &plan, Steps::VectorAdd, (&h_a, &mut h_c), r, &runs)?;
     out.say(format!(
-        "\n{} elements per vector ({} each) in {} chunks; median of {} runs after {} warm-up; {:.2}x faster on {} streams",
+        "\n{} elements per vector ({} each) in {} chunks; median of up to {} runs after {} warm-up; {:.2}x faster on {} streams",
         fmt_count(plan.elements),
         fmt_bytes(plan.elements * 4),
         plan.chunks,

@@ -65,7 +65,7 @@ fn one_line(text: &str, kind: ClapErrorKind) -> String {
 /// How to measure and how to print.
 #[derive(Args, Clone, Debug)]
 pub struct RunArgs {
-    /// Timed runs per measurement (the median is reported)
+    /// Timed runs per measurement, at most (the median is reported; three once they add up to 250 ms)
     #[arg(long, default_value = "10", value_parser = parse_positive_u32, allow_negative_numbers = true)]
     pub repeats: u32,
     /// Untimed runs before each measurement

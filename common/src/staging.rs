@@ -7,7 +7,7 @@
 //! the copy engine drains its other slot (an event says when a slot is free again); downloading, the
 //! engine fills one slot while the CPU empties the other. Several workers keep the copy engine fed
 //! even though one CPU thread copies memory slower than the link. A transfer is cut so that every
-//! worker it uses gets at least two chunks; one under 4 MiB goes through the driver's own path, which
+//! worker it uses gets at least two chunks; one under 8 MiB goes through the driver's own path, which
 //! is as fast there and has no threads to start.
 //!
 //! Both calls return when the transfer is complete, so the borrows they take end with the work.
@@ -26,7 +26,7 @@ use crate::{
 
 /// Transfers smaller than this go through the driver's own path for pageable memory: below it,
 /// starting threads costs more than staging saves.
-const DIRECT_BELOW: usize = 4 << 20;
+const DIRECT_BELOW: usize = 8 << 20;
 
 /// One worker's stream and its two pinned slots, each with the event of its last copy.
 struct Worker<T: Element> {
@@ -40,6 +40,9 @@ pub struct Stager<T: Element> {
     ctx: Arc<Context>,
     chunk: usize,
     workers: Vec<Worker<T>>,
+    /// Threads kept for the stager's life: starting them anew for every transfer cost more than a
+    /// 16 MiB transfer takes.
+    pool: rayon::ThreadPool,
 }
 
 impl Gpu {
@@ -56,7 +59,12 @@ impl Gpu {
                 Ok(Worker { stream, slots: [self.pinned(chunk)?, self.pinned(chunk)?], done: [None, None] })
             })
             .collect::<anyhow::Result<_>>()?;
-        Ok(Stager { ctx: self.context().clone(), chunk, workers })
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("stager-{i}"))
+            .build()
+            .context("starting the staging threads")?;
+        Ok(Stager { ctx: self.context().clone(), chunk, workers, pool })
     }
 }
 
@@ -189,26 +197,22 @@ impl<T: Element> Stager<T> {
         body: impl Fn(usize, &mut Worker<T>) -> anyhow::Result<()> + Sync,
     ) -> anyhow::Result<()> {
         let ctx = &*self.ctx;
-        let results: Vec<anyhow::Result<()>> = std::thread::scope(|s| {
-            let handles: Vec<_> = self
-                .workers
-                .iter_mut()
-                .take(threads)
-                .enumerate()
-                .map(|(t, w)| {
+        let (pool, workers) = (&self.pool, &mut self.workers);
+        let mut results: Vec<anyhow::Result<()>> = (0..threads).map(|_| Ok(())).collect();
+        // One task per worker on the pool's threads. Every task ends (a panic in one is held until all
+        // have) before the streams are synchronized and the borrows end.
+        let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            pool.scope(|s| {
+                for ((t, w), result) in workers.iter_mut().take(threads).enumerate().zip(results.iter_mut()) {
                     let body = &body;
-                    s.spawn(move || {
-                        ctx.make_current()?;
-                        body(t, w)
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().unwrap_or_else(|_| Err(anyhow::anyhow!("a staging thread panicked"))))
-                .collect()
-        });
+                    s.spawn(move |_| *result = ctx.ensure_current().and_then(|()| body(t, w)));
+                }
+            })
+        }));
         let synced = crate::scope::synchronize_all(ctx, self.workers.iter().map(|w| &w.stream));
+        if ran.is_err() {
+            anyhow::bail!("a staging thread panicked");
+        }
         results.into_iter().collect::<anyhow::Result<()>>()?;
         synced.context("finishing staged copies")
     }

@@ -42,12 +42,23 @@ impl Stats {
     }
 }
 
-/// Runs `f` (which returns milliseconds) `warmup` times, then `repeats` times, and summarizes the latter.
+/// Once its timed runs add up to this much, a measurement stops at three runs: long copies (a 1 GiB
+/// pageable copy takes 130 ms) would otherwise make a lesson take minutes for no better median.
+pub const ENOUGH_MS: f64 = 250.0;
+
+/// Runs `f` (which returns milliseconds) `warmup` times, then up to `repeats` times (at least three, or
+/// `repeats` if fewer, once the runs add up to [`ENOUGH_MS`]), and summarizes the timed runs.
 pub fn measure(r: Repeats, mut f: impl FnMut() -> anyhow::Result<f64>) -> anyhow::Result<Stats> {
     for _ in 0..r.warmup {
         f()?;
     }
-    let samples = (0..r.repeats).map(|_| f()).collect::<anyhow::Result<Vec<_>>>()?;
+    let mut samples = Vec::with_capacity(r.repeats);
+    while samples.len() < r.repeats {
+        samples.push(f()?);
+        if samples.len() >= 3 && samples.iter().sum::<f64>() >= ENOUGH_MS {
+            break;
+        }
+    }
     Stats::from_samples(&samples)
 }
 
@@ -84,6 +95,19 @@ mod tests {
     #[test]
     fn bandwidth_in_decimal_gigabytes() {
         assert!((gbps(64 << 20, 1.2) - 55.924).abs() < 1e-3);
+    }
+
+    #[test]
+    fn long_runs_stop_at_three() {
+        let mut calls = 0;
+        let s = measure(Repeats { warmup: 1, repeats: 10 }, || {
+            calls += 1;
+            Ok(100.0)
+        })
+        .unwrap();
+        assert_eq!((calls, s.runs), (4, 3), "three timed runs of 100 ms exceed ENOUGH_MS");
+        let s = measure(Repeats { warmup: 0, repeats: 10 }, || Ok(1.0)).unwrap();
+        assert_eq!(s.runs, 10);
     }
 
     #[test]
