@@ -24,12 +24,13 @@ use gpu_transfers::{
     ChunkPlan, DeviceBuffer, Gpu, HostAlloc,
 };
 
-/// The GPU, or `None` after one line saying why there is none.
+/// The GPU, or `None` after one line (once for the whole run) saying why there is none.
 fn gpu() -> Option<Gpu> {
     match Gpu::init() {
         Ok(g) => Some(g),
         Err(e) => {
-            eprintln!("GPU benchmarks skipped: {e:#}");
+            static SAID: std::sync::Once = std::sync::Once::new();
+            SAID.call_once(|| eprintln!("GPU benchmarks skipped: {e:#}; run them on a machine with an NVIDIA GPU"));
             None
         }
     }

@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use common::{
     args::{parse_bytes, parse_gbps, size_sweep, RunArgs},
-    pipeline::CopyTimes,
+    pipeline::{CopyBuffers, CopyTimes},
     report::{fmt_bytes, Output, Table},
     timeline::phase,
 };
@@ -47,10 +47,11 @@ fn bidirectional(args: &Args, out: &Output) -> anyhow::Result<()> {
     ));
     let mut t = Table::new(&["size", "H2D alone", "D2H alone", "both: each way", "both: total", "total / best alone"]);
     let mut rows = Vec::new();
+    let mut buffers = CopyBuffers::new(gpu, args.max / 4)?;
     for &bytes in &sizes {
         out.progress(fmt_bytes(bytes));
         let _p = phase(&format!("both ways, {}", fmt_bytes(bytes)));
-        let c = CopyTimes::measure(gpu, bytes / 4, r)?;
+        let c = CopyTimes::measure_in(gpu, &mut buffers, bytes / 4, r)?;
         let (h, d, b) = (c.h2d.gbps(bytes), c.d2h.gbps(bytes), c.both.gbps(bytes));
         t.row(vec![
             fmt_bytes(bytes),

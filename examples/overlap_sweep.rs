@@ -6,7 +6,7 @@
 //! per-operation costs and the lower rate of small copies cost more than they save. The table shows
 //! where that happens on your GPU, and the bound says what limits each run.
 //!
-//!     cargo run --release --example overlap_sweep [-- -n 64M --iters 1200]
+//!     cargo run --release --example overlap_sweep [-- -n 64M]
 
 use std::process::ExitCode;
 
@@ -50,7 +50,7 @@ fn main() -> ExitCode {
 }
 
 fn sweep(args: &Args, out: &Output) -> anyhow::Result<()> {
-    let n = args.pipeline.plan(64 << 20, 32, 4)?.elements;
+    let n = args.pipeline.plan(16 << 20, 32, 4)?.elements;
     let r = args.run.repeats();
     let gpu = &common::lesson::gpu(out)?;
     let h_input = gpu.pinned_from_fn(n, input)?;

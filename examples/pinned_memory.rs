@@ -117,7 +117,7 @@ fn pinned_memory(args: &Args, out: &Output) -> anyhow::Result<()> {
         "cudaFreeHost",
     ]);
     let mut alloc_json = Vec::new();
-    for bytes in [1 << 20, 16 << 20, 256 << 20].into_iter().filter(|b| *b <= args.max) {
+    for bytes in [1 << 20, 16 << 20, 64 << 20].into_iter().filter(|b| *b <= args.max) {
         let len = bytes / 4;
         let (v, t_malloc) = host_ms(|| vec![1.0f32; len].into_iter().map(|x| x * 2.0).collect::<Vec<f32>>());
         let (p, t_pinned) = host_ms(|| gpu.pinned::<f32>(len));

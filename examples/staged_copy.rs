@@ -33,7 +33,7 @@ struct Args {
     /// Largest transfer
     #[arg(long, default_value = "256MiB", value_parser = parse_bytes, allow_negative_numbers = true)]
     max: usize,
-    /// CPU threads that copy into and out of the staging ring (default: one per core, up to 16)
+    /// CPU threads that copy into and out of the staging ring (default: one per core, up to 8)
     #[arg(long, value_parser = common::args::parse_threads, allow_negative_numbers = true)]
     threads: Option<usize>,
     /// Size of each pinned staging buffer (two per thread)
@@ -51,7 +51,7 @@ fn main() -> ExitCode {
 
 fn staged_copy(args: &Args, out: &Output) -> anyhow::Result<()> {
     let sizes = size_sweep(args.min, args.max, 4)?;
-    let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(4, |n| n.get()).min(16));
+    let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(4, |n| n.get()).min(8));
     let r = args.run.repeats();
     let n = args.max / 4;
     let gpu = &common::lesson::gpu(out)?;

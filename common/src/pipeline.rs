@@ -22,21 +22,48 @@ pub struct CopyTimes {
     pub both: Stats,
 }
 
+/// Pinned host memory and device memory for timing copies of up to `len` f32 each way: allocated once,
+/// for measurements at many sizes (pinning a gigabyte takes longer than copying it several times).
+pub struct CopyBuffers {
+    h_in: crate::PinnedBuffer<f32>,
+    h_out: crate::PinnedBuffer<f32>,
+    up: DeviceBuffer<f32>,
+    down: DeviceBuffer<f32>,
+    streams: Vec<Stream>,
+}
+
+impl CopyBuffers {
+    pub fn new(gpu: &Gpu, len: usize) -> anyhow::Result<CopyBuffers> {
+        Ok(CopyBuffers {
+            h_in: gpu.pinned_from_fn(len, input)?,
+            h_out: gpu.pinned::<f32>(len)?,
+            up: gpu.alloc::<f32>(len)?,
+            down: gpu.alloc::<f32>(len)?,
+            streams: gpu.streams(2)?,
+        })
+    }
+}
+
 impl CopyTimes {
     /// Times copies of `len` f32 between pinned memory and the device, alone and both ways at once.
     pub fn measure(gpu: &Gpu, len: usize, r: Repeats) -> anyhow::Result<CopyTimes> {
-        let h_in = gpu.pinned_from_fn(len, input)?;
-        let mut h_out = gpu.pinned::<f32>(len)?;
-        let (mut up, mut down) = (gpu.alloc::<f32>(len)?, gpu.alloc::<f32>(len)?);
-        let streams = gpu.streams(2)?;
+        CopyTimes::measure_in(gpu, &mut CopyBuffers::new(gpu, len)?, len, r)
+    }
+
+    /// The same in buffers allocated once, for a sweep of sizes (`len` at most theirs).
+    pub fn measure_in(gpu: &Gpu, b: &mut CopyBuffers, len: usize, r: Repeats) -> anyhow::Result<CopyTimes> {
+        let CopyBuffers { h_in, h_out, up, down, streams } = b;
+        anyhow::ensure!(len <= h_in.len(), "copies of {len} elements in buffers of {}", h_in.len());
+        let (h_in, h_out) = (&h_in[..len], &mut h_out[..len]);
         // A phase of its own, unless the caller has named what these copies are for.
         let _phase = crate::timeline::current_phase().is_empty().then(|| crate::timeline::phase("copies alone"));
-        let h2d = measure(r, || gpu.timed(&streams[..1], |s| s.htod(&streams[0], &h_in, s.device(&mut up))))?;
-        let d2h = measure(r, || gpu.timed(&streams[..1], |s| s.dtoh(&streams[0], s.device(&mut down), &mut h_out)))?;
+        let h2d = measure(r, || gpu.timed(&streams[..1], |s| s.htod(&streams[0], h_in, s.device(up).slice(0..len))))?;
+        let d2h =
+            measure(r, || gpu.timed(&streams[..1], |s| s.dtoh(&streams[0], s.device(down).slice(0..len), h_out)))?;
         let both = measure(r, || {
-            gpu.timed(&streams, |s| {
-                s.htod(&streams[0], &h_in, s.device(&mut up))?;
-                s.dtoh(&streams[1], s.device(&mut down), &mut h_out)
+            gpu.timed(streams, |s| {
+                s.htod(&streams[0], h_in, s.device(up).slice(0..len))?;
+                s.dtoh(&streams[1], s.device(down).slice(0..len), h_out)
             })
         })?;
         Ok(CopyTimes { bytes: len * 4, h2d, d2h, both })
