@@ -231,12 +231,13 @@ fn write_limits(gpu: &Gpu, n: usize, work: Work) {
             &plan,
             Steps::InPlace(work),
             &[1, 2, 4, 8],
+            &[1, 2, 4, 8],
             data,
             Repeats { warmup: 1, repeats: 5 },
         )
         .unwrap();
         for k in [1, 2, 4, 8] {
-            let b = Bound::new(&costs, k);
+            let b = Bound::new(&costs, k, k);
             bound.insert(format!("overlap/{chunks} chunks/{k} streams"), b.ms.into());
             limit.insert(format!("overlap/{chunks} chunks/{k} streams"), b.limit.name().into());
         }

@@ -132,9 +132,9 @@ fn double_buffering(args: &Args, out: &Output) -> anyhow::Result<()> {
 
     let k = plan.streams.max(2);
     let runs = [
-        ("1 buffer", single, 1),
-        ("2 buffers, 3 streams", double_time, 2),
-        (&*format!("{k} buffers, {k} streams"), per_stream, k),
+        ("1 buffer", single, 1, 1),
+        ("2 buffers, 3 streams", double_time, 2, 3),
+        (&*format!("{k} buffers, {k} streams"), per_stream, k, k),
     ];
     let report = Report::measure(gpu, &plan, Steps::InPlace(work), (&h_in, &mut h_out), r, &runs)?;
     out.say(format!("\nmedian of up to {} runs after {} warm-up", r.repeats, r.warmup));

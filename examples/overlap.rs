@@ -109,7 +109,10 @@ fn overlap(args: &Args, out: &Output) -> anyhow::Result<()> {
         Steps::InPlace(work),
         (&h_input, &mut h_output),
         r,
-        &[("one stream", serialized, 1), (&format!("{} streams", plan.streams), overlapped, plan.streams)],
+        &[
+            ("one stream", serialized, 1, 1),
+            (&format!("{} streams", plan.streams), overlapped, plan.streams, plan.streams),
+        ],
     )?;
     out.say(format!(
         "\nmedian of up to {} runs after {} warm-up; overlapping is {:.2}x faster",

@@ -13,7 +13,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use common::{
     args::{PipelineArgs, RunArgs, WorkArgs},
-    bound::{Report, Steps},
+    bound::{Report, Spec, Steps},
     kernels::Work,
     pipeline::balanced_work,
     report::{fmt_bytes, fmt_ms, Output, Table},
@@ -88,7 +88,7 @@ fn sweep(args: &Args, out: &Output) -> anyhow::Result<()> {
             bar.done();
         }
         let plan = ChunkPlan::new(n, chunks, 1)?;
-        let named: Vec<(&str, _, usize)> = runs.iter().map(|(name, t, k)| (name.as_str(), *t, *k)).collect();
+        let named: Vec<Spec> = runs.iter().map(|(name, t, k)| (name.as_str(), *t, *k, *k)).collect();
         let report = Report::measure(gpu, &plan, Steps::InPlace(work), (&h_input, &mut h_output), r, &named)?;
         points.push(Point { chunks, streams: 0, report });
     }

@@ -28,7 +28,7 @@ struct Args {
     #[arg(long, default_value = "4KiB", value_parser = parse_bytes, allow_negative_numbers = true)]
     min: usize,
     /// Largest transfer
-    #[arg(long, default_value = "256MiB", value_parser = parse_bytes, allow_negative_numbers = true)]
+    #[arg(long, default_value = "64MiB", value_parser = parse_bytes, allow_negative_numbers = true)]
     max: usize,
     /// A copy-engine figure (GB/s, say from nvbandwidth) to hold pinned H2D of 64 MiB and more against
     #[arg(long, value_parser = common::args::parse_gbps, allow_negative_numbers = true)]

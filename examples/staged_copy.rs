@@ -31,7 +31,7 @@ struct Args {
     #[arg(long, default_value = "1MiB", value_parser = parse_bytes, allow_negative_numbers = true)]
     min: usize,
     /// Largest transfer
-    #[arg(long, default_value = "256MiB", value_parser = parse_bytes, allow_negative_numbers = true)]
+    #[arg(long, default_value = "128MiB", value_parser = parse_bytes, allow_negative_numbers = true)]
     max: usize,
     /// CPU threads that copy into and out of the staging ring (default: one per core, up to 8)
     #[arg(long, value_parser = common::args::parse_threads, allow_negative_numbers = true)]

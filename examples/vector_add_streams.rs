@@ -74,7 +74,10 @@ fn vector_add(args: &Args, out: &Output) -> anyhow::Result<()> {
     check.ensure()?;
 
     // The bound counts two uploads per chunk, and one stream's chunks one after another.
-    let runs = [("one stream", serialized, 1), (&*format!("{} streams", plan.streams), overlapped, plan.streams)];
+    let runs = [
+        ("one stream", serialized, 1, 1),
+        (&*format!("{} streams", plan.streams), overlapped, plan.streams, plan.streams),
+    ];
     let report = Report::measure(gpu, &plan, Steps::VectorAdd, (&h_a, &mut h_c), r, &runs)?;
     out.say(format!(
         "\n{} elements per vector ({} each) in {} chunks; median of up to {} runs after {} warm-up; {:.2}x faster on {} streams",

@@ -29,7 +29,7 @@ struct Args {
     #[arg(long, default_value = "64KiB", value_parser = parse_bytes, allow_negative_numbers = true)]
     min: usize,
     /// Largest array
-    #[arg(long, default_value = "256MiB", value_parser = parse_bytes, allow_negative_numbers = true)]
+    #[arg(long, default_value = "64MiB", value_parser = parse_bytes, allow_negative_numbers = true)]
     max: usize,
     #[command(flatten)]
     run: RunArgs,

@@ -75,11 +75,26 @@ pub struct Costs {
     pub kernels_ms: f64,
     /// (lanes, ms): for each number of lanes, its busiest lane's chunks one after another.
     pub lanes: Vec<(usize, f64)>,
+    /// The streams the "at once" parts ran on.
+    pub streams: usize,
+    /// (streams, ms): a timed scope with nothing in it, on that many streams: what forking to them and
+    /// joining them back costs. A run on fewer streams than the parts pays less of it, which the bound
+    /// takes off (it matters for runs of microseconds).
+    pub empty: Vec<(usize, f64)>,
 }
 
 impl Costs {
     fn lanes_ms(&self, lanes: usize) -> f64 {
         self.lanes.iter().find(|l| l.0 == lanes).map_or(0.0, |l| l.1)
+    }
+
+    /// What the parts' fork and join cost more than a run's on `streams` streams (0 if not measured).
+    fn extra_fork_join_ms(&self, streams: usize) -> f64 {
+        let empty = |n: usize| self.empty.iter().find(|e| e.0 == n).map(|e| e.1);
+        match (empty(self.streams), empty(streams)) {
+            (Some(parts), Some(run)) => (parts - run).max(0.0),
+            _ => 0.0,
+        }
     }
 }
 
@@ -92,13 +107,15 @@ pub struct Bound {
 }
 
 impl Bound {
-    /// The bound for a run whose chunks go to `lanes` lanes (streams, or buffers reused in turn).
-    pub fn new(c: &Costs, lanes: usize) -> Bound {
+    /// The bound for a run on `streams` streams whose chunks go to `lanes` lanes (streams, or buffers
+    /// reused in turn).
+    pub fn new(c: &Costs, lanes: usize, streams: usize) -> Bound {
+        let extra = c.extra_fork_join_ms(streams);
         let terms = vec![
-            (Limit::Uploads, c.uploads_ms),
-            (Limit::Downloads, c.downloads_ms),
-            (Limit::BothDirections, c.copies_ms),
-            (Limit::Compute, c.kernels_ms),
+            (Limit::Uploads, c.uploads_ms - extra),
+            (Limit::Downloads, c.downloads_ms - extra),
+            (Limit::BothDirections, c.copies_ms - extra),
+            (Limit::Compute, c.kernels_ms - extra),
             (Limit::Lanes, c.lanes_ms(lanes)),
         ];
         let (limit, ms) = terms.iter().copied().fold((Limit::Lanes, 0.0), |a, t| if t.1 > a.1 { t } else { a });
@@ -183,14 +200,17 @@ pub struct Workload<'a> {
     pub scratch: &'a mut DeviceBuffer<f32>,
 }
 
-/// Measures [`Costs`] for `plan` with `steps` per chunk, and the busiest lane for each count in `lanes`.
-/// `streams` should be many (8 or more, and at least the pipeline's): the "at once" parts spread over them.
+/// Measures [`Costs`] for `plan` with `steps` per chunk, the busiest lane for each count in `lanes`, and
+/// an empty scope on each count in `stream_counts` (the runs'). `streams` should be many (8 or more, and
+/// at least the pipeline's): the "at once" parts spread over them.
+#[allow(clippy::too_many_arguments)]
 pub fn measure_costs(
     gpu: &Gpu,
     streams: &[Stream],
     plan: &ChunkPlan,
     steps: Steps,
     lanes: &[usize],
+    stream_counts: &[usize],
     data: Workload<'_>,
     r: Repeats,
 ) -> anyhow::Result<Costs> {
@@ -307,6 +327,12 @@ pub fn measure_costs(
         })?);
         lane_costs.push((l, ms));
     }
+    let mut empty = Vec::new();
+    for n in stream_counts.iter().copied().chain([k]).filter(|n| (1..=k).contains(n)) {
+        if empty.iter().all(|e: &(usize, f64)| e.0 != n) {
+            empty.push((n, best(measure(r, || gpu.timed(&streams[..n], |_| Ok(())))?)));
+        }
+    }
     Ok(Costs {
         upload_ms,
         kernel_ms,
@@ -317,16 +343,23 @@ pub fn measure_costs(
         copies_ms,
         kernels_ms,
         lanes: lane_costs,
+        streams: k,
+        empty,
     })
 }
 
-/// One pipeline run held against its bound: its name, its lanes (streams or buffers in turn).
+/// One pipeline run held against its bound: its name, its lanes (streams or buffers in turn), its streams.
 #[derive(Clone, Debug, Serialize)]
 pub struct Run {
     pub name: String,
     pub lanes: usize,
+    pub streams: usize,
     pub judged: Judged,
 }
+
+/// A pipeline run to judge: its name, its time, its lanes (streams, or buffers reused in turn) and the
+/// streams it ran on.
+pub type Spec<'a> = (&'a str, Stats, usize, usize);
 
 /// The costs of a pipeline's operations and each run of it against its bound: what a pipeline lesson
 /// prints, and serializes with `--json`.
@@ -345,23 +378,25 @@ impl Report {
         steps: Steps,
         (h_in, h_out): (&[f32], &mut [f32]),
         r: Repeats,
-        runs: &[(&str, Stats, usize)],
+        runs: &[Spec<'_>],
     ) -> anyhow::Result<Report> {
         let streams = gpu.streams(plan.streams.clamp(8, 64))?;
         let mut scratch = gpu.alloc::<f32>(2 * plan.elements)?;
         let mut lanes: Vec<usize> = runs.iter().map(|r| r.2).collect();
         lanes.sort_unstable();
         lanes.dedup();
+        let stream_counts: Vec<usize> = runs.iter().map(|r| r.3).collect();
         // Five runs of each part are enough for a best (least) time, and keep big runs quick.
         let r = Repeats { warmup: 1.min(r.warmup), repeats: r.repeats.min(5) };
         let data = Workload { h_in, h_out, scratch: &mut scratch };
-        let costs = measure_costs(gpu, &streams, plan, steps, &lanes, data, r)?;
+        let costs = measure_costs(gpu, &streams, plan, steps, &lanes, &stream_counts, data, r)?;
         let runs = runs
             .iter()
-            .map(|(name, stats, lanes)| Run {
+            .map(|&(name, stats, lanes, streams)| Run {
                 name: name.to_string(),
-                lanes: *lanes,
-                judged: Judged::new(*stats, Bound::new(&costs, *lanes)),
+                lanes,
+                streams,
+                judged: Judged::new(stats, Bound::new(&costs, lanes, streams)),
             })
             .collect();
         Ok(Report { costs, runs })
@@ -420,35 +455,46 @@ mod tests {
             copies_ms: copies,
             kernels_ms: kernels,
             lanes: lanes.to_vec(),
+            streams: 8,
+            empty: vec![(8, 0.010), (2, 0.006)],
         }
     }
 
     #[test]
     fn the_largest_part_is_the_bound_and_names_the_limit() {
         let c = costs(34.0, 34.0, 35.2, 34.0, &[(1, 96.0), (4, 24.0)]);
-        let b = Bound::new(&c, 4);
+        let b = Bound::new(&c, 4, 8);
         assert_eq!((b.limit, b.ms), (Limit::BothDirections, 35.2));
         assert_eq!(b.terms.len(), 5);
-        let b = Bound::new(&c, 1);
+        let b = Bound::new(&c, 1, 8);
         assert_eq!((b.limit, b.ms), (Limit::Lanes, 96.0), "one stream: every chunk in turn");
     }
 
     #[test]
     fn a_long_kernel_makes_it_compute_bound() {
-        let b = Bound::new(&costs(10.0, 10.0, 11.0, 42.0, &[(4, 12.0)]), 4);
+        let b = Bound::new(&costs(10.0, 10.0, 11.0, 42.0, &[(4, 12.0)]), 4, 8);
         assert_eq!((b.limit, b.ms), (Limit::Compute, 42.0));
     }
 
     #[test]
+    fn a_run_on_fewer_streams_pays_less_fork_and_join() {
+        let c = costs(0.05, 0.05, 0.05, 0.05, &[(2, 0.04)]);
+        let b = Bound::new(&c, 2, 2);
+        assert!((b.terms[0].1 - 0.046).abs() < 1e-12, "{:?}", b.terms);
+        assert_eq!(Bound::new(&c, 2, 8).terms[0].1, 0.05, "as many streams as the parts: nothing taken off");
+        assert_eq!(Bound::new(&c, 2, 3).terms[0].1, 0.05, "no empty scope measured on 3: nothing taken off");
+    }
+
+    #[test]
     fn lanes_not_measured_count_nothing() {
-        let b = Bound::new(&costs(1.0, 1.0, 1.0, 1.0, &[(2, 5.0)]), 3);
+        let b = Bound::new(&costs(1.0, 1.0, 1.0, 1.0, &[(2, 5.0)]), 3, 8);
         assert_eq!(b.terms[4], (Limit::Lanes, 0.0));
     }
 
     #[test]
     fn efficiency_is_bound_over_measured() {
         let m = Stats::from_samples(&[40.0, 40.0, 40.0]).unwrap();
-        let j = Judged::new(m, Bound::new(&costs(34.0, 34.0, 35.2, 34.0, &[(4, 24.0)]), 4));
+        let j = Judged::new(m, Bound::new(&costs(34.0, 34.0, 35.2, 34.0, &[(4, 24.0)]), 4, 8));
         assert!((j.efficiency - 35.2 / 40.0).abs() < 1e-9);
         assert!(j.line().contains("copies both ways"), "{}", j.line());
     }
