@@ -94,7 +94,7 @@ impl<T: Element> Stager<T> {
             let slot = k % 2;
             w.wait(slot)?; // the slot's previous upload has left it
             let staged = &mut w.slots[slot][..range.len()];
-            staged.copy_from_slice(&src[range.clone()]);
+            crate::host::stream_copy(staged, &src[range.clone()]);
             let bytes = std::mem::size_of_val(staged);
             let at = base + (range.start * std::mem::size_of::<T>()) as u64;
             // SAFETY: the slot stays untouched until `wait(slot)` has seen this copy finish, and the
@@ -157,19 +157,19 @@ impl<T: Element> Stager<T> {
                 // SAFETY: `range` is one of this worker's chunks, disjoint from every other worker's, within
                 // dst, which is borrowed mutably until download() returns (run_workers joins first).
                 let dst = unsafe { std::slice::from_raw_parts_mut(out.get().add(range.start), range.len()) };
-                dst.copy_from_slice(&w.slots[slot][..range.len()]);
+                crate::host::stream_copy(dst, &w.slots[slot][..range.len()]);
             }
             Ok(())
         })
     }
 
-    /// How `n` elements are cut: chunks that give every worker at least two (so that each overlaps its
-    /// CPU copy with its DMA), no smaller than 256 KiB nor larger than a slot; and only as many workers
-    /// as there are chunks for. (chunk, workers).
+    /// How `n` elements are cut: chunks that give every worker about six (so that each overlaps its CPU
+    /// copy with its DMA, and the last wave of DMAs after the last copies is short), no smaller than
+    /// 256 KiB nor larger than a slot; and only as many workers as there are chunks for. (chunk, workers).
     fn split(&self, n: usize) -> (usize, usize) {
         let min_chunk = ((256 << 10) / std::mem::size_of::<T>()).min(self.chunk);
         let workers = self.workers.len();
-        let chunk = n.div_ceil(2 * workers).clamp(min_chunk, self.chunk);
+        let chunk = n.div_ceil(6 * workers).clamp(min_chunk, self.chunk);
         (chunk, n.div_ceil(chunk).clamp(1, workers))
     }
 

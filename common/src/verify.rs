@@ -153,13 +153,13 @@ fn compare(
 }
 
 /// `dst.copy_from_slice(src)` on `threads` threads (memory copies on one core fall well short of the
-/// host's memory bandwidth).
-pub fn par_copy<T: Copy + Send + Sync>(dst: &mut [T], src: &[T], threads: usize) {
+/// host's memory bandwidth), each as staging copies ([`crate::host::stream_copy`]).
+pub fn par_copy<T: crate::Element>(dst: &mut [T], src: &[T], threads: usize) {
     assert_eq!(dst.len(), src.len(), "par_copy: lengths differ");
     let part = dst.len().div_ceil(threads.max(1)).max(1);
     std::thread::scope(|s| {
         for (d, c) in dst.chunks_mut(part).zip(src.chunks(part)) {
-            s.spawn(move || d.copy_from_slice(c));
+            s.spawn(move || crate::host::stream_copy(d, c));
         }
     });
 }
