@@ -18,6 +18,7 @@ use clap::Parser;
 use common::{
     args::{parse_bytes, size_sweep, RunArgs},
     report::{fmt_bytes, Output, Table},
+    staging::STREAM_DOWNLOADS_FROM,
     timeline::phase,
     timing::{gbps, host_ms, measure, Stats},
     verify::{self, input},
@@ -89,7 +90,7 @@ fn staged_copy(args: &Args, out: &Output) -> anyhow::Result<()> {
             })?,
             time(&mut || stager.upload(&pageable[..len], &mut d_data))?,
             time(&mut || {
-                verify::par_copy(&mut pinned[..len], &pageable[..len], threads);
+                verify::par_copy(&mut pinned[..len], &pageable[..len], threads, false);
                 Ok(())
             })?,
         ];
@@ -109,7 +110,7 @@ fn staged_copy(args: &Args, out: &Output) -> anyhow::Result<()> {
             })?,
             time(&mut || stager.download(&d_data, &mut landing[..len]))?,
             time(&mut || {
-                verify::par_copy(&mut landing[..len], &pinned[..len], threads);
+                verify::par_copy(&mut landing[..len], &pinned[..len], threads, bytes >= STREAM_DOWNLOADS_FROM);
                 Ok(())
             })?,
         ];

@@ -153,13 +153,13 @@ fn compare(
 }
 
 /// `dst.copy_from_slice(src)` on `threads` threads (memory copies on one core fall well short of the
-/// host's memory bandwidth), each as staging copies ([`crate::host::stream_copy`]).
-pub fn par_copy<T: crate::Element>(dst: &mut [T], src: &[T], threads: usize) {
+/// host's memory bandwidth); with `streaming`, with streaming stores ([`crate::host::stream_copy`]).
+pub fn par_copy<T: crate::Element>(dst: &mut [T], src: &[T], threads: usize, streaming: bool) {
     assert_eq!(dst.len(), src.len(), "par_copy: lengths differ");
     let part = dst.len().div_ceil(threads.max(1)).max(1);
     std::thread::scope(|s| {
         for (d, c) in dst.chunks_mut(part).zip(src.chunks(part)) {
-            s.spawn(move || crate::host::stream_copy(d, c));
+            s.spawn(move || if streaming { crate::host::stream_copy(d, c) } else { d.copy_from_slice(c) });
         }
     });
 }
@@ -252,7 +252,10 @@ mod tests {
     fn par_copy_copies() {
         let src: Vec<u32> = (0..100_003).collect();
         let mut dst = vec![0; src.len()];
-        par_copy(&mut dst, &src, 7);
+        par_copy(&mut dst, &src, 7, false);
+        assert_eq!(dst, src);
+        let mut dst = vec![0; src.len()];
+        par_copy(&mut dst, &src, 3, true);
         assert_eq!(dst, src);
     }
 
