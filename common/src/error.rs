@@ -14,7 +14,6 @@
 
 use std::{fmt, process::ExitCode};
 
-use cust::sys::{cuGetErrorName, CUresult};
 use serde::Serialize;
 
 /// What a lesson's `main` returns. Any error converts into it with `?`; printing it gives one line
@@ -181,28 +180,6 @@ pub fn json_requested(args: impl IntoIterator<Item = std::ffi::OsString>) -> boo
 #[macro_export]
 macro_rules! bail {
     ($($arg:tt)*) => { return Err($crate::error::Error::from($crate::anyhow::anyhow!($($arg)*))) };
-}
-
-/// The driver's name for a result code (`CUDA_ERROR_OUT_OF_MEMORY`), or its number.
-pub fn cuda_error_name(code: CUresult) -> String {
-    let mut name = std::ptr::null();
-    // SAFETY: cuGetErrorName writes a pointer to a static NUL-terminated string, or fails.
-    let ok = unsafe { cuGetErrorName(code, &mut name) } == CUresult::CUDA_SUCCESS;
-    if ok && !name.is_null() {
-        // SAFETY: the driver returned a valid static C string.
-        unsafe { std::ffi::CStr::from_ptr(name) }.to_string_lossy().into_owned()
-    } else {
-        format!("CUDA error {}", code as u32)
-    }
-}
-
-/// Turns a raw driver result into an error that says what was being done.
-pub fn check(code: CUresult, what: impl FnOnce() -> String) -> anyhow::Result<()> {
-    if code == CUresult::CUDA_SUCCESS {
-        Ok(())
-    } else {
-        Err(anyhow::anyhow!("{}: {}", what(), cuda_error_name(code)))
-    }
 }
 
 #[cfg(test)]
