@@ -82,7 +82,7 @@ fn overlap(args: &Args, out: &Output) -> anyhow::Result<()> {
             for (c, out) in plan.iter().zip(plan.split_mut(h_output)) {
                 let (stream, d) = (&streams[c.stream], d[c.stream].slice(0..c.len));
                 s.htod(stream, &h_input[c.range()], d)?; //     cudaMemcpyAsync(d_data[i], h_input + offset, ..., streams[i])
-                s.launch(stream, gpu.kernels.work(work, d))?; // process<<<(n + 255) / 256, 256, 0, streams[i]>>>(d_data[i], n)
+                s.launch(stream, gpu.kernels.work(work, d))?; // process<<<grid, 256, 0, streams[i]>>>(d_data[i], n)
                 s.dtoh(stream, d, out)?; //                      cudaMemcpyAsync(h_output + offset, d_data[i], ..., streams[i])
             }
             Ok(()) // the scope synchronizes every stream before it returns
