@@ -402,14 +402,15 @@ impl Report {
         Ok(Report { costs, runs })
     }
 
-    /// A table: run, time, bound, efficiency, what limits it.
+    /// A table: run, time (median, and the runs' coefficient of variation), bound, efficiency, what limits it.
     pub fn table(&self) -> crate::report::Table {
-        let mut t = crate::report::Table::new(&["run", "time", "bound", "efficiency", "limited by"]);
+        let mut t = crate::report::Table::new(&["run", "time", "spread", "bound", "efficiency", "limited by"]);
         for r in &self.runs {
             let j = &r.judged;
             t.row(vec![
                 r.name.clone(),
                 fmt_ms(j.measured.median_ms),
+                format!("±{:.1}%", 100.0 * j.measured.cv),
                 fmt_ms(j.bound.ms),
                 format!("{:.3}", j.efficiency),
                 j.bound.limit.name().to_string(),

@@ -34,5 +34,6 @@ pub fn run<A: clap::Parser>(lesson: impl FnOnce(&A, &Output) -> anyhow::Result<(
 pub fn gpu(out: &Output) -> anyhow::Result<Gpu> {
     let gpu = Gpu::init()?;
     out.say(format!("{}\n", gpu.info));
+    out.note_device(&gpu.info);
     Ok(gpu)
 }

@@ -52,11 +52,17 @@ impl Table {
 /// Where a lesson's output goes: readable text, or (with `--json`) one JSON document on stdout.
 pub struct Output {
     pub json: bool,
+    /// The GPUs the run used, for the machine fingerprint of its JSON.
+    devices: std::cell::RefCell<Vec<serde_json::Value>>,
 }
+
+/// The version of the JSON documents the lessons print: `{"schema_version", "machine", "result"}`.
+/// It changes when a document's shape does, so that a comparison of two runs knows what it reads.
+pub const SCHEMA_VERSION: u32 = 1;
 
 impl Output {
     pub fn new(json: bool) -> Output {
-        Output { json }
+        Output { json, devices: Default::default() }
     }
 
     /// A line for people; silent in JSON mode.
@@ -86,10 +92,23 @@ impl Output {
         Progress::new(steps, what, self.json)
     }
 
-    /// The whole result, in JSON mode.
+    /// Notes a GPU the run used (its report), for the machine fingerprint.
+    pub fn note_device(&self, device: &impl Serialize) {
+        if let Ok(v) = serde_json::to_value(device) {
+            self.devices.borrow_mut().push(v);
+        }
+    }
+
+    /// The whole result, in JSON mode: `{"schema_version", "machine", "result"}`, where `machine` says
+    /// what ran it (host, CPU, OS, GPUs with driver and link, the command, the time).
     pub fn finish(&self, value: &impl Serialize) -> anyhow::Result<()> {
         if self.json {
-            println!("{}", serde_json::to_string_pretty(value)?);
+            let doc = serde_json::json!({
+                "schema_version": SCHEMA_VERSION,
+                "machine": fingerprint(&self.devices.borrow()),
+                "result": value,
+            });
+            println!("{}", serde_json::to_string_pretty(&doc)?);
         }
         Ok(())
     }
@@ -140,6 +159,23 @@ impl Drop for Progress {
     fn drop(&mut self) {
         self.0.finish_and_clear();
     }
+}
+
+/// What ran this program: host, CPU, OS, the GPUs noted, the command line, and when (Unix seconds).
+pub fn fingerprint(devices: &[serde_json::Value]) -> serde_json::Value {
+    let read = |path: &str| std::fs::read_to_string(path).ok().map(|s| s.trim().to_string());
+    let cpu = read("/proc/cpuinfo").and_then(|c| {
+        c.lines().find(|l| l.starts_with("model name")).and_then(|l| l.split(':').nth(1)).map(|m| m.trim().to_string())
+    });
+    serde_json::json!({
+        "host": read("/proc/sys/kernel/hostname"),
+        "cpu": cpu,
+        "cpus": std::thread::available_parallelism().map_or(0, |n| n.get()),
+        "os": read("/proc/sys/kernel/osrelease"),
+        "gpus": devices,
+        "command": std::env::args().collect::<Vec<_>>(),
+        "unix_time": std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+    })
 }
 
 /// A verdict line: `PASS` or `FAIL` before what was judged.
@@ -200,6 +236,15 @@ mod tests {
         assert_eq!(fmt_count(67108864), "67,108,864");
         assert_eq!(fmt_count(999), "999");
         assert_eq!(fmt_ms(1.23456), "1.235 ms");
+    }
+
+    #[test]
+    fn the_fingerprint_names_the_machine_and_its_gpus() {
+        let f = fingerprint(&[serde_json::json!({ "name": "Test GPU" })]);
+        assert_eq!(f["gpus"][0]["name"], "Test GPU");
+        assert!(f["cpus"].as_u64().unwrap() >= 1);
+        assert!(f["unix_time"].as_u64().unwrap() > 1_700_000_000);
+        assert!(f["command"].is_array());
     }
 
     #[test]

@@ -19,6 +19,9 @@ pub struct Stats {
     pub min_ms: f64,
     pub max_ms: f64,
     pub runs: usize,
+    /// Coefficient of variation: the runs' standard deviation over their mean (0 for one run), as
+    /// nvbandwidth reports it: how far apart two runs must be before a difference means something.
+    pub cv: f64,
 }
 
 impl Stats {
@@ -33,7 +36,13 @@ impl Stats {
         v.sort_by(f64::total_cmp);
         let n = v.len();
         let median_ms = if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 };
-        Ok(Stats { median_ms, min_ms: v[0], max_ms: v[n - 1], runs: n })
+        let mean = v.iter().sum::<f64>() / n as f64;
+        let cv = if n > 1 && mean > 0.0 {
+            (v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt() / mean
+        } else {
+            0.0
+        };
+        Ok(Stats { median_ms, min_ms: v[0], max_ms: v[n - 1], runs: n, cv })
     }
 
     /// Bandwidth of moving `bytes` in the median time, GB/s (10^9 bytes per second).
@@ -83,6 +92,13 @@ mod tests {
         let s = Stats::from_samples(&[3.0, 1.0, 2.0]).unwrap();
         assert_eq!((s.median_ms, s.min_ms, s.max_ms, s.runs), (2.0, 1.0, 3.0, 3));
         assert_eq!(Stats::from_samples(&[4.0, 1.0, 2.0, 3.0]).unwrap().median_ms, 2.5);
+    }
+
+    #[test]
+    fn spread_is_the_coefficient_of_variation() {
+        let s = Stats::from_samples(&[9.0, 10.0, 11.0]).unwrap();
+        assert!((s.cv - 0.1).abs() < 1e-12, "{}", s.cv);
+        assert_eq!(Stats::from_samples(&[5.0]).unwrap().cv, 0.0);
     }
 
     #[test]

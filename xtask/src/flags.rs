@@ -35,6 +35,19 @@ pub enum Task {
     BenchReport(BenchReportFlags),
     /// Pack release builds of the lessons, tests and this xtask into target/bundle, for GPU hosts without Rust
     Bundle(BundleFlags),
+    /// Which timed figures of two runs of a lesson (`--json` output) changed beyond their noise
+    Compare(CompareFlags),
+}
+
+#[derive(Args)]
+pub struct CompareFlags {
+    /// The first run's JSON (the baseline)
+    pub a: std::path::PathBuf,
+    /// The second run's JSON
+    pub b: std::path::PathBuf,
+    /// Also list the figures that changed within their noise
+    #[arg(long)]
+    pub all: bool,
 }
 
 #[derive(Args)]

@@ -4,6 +4,7 @@
 mod bench_report;
 mod bundle;
 mod ci;
+mod compare;
 mod doctor;
 mod flags;
 mod generate;
@@ -38,6 +39,7 @@ fn main() -> ExitCode {
         flags::Task::Profile(f) => profile::run(f),
         flags::Task::Sanitize(f) => sanitize::run(f),
         flags::Task::BenchReport(f) => bench_report::run(f),
+        flags::Task::Compare(f) => compare::run(f),
         flags::Task::Bundle(f) => bundle::run(f),
     };
     match result {

@@ -1,0 +1,156 @@
+//! `cargo xtask compare A.json B.json`: which timed figures of two runs of a lesson (`--json`) changed
+//! beyond the runs' own noise, and by how much. Keep a baseline; compare after a driver update or a
+//! BIOS change.
+//!
+//! Every timed figure in a lesson's JSON is a `Stats` object (`median_ms`, `runs`, `cv`). A change of the
+//! median counts when it exceeds three times the two runs' combined coefficient of variation, and at
+//! least 1% (a figure of one run has no spread of its own).
+
+use std::path::Path;
+
+use anyhow::{bail, Context as _};
+use serde_json::Value;
+
+use crate::flags::CompareFlags;
+
+/// One timed figure in both runs.
+#[derive(Debug, PartialEq)]
+pub struct Change {
+    pub path: String,
+    pub a_ms: f64,
+    pub b_ms: f64,
+    /// (b - a) / a
+    pub change: f64,
+    /// The change that counts: 3 x sqrt(cv_a^2 + cv_b^2), at least 1%.
+    pub noise: f64,
+}
+
+impl Change {
+    pub fn beyond_noise(&self) -> bool {
+        self.change.abs() > self.noise
+    }
+}
+
+pub fn run(flags: CompareFlags) -> anyhow::Result<()> {
+    let (a, b) = (read(&flags.a)?, read(&flags.b)?);
+    if a["schema_version"] != b["schema_version"] {
+        bail!(
+            "the two files have different schema versions ({} and {}): they cannot be compared",
+            a["schema_version"],
+            b["schema_version"]
+        );
+    }
+    for (what, key) in [("GPU", "name"), ("driver", "driver_version")] {
+        let (x, y) = (&a["machine"]["gpus"][0][key], &b["machine"]["gpus"][0][key]);
+        if x != y {
+            println!("note: the {what} differs: {x} against {y}");
+        }
+    }
+    let changes = compare(&a["result"], &b["result"]);
+    if changes.is_empty() {
+        bail!("no timed figures in common: are these two runs of the same lesson (with --json)?");
+    }
+    println!("{:<64} {:>11} {:>11} {:>8} {:>8}", "figure (median)", "A ms", "B ms", "change", "noise");
+    for c in changes.iter().filter(|c| flags.all || c.beyond_noise()) {
+        println!(
+            "{:<64} {:>11.4} {:>11.4} {:>+7.1}% {:>7.1}%{}",
+            c.path,
+            c.a_ms,
+            c.b_ms,
+            100.0 * c.change,
+            100.0 * c.noise,
+            if c.beyond_noise() { "" } else { "  (within noise)" }
+        );
+    }
+    let beyond: Vec<&Change> = changes.iter().filter(|c| c.beyond_noise()).collect();
+    let slower = beyond.iter().filter(|c| c.change > 0.0).count();
+    println!(
+        "{} of {} timed figures changed beyond their noise: {slower} slower, {} faster",
+        beyond.len(),
+        changes.len(),
+        beyond.len() - slower
+    );
+    Ok(())
+}
+
+fn read(path: &Path) -> anyhow::Result<Value> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("{} is not a lesson's JSON output", path.display()))
+}
+
+/// Every `Stats` object found at the same place in both trees.
+pub fn compare(a: &Value, b: &Value) -> Vec<Change> {
+    let mut out = Vec::new();
+    walk(a, b, String::new(), &mut out);
+    out
+}
+
+fn stats(v: &Value) -> Option<(f64, f64)> {
+    let o = v.as_object()?;
+    (o.contains_key("runs")).then_some(())?;
+    Some((o.get("median_ms")?.as_f64()?, o.get("cv").and_then(Value::as_f64).unwrap_or(0.0)))
+}
+
+fn walk(a: &Value, b: &Value, path: String, out: &mut Vec<Change>) {
+    if let (Some((a_ms, a_cv)), Some((b_ms, b_cv))) = (stats(a), stats(b)) {
+        if a_ms > 0.0 {
+            let noise = (3.0 * (a_cv * a_cv + b_cv * b_cv).sqrt()).max(0.01);
+            out.push(Change { path, a_ms, b_ms, change: (b_ms - a_ms) / a_ms, noise });
+        }
+        return;
+    }
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            for (k, va) in x {
+                if let Some(vb) = y.get(k) {
+                    walk(va, vb, if path.is_empty() { k.clone() } else { format!("{path}.{k}") }, out);
+                }
+            }
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            for (i, (va, vb)) in x.iter().zip(y).enumerate() {
+                // Name an element by its name where it has one (a run, a layout), else by its index.
+                let label = va
+                    .get("name")
+                    .or_else(|| va.get("layout"))
+                    .and_then(Value::as_str)
+                    .map_or(i.to_string(), String::from);
+                walk(va, vb, format!("{path}[{label}]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stats(median: f64, cv: f64) -> Value {
+        serde_json::json!({ "median_ms": median, "min_ms": median, "max_ms": median, "runs": 10, "cv": cv })
+    }
+
+    #[test]
+    fn changes_beyond_the_runs_noise_are_told_apart_from_those_within() {
+        let a = serde_json::json!({ "report": { "runs": [
+            { "name": "one stream", "judged": { "measured": stats(16.0, 0.002) } },
+            { "name": "4 streams", "judged": { "measured": stats(6.0, 0.01) } },
+        ] }, "other": 3 });
+        let b = serde_json::json!({ "report": { "runs": [
+            { "name": "one stream", "judged": { "measured": stats(16.1, 0.002) } },
+            { "name": "4 streams", "judged": { "measured": stats(6.6, 0.01) } },
+        ] } });
+        let c = compare(&a, &b);
+        assert_eq!(c.len(), 2);
+        assert_eq!(c[0].path, "report.runs[one stream].judged.measured");
+        assert!(!c[0].beyond_noise(), "0.6% against a 1% floor: {:?}", c[0]);
+        assert!(c[1].beyond_noise() && (c[1].change - 0.1).abs() < 1e-9, "{:?}", c[1]);
+        assert!((c[1].noise - 3.0 * 0.02f64.sqrt() * 0.1).abs() < 1e-9, "{:?}", c[1]);
+    }
+
+    #[test]
+    fn a_noisy_figure_needs_a_larger_change() {
+        let c = compare(&stats(10.0, 0.05), &stats(11.0, 0.05));
+        assert!(!c[0].beyond_noise(), "10% against 3 x 7.1%: {:?}", c[0]);
+    }
+}
