@@ -156,7 +156,6 @@ fn on_gpu(device: u32, bytes: usize, r: Repeats, step: Option<&Barrier>) -> anyh
         in_step.wait();
         f()
     };
-    let gbps = |s: Stats, moved: usize| s.gbps(moved);
     let h2d =
         in_step(&mut || measure(r, || gpu.timed(&streams[..1], |s| s.htod(&streams[0], &h_in, s.device(&mut up)))))?;
     let d2h = in_step(&mut || {
@@ -182,9 +181,9 @@ fn on_gpu(device: u32, bytes: usize, r: Repeats, step: Option<&Barrier>) -> anyh
         device,
         name: gpu.info.name.clone(),
         numa_node,
-        h2d_gbps: gbps(h2d, bytes),
-        d2h_gbps: gbps(d2h, bytes),
-        both_gbps: gbps(both, 2 * bytes),
-        pipeline_gbps: gbps(pipeline, 2 * plan.elements * 4),
+        h2d_gbps: h2d.gbps(bytes),
+        d2h_gbps: d2h.gbps(bytes),
+        both_gbps: both.gbps(2 * bytes),
+        pipeline_gbps: pipeline.gbps(2 * plan.elements * 4),
     })
 }

@@ -41,7 +41,6 @@ const CHUNKS: [usize; 6] = [4, 8, 16, 32, 64, 128];
 #[derive(serde::Serialize)]
 struct Point {
     chunks: usize,
-    streams: usize,
     report: Report,
 }
 
@@ -90,7 +89,7 @@ fn sweep(args: &Args, out: &Output) -> anyhow::Result<()> {
         let plan = ChunkPlan::new(n, chunks, 1)?;
         let named: Vec<Spec> = runs.iter().map(|(name, t, k)| (name.as_str(), *t, *k, *k)).collect();
         let report = Report::measure(gpu, &plan, Steps::InPlace(work), (&h_input, &mut h_output), r, &named)?;
-        points.push(Point { chunks, streams: 0, report });
+        points.push(Point { chunks, report });
     }
     bar.finish();
 

@@ -6,7 +6,6 @@ use serde::Serialize;
 
 use crate::{
     kernels::Work,
-    report::{fmt_bytes, fmt_ms},
     timing::{measure, Repeats, Stats},
     verify::input,
     ChunkPlan, DeviceBuffer, Gpu, Stream,
@@ -67,30 +66,6 @@ impl CopyTimes {
             })
         })?;
         Ok(CopyTimes { bytes: len * 4, h2d, d2h, both })
-    }
-
-    /// How much longer each copy takes when the other direction runs too (>= 1 on a shared link).
-    pub fn both_factor(&self) -> f64 {
-        (self.both.median_ms / self.h2d.median_ms.max(self.d2h.median_ms)).max(1.0)
-    }
-
-    pub fn lines(&self) -> Vec<String> {
-        let rate = |s: &Stats| s.gbps(self.bytes);
-        vec![
-            format!(
-                "copies of one {} chunk: H2D {} ({:.1} GB/s), D2H {} ({:.1} GB/s) alone",
-                fmt_bytes(self.bytes),
-                fmt_ms(self.h2d.median_ms),
-                rate(&self.h2d),
-                fmt_ms(self.d2h.median_ms),
-                rate(&self.d2h)
-            ),
-            format!(
-                "                both at once: {} ({:.1} GB/s each way)",
-                fmt_ms(self.both.median_ms),
-                rate(&self.both)
-            ),
-        ]
     }
 }
 

@@ -304,9 +304,7 @@ impl Clocks {
     /// it knows (everything before it on `j`, and everything `j` had waited for).
     pub fn queue(&mut self, j: usize) -> (u64, Vec<u64>) {
         self.seq[j] += 1;
-        let mut snapshot = self.clock[j].clone();
-        snapshot[j] = self.seq[j];
-        (self.seq[j], snapshot)
+        (self.seq[j], self.snapshot(j))
     }
 
     /// What stream `j` knows after waiting for an event that knew `snapshot`.

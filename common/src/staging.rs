@@ -84,17 +84,13 @@ impl<T: Element> Stager<T> {
             bail!("staged upload: the destination belongs to another GPU's context");
         }
         let base = dst.ptr();
-        if std::mem::size_of_val(src) < DIRECT_BELOW {
-            // Small: the driver's own path for pageable memory is as fast, and has nothing to start.
-            let stream = self.workers[0].stream.raw();
-            let bytes = std::mem::size_of_val(src);
-            // SAFETY: `src` and `dst` (at least as long, checked above) are borrowed until return, and
-            // the stream is synchronized (or the process aborts) before that.
-            let queued = check(unsafe { ffi::cuMemcpyHtoDAsync_v2(base, src.as_ptr().cast(), bytes, stream) }, || {
-                "upload from pageable memory".into()
+        let bytes = std::mem::size_of_val(src);
+        if bytes < DIRECT_BELOW {
+            // SAFETY: `src` and `dst` (at least as long, checked above) are borrowed until `direct`
+            // returns, which is after the stream is synchronized (or the process aborts).
+            return self.direct("upload from pageable memory", |s| unsafe {
+                ffi::cuMemcpyHtoDAsync_v2(base, src.as_ptr().cast(), bytes, s)
             });
-            let done = crate::scope::synchronize_all(&self.ctx, [&self.workers[0].stream]);
-            return queued.and(done);
         }
         self.run(src.len(), |w, k, range| {
             let slot = k % 2;
@@ -122,20 +118,15 @@ impl<T: Element> Stager<T> {
             bail!("staged download: the source belongs to another GPU's context");
         }
         let base = src.ptr();
-        let n = dst.len();
-        if std::mem::size_of_val(dst) < DIRECT_BELOW {
-            let stream = self.workers[0].stream.raw();
-            let bytes = std::mem::size_of_val(dst);
-            // SAFETY: as in upload: both sides borrowed until return; the stream synchronized before it.
-            let queued =
-                check(unsafe { ffi::cuMemcpyDtoHAsync_v2(dst.as_mut_ptr().cast(), base, bytes, stream) }, || {
-                    "download into pageable memory".into()
-                });
-            let done = crate::scope::synchronize_all(&self.ctx, [&self.workers[0].stream]);
-            return queued.and(done);
+        let (n, bytes) = (dst.len(), std::mem::size_of_val(dst));
+        if bytes < DIRECT_BELOW {
+            let to = dst.as_mut_ptr().cast();
+            // SAFETY: as in upload: both sides borrowed until `direct` returns, after the stream is synchronized.
+            return self
+                .direct("download into pageable memory", |s| unsafe { ffi::cuMemcpyDtoHAsync_v2(to, base, bytes, s) });
         }
         let (chunk, threads) = self.split(n);
-        let streaming = std::mem::size_of_val(dst) >= STREAM_DOWNLOADS_FROM;
+        let streaming = bytes >= STREAM_DOWNLOADS_FROM;
         // Each worker writes only its own chunks of dst: hand it the address, not a shared &mut.
         let out = SendPtr(dst.as_mut_ptr());
         let enqueue = move |w: &mut Worker<T>, slot: usize, range: &Range<usize>| -> anyhow::Result<()> {
@@ -172,6 +163,16 @@ impl<T: Element> Stager<T> {
             }
             Ok(())
         })
+    }
+
+    /// A small transfer through the driver's own path for pageable memory, which is as fast there and
+    /// has nothing to start: `copy` queued on the first worker's stream, which is then synchronized
+    /// (or the process aborts, as a scope does) before the borrows end.
+    fn direct(&self, what: &str, copy: impl FnOnce(cust::sys::CUstream) -> ffi::CuResult) -> anyhow::Result<()> {
+        let stream = &self.workers[0].stream;
+        let queued = check(copy(stream.raw()), || what.into());
+        let done = crate::scope::synchronize_all(&self.ctx, [stream]);
+        queued.and(done)
     }
 
     /// How `n` elements are cut: chunks that give every worker about six (so that each overlaps its CPU
