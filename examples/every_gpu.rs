@@ -14,6 +14,7 @@ use clap::Parser;
 use common::{
     args::{parse_bytes, parse_device_list, RunArgs},
     device::{bind_thread_to_node, parse_devices, Lockstep},
+    machine::{numa_node_of, pci_path, shared_bridges, Health, HostMemory},
     pipeline::{balanced_work, run_pipeline, Layout},
     report::{fmt_bytes, Output, Table},
     timeline::phase,
@@ -47,6 +48,10 @@ struct PerGpu {
     both_gbps: f64,
     /// The overlap pipeline: bytes in and out per second.
     pipeline_gbps: f64,
+    /// Link, clocks and what among them would slow copies (read when the GPU runs alone).
+    bus: String,
+    health: Option<Health>,
+    likely_causes: Vec<String>,
 }
 
 /// One phase's rate of a GPU.
@@ -61,77 +66,75 @@ fn every_gpu(args: &Args, out: &Output) -> anyhow::Result<()> {
     let (bytes, r) = (args.size, args.run.repeats());
     let alone: Vec<PerGpu> = devices.iter().map(|&d| on_gpu(d, bytes, r, None)).collect::<anyhow::Result<_>>()?;
     let together: Vec<PerGpu> = if devices.len() > 1 {
-        let step = Barrier::new(devices.len());
+        let step = &Barrier::new(devices.len());
         std::thread::scope(|s| {
-            let handles: Vec<_> = devices
-                .iter()
-                .map(|&d| {
-                    s.spawn({
-                        let step = &step;
-                        move || on_gpu(d, bytes, r, Some(step))
-                    })
-                })
-                .collect();
-            handles
+            let threads: Vec<_> = devices.iter().map(|&d| s.spawn(move || on_gpu(d, bytes, r, Some(step)))).collect();
+            threads
                 .into_iter()
-                .map(|h| h.join().unwrap_or_else(|_| Err(anyhow::anyhow!("a GPU thread panicked"))))
+                .map(|h| h.join().unwrap_or_else(|_| anyhow::bail!("a GPU thread panicked")))
                 .collect::<anyhow::Result<_>>()
         })?
     } else {
         Vec::new()
     };
 
-    out.say(format!(
-        "{} GPU{}, copies of {}; GB/s, median of up to {} runs",
-        devices.len(),
-        if devices.len() > 1 { "s" } else { "" },
-        fmt_bytes(bytes),
-        r.repeats
-    ));
-    let mut t = Table::new(&["GPU", "NUMA node", "H2D", "D2H", "both ways", "pipeline"]);
-    let mut row = |label: String, g: &PerGpu| {
-        t.row(vec![
-            label,
-            g.numa_node.map_or("not exposed".into(), |n| n.to_string()),
-            format!("{:.2}", g.h2d_gbps),
-            format!("{:.2}", g.d2h_gbps),
-            format!("{:.2}", g.both_gbps),
-            format!("{:.2}", g.pipeline_gbps),
-        ])
-    };
-    for g in &alone {
-        row(format!("{} ({}) alone", g.device, g.name), g);
-    }
-    for g in &together {
-        row(format!("{} together", g.device), g);
-    }
-    let sum = |v: &[PerGpu], f: fn(&PerGpu) -> f64| v.iter().map(f).sum::<f64>();
+    let (gpus, runs) = (devices.len(), r.repeats);
+    out.say(format!("{gpus} GPU(s), copies of {}; GB/s, median of up to {runs} runs", fmt_bytes(bytes)));
     let phases: [(&str, Rate); 4] = [
         ("H2D", |g| g.h2d_gbps),
         ("D2H", |g| g.d2h_gbps),
         ("both", |g| g.both_gbps),
         ("pipeline", |g| g.pipeline_gbps),
     ];
+    let mut t = Table::new(&["GPU", "NUMA node", "H2D", "D2H", "both ways", "pipeline"]);
+    let rates = |label: String, node: String, f: &dyn Fn(Rate) -> f64| {
+        [label, node].into_iter().chain(phases.iter().map(|(_, p)| format!("{:.2}", f(*p)))).collect()
+    };
+    let node = |g: &PerGpu| g.numa_node.map_or("not exposed".into(), |n| n.to_string());
+    alone.iter().for_each(|g| t.row(rates(format!("{} ({}) alone", g.device, g.name), node(g), &|f| f(g))));
+    together.iter().for_each(|g| t.row(rates(format!("{} together", g.device), node(g), &|f| f(g))));
+    let sum = |v: &[PerGpu], f: Rate| v.iter().map(f).sum::<f64>();
     if !together.is_empty() {
-        let cells = |v: &[PerGpu]| phases.iter().map(|(_, f)| format!("{:.2}", sum(v, *f))).collect::<Vec<_>>();
-        let mut all = vec!["all, summed: alone".to_string(), String::new()];
-        all.extend(cells(&alone));
-        t.row(all);
-        let mut all = vec!["all, summed: together".to_string(), String::new()];
-        all.extend(cells(&together));
-        t.row(all);
+        t.row(rates("all, summed: alone".into(), String::new(), &|f| sum(&alone, f)));
+        t.row(rates("all, summed: together".into(), String::new(), &|f| sum(&together, f)));
     }
     out.table(&t);
     for (name, f) in phases.iter().filter(|_| !together.is_empty()) {
         let (a, b) = (sum(&alone, *f), sum(&together, *f));
         out.say(format!("{name}: together {b:.1} GB/s, {:.0}% of the {a:.1} the GPUs reach alone", 100.0 * b / a));
     }
+
+    // Why: each GPU's own state, then what the GPUs share on the host (bridges, memory).
+    let best = alone.iter().map(|g| g.h2d_gbps.min(g.d2h_gbps)).fold(0.0, f64::max);
+    for g in &alone {
+        out.say(format!("GPU {}: {}", g.device, g.health.as_ref().map_or("not read".into(), Health::summary)));
+        if g.h2d_gbps.min(g.d2h_gbps) < 0.8 * best {
+            let cause = g.likely_causes.first().map_or("none among link, clocks and NUMA", |c| c);
+            out.say(format!("  slower alone than the best GPU; likely cause: {cause}"));
+        }
+    }
     if alone.iter().all(|g| g.numa_node.is_none()) {
         out.say("the host exposes no NUMA node for these GPUs, so memory could not be placed near each one");
     }
-    out.finish(
-        &serde_json::json!({ "devices": devices, "bytes": bytes, "repeats": r, "alone": alone, "together": together }),
-    )
+    let paths: Vec<(u32, Vec<String>)> = alone.iter().filter_map(|g| Some((g.device, pci_path(&g.bus)?))).collect();
+    shared_bridges(&paths).iter().for_each(|l| out.say(l));
+    let host = HostMemory::measure(bytes.clamp(64 << 20, 1 << 30))?;
+    let (threads, read, write) = (host.threads, host.read_gbps, host.write_gbps);
+    out.say(format!("the host's {threads} CPU threads read memory at {read:.1} GB/s and write it at {write:.1}"));
+    let loss = |f: Rate| sum(&together, f) / sum(&alone, f);
+    if let Some((name, f)) =
+        phases[..2].iter().filter(|_| !together.is_empty()).min_by(|a, b| loss(a.1).total_cmp(&loss(b.1)))
+    {
+        let (what, cpus) = if *name == "H2D" { ("read", read) } else { ("write", write) };
+        out.say(format!(
+            "the host gives least in {name}: {:.1} GB/s together, {:.0}% of alone; the GPUs {what} host memory there, which the CPUs {what} at {cpus:.1}",
+            sum(&together, *f),
+            100.0 * loss(*f)
+        ));
+    }
+    out.finish(&serde_json::json!({
+        "devices": devices, "bytes": bytes, "repeats": r, "alone": alone, "together": together, "host_memory": host
+    }))
 }
 
 /// On a thread of its own: GPU `device`, its memory near it, then each phase. With `step`, every GPU
@@ -145,6 +148,8 @@ fn on_gpu(device: u32, bytes: usize, r: Repeats, step: Option<&Barrier>) -> anyh
     }
     let n = bytes / 4;
     let (h_in, mut h_out) = (gpu.pinned_from_fn(n, input)?, gpu.pinned::<f32>(n)?);
+    let health = step.is_none().then(|| Health::read(&gpu));
+    let likely_causes = health.as_ref().map_or(Vec::new(), |h| h.likely_causes(numa_node_of(&h_in[..])));
     let (mut up, mut down) = (gpu.alloc::<f32>(n)?, gpu.alloc::<f32>(n)?);
     let streams = gpu.streams(4)?;
     let plan = ChunkPlan::new(n.min(64 << 20), 32, 4)?;
@@ -185,5 +190,8 @@ fn on_gpu(device: u32, bytes: usize, r: Repeats, step: Option<&Barrier>) -> anyh
         d2h_gbps: d2h.gbps(bytes),
         both_gbps: both.gbps(2 * bytes),
         pipeline_gbps: pipeline.gbps(2 * plan.elements * 4),
+        bus: gpu.info.pci_bus_id.clone(),
+        health,
+        likely_causes,
     })
 }

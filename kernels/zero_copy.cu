@@ -16,3 +16,14 @@ extern "C" __global__ void accumulate(const float* in, float* out, unsigned long
         out[i] = __fadd_rn(out[i], in[i]);
     }
 }
+
+// nvbandwidth's host_device_latency_sm in indices: one thread follows `accesses` links of a chain
+// (next[i] = the index of the next link, one 128-byte line further on), each read waiting for the one
+// before, and leaves where it ended in `out[0]`. Time over `accesses` is one read's latency.
+extern "C" __global__ void chase(const unsigned int* next, unsigned int accesses, unsigned int* out) {
+    unsigned int p = 0;
+    for (unsigned int i = 0; i < accesses; i++) {
+        p = next[p];
+    }
+    out[0] = p;
+}

@@ -343,13 +343,27 @@ impl PcieLink {
     pub fn parse(speed: &str, width: &str) -> Option<PcieLink> {
         let gts: f64 = speed.split_whitespace().next()?.parse().ok()?;
         let width: u32 = width.trim().parse().ok()?;
-        let (gen, encoding) = match gts {
-            g if g < 3.0 => (1, 8.0 / 10.0),
-            g if g < 6.0 => (2, 8.0 / 10.0),
-            g if g < 10.0 => (3, 128.0 / 130.0),
-            g if g < 20.0 => (4, 128.0 / 130.0),
-            g if g < 40.0 => (5, 128.0 / 130.0),
-            _ => (6, 242.0 / 256.0),
+        let gen = match gts {
+            g if g < 3.0 => 1,
+            g if g < 6.0 => 2,
+            g if g < 10.0 => 3,
+            g if g < 20.0 => 4,
+            g if g < 40.0 => 5,
+            _ => 6,
+        };
+        PcieLink::from_gen_width(gen, width)
+    }
+
+    /// Generation 1 to 6 and lane count -> the raw rate of one direction after line encoding.
+    pub fn from_gen_width(gen: u32, width: u32) -> Option<PcieLink> {
+        let (gts, encoding) = match gen {
+            1 => (2.5, 8.0 / 10.0),
+            2 => (5.0, 8.0 / 10.0),
+            3 => (8.0, 128.0 / 130.0),
+            4 => (16.0, 128.0 / 130.0),
+            5 => (32.0, 128.0 / 130.0),
+            6 => (64.0, 242.0 / 256.0),
+            _ => return None,
         };
         (width > 0).then(|| PcieLink { gen, width, gbps: gts * width as f64 * encoding / 8.0 })
     }

@@ -43,7 +43,7 @@ pub(crate) struct Kernel {
 }
 
 /// Every kernel the launchers below use, in one table.
-pub(crate) const KERNELS: [Kernel; 8] = [
+pub(crate) const KERNELS: [Kernel; 9] = [
     Kernel { module: 0, name: "process", params: &[Ty::Ptr, Ty::U64, Ty::U32] },
     Kernel { module: 0, name: "process_sincos", params: &[Ty::Ptr, Ty::U64, Ty::U32] },
     Kernel { module: 0, name: "heavy_sqrt", params: &[Ty::Ptr, Ty::U64, Ty::U32] },
@@ -52,6 +52,7 @@ pub(crate) const KERNELS: [Kernel; 8] = [
     Kernel { module: 2, name: "accumulate", params: &[Ty::Ptr, Ty::Ptr, Ty::U64] },
     Kernel { module: 0, name: "fault", params: &[Ty::Ptr] },
     Kernel { module: 0, name: "overlap_pattern_process", params: &[Ty::Ptr, Ty::I32] },
+    Kernel { module: 2, name: "chase", params: &[Ty::Ptr, Ty::U32, Ty::Ptr] },
 ];
 const PROCESS: usize = 0;
 const PROCESS_SINCOS: usize = 1;
@@ -61,6 +62,7 @@ const SCALE: usize = 4;
 const ACCUMULATE: usize = 5;
 const FAULT: usize = 6;
 const OVERLAP_PATTERN_PROCESS: usize = 7;
+const CHASE: usize = 8;
 
 /// Threads per block of every launcher.
 pub const BLOCK: u32 = 256;
@@ -200,6 +202,19 @@ impl Kernels {
         launch
     }
 
+    /// `chase<<<1, 1>>>(next, accesses, out)`: one thread follows `accesses` links of the chain in `next`
+    /// (device or mapped host memory; see [`cpu::chain`]) and writes where it ends to `out[0]`
+    /// ([`cpu::chase`]). Refused where a link would point outside `next`.
+    pub fn chase<'s>(&'s self, next: Dev<'s, u32>, accesses: u32, out: Dev<'s, u32>) -> Launch<'s> {
+        let params = vec![Param::Ptr(next.ptr()), Param::U32(accesses), Param::Ptr(out.ptr())];
+        let launch = self.launch(CHASE, 1, params, vec![next.access(false), out.access(true)]);
+        match (next.len(), out.len()) {
+            (0, _) | (_, 0) => launch.refuse("an empty chain or output".into()),
+            (n, _) if u32::try_from(n).is_err() => launch.refuse(format!("{n} links do not fit 32-bit indices")),
+            _ => launch,
+        }
+    }
+
     /// For tests of error handling only: a kernel that writes 1 TiB below `data`.
     ///
     /// # Safety
@@ -295,6 +310,16 @@ pub mod cpu {
         x
     }
 
+    /// Link `i` of a chain of `n` points `stride` links on: a read every `stride * 4` bytes, round and round.
+    pub fn chain(i: usize, n: usize, stride: usize) -> u32 {
+        ((i + stride) % n) as u32
+    }
+
+    /// Where [`super::Kernels::chase`] ends, starting at 0, on a [`chain`] of `n` links.
+    pub fn chase(n: usize, stride: usize, accesses: u32) -> u32 {
+        ((accesses as usize % n) * stride % n) as u32
+    }
+
     pub fn heavy_sqrt(mut x: f32, iters: u32) -> f32 {
         for _ in 0..iters {
             x = (x * x + 1.0).sqrt();
@@ -357,6 +382,18 @@ mod tests {
         let (a, b) = (cpu::process(0.25, 1000), cpu::process(0.75, 1000));
         assert!(a < b && b < 1.0 && a > 0.25);
         assert_eq!(cpu::process(0.5, 0), 0.5);
+    }
+
+    #[test]
+    fn the_chase_twin_follows_the_chain() {
+        let (n, stride) = (1000, 32);
+        for accesses in [0, 1, 7, 31, 32, 999, 4096] {
+            let mut p = 0usize;
+            for _ in 0..accesses {
+                p = cpu::chain(p, n, stride) as usize;
+            }
+            assert_eq!(cpu::chase(n, stride, accesses), p as u32, "{accesses} accesses");
+        }
     }
 
     #[test]

@@ -19,6 +19,7 @@ use std::process::ExitCode;
 
 use crate::{
     error::{finish, json_requested},
+    machine::Health,
     report::Output,
     Gpu,
 };
@@ -32,8 +33,21 @@ pub fn run<A: clap::Parser>(lesson: impl FnOnce(&A, &Output) -> anyhow::Result<(
 
 /// Starts the GPU that `CUDA_DEVICE` names (default 0) and prints its report.
 pub fn gpu(out: &Output) -> anyhow::Result<Gpu> {
+    gpu_and_health(out).map(|(gpu, _)| gpu)
+}
+
+/// [`gpu`], and what the machine says of its link, clocks and NUMA node (printed in the report, with any
+/// likely cause of slow copies it points to).
+pub fn gpu_and_health(out: &Output) -> anyhow::Result<(Gpu, Health)> {
     let gpu = Gpu::init()?;
-    out.say(format!("{}\n", gpu.info));
-    out.note_device(&gpu.info);
-    Ok(gpu)
+    let health = Health::read(&gpu);
+    out.say(format!("{}\n      {}", gpu.info, health.summary()));
+    for cause in health.likely_causes(None) {
+        out.say(format!("      likely to slow copies: {cause}"));
+    }
+    out.say("");
+    let mut noted = serde_json::to_value(&gpu.info)?;
+    noted["health"] = serde_json::to_value(&health)?;
+    out.note_device(&noted);
+    Ok((gpu, health))
 }

@@ -10,6 +10,8 @@
 //! | [`kernels`] | typed launchers for `kernels/*.cu` and their CPU twins |
 //! | [`staging`] | pageable memory at near-pinned speed through a ring of pinned buffers |
 //! | [`timing`] | timing statistics, bandwidth |
+//! | [`fit`] | a copy's cost over sizes: per-copy time and asymptotic rate |
+//! | [`machine`] | what the machine says of the GPU's link, clocks and NUMA node, and what limits a copy |
 //! | [`timeline`] | phases (NVTX ranges) and the built-in CUDA-event timeline |
 //! | [`chunks`] | how N elements are split into chunks and streams |
 //! | [`bound`] | a lower bound on a copy-compute-copy pipeline's time, measured in the same run, and what limits it |
@@ -30,9 +32,11 @@ pub mod device;
 pub mod error;
 #[doc(hidden)]
 pub mod ffi;
+pub mod fit;
 pub mod host;
 pub mod kernels;
 pub mod lesson;
+pub mod machine;
 pub mod memory;
 pub mod pipeline;
 pub mod report;

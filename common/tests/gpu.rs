@@ -469,3 +469,52 @@ fn panics_unwind_only_after_the_gpu_is_done() {
     assert!(caught.is_err());
     gpu.pin_in_place(&mut v, |v| v[0] = 2.0).expect("unregistered by the panic, so it pins again");
 }
+
+#[test]
+#[ignore = "needs an NVIDIA GPU; cargo xtask test runs it where a driver is found"]
+fn the_machine_reports_the_link_clocks_and_where_a_buffer_lies() {
+    let (gpu, _lock) = gpu();
+    let h = common::machine::Health::read(&gpu);
+    // The driver ships NVML: it must be read, and what it says must hang together.
+    assert_eq!(h.nvml_missing, None, "{}", h.summary());
+    let link = h.link.as_ref().expect("NVML reports the PCIe link");
+    assert!(link.gen >= 1 && link.gen <= link.max_gen && link.width <= link.max_width, "{link:?}");
+    let (cur, max) = h.sm_clock_mhz.expect("NVML reports the SM clock");
+    assert!(cur > 0 && cur <= max, "{cur} of {max}");
+    assert!(h.link_gbps(&gpu).unwrap() > 1.0);
+    let pinned = gpu.pinned::<f32>(1 << 20).unwrap();
+    let line = h.numa_line(common::machine::numa_node_of(&pinned[..]));
+    assert!(line.contains("NUMA"), "{line}");
+    eprintln!("{}\n{line}", h.summary());
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU; cargo xtask test runs it where a driver is found"]
+fn the_chase_kernel_ends_where_its_cpu_twin_does_in_mapped_and_device_memory() {
+    let (gpu, _lock) = gpu();
+    let (n, stride) = (1 << 16, 32);
+    let streams = gpu.streams(1).unwrap();
+    let mut mapped = gpu.pinned_with::<u32>(n, HostAlloc::MAPPED).unwrap();
+    mapped.iter_mut().enumerate().for_each(|(i, x)| *x = cpu::chain(i, n, stride));
+    let mut device = gpu.alloc::<u32>(n).unwrap();
+    let mut end = gpu.alloc::<u32>(1).unwrap();
+    let mut got = [u32::MAX];
+    gpu.scope(&streams, |s| s.htod(&streams[0], &mapped, s.device(&mut device))).unwrap();
+    for accesses in [1, 777, 2048] {
+        for in_device in [true, false] {
+            gpu.scope(&streams, |s| {
+                let (next, e) =
+                    (if in_device { s.device(&mut device) } else { s.mapped(&mut mapped)? }, s.device(&mut end));
+                s.launch(&streams[0], gpu.kernels.chase(next, accesses, e))?; // chase<<<1, 1>>>
+                s.dtoh(&streams[0], e, &mut got)
+            })
+            .unwrap();
+            assert_eq!(got[0], cpu::chase(n, stride, accesses), "{accesses} accesses, device memory: {in_device}");
+        }
+    }
+    // An empty chain is refused before anything is queued.
+    let mut empty = gpu.alloc::<u32>(0).unwrap();
+    let e =
+        gpu.scope(&streams, |s| s.launch(&streams[0], gpu.kernels.chase(s.device(&mut empty), 1, s.device(&mut end))));
+    assert!(format!("{:#}", e.unwrap_err()).contains("empty chain"));
+}

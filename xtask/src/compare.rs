@@ -46,6 +46,14 @@ pub fn run(flags: CompareFlags) -> anyhow::Result<()> {
             println!("note: the {what} differs: {x} against {y}");
         }
     }
+    for (key, x, y) in differing_settings(&a["result"], &b["result"]) {
+        println!("note: the runs were set up differently: {key} is {x} in A and {y} in B, so their figures measure different work");
+        if key.ends_with("work") {
+            println!(
+                "      (the kernel was calibrated anew in each run: pass the same --iters to both to compare them)"
+            );
+        }
+    }
     let changes = compare(&a["result"], &b["result"]);
     if changes.is_empty() {
         bail!("no timed figures in common: are these two runs of the same lesson (with --json)?");
@@ -83,6 +91,18 @@ pub fn compare(a: &Value, b: &Value) -> Vec<Change> {
     let mut out = Vec::new();
     walk(a, b, String::new(), &mut out);
     out
+}
+
+/// The settings that decide what a run measures (its plan, its work, its sizes), where the two differ.
+pub fn differing_settings(a: &Value, b: &Value) -> Vec<(String, String, String)> {
+    const SETTINGS: [&str; 6] = ["plan", "work", "sizes", "bytes", "repeats", "size"];
+    let (Some(x), Some(y)) = (a.as_object(), b.as_object()) else { return Vec::new() };
+    SETTINGS
+        .iter()
+        .filter_map(|k| Some((k, x.get(*k)?, y.get(*k)?)))
+        .filter(|(_, p, q)| p != q)
+        .map(|(k, p, q)| (k.to_string(), p.to_string(), q.to_string()))
+        .collect()
 }
 
 fn stats(v: &Value) -> Option<(f64, f64)> {
@@ -146,6 +166,16 @@ mod tests {
         assert!(!c[0].beyond_noise(), "0.6% against a 1% floor: {:?}", c[0]);
         assert!(c[1].beyond_noise() && (c[1].change - 0.1).abs() < 1e-9, "{:?}", c[1]);
         assert!((c[1].noise - 3.0 * 0.02f64.sqrt() * 0.1).abs() < 1e-9, "{:?}", c[1]);
+    }
+
+    #[test]
+    fn runs_that_did_different_work_are_named() {
+        let a = serde_json::json!({ "work": { "Process": 1200 }, "plan": { "chunks": 32 }, "sizes": [1, 2] });
+        let b = serde_json::json!({ "work": { "Process": 1310 }, "plan": { "chunks": 32 }, "sizes": [1] });
+        let d = differing_settings(&a, &b);
+        assert_eq!(d.len(), 2, "{d:?}");
+        assert_eq!(d[0], ("work".into(), "{\"Process\":1200}".into(), "{\"Process\":1310}".into()));
+        assert_eq!(d[1].0, "sizes");
     }
 
     #[test]

@@ -16,7 +16,7 @@ pub struct Lesson {
 }
 
 /// Every lesson, once: the only list of them (a tidy test holds `examples/` and README.md to it).
-pub const LESSONS: [Lesson; 10] = [
+pub const LESSONS: [Lesson; 11] = [
     Lesson {
         name: "pinned_memory",
         quick: &["--min", "64KiB", "--max", "4MiB", "--repeats", "2", "--warmup", "1"],
@@ -66,6 +66,11 @@ pub const LESSONS: [Lesson; 10] = [
         name: "every_gpu",
         quick: &["--size", "4MiB", "--repeats", "2", "--warmup", "1"],
         profile: &["--size", "256MiB", "--repeats", "3", "--warmup", "1"],
+    },
+    Lesson {
+        name: "latency",
+        quick: &["--accesses", "256", "--repeats", "2", "--warmup", "1"],
+        profile: &["--repeats", "3", "--warmup", "1"],
     },
 ];
 

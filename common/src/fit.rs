@@ -1,0 +1,213 @@
+//! A copy's cost over sizes: `t = α + n/β`, a fixed per-copy time α and an asymptotic rate β, fitted to
+//! measured times by least squares on relative error (every size counts alike, 4 KiB as much as 256 MiB).
+//! Half of β is reached at n½ = α·β: below it the per-copy cost dominates, above it the rate does.
+
+use serde::Serialize;
+
+use crate::{
+    machine::CopyPath,
+    report::{fmt_bytes, Table},
+    timing::Stats,
+};
+
+/// `t = α + n/β` fitted to measurements.
+#[derive(Clone, Copy, Debug, Serialize, PartialEq)]
+pub struct CopyCost {
+    /// The per-copy time, µs.
+    pub alpha_us: f64,
+    /// The rate large copies approach, GB/s.
+    pub beta_gbps: f64,
+    /// The size at which a copy reaches half of β, bytes.
+    pub half_rate_bytes: f64,
+    /// The largest relative miss of the fit at a measured size: how well two numbers describe the sweep.
+    pub worst_miss: f64,
+}
+
+impl CopyCost {
+    /// Fits `(bytes, ms)` pairs; needs two sizes or more. α is held at or above zero.
+    pub fn fit(points: &[(usize, f64)]) -> anyhow::Result<CopyCost> {
+        let mut sizes: Vec<usize> = points.iter().map(|p| p.0).collect();
+        sizes.sort_unstable();
+        sizes.dedup();
+        if sizes.len() < 2 || points.iter().any(|&(_, t)| !(t > 0.0 && t.is_finite())) {
+            anyhow::bail!("a fit of t = α + n/β needs positive times at two sizes or more");
+        }
+        // Weighted least squares with weights 1/t², in seconds and bytes: minimize Σ ((t - a - n·x)/t)².
+        let w = |t: f64| 1.0 / (t * t);
+        let (mut s, mut sn, mut snn, mut st, mut snt) = (0.0, 0.0, 0.0, 0.0, 0.0);
+        for &(n, ms) in points {
+            let (n, t) = (n as f64, ms * 1e-3);
+            let wi = w(t);
+            s += wi;
+            sn += wi * n;
+            snn += wi * n * n;
+            st += wi * t;
+            snt += wi * n * t;
+        }
+        let det = s * snn - sn * sn;
+        let (mut a, mut x) = ((snn * st - sn * snt) / det, (s * snt - sn * st) / det);
+        if a < 0.0 || !a.is_finite() {
+            (a, x) = (0.0, snt / snn);
+        }
+        if x.is_nan() || x <= 0.0 {
+            anyhow::bail!("the times do not grow with size: no rate to fit");
+        }
+        let worst_miss =
+            points.iter().map(|&(n, ms)| ((a + n as f64 * x) - ms * 1e-3).abs() / (ms * 1e-3)).fold(0.0, f64::max);
+        Ok(CopyCost { alpha_us: a * 1e6, beta_gbps: 1.0 / x / 1e9, half_rate_bytes: a / x, worst_miss })
+    }
+
+    /// The time the fit gives for `bytes`, ms.
+    pub fn ms(&self, bytes: usize) -> f64 {
+        self.alpha_us * 1e-3 + bytes as f64 / (self.beta_gbps * 1e9) * 1e3
+    }
+}
+
+/// One kind of host memory at one size: each direction's copy time.
+#[derive(Clone, Debug, Serialize)]
+pub struct BothWays {
+    pub h2d: Stats,
+    pub d2h: Stats,
+}
+
+impl BothWays {
+    fn way(&self, d: usize) -> &Stats {
+        if d == 0 {
+            &self.h2d
+        } else {
+            &self.d2h
+        }
+    }
+}
+
+/// Copy times over a sweep: `times[i][k]` is kind `kinds[k]` at `sizes[i]`, each way.
+pub struct Sweep<'a> {
+    pub sizes: &'a [usize],
+    pub kinds: &'a [&'a str],
+    pub times: &'a [Vec<BothWays>],
+    /// One direction's raw link rate, GB/s, where known.
+    pub link_gbps: Option<f64>,
+    /// One host thread's memory-copy rate, GB/s, measured in the same run.
+    pub host_copy_gbps: f64,
+}
+
+/// One kind and direction over a sweep: `t = α + n/β`, and what holds its largest copy back.
+#[derive(Clone, Debug, Serialize)]
+pub struct KindFit {
+    pub kind: String,
+    pub direction: &'static str,
+    pub cost: CopyCost,
+    pub limit: String,
+}
+
+const WAYS: [&str; 2] = ["H2D", "D2H"];
+
+impl Sweep<'_> {
+    fn path(&self, k: usize, bytes: usize, gbps: f64, per_copy_us: f64) -> CopyPath<'static> {
+        CopyPath {
+            memory: if self.kinds[k] == "pageable" { "pageable" } else { "pinned" },
+            bytes,
+            gbps,
+            per_copy_us: Some(per_copy_us),
+            link_gbps: self.link_gbps,
+            host_copy_gbps: Some(self.host_copy_gbps),
+        }
+    }
+
+    /// Every kind and direction fitted, kind by kind (H2D then D2H).
+    pub fn fits(&self) -> anyhow::Result<Vec<KindFit>> {
+        let mut fits = Vec::new();
+        for (k, kind) in self.kinds.iter().enumerate() {
+            for (d, direction) in WAYS.into_iter().enumerate() {
+                let points: Vec<(usize, f64)> =
+                    self.sizes.iter().zip(self.times).map(|(b, row)| (*b, row[k].way(d).median_ms)).collect();
+                let cost = CopyCost::fit(&points)?;
+                let (bytes, ms) = points[points.len() - 1];
+                let limit = self.path(k, bytes, bytes as f64 / (ms * 1e6), cost.alpha_us).limit();
+                fits.push(KindFit { kind: kind.to_string(), direction, cost, limit });
+            }
+        }
+        Ok(fits)
+    }
+
+    /// Direction `d`'s rates, GB/s, a row a size, with what limits the kind `limited` at each size.
+    pub fn rate_table(&self, d: usize, fits: &[KindFit], limited: usize) -> Table {
+        let mut headers: Vec<String> = vec!["size".into()];
+        headers.extend(self.kinds.iter().map(|k| k.to_string()));
+        headers.push(format!("{} limited by", self.kinds[limited]));
+        let mut t = Table::new(&headers.iter().map(String::as_str).collect::<Vec<_>>());
+        for (bytes, row) in self.sizes.iter().zip(self.times) {
+            let mut cells = vec![fmt_bytes(*bytes)];
+            cells.extend(row.iter().map(|b| format!("{:.2}", b.way(d).gbps(*bytes))));
+            let alpha = fits[2 * limited + d].cost.alpha_us;
+            cells.push(self.path(limited, *bytes, row[limited].way(d).gbps(*bytes), alpha).limit());
+            t.row(cells);
+        }
+        t
+    }
+}
+
+/// The fits as a table: α, β, where half of β is reached, how well the two numbers fit, what limits.
+pub fn fit_table(fits: &[KindFit]) -> Table {
+    let mut t =
+        Table::new(&["kind", "way", "α per copy", "β GB/s", "half of β at", "worst miss", "largest copy limited by"]);
+    for f in fits {
+        let c = &f.cost;
+        t.row(vec![
+            f.kind.clone(),
+            f.direction.into(),
+            format!("{:.1} µs", c.alpha_us),
+            format!("{:.2}", c.beta_gbps),
+            fmt_bytes(c.half_rate_bytes.round() as usize),
+            format!("{:.0}%", 100.0 * c.worst_miss),
+            f.limit.clone(),
+        ]);
+    }
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recovers_alpha_and_beta_from_exact_times() {
+        // 8 µs per copy, 55 GB/s.
+        let t = |n: usize| (8e-6 + n as f64 / 55e9) * 1e3;
+        let pts: Vec<(usize, f64)> = (12..=28).step_by(2).map(|k| (1usize << k, t(1 << k))).collect();
+        let c = CopyCost::fit(&pts).unwrap();
+        assert!((c.alpha_us - 8.0).abs() < 1e-6, "{c:?}");
+        assert!((c.beta_gbps - 55.0).abs() < 1e-6, "{c:?}");
+        assert!((c.half_rate_bytes - 440_000.0).abs() < 1.0, "{c:?}");
+        assert!(c.worst_miss < 1e-9);
+        assert!((c.ms(1 << 20) - t(1 << 20)).abs() < 1e-12);
+    }
+
+    #[test]
+    fn noise_at_small_sizes_does_not_swamp_the_rate() {
+        // ±5% noise alternating: the fit stays within a few percent on both numbers.
+        let pts: Vec<(usize, f64)> = (12..=28)
+            .step_by(2)
+            .enumerate()
+            .map(|(i, k)| {
+                let n = 1usize << k;
+                let noise = if i % 2 == 0 { 1.05 } else { 0.95 };
+                (n, (10e-6 + n as f64 / 25e9) * 1e3 * noise)
+            })
+            .collect();
+        let c = CopyCost::fit(&pts).unwrap();
+        assert!((c.alpha_us / 10.0 - 1.0).abs() < 0.06, "{c:?}");
+        assert!((c.beta_gbps / 25.0 - 1.0).abs() < 0.06, "{c:?}");
+        assert!(c.worst_miss > 0.03 && c.worst_miss < 0.08, "{c:?}");
+    }
+
+    #[test]
+    fn a_negative_intercept_is_held_at_zero_and_bad_input_refused() {
+        let pts = [(1 << 20, 0.018), (1 << 24, 0.31), (1 << 26, 1.22)];
+        let c = CopyCost::fit(&pts).unwrap();
+        assert!(c.alpha_us >= 0.0);
+        assert!(CopyCost::fit(&[(4096, 0.01)]).is_err(), "one size");
+        assert!(CopyCost::fit(&[(4096, 0.01), (8192, 0.0)]).is_err(), "zero time");
+        assert!(CopyCost::fit(&[(4096, 0.02), (8192, 0.01)]).is_err(), "time falls with size");
+    }
+}
