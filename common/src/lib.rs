@@ -16,6 +16,7 @@
 //! | [`chunks`] | how N elements are split into chunks and streams |
 //! | [`bound`] | a lower bound on a copy-compute-copy pipeline's time, measured in the same run, and what limits it |
 //! | [`pipeline`] | the pipeline itself: stage times, one loop for benchmarks and every-GPU runs |
+//! | [`planner`] | the best chunk and stream counts for a pipeline, from costs measured in the same run (a model) |
 //! | [`verify`] | checking results against a CPU reference |
 //! | [`report`] | tables, verdicts and JSON |
 //! | [`args`] | the flags every lesson shares, checked before the GPU starts |
@@ -39,6 +40,7 @@ pub mod lesson;
 pub mod machine;
 pub mod memory;
 pub mod pipeline;
+pub mod planner;
 pub mod report;
 pub mod scope;
 pub mod staging;

@@ -16,7 +16,7 @@ pub struct Lesson {
 }
 
 /// Every lesson, once: the only list of them (a tidy test holds `examples/` and README.md to it).
-pub const LESSONS: [Lesson; 11] = [
+pub const LESSONS: [Lesson; 12] = [
     Lesson {
         name: "pinned_memory",
         quick: &["--min", "64KiB", "--max", "4MiB", "--repeats", "2", "--warmup", "1"],
@@ -70,6 +70,11 @@ pub const LESSONS: [Lesson; 11] = [
     Lesson {
         name: "latency",
         quick: &["--accesses", "256", "--repeats", "2", "--warmup", "1"],
+        profile: &["--repeats", "3", "--warmup", "1"],
+    },
+    Lesson {
+        name: "planner",
+        quick: &["--size", "16MiB", "--iters", "16", "--repeats", "2", "--warmup", "1"],
         profile: &["--repeats", "3", "--warmup", "1"],
     },
 ];

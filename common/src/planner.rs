@@ -1,0 +1,250 @@
+//! A pipeline planner: from the copy costs and a kernel's cost, measured on this GPU in the same run,
+//! which chunk count and stream count should run a copy-in, compute, copy-out pipeline fastest, and the
+//! time a model predicts for each. It is a model, not a bound: [`crate::bound`] gives the bound.
+//!
+//! The model: every operation on a chunk of `b` bytes costs `α + b/β` (a fit over sizes, [`CopyCost`]),
+//! uploads and downloads slow to the rate they keep when both run at once, and a run of `C` chunks on
+//! `K` streams takes one chunk's whole chain (fill and drain) plus `C - 1` periods, the period being the
+//! busiest engine's time per chunk, or a chain over `K` when too few streams keep the engines fed.
+
+use serde::Serialize;
+
+use crate::{
+    fit::CopyCost,
+    kernels::Work,
+    pipeline::{run_pipeline, Layout},
+    report::{fmt_bytes, fmt_ms},
+    timing::{measure, Repeats, Stats},
+    ChunkPlan, Gpu,
+};
+
+/// What the planner measured: each operation's cost over chunk sizes.
+#[derive(Clone, Debug, Serialize)]
+pub struct Costs {
+    pub upload: CopyCost,
+    pub download: CopyCost,
+    /// Each direction's rate with both running, against alone (1.0: no loss).
+    pub both_ways: f64,
+    /// The kernel, as if it were a copy: a fixed cost per launch and a rate in GB/s of data processed.
+    pub kernel: CopyCost,
+}
+
+/// What limits a configuration, in the model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Limit {
+    /// One chunk: nothing to overlap with.
+    OneChunk,
+    Uploads,
+    Kernels,
+    Downloads,
+    /// Too few streams: each carries whole chains, which leave engines idle.
+    Streams,
+}
+
+impl Limit {
+    pub fn name(self) -> &'static str {
+        match self {
+            Limit::OneChunk => "one chunk, no overlap",
+            Limit::Uploads => "uploads",
+            Limit::Kernels => "kernels",
+            Limit::Downloads => "downloads",
+            Limit::Streams => "too few streams",
+        }
+    }
+}
+
+/// A configuration and the model's time for it.
+#[derive(Clone, Debug, Serialize)]
+pub struct Prediction {
+    pub chunks: usize,
+    pub streams: usize,
+    pub ms: f64,
+    pub limit: Limit,
+    /// The per-operation costs' share of the time: how much of the run is α.
+    pub per_operation_share: f64,
+}
+
+impl Costs {
+    /// Times uploads, downloads (alone and both at once) and `work` at chunk sizes from `bytes / 256`
+    /// up to `bytes`, and fits each.
+    pub fn measure(gpu: &Gpu, bytes: usize, work: Work, r: Repeats) -> anyhow::Result<Costs> {
+        let _phase = crate::timeline::phase("planner: costs");
+        let n = bytes / 4;
+        let (h_in, mut h_out) = (gpu.pinned_from_fn(n, crate::verify::input)?, gpu.pinned::<f32>(n)?);
+        let (mut up, mut down) = (gpu.alloc::<f32>(n)?, gpu.alloc::<f32>(n)?);
+        let streams = gpu.streams(2)?;
+        let s0 = &streams[..1];
+        let sizes: Vec<usize> = (0..=4).map(|i| (n >> (2 * i)).max(1)).collect();
+        let (mut ups, mut downs, mut kernels) = (Vec::new(), Vec::new(), Vec::new());
+        for &len in &sizes {
+            let t = |s: Stats| (len * 4, s.median_ms);
+            ups.push(t(measure(r, || {
+                gpu.timed(s0, |s| s.htod(&s0[0], &h_in[..len], s.device(&mut up).slice(0..len)))
+            })?));
+            downs.push(t(measure(r, || {
+                gpu.timed(s0, |s| s.dtoh(&s0[0], s.device(&mut down).slice(0..len), &mut h_out[..len]))
+            })?));
+            kernels.push(t(measure(r, || {
+                gpu.timed(s0, |s| s.launch(&s0[0], gpu.kernels.work(work, s.device(&mut up).slice(0..len))))
+            })?));
+        }
+        let len = sizes[1];
+        let both = measure(r, || {
+            gpu.timed(&streams, |s| {
+                s.htod(&streams[0], &h_in[..len], s.device(&mut up).slice(0..len))?;
+                s.dtoh(&streams[1], s.device(&mut down).slice(0..len), &mut h_out[..len])
+            })
+        })?;
+        let (upload, download) = (CopyCost::fit(&ups)?, CopyCost::fit(&downs)?);
+        let alone = upload.ms(len * 4).max(download.ms(len * 4));
+        Ok(Costs { upload, download, both_ways: (alone / both.median_ms).min(1.0), kernel: CopyCost::fit(&kernels)? })
+    }
+
+    /// The model's time for `bytes` in `chunks` chunks on `streams` streams.
+    pub fn predict(&self, bytes: usize, chunks: usize, streams: usize) -> Prediction {
+        let b = bytes.div_ceil(chunks.max(1));
+        let (up, k, down) = (self.upload.ms(b), self.kernel.ms(b), self.download.ms(b));
+        let slowed = |c: &CopyCost| c.alpha_us * 1e-3 + b as f64 / (c.beta_gbps * 1e9 * self.both_ways) * 1e3;
+        let chain = up + k + down;
+        let terms = [
+            (Limit::Uploads, slowed(&self.upload)),
+            (Limit::Kernels, k),
+            (Limit::Downloads, slowed(&self.download)),
+            (Limit::Streams, chain / streams.max(1) as f64),
+        ];
+        let (limit, period) = terms.into_iter().fold((Limit::Streams, 0.0), |a, t| if t.1 > a.1 { t } else { a });
+        let ms = chain + (chunks.max(1) - 1) as f64 * period;
+        let alpha = (self.upload.alpha_us + self.kernel.alpha_us + self.download.alpha_us) * 1e-3;
+        let per_operation_share = (alpha * chunks as f64 / ms).min(1.0);
+        let limit = if chunks <= 1 { Limit::OneChunk } else { limit };
+        Prediction { chunks, streams, ms, limit, per_operation_share }
+    }
+
+    /// Every configuration of 1 to 1024 chunks (powers of two, and 3) and 1 to 32 streams whose buffers
+    /// (one chunk per stream) fit in `free` bytes, fastest first.
+    pub fn rank(&self, bytes: usize, free: usize) -> Vec<Prediction> {
+        let mut all = Vec::new();
+        for chunks in (0..=10).map(|i| 1usize << i).chain([3]).filter(|c| *c <= bytes / 4) {
+            for streams in [1, 2, 3, 4, 6, 8, 16, 32].into_iter().filter(|k| *k <= chunks) {
+                if streams * bytes.div_ceil(chunks) <= free {
+                    all.push(self.predict(bytes, chunks, streams));
+                }
+            }
+        }
+        all.sort_by(|a, b| a.ms.total_cmp(&b.ms).then(a.streams.cmp(&b.streams)).then(a.chunks.cmp(&b.chunks)));
+        all
+    }
+
+    /// Whether overlap can help at all, and why not where it cannot, in words.
+    pub fn verdict(&self, bytes: usize, best: &Prediction) -> String {
+        let serial = self.predict(bytes, 1, 1).ms;
+        let gain = serial / best.ms;
+        let (up, k, down) = (self.upload.ms(bytes), self.kernel.ms(bytes), self.download.ms(bytes));
+        if gain >= 1.15 {
+            return format!("overlap should help: {gain:.2}x faster than one chunk on one stream ({})", fmt_ms(serial));
+        }
+        if best.per_operation_share > 0.5 || bytes as f64 <= self.upload.half_rate_bytes {
+            return format!(
+                "no overlap can help much ({gain:.2}x): per-operation costs dominate; {} is below or near the \
+                 {} at which a copy reaches half its rate",
+                fmt_bytes(bytes),
+                fmt_bytes(self.upload.half_rate_bytes as usize)
+            );
+        }
+        if up.max(down) > 4.0 * k {
+            return format!(
+                "no overlap can help much ({gain:.2}x): copy-bound, the copies take {} and {} against the kernel's {}; \
+                 only both directions at once can be hidden, and they lose {:.0}% of their rate together",
+                fmt_ms(up),
+                fmt_ms(down),
+                fmt_ms(k),
+                100.0 * (1.0 - self.both_ways)
+            );
+        }
+        format!(
+            "no overlap can help much ({gain:.2}x): the kernel ({}) dwarfs the copies ({} and {})",
+            fmt_ms(k),
+            fmt_ms(up),
+            fmt_ms(down)
+        )
+    }
+}
+
+/// Runs `plan` with the pipeline loop of [`run_pipeline`] (one buffer per stream) and returns its time.
+pub fn run(gpu: &Gpu, plan: &ChunkPlan, work: Work, data: (&[f32], &mut [f32]), r: Repeats) -> anyhow::Result<Stats> {
+    let streams = gpu.streams(plan.streams)?;
+    let mut bufs = gpu.alloc_each::<f32>(plan.streams, plan.max_chunk())?;
+    let layout = Layout { buffers: plan.streams, by_engine: false };
+    let (h_in, h_out) = data;
+    measure(r, || run_pipeline(gpu, &streams, plan, layout, work, (h_in, &mut *h_out), &mut bufs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cost(alpha_us: f64, beta_gbps: f64) -> CopyCost {
+        CopyCost { alpha_us, beta_gbps, half_rate_bytes: alpha_us * 1e-6 * beta_gbps * 1e9, worst_miss: 0.0 }
+    }
+
+    /// 55 GB/s each way (50 both at once), 10 µs per copy; kernel per launch 5 µs at `kernel_gbps`.
+    fn costs(kernel_gbps: f64) -> Costs {
+        Costs {
+            upload: cost(10.0, 55.0),
+            download: cost(10.0, 55.0),
+            both_ways: 50.0 / 55.0,
+            kernel: cost(5.0, kernel_gbps),
+        }
+    }
+
+    #[test]
+    fn one_chunk_is_the_chain_and_one_stream_is_chunks_chains() {
+        let c = costs(55.0);
+        let bytes = 256 << 20;
+        let one = c.predict(bytes, 1, 1);
+        let chain = c.upload.ms(bytes) + c.kernel.ms(bytes) + c.download.ms(bytes);
+        assert!((one.ms - chain).abs() < 1e-12 && one.limit == Limit::OneChunk);
+        let serial = c.predict(bytes, 8, 1);
+        let b = bytes / 8;
+        assert!((serial.ms - 8.0 * (c.upload.ms(b) + c.kernel.ms(b) + c.download.ms(b))).abs() < 1e-9);
+        assert_eq!(serial.limit, Limit::Streams);
+    }
+
+    #[test]
+    fn a_balanced_kernel_is_best_overlapped_and_names_its_limit() {
+        let c = costs(50.0);
+        let bytes = 256 << 20;
+        let best = &c.rank(bytes, usize::MAX)[0];
+        assert!(best.chunks >= 8 && best.streams >= 3, "{best:?}");
+        assert!(c.verdict(bytes, best).starts_with("overlap should help"), "{}", c.verdict(bytes, best));
+        // About three stages' worth faster than serial, less fill and drain.
+        let gain = c.predict(bytes, 1, 1).ms / best.ms;
+        assert!(gain > 2.3 && gain < 3.0, "{gain}");
+    }
+
+    #[test]
+    fn copy_bound_and_compute_bound_and_tiny_runs_say_why_overlap_cannot_help() {
+        let bytes = 256 << 20;
+        let c = costs(5000.0); // a kernel 100x faster than the copies
+        let best = c.rank(bytes, usize::MAX)[0].clone();
+        assert!(matches!(best.limit, Limit::Uploads | Limit::Downloads), "{best:?}");
+        let v = c.verdict(bytes, &best);
+        assert!(v.starts_with("overlap should help"), "both copy directions still overlap: {v}");
+        let c = costs(0.5); // a kernel 100x slower
+        let best = c.rank(bytes, usize::MAX)[0].clone();
+        assert_eq!(best.limit, Limit::Kernels);
+        assert!(c.verdict(bytes, &best).contains("dwarfs the copies"), "{}", c.verdict(bytes, &best));
+        let c = costs(50.0);
+        let best = c.rank(4096, usize::MAX)[0].clone();
+        assert!(c.verdict(4096, &best).contains("per-operation costs dominate"), "{}", c.verdict(4096, &best));
+    }
+
+    #[test]
+    fn configurations_that_do_not_fit_in_memory_are_left_out() {
+        let c = costs(50.0);
+        let bytes = 256 << 20;
+        let ranked = c.rank(bytes, 64 << 20);
+        assert!(ranked.iter().all(|p| p.streams * bytes.div_ceil(p.chunks) <= 64 << 20));
+        assert!(ranked.iter().all(|p| p.chunks >= 4));
+    }
+}

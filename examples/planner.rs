@@ -1,0 +1,148 @@
+//! Lesson 12: plan your own pipeline (beyond the CUDA C++ programs the first lessons follow).
+//!
+//! Given what a kernel costs per MiB, which chunk count and stream count make a copy-in, compute,
+//! copy-out pipeline fastest, and how long should it take? The planner measures this GPU's copy costs
+//! and the kernel's over chunk sizes (`t = α + n/β` each), ranks every configuration by a model built
+//! from them, runs the best and its neighbours with the overlap loop, and prints what it predicted
+//! beside what it got, with the best run held against the lower bound of `overlap`. Where no overlap can
+//! help (copy-bound past what two directions give, or a kernel so short that per-operation costs
+//! dominate), it says so.
+//!
+//!     cargo run --release --example planner [-- --size 256MiB --kernel-ms-per-mib 0.02 | --iters 500]
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use common::{
+    args::{parse_bytes, RunArgs, WorkArgs},
+    bound::{Report, Steps},
+    kernels::Work,
+    pipeline::{balanced_work, calibrate_process},
+    planner::{self, Costs, Prediction},
+    report::{fmt_bytes, fmt_ms, Output, Table},
+    timing::Stats,
+    verify::input,
+    ChunkPlan,
+};
+
+/// The best chunk and stream counts for a kernel's cost, predicted, then run.
+#[derive(Parser)]
+struct Args {
+    /// The data the pipeline moves in (and out)
+    #[arg(long, default_value = "256MiB", value_parser = parse_bytes, allow_negative_numbers = true)]
+    size: usize,
+    /// What the kernel costs per MiB of data, ms (the built-in process kernel is calibrated to it);
+    /// without it (or --iters), a kernel as long as the copies
+    #[arg(long, value_parser = parse_ms, conflicts_with = "iters")]
+    kernel_ms_per_mib: Option<f64>,
+    #[command(flatten)]
+    work: WorkArgs,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+fn parse_ms(s: &str) -> anyhow::Result<f64> {
+    match s.parse::<f64>() {
+        Ok(v) if v > 0.0 && v.is_finite() => Ok(v),
+        _ => anyhow::bail!("'{s}' is not a positive number of milliseconds"),
+    }
+}
+
+/// One configuration run: what the model said, what it took.
+#[derive(serde::Serialize)]
+struct Tried {
+    predicted: Prediction,
+    achieved: Stats,
+}
+
+fn main() -> ExitCode {
+    common::lesson::run(plan)
+}
+
+fn plan(args: &Args, out: &Output) -> anyhow::Result<()> {
+    let (n, r) = (args.size / 4, args.run.repeats());
+    anyhow::ensure!(n >= 4, "--size: at least 16 bytes");
+    let bytes = n * 4;
+    let gpu = &common::lesson::gpu(out)?;
+    let mib = (1 << 20) / 4;
+    let work = match (args.kernel_ms_per_mib, args.work.iters) {
+        (Some(ms), _) => Work::Process(calibrate_process(gpu, mib, ms, r)?),
+        (None, Some(iters)) => Work::Process(iters),
+        (None, None) => balanced_work(gpu, mib, r)?,
+    };
+    let h_in = gpu.pinned_from_fn(n, input)?; //   cudaMallocHost(&h_in, bytes)
+    let mut h_out = gpu.pinned::<f32>(n)?; //      cudaMallocHost(&h_out, bytes)
+
+    // What this GPU's copies and this kernel cost, over chunk sizes.
+    let costs = Costs::measure(gpu, bytes, work, r)?;
+    let line = |what: &str, c: &common::fit::CopyCost| {
+        format!("{what:<9} {:>6.1} µs per operation, then {:>7.2} GB/s", c.alpha_us, c.beta_gbps)
+    };
+    out.say(format!("{} ({}), {}", fmt_bytes(bytes), n, work.describe()));
+    out.say(line("upload", &costs.upload));
+    out.say(line("download", &costs.download));
+    out.say(line("kernel", &costs.kernel));
+    out.say(format!("both directions at once keep {:.0}% of their rate", 100.0 * costs.both_ways));
+
+    // Every configuration that fits in free device memory, ranked by the model.
+    let (free, _) = gpu.memory()?;
+    let ranked = costs.rank(bytes, free / 10 * 8);
+    let best = ranked.first().cloned().ok_or_else(|| anyhow::anyhow!("no configuration fits in device memory"))?;
+    out.say("\nThe model's best (predicted, not yet run):");
+    let mut t = Table::new(&["chunks", "streams", "predicted", "limited by (model)", "per-operation share"]);
+    for p in ranked.iter().take(5) {
+        let share = format!("{:.0}%", 100.0 * p.per_operation_share);
+        t.row(vec![p.chunks.to_string(), p.streams.to_string(), fmt_ms(p.ms), p.limit.name().into(), share]);
+    }
+    out.table(&t);
+
+    // Run the best, its neighbours, and one chunk on one stream, with the overlap loop.
+    let (c, k) = (best.chunks, best.streams);
+    let mut configs = vec![(c, k), (c * 2, k), (c / 2, k.min(c / 2)), (c, (k * 2).min(c)), (c, k / 2), (1, 1)];
+    configs.retain(|&(c, k)| c >= 1 && k >= 1 && c <= n);
+    configs.dedup();
+    let mut tried = Vec::new();
+    let bar = out.progress_bar(configs.len() as u64, "planner");
+    for (i, &(chunks, streams)) in configs.iter().enumerate() {
+        if configs[..i].contains(&(chunks, streams)) {
+            continue;
+        }
+        bar.step(format!("{chunks} chunks on {streams} streams"));
+        let plan = ChunkPlan::new(n, chunks, streams)?;
+        let achieved = planner::run(gpu, &plan, work, (&h_in, &mut h_out), r)?;
+        work.check(&h_out, &plan).ensure()?;
+        tried.push(Tried { predicted: costs.predict(bytes, chunks, streams), achieved });
+        bar.done();
+    }
+    bar.finish();
+    out.say(format!("\nRun (median of up to {} runs; every chunk checked against the CPU):", r.repeats));
+    let mut t = Table::new(&["chunks", "streams", "predicted", "achieved", "achieved/predicted", "model's limit"]);
+    for x in &tried {
+        let (p, a) = (&x.predicted, &x.achieved);
+        let ratio = format!("{:.2}", a.median_ms / p.ms);
+        t.row(vec![
+            p.chunks.to_string(),
+            p.streams.to_string(),
+            fmt_ms(p.ms),
+            fmt_ms(a.median_ms),
+            ratio,
+            p.limit.name().into(),
+        ]);
+    }
+    out.table(&t);
+    let fastest = tried.iter().min_by(|a, b| a.achieved.median_ms.total_cmp(&b.achieved.median_ms)).expect("one run");
+    let (fc, fk) = (fastest.predicted.chunks, fastest.predicted.streams);
+    out.say(format!("fastest run: {fc} chunks on {fk} streams, {}", fmt_ms(fastest.achieved.median_ms)));
+    out.say(costs.verdict(bytes, &best));
+
+    // The recommended run against the lower bound measured on its own data.
+    let plan = ChunkPlan::new(n, c, k)?;
+    let name = format!("{c} chunks on {k} streams");
+    let report =
+        Report::measure(gpu, &plan, Steps::InPlace(work), (&h_in, &mut h_out), r, &[(&name, tried[0].achieved, k, k)])?;
+    out.table(&report.table());
+    out.finish(&serde_json::json!({
+        "device": gpu.info, "bytes": bytes, "work": work, "repeats": r, "costs": costs,
+        "ranked": &ranked[..ranked.len().min(5)], "tried": tried, "report": report,
+    }))
+}
