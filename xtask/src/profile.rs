@@ -58,7 +58,8 @@ pub fn run(flags: ProfileFlags) -> anyhow::Result<()> {
     let _ = writeln!(
         report,
         "Source: {}. Times in ms; \"at\" times count from the lesson's first GPU operation. An operation \
-         belongs to the phase in which it starts.\n",
+         belongs to the phase in which it starts; a phase run several times is one row, its span from its \
+         first operation to its last, the gaps between the runs counted idle.\n",
         if nsys.is_some() {
             "Nsight Systems, with the built-in CUDA-event timeline of the same run beside it"
         } else {

@@ -107,34 +107,36 @@ pub fn limit(s: &Summary) -> String {
             pct(sum)
         );
     }
-    if s.kernel >= BUSY * s.span && s.kernel >= s.h2d.max(s.d2h) {
-        return format!(
+    let busy: Vec<(&str, f64)> = engines.iter().copied().filter(|(_, b)| *b >= BUSY * s.span).collect();
+    let each = |v: &[(&str, f64)]| v.iter().map(|(n, b)| format!("{n} {}", pct(*b))).collect::<Vec<_>>().join(", ");
+    match busy.as_slice() {
+        [] => {
+            format!("mixed: no engine busy {:.0}% of the span ({}, idle {})", 100.0 * BUSY, each(&engines), pct(s.idle))
+        }
+        [("kernels", k)] => format!(
             "compute-bound: kernels busy {} of the span; {:.0}% of copy time under kernels",
-            pct(s.kernel),
+            pct(*k),
             100.0 * s.overlap_fraction
-        );
-    }
-    match (s.h2d >= BUSY * s.span, s.d2h >= BUSY * s.span) {
-        (true, true) => {
-            return format!(
-                "copy-bound (both directions): H2D busy {}, D2H {} of the span, both at once {}",
-                pct(s.h2d),
-                pct(s.d2h),
+        ),
+        [(one, b)] => format!("copy-bound ({one}): {one} busy {} of the span", pct(*b)),
+        [("H2D", h), ("D2H", d)] => format!(
+            "copy-bound (both directions): H2D busy {}, D2H {} of the span, both at once {}",
+            pct(*h),
+            pct(*d),
+            pct(s.both_directions)
+        ),
+        several => {
+            let names: Vec<&str> = several.iter().map(|(n, _)| *n).collect();
+            let (last, rest) = names.split_last().expect("two or more");
+            format!(
+                "bound by {} and {last} together: each busy {:.0}% of the span or more ({}); both directions at once {}",
+                rest.join(", "),
+                100.0 * BUSY,
+                each(several),
                 pct(s.both_directions)
             )
         }
-        (true, false) if s.h2d > s.kernel => return format!("copy-bound (H2D): H2D busy {} of the span", pct(s.h2d)),
-        (false, true) if s.d2h > s.kernel => return format!("copy-bound (D2H): D2H busy {} of the span", pct(s.d2h)),
-        _ => {}
     }
-    format!(
-        "mixed: no engine busy {:.0}% of the span (H2D {}, kernels {}, D2H {}, idle {})",
-        100.0 * BUSY,
-        pct(s.h2d),
-        pct(s.kernel),
-        pct(s.d2h),
-        pct(s.idle)
-    )
 }
 
 /// The overlap model: were every engine's work fully overlapped with the others', and every operation
@@ -293,7 +295,16 @@ mod tests {
         assert!(words(summary(10.0, 9.0, 3.0, 8.5, 5.0, 8.0, 0.1)).starts_with("copy-bound (both directions)"));
         assert!(words(summary(10.0, 9.0, 0.0, 0.0, 0.0, 0.0, 1.0)).starts_with("copy-bound (H2D): H2D busy 90%"));
         assert!(words(summary(10.0, 1.0, 2.0, 1.0, 0.0, 0.0, 6.0)).starts_with("latency-bound: the GPU sat idle 60%"));
-        assert!(words(summary(10.0, 6.0, 6.0, 0.5, 4.0, 0.0, 1.0)).starts_with("mixed: no engine busy 80%"));
+        assert_eq!(
+            words(summary(10.0, 6.0, 6.0, 0.5, 4.0, 0.0, 1.0)),
+            "mixed: no engine busy 80% of the span (H2D 60%, kernels 60%, D2H 5%, idle 10%)"
+        );
+        // The overlap lesson's overlapped phase on the H200: every engine near saturation.
+        assert_eq!(
+            words(summary(26.382, 22.205, 22.985, 21.595, 39.0, 18.667, 0.989)),
+            "bound by H2D, kernels and D2H together: each busy 80% of the span or more (H2D 84%, kernels 87%, \
+             D2H 82%); both directions at once 71%"
+        );
         assert_eq!(model(&summary(10.0, 6.0, 7.0, 0.5, 4.0, 0.0, 1.0)), 7.0);
     }
 
