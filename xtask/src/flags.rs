@@ -27,7 +27,8 @@ pub enum Task {
     Ci(CiFlags),
     /// Compile every kernel for one architecture and print registers, spills and stack from ptxas
     Kernels(KernelsFlags),
-    /// Run every lesson (or those named) under Nsight Systems: per-phase overlap figures, pictures, a report
+    /// Run every lesson (or those named), or any CUDA program (`-- COMMAND [ARGS...]`), under Nsight Systems:
+    /// per-range overlap figures, what limits each, transfer checks, nsys's own findings, pictures, a report
     Profile(ProfileFlags),
     /// Run every lesson (or those named) under compute-sanitizer: memcheck, racecheck, synccheck, initcheck
     Sanitize(SanitizeFlags),
@@ -89,6 +90,10 @@ pub struct ProfileFlags {
     /// Use the built-in CUDA-event timeline even where nsys is found
     #[arg(long)]
     pub builtin: bool,
+    /// Any CUDA program and its arguments, after `--`, instead of the lessons (needs nsys); the report goes
+    /// to target/profile/PROGRAM/
+    #[arg(last = true, value_name = "COMMAND", conflicts_with_all = ["lessons", "builtin"])]
+    pub command: Vec<String>,
 }
 
 #[derive(Args)]

@@ -3,6 +3,7 @@
 
 mod bench_report;
 mod bundle;
+mod checks;
 mod ci;
 mod compare;
 mod doctor;
@@ -10,8 +11,10 @@ mod flags;
 mod generate;
 mod kernels;
 mod lessons;
+mod nsys;
 mod profile;
 mod sanitize;
+mod segments;
 mod setup;
 mod test;
 #[cfg(test)]

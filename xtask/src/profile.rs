@@ -1,11 +1,17 @@
-//! Runs the lessons under Nsight Systems and answers with numbers and pictures: per phase, how busy
-//! each engine was, how much copying ran under kernels, how much both directions ran at once, how long
-//! the GPU sat idle. The built-in CUDA-event timeline records the same run, and the report says how
-//! well the two agree. Without nsys (or with `--builtin`) the built-in timeline stands alone.
+//! Runs the lessons, or any CUDA program, under Nsight Systems and answers with numbers and pictures:
+//! per NVTX range (per segment where a program has none, cut at host synchronizations), how busy each
+//! engine was, how much copying ran under kernels, how much both directions ran at once, how long the
+//! GPU sat idle, and what limits it; the checks that matter for transfers; and nsys's own expert-system
+//! findings.
 //!
-//! Writes, per lesson, into target/profile (or profile/ beside a bundle): LESSON.nsys-rep, the nsys
-//! CSV reports, LESSON.timeline.json (opens in ui.perfetto.dev), LESSON.svg and one LESSON-PHASE.svg
-//! per phase, LESSON.log (what the lesson printed); and REPORT.md over all of them.
+//! Lessons (`cargo xtask profile [LESSON...]`): the built-in CUDA-event timeline records the same run, and
+//! the report says how well the two agree. Without nsys (or with `--builtin`) the built-in timeline stands
+//! alone. Writes, per lesson, into target/profile (or profile/ beside a bundle): LESSON.nsys-rep, the nsys
+//! CSV reports, LESSON.timeline.json (opens in ui.perfetto.dev), LESSON.svg and one LESSON-PHASE.svg per
+//! phase, LESSON.log (what the lesson printed), LESSON_analyze.txt; and REPORT.md over all of them.
+//!
+//! Any program (`cargo xtask profile -- COMMAND [ARGS...]`): nsys is required, as only the lessons carry a
+//! built-in timeline. Writes the same files for it into target/profile/PROGRAM/, with its own REPORT.md.
 
 use std::{
     fmt::Write as _,
@@ -17,12 +23,18 @@ use std::{
 use anyhow::{bail, Context as _};
 
 use crate::{
+    checks::{self, ApiCall, Calls},
     flags::ProfileFlags,
-    lessons, tools,
-    trace::{self, Summary, Trace},
+    lessons,
+    nsys::{self, Recorded},
+    segments, tools,
+    trace::{self, Op, Phase, Summary, Trace},
 };
 
 pub fn run(flags: ProfileFlags) -> anyhow::Result<()> {
+    if !flags.command.is_empty() {
+        return run_command(&flags.command);
+    }
     let names: Vec<String> = if flags.lessons.is_empty() {
         lessons::LESSONS.iter().map(|l| l.name.to_string()).collect()
     } else {
@@ -33,7 +45,7 @@ pub fn run(flags: ProfileFlags) -> anyhow::Result<()> {
     let nsys = if flags.builtin {
         None
     } else {
-        let found = tools::nvidia_tool("nsys", "NSYS");
+        let found = nsys::find();
         if found.is_none() {
             eprintln!("profile: nsys not found (install Nsight Systems or set NSYS): using the built-in timeline");
         }
@@ -45,7 +57,9 @@ pub fn run(flags: ProfileFlags) -> anyhow::Result<()> {
     let mut report = String::from("# Profile of the lessons\n\n");
     let _ = writeln!(
         report,
-        "Source: {}. Times in ms. An operation belongs to the phase in which it starts.\n",
+        "Source: {}. Times in ms; \"at\" times count from the lesson's first GPU operation. An operation \
+         belongs to the phase in which it starts; a phase run several times is one row, its span from its \
+         first operation to its last, the gaps between the runs counted idle.\n",
         if nsys.is_some() {
             "Nsight Systems, with the built-in CUDA-event timeline of the same run beside it"
         } else {
@@ -58,8 +72,14 @@ pub fn run(flags: ProfileFlags) -> anyhow::Result<()> {
         let args = lessons::LESSONS.iter().find(|l| l.name == name).map(|l| l.profile).unwrap_or(&[]);
         bar.set_message(name.clone());
         let timeline = out.join(format!("{name}.timeline.json"));
-        let nsys_trace = match &nsys {
-            Some(nsys) => Some(profile_with_nsys(nsys, &bins.join(name), args, &out, name, &timeline)?),
+        let recorded = match &nsys {
+            Some(nsys) => {
+                let bin = bins.join(name);
+                let rec =
+                    nsys::record(nsys, bin.as_os_str(), args, Some(("GPU_TIMELINE", &timeline)), (&out, name), true)?;
+                let rules = nsys::analyze(nsys, &rec, (&out, name));
+                Some((rec, rules))
+            }
             None => {
                 let log = run_lesson(Command::new(bins.join(name)).args(args).env("GPU_TIMELINE", &timeline), name)?;
                 fs::write(out.join(format!("{name}.log")), log)?;
@@ -71,7 +91,7 @@ pub fn run(flags: ProfileFlags) -> anyhow::Result<()> {
         )?;
         let mut builtin = trace::parse_chrome(&json).with_context(|| format!("reading {}", timeline.display()))?;
         trace::correct_engines(&mut builtin.ops);
-        let section = lesson_report(name, nsys_trace.as_ref(), &builtin, &out)?;
+        let section = lesson_report(name, recorded.as_ref().map(|(r, rules)| (r, rules.as_slice())), &builtin, &out)?;
         bar.suspend(|| print!("{}", section.terminal));
         report += &section.markdown;
         bar.inc(1);
@@ -101,60 +121,70 @@ fn run_lesson(cmd: &mut Command, name: &str) -> anyhow::Result<String> {
     Ok(text)
 }
 
-fn profile_with_nsys(
-    nsys: &Path,
-    bin: &Path,
-    args: &[&str],
-    out: &Path,
-    name: &str,
-    timeline: &Path,
-) -> anyhow::Result<Trace> {
-    let rep = out.join(name);
-    let _ = fs::remove_file(rep.with_extension("nsys-rep"));
-    let _ = fs::remove_file(rep.with_extension("qdstrm"));
-    let log = run_lesson(
-        Command::new(nsys)
-            .args(["profile", "--trace=cuda,nvtx", "--sample=none", "--cpuctxsw=none", "--force-overwrite=true", "-o"])
-            .arg(&rep)
-            .arg(bin)
-            .args(args)
-            .env("GPU_TIMELINE", timeline),
-        name,
-    )?;
-    fs::write(out.join(format!("{name}.log")), &log)?;
-    let report = rep.with_extension("nsys-rep");
-    if !report.is_file() {
-        if rep.with_extension("qdstrm").is_file() {
-            bail!(
-                "nsys wrote only {} and no report: its importer failed, usually for want of libdw.so.1 \
-                 (install libdw1, or put its folder on LD_LIBRARY_PATH)",
-                rep.with_extension("qdstrm").display()
-            );
-        }
-        bail!("nsys wrote no report for {name}: see {}", out.join(format!("{name}.log")).display());
+/// `cargo xtask profile -- COMMAND [ARGS...]`.
+fn run_command(command: &[String]) -> anyhow::Result<()> {
+    let (program, args) = command.split_first().context("no command after `--`")?;
+    let nsys = nsys::find().with_context(|| {
+        format!(
+            "nsys not found: profiling a program needs Nsight Systems (only the lessons carry a built-in \
+             timeline): {}",
+            nsys::INSTALL
+        )
+    })?;
+    let path = resolve(program)?;
+    if tools::real_libcuda().is_none() {
+        bail!("no NVIDIA driver on this machine: {program} needs one to run under nsys");
     }
-    let stats = |kind: &str| -> anyhow::Result<String> {
-        tools::output(
-            Command::new(nsys)
-                .args(["stats", "--report", kind, "--format", "csv", "--force-export=true", "--output"])
-                .arg(&rep)
-                .arg(&report),
-            &format!("nsys stats {kind}"),
-        )?;
-        let csv = out.join(format!("{name}_{kind}.csv"));
-        Ok(fs::read_to_string(&csv).unwrap_or_default())
-    };
-    let ops = trace::parse_gpu_trace_csv(&stats("cuda_gpu_trace")?).context("reading the CUDA GPU trace")?;
-    let phases = trace::parse_nvtx_csv(&stats("nvtx_pushpop_trace")?).context("reading the NVTX ranges")?;
-    if ops.is_empty() {
-        bail!("nsys recorded no GPU work for {name}");
-    }
-    Ok(Trace { ops, phases })
+    let stem = stem_of(&path);
+    let out = lessons::output_dir("profile").join(&stem);
+    fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    eprintln!("profile: {} under nsys, into {}", command.join(" "), out.display());
+    let rec = nsys::record(&nsys, path.as_os_str(), args, None, (&out, &stem), false)?;
+    let rules = nsys::analyze(&nsys, &rec, (&out, &stem));
+    let log = fs::read_to_string(out.join(format!("{stem}.log"))).unwrap_or_default();
+    let section = command_report(&stem, &command.join(" "), &rec, &rules, &log, &out)?;
+    print!("{}", section.terminal);
+    let report = out.join("REPORT.md");
+    fs::write(&report, section.markdown).with_context(|| format!("writing {}", report.display()))?;
+    println!("\nreport: {}", report.display());
+    Ok(())
 }
 
+/// The program to run: a path where the name has a slash, else found on PATH.
+fn resolve(program: &str) -> anyhow::Result<PathBuf> {
+    if program.contains('/') {
+        let p = PathBuf::from(program);
+        if !p.is_file() {
+            bail!("no program {program}: no such file");
+        }
+        return Ok(p);
+    }
+    which::which(program).with_context(|| format!("{program}: not found on PATH (if it is here, give ./{program})"))
+}
+
+/// A file name for the program's folder and files: its stem, letters, digits, `_` and `-` only.
+fn stem_of(path: &Path) -> String {
+    let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let clean: String =
+        stem.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect();
+    if clean.is_empty() {
+        "program".into()
+    } else {
+        clean
+    }
+}
+
+#[derive(Default)]
 struct Section {
     terminal: String,
     markdown: String,
+}
+
+impl std::ops::AddAssign for Section {
+    fn add_assign(&mut self, other: Section) {
+        self.terminal += &other.terminal;
+        self.markdown += &other.markdown;
+    }
 }
 
 fn slug(s: &str) -> String {
@@ -175,36 +205,144 @@ pub fn agreement(a: &Summary, b: &Summary) -> (f64, f64, f64) {
     (busy, rel(a.span, b.span), (a.overlap_fraction - b.overlap_fraction).abs())
 }
 
-fn lesson_report(name: &str, nsys: Option<&Trace>, builtin: &Trace, out: &Path) -> anyhow::Result<Section> {
-    let primary = nsys.unwrap_or(builtin);
+type Rows<'a> = Vec<(String, Vec<&'a Op>)>;
+type Extra<'a> = (&'a str, &'a dyn Fn(&str, &Summary) -> String);
+
+fn first_start(ops: &[Op]) -> f64 {
+    ops.iter().map(|o| o.start).fold(f64::INFINITY, f64::min)
+}
+
+fn lesson_report(
+    name: &str,
+    nsys: Option<(&Recorded, &[nsys::Rule])>,
+    builtin: &Trace,
+    out: &Path,
+) -> anyhow::Result<Section> {
+    let primary = nsys.map_or(builtin, |(r, _)| &r.trace);
     let source = if nsys.is_some() { "nsys" } else { "built-in" };
-    let mut pictures: Vec<PathBuf> = vec![out.join(format!("{name}.svg"))];
-    fs::write(&pictures[0], trace::svg(primary, &format!("{name} ({source})"), None))?;
-    let mut term = format!("\n{name} ({source})\n");
-    let _ = writeln!(
-        term,
-        "{:<26} {:>9} {:>8} {:>8} {:>8} {:>13} {:>10} {:>8}  built-in timeline differs by",
-        "phase", "span", "H2D", "kernels", "D2H", "copy||kernel", "H2D||D2H", "idle"
-    );
-    let mut md = format!("## {name}\n\n![{name}]({name}.svg)\n\n| phase | ops | span | H2D busy | kernels busy | D2H busy | copy under kernels | H2D and D2H at once | idle | built-in timeline differs by |\n|---|---|---|---|---|---|---|---|---|---|\n");
+    fs::write(out.join(format!("{name}.svg")), trace::svg(primary, &format!("{name} ({source})"), None))?;
+    let rows: Rows = trace::by_phase(primary).into_iter().filter(|(_, ops)| !ops.is_empty()).collect();
     let builtin_phases = trace::by_phase(builtin);
-    for (phase, ops) in trace::by_phase(primary) {
-        if ops.is_empty() {
-            continue;
+    let differs = |phase: &str, s: &Summary| -> String {
+        if nsys.is_none() {
+            return "-".into();
         }
-        let s = trace::summarize(&ops);
-        let other = if nsys.is_some() {
-            builtin_phases.iter().find(|(p, _)| *p == phase).map(|(_, o)| trace::summarize(o))
-        } else {
-            None
-        };
-        let differs = match &other {
-            Some(b) => {
-                let (busy, span, overlap) = agreement(&s, b);
+        match builtin_phases.iter().find(|(p, _)| p == phase) {
+            Some((_, o)) => {
+                let (busy, span, overlap) = agreement(s, &trace::summarize(o));
                 format!("busy {:.1}%, span {:.1}%, overlap {:.2}", 100.0 * busy, 100.0 * span, overlap)
             }
             None => "-".into(),
-        };
+        }
+    };
+    let mut s = Section {
+        terminal: format!("\n{name} ({source})\n"),
+        markdown: format!("## {name}\n\n![{name}]({name}.svg)\n\n"),
+    };
+    s += rows_table("phase", &rows, Some(("built-in timeline differs by", &differs)));
+    s.markdown += &pictures(name, source, primary, &rows, out)?;
+    if let Some((rec, rules)) = nsys {
+        s += checks_section(&rec.trace, &rec.api, &rows, "###");
+        s += analyze_section(rules, first_start(&rec.trace.ops), name, "###");
+        s += notes(&rec.notes);
+    }
+    Ok(s)
+}
+
+/// The report on one program: per NVTX range, or per segment where it has none.
+fn command_report(
+    stem: &str,
+    cmdline: &str,
+    rec: &Recorded,
+    rules: &[nsys::Rule],
+    log: &str,
+    out: &Path,
+) -> anyhow::Result<Section> {
+    let t = &rec.trace;
+    let t0 = first_start(&t.ops);
+    let segs = if t.phases.is_empty() { segments::split(&t.ops, &rec.api) } else { vec![] };
+    let (rows, heading, picture): (Rows, &str, Trace) = if t.phases.is_empty() {
+        let phases = segs
+            .iter()
+            .map(|s| Phase {
+                name: s.name.clone(),
+                start: s.ops.iter().map(|o| o.start).fold(f64::INFINITY, f64::min),
+                end: s.ops.iter().map(|o| o.end).fold(f64::NEG_INFINITY, f64::max),
+            })
+            .collect();
+        let rows = segs.iter().map(|s| (s.name.clone(), s.ops.clone())).collect();
+        (rows, "segment", Trace { ops: t.ops.clone(), phases })
+    } else {
+        let rows = trace::by_phase(t).into_iter().filter(|(_, ops)| !ops.is_empty()).collect();
+        (rows, "range", t.clone())
+    };
+    fs::write(out.join(format!("{stem}.svg")), trace::svg(&picture, &format!("{stem} (nsys)"), None))?;
+    let mut s = Section::default();
+    let _ = writeln!(s.terminal, "\n{stem} (nsys): {} {heading}s", rows.len());
+    let _ = write!(
+        s.markdown,
+        "# Profile of `{cmdline}`\n\nSource: Nsight Systems, one run: the CUDA API calls and the GPU work. \
+         Times in ms; \"at\" times count from the run's first GPU operation. Beside this report: {stem}.nsys-rep \
+         (opens in nsys-ui), the nsys CSVs, {stem}_analyze.txt, {stem}.log.\n\n![{stem}]({stem}.svg)\n\n"
+    );
+    if heading == "segment" {
+        s.markdown += "## Segments\n\nThe run has no NVTX ranges, so it is cut where a device, stream or event \
+                       synchronize returned with the GPU idle and nothing queued (synchronous copies and idle \
+                       gaps do not cut). An operation belongs to the segment in which it starts.\n\n";
+    } else {
+        s.markdown += "## NVTX ranges\n\nAn operation belongs to the range in which it starts.\n\n";
+    }
+    s += rows_table(heading, &rows, None);
+    if heading == "segment" {
+        for (seg, phase) in segs.iter().zip(&picture.phases) {
+            let closed = seg.closed_by.as_deref().map_or("the end of the run".to_string(), |c| format!("{c} returned"));
+            let _ = writeln!(
+                s.markdown,
+                "- {}: {:.3} to {:.3} ms, until {closed}",
+                seg.name,
+                phase.start - t0,
+                phase.end - t0
+            );
+        }
+        s.markdown += "\n";
+    }
+    s.markdown += &pictures(stem, "nsys", &picture, &rows, out)?;
+    let whole: Rows = vec![("whole run".into(), t.ops.iter().collect())];
+    s += checks_section(t, &rec.api, if heading == "segment" { &whole } else { &rows }, "##");
+    s += analyze_section(rules, t0, stem, "##");
+    s += notes(&rec.notes);
+    let lines: Vec<&str> = log.lines().collect();
+    let shown = lines.len().min(40);
+    let _ = write!(s.markdown, "## What nsys and the program printed\n\n```text\n{}\n```\n", lines[..shown].join("\n"));
+    if lines.len() > shown {
+        let _ = writeln!(s.markdown, "\n({} more lines in {stem}.log)", lines.len() - shown);
+    }
+    Ok(s)
+}
+
+/// The table of rows (phases or segments): engine busy times, overlap and idle, the overlap model and
+/// what limits each; then the speedups between neighbouring rows that do the same work.
+fn rows_table(heading: &str, rows: &[(String, Vec<&Op>)], extra: Option<Extra>) -> Section {
+    let mut term = format!(
+        "{heading:<26} {:>9} {:>8} {:>8} {:>8} {:>13} {:>10} {:>8}{}\n",
+        "span",
+        "H2D",
+        "kernels",
+        "D2H",
+        "copy||kernel",
+        "H2D||D2H",
+        "idle",
+        extra.map_or(String::new(), |(h, _)| format!("  {h}"))
+    );
+    let mut md = format!(
+        "| {heading} | ops | span | H2D busy | kernels busy | D2H busy | copy under kernels | H2D and D2H at once \
+         | idle | overlap model | what limits it |{}\n|{}\n",
+        extra.map_or(String::new(), |(h, _)| format!(" {h} |")),
+        "---|".repeat(11 + usize::from(extra.is_some()))
+    );
+    let mut limits = String::new();
+    for (name, ops) in rows {
+        let s = trace::summarize(ops);
         let cells = [
             format!("{:.3}", s.span),
             format!("{:.3}", s.h2d),
@@ -215,25 +353,142 @@ fn lesson_report(name: &str, nsys: Option<&Trace>, builtin: &Trace, out: &Path) 
             format!("{:.3}", s.idle),
         ];
         let widths = [9, 8, 8, 8, 13, 10, 8];
-        let short: String = phase.chars().take(26).collect();
+        let short: String = name.chars().take(26).collect();
         let row: String = cells.iter().zip(widths).map(|(c, w)| format!(" {c:>w$}")).collect();
-        let _ = writeln!(term, "{short:<26}{row}  {differs}");
-        let _ = writeln!(md, "| {phase} | {} | {} | {differs} |", s.ops, cells.join(" | "));
+        let more = extra.map(|(_, f)| f(name, &s));
+        let _ = writeln!(term, "{short:<26}{row}{}", more.as_ref().map_or(String::new(), |m| format!("  {m}")));
+        let limit = segments::limit(&s);
+        let _ = writeln!(limits, "  {short}: {limit}");
+        let _ = writeln!(
+            md,
+            "| {name} | {} | {} | {:.3} | {limit} |{}",
+            s.ops,
+            cells.join(" | "),
+            segments::model(&s),
+            more.map_or(String::new(), |m| format!(" {m} |"))
+        );
+    }
+    term += &limits;
+    md += "\n";
+    for line in segments::speedups(rows) {
+        let _ = writeln!(term, "  {line}");
+        let _ = writeln!(md, "- {line}\n");
+    }
+    md += "Overlap model: the busiest engine's time, what the work would take were every engine's work fully \
+           overlapped with the others' and every operation to keep its measured duration. A model, not a bound: \
+           operations change speed when overlapped (copies slow when both directions run at once, kernels when \
+           copies compete for memory).\n";
+    md += "\n";
+    Section { terminal: term, markdown: md }
+}
+
+/// One SVG per row, limited to its stretch of time; markdown links to them.
+fn pictures(stem: &str, source: &str, t: &Trace, rows: &[(String, Vec<&Op>)], out: &Path) -> anyhow::Result<String> {
+    let mut links = String::new();
+    for (name, ops) in rows {
         let window = (
             ops.iter().map(|o| o.start).fold(f64::INFINITY, f64::min),
             ops.iter().map(|o| o.end).fold(f64::NEG_INFINITY, f64::max),
         );
-        let pic = out.join(format!("{name}-{}.svg", slug(&phase)));
-        fs::write(&pic, trace::svg(primary, &format!("{name}: {phase} ({source})"), Some(window)))?;
-        pictures.push(pic);
+        let file = format!("{stem}-{}.svg", slug(name));
+        fs::write(out.join(&file), trace::svg(t, &format!("{stem}: {name} ({source})"), Some(window)))?;
+        let _ = write!(links, "[{file}]({file}) ");
     }
-    md += "\n";
-    for p in pictures.iter().skip(1) {
-        let f = p.file_name().unwrap().to_string_lossy();
-        let _ = write!(md, "[{f}]({f}) ");
+    Ok(format!("{}\n\n", links.trim_end()))
+}
+
+/// The transfer checks, per range: a table each in markdown, the cases found on the terminal.
+fn checks_section(t: &Trace, api: &[ApiCall], ranges: &[(String, Vec<&Op>)], level: &str) -> Section {
+    let mut s = Section { terminal: String::new(), markdown: format!("{level} Checks\n\n") };
+    if api.is_empty() {
+        s.markdown += "No CUDA API trace, so no checks.\n\n";
+        s.terminal += "  checks: none (no CUDA API trace)\n";
+        return s;
     }
-    md += "\n\n";
-    Ok(Section { terminal: term, markdown: md })
+    let calls = Calls::new(api);
+    let legacy = checks::legacy_streams(&t.ops, &calls);
+    let t0 = first_start(&t.ops);
+    s.markdown += &if legacy.is_empty() {
+        "Legacy default stream: not identified (the run makes no synchronous copy or memset call).\n\n".to_string()
+    } else {
+        format!(
+            "Legacy default stream: {}, where the GPU work of synchronous copy and memset calls ran (they take \
+             no stream argument).\n\n",
+            legacy.iter().map(|s| format!("stream {s}")).collect::<Vec<_>>().join(", ")
+        )
+    };
+    let mut found = 0;
+    for (range, ops) in ranges {
+        if ranges.len() > 1 {
+            let _ = write!(s.markdown, "{range}:\n\n");
+        }
+        s.markdown += "| check | found | time | the first, in words |\n|---|---|---|---|\n";
+        for f in checks::run(ops, &t.ops, &calls, &legacy, t0) {
+            let dash = |t: &str| if t.is_empty() { "-".to_string() } else { t.to_string() };
+            let _ = writeln!(s.markdown, "| {} | {} | {} | {} |", f.check, f.count, dash(&f.time), dash(&f.first));
+            if f.count > 0 {
+                found += 1;
+                let _ =
+                    writeln!(s.terminal, "  {range}: {}: {} ({})\n      first: {}", f.check, f.count, f.time, f.first);
+            }
+        }
+        s.markdown += "\n";
+    }
+    s.markdown += "Why they matter: an async copy touching pageable memory is staged by the driver through a pinned \
+                   buffer of its own, and the call returns only once its data is staged (a download, once it is \
+                   done), so it neither frees the host nor overlaps as meant. A synchronous copy or memset on the \
+                   legacy stream waits for the work queued before it on every blocking stream, the work queued \
+                   after it waits for it (streams made with cudaStreamNonBlocking are exempt), and the host waits \
+                   too. Streams that never ran at the same time bought no concurrency between them: the work of \
+                   one was done before the other's began (dependencies, the legacy stream, or an engine that both \
+                   needed).\n\n";
+    if found == 0 {
+        let _ = writeln!(
+            s.terminal,
+            "  checks: none found ({}, {}, {})",
+            checks::PAGEABLE_ASYNC,
+            checks::LEGACY_SYNC,
+            checks::NEVER_TOGETHER
+        );
+    }
+    s
+}
+
+fn analyze_section(rules: &[nsys::Rule], t0: f64, stem: &str, level: &str) -> Section {
+    let lines = nsys::condense(rules, t0);
+    let mut md = format!("{level} Nsight Systems' expert rules (`nsys analyze`)\n\n");
+    for l in &lines {
+        let _ = writeln!(md, "- {l}");
+    }
+    let _ = writeln!(md, "\nAll of its output: [{stem}_analyze.txt]({stem}_analyze.txt)\n");
+    let count = |f: fn(&nsys::Outcome) -> bool| rules.iter().filter(|r| f(&r.outcome)).count();
+    let found: Vec<String> = rules
+        .iter()
+        .filter_map(|r| match &r.outcome {
+            nsys::Outcome::Found { rows, .. } => Some(format!("{} {}", r.name, rows.len())),
+            _ => None,
+        })
+        .collect();
+    let terminal = if lines.len() == 1 && lines[0].starts_with("nsys analyze did not run") {
+        format!("  {}\n", lines[0])
+    } else {
+        format!(
+            "  nsys analyze: {}; {} clean, {} failed ({stem}_analyze.txt)\n",
+            if found.is_empty() { "nothing found".to_string() } else { format!("found {}", found.join(", ")) },
+            count(|o| matches!(o, nsys::Outcome::Clean(_))),
+            count(|o| matches!(o, nsys::Outcome::Failed(_)))
+        )
+    };
+    Section { terminal, markdown: md }
+}
+
+fn notes(notes: &[String]) -> Section {
+    let mut s = Section::default();
+    for n in notes {
+        let _ = writeln!(s.terminal, "  note: {n}");
+        let _ = writeln!(s.markdown, "> Note: {n}\n");
+    }
+    s
 }
 
 #[cfg(test)]
@@ -248,13 +503,20 @@ mod tests {
         let b = Summary { h2d: 10.5, d2h: 10.0, kernel: 9.9, overlap_fraction: 0.88, ..Default::default() };
         let (busy, span, overlap) = agreement(&a, &b);
         assert!((busy - 0.5 / 10.5).abs() < 1e-12 && (overlap - 0.02).abs() < 1e-12 && span == 0.0);
+        assert_eq!(stem_of(Path::new("./overlap_pattern")), "overlap_pattern");
+        assert_eq!(stem_of(Path::new("/opt/my app.bin")), "my_app");
     }
 
     #[test]
     fn a_report_from_the_h200_fixtures() {
-        let nsys = Trace {
-            ops: trace::parse_gpu_trace_csv(include_str!("../fixtures/h200_overlap_cuda_gpu_trace.csv")).unwrap(),
-            phases: vec![],
+        let nsys = Recorded {
+            trace: Trace {
+                ops: trace::parse_gpu_trace_csv(include_str!("../fixtures/h200_overlap_cuda_gpu_trace.csv")).unwrap(),
+                phases: vec![],
+            },
+            api: vec![],
+            report: PathBuf::new(),
+            notes: vec![],
         };
         let mut builtin =
             trace::parse_chrome(&serde_json::from_str(include_str!("../fixtures/h200_overlap_builtin.json")).unwrap())
@@ -268,8 +530,58 @@ mod tests {
         for f in ["overlap.svg", "overlap-overlapped.svg", "overlap-serialized.svg", "overlap-copies-alone.svg"] {
             assert!(dir.join(f).is_file(), "{f}");
         }
-        let s = lesson_report("overlap", Some(&nsys), &builtin, &dir).unwrap();
+        let s = lesson_report("overlap", Some((&nsys, &[])), &builtin, &dir).unwrap();
         assert!(s.terminal.contains("whole run"), "no NVTX ranges: one phase");
+        assert!(s.markdown.contains("No CUDA API trace, so no checks."));
+        let _ = fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn a_report_on_a_program_without_nvtx() {
+        let rec = Recorded {
+            trace: Trace {
+                ops: trace::parse_gpu_trace_csv(include_str!(
+                    "../fixtures/synthetic_overlap_pattern_cuda_gpu_trace.csv"
+                ))
+                .unwrap(),
+                phases: vec![],
+            },
+            api: checks::parse_api_trace_csv(include_str!("../fixtures/synthetic_overlap_pattern_cuda_api_trace.csv"))
+                .unwrap(),
+            report: PathBuf::new(),
+            notes: vec![],
+        };
+        let rules = [nsys::Rule { name: "gpu_gaps", outcome: nsys::Outcome::Clean("No gaps found.".into()) }];
+        let dir = std::env::temp_dir().join(format!("profile-command-test-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let s = command_report("overlap_pattern", "./overlap_pattern", &rec, &rules, "Speedup: 1.17x\n", &dir).unwrap();
+        for needle in [
+            "overlap_pattern (nsys): 2 segments",
+            "segment 1: serialized: H2D 8%, kernels 84%, D2H 8% one after another",
+            "segment 2: compute-bound: kernels busy 96% of the span",
+            "segment 2 does segment 1's work 1.17x faster (15.990 ms, then 13.664 ms)",
+            "whole run: synchronous copies and memsets on the legacy stream: 8 (GPU 2.435 ms;",
+            "nsys analyze: nothing found; 1 clean, 0 failed",
+        ] {
+            assert!(s.terminal.contains(needle), "{needle}:\n{}", s.terminal);
+        }
+        for needle in [
+            "# Profile of `./overlap_pattern`",
+            "| segment 1 | 12 | 15.990 | 1.221 | 13.440 | 1.214 | 0% | 0.000 | 0.114 | 13.440 | serialized:",
+            "- segment 1: 0.000 to 15.990 ms, until cudaEventSynchronize returned",
+            "- segment 2: 16.016 to 29.680 ms, until the end of the run",
+            "Legacy default stream: stream 7,",
+            "- `gpu_gaps`: No gaps found.",
+            "Speedup: 1.17x",
+        ] {
+            assert!(s.markdown.contains(needle), "{needle}:\n{}", s.markdown);
+        }
+        for f in ["overlap_pattern.svg", "overlap_pattern-segment-1.svg", "overlap_pattern-segment-2.svg"] {
+            assert!(dir.join(f).is_file(), "{f}");
+        }
+        if std::env::var_os("SHOW_REPORT").is_some() {
+            println!("{}\n{}", s.terminal, s.markdown);
+        }
         let _ = fs::remove_dir_all(dir);
     }
 }

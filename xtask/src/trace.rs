@@ -26,7 +26,8 @@ impl Kind {
     }
 }
 
-/// One GPU operation; times in ms.
+/// One GPU operation; times in ms. From nsys also the correlation id of the API call that made it, and
+/// the memory kinds a copy read and wrote ("Pageable", "Pinned", "Device", "Managed"...; empty if unknown).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Op {
     pub start: f64,
@@ -35,6 +36,9 @@ pub struct Op {
     pub kind: Kind,
     pub name: String,
     pub bytes: u64,
+    pub corr: Option<u64>,
+    pub src_kind: String,
+    pub dst_kind: String,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -52,7 +56,7 @@ pub struct Trace {
 
 /// The rows of a CSV with a header (nsys stats output), as maps from column name to value. Quoted
 /// fields may hold commas (kernel names do); lines before the header that are blank are skipped.
-fn csv_rows(text: &str) -> anyhow::Result<Vec<BTreeMap<String, String>>> {
+pub fn csv_rows(text: &str) -> anyhow::Result<Vec<BTreeMap<String, String>>> {
     let text = text.trim_start_matches('\u{feff}');
     let mut reader = csv::ReaderBuilder::new().flexible(true).from_reader(text.trim_start().as_bytes());
     let header: Vec<String> = reader.headers().context("reading the CSV header")?.iter().map(str::to_string).collect();
@@ -66,8 +70,14 @@ fn csv_rows(text: &str) -> anyhow::Result<Vec<BTreeMap<String, String>>> {
         .collect()
 }
 
-fn column<'a>(row: &'a BTreeMap<String, String>, names: &[&str]) -> Option<&'a str> {
-    names.iter().find_map(|n| row.iter().find(|(k, _)| k.as_str() == *n || k.starts_with(n)).map(|(_, v)| v.as_str()))
+/// The value of the first of `names` that the row has, by name or prefix, ignoring ASCII case (nsys
+/// spells the correlation id "CorrId" in one report and "CorrID" in another).
+pub fn column<'a>(row: &'a BTreeMap<String, String>, names: &[&str]) -> Option<&'a str> {
+    let lower = |s: &str| s.to_ascii_lowercase();
+    names.iter().find_map(|n| {
+        let n = lower(n);
+        row.iter().find(|(k, _)| lower(k).starts_with(&n)).map(|(_, v)| v.as_str())
+    })
 }
 
 /// `nsys stats --report cuda_gpu_trace --format csv`.
@@ -79,16 +89,14 @@ pub fn parse_gpu_trace_csv(text: &str) -> anyhow::Result<Vec<Op>> {
             v.trim().parse::<f64>().with_context(|| format!("row {}: {names:?} is {v:?}", i + 1))
         };
         let name = column(row, &["Name"]).context("no Name column")?.to_string();
-        let kind = if name.contains("Host-to-Device") {
-            Kind::H2D
-        } else if name.contains("Device-to-Host") {
-            Kind::D2H
-        } else if name.contains("memset") {
-            Kind::Memset
-        } else if name.starts_with('[') {
-            Kind::Other
-        } else {
-            Kind::Kernel
+        // Copies and memsets are named in brackets ("[CUDA memcpy Host-to-Device]", "[CUDA memcpy HtoD]" in
+        // older nsys, "[CUDA memset]"); anything else is a kernel, whatever its name says.
+        let kind = match name.strip_prefix('[') {
+            Some(n) if n.contains("Host-to-Device") || n.contains("HtoD") => Kind::H2D,
+            Some(n) if n.contains("Device-to-Host") || n.contains("DtoH") => Kind::D2H,
+            Some(n) if n.contains("memset") => Kind::Memset,
+            Some(_) => Kind::Other,
+            None => Kind::Kernel,
         };
         let start = num(&["Start (ns)"])? / 1e6;
         let bytes = column(row, &["Bytes (MB)"])
@@ -101,6 +109,9 @@ pub fn parse_gpu_trace_csv(text: &str) -> anyhow::Result<Vec<Op>> {
             kind,
             name,
             bytes,
+            corr: column(row, &["CorrId", "Correlation"]).and_then(|c| c.trim().parse().ok()),
+            src_kind: column(row, &["SrcMemKd", "Src Kind", "SrcMemKind"]).unwrap_or("").trim().to_string(),
+            dst_kind: column(row, &["DstMemKd", "Dst Kind", "DstMemKind"]).unwrap_or("").trim().to_string(),
         });
     }
     Ok(ops)
@@ -150,7 +161,18 @@ pub fn parse_chrome(json: &serde_json::Value) -> anyhow::Result<Trace> {
             serde_json::Value::String(s) => s.clone(),
             v => v.to_string(),
         };
-        t.ops.push(Op { start, end, stream, kind, name, bytes: e["args"]["bytes"].as_u64().unwrap_or(0) });
+        let bytes = e["args"]["bytes"].as_u64().unwrap_or(0);
+        t.ops.push(Op {
+            start,
+            end,
+            stream,
+            kind,
+            name,
+            bytes,
+            corr: None,
+            src_kind: String::new(),
+            dst_kind: String::new(),
+        });
     }
     if t.ops.is_empty() {
         bail!("the timeline holds no operations");
@@ -173,7 +195,7 @@ pub fn correct_engines(ops: &mut [Op]) {
     }
 }
 
-fn union(mut iv: Vec<(f64, f64)>) -> Vec<(f64, f64)> {
+pub fn union(mut iv: Vec<(f64, f64)>) -> Vec<(f64, f64)> {
     iv.sort_by(|a, b| a.0.total_cmp(&b.0));
     let mut out: Vec<(f64, f64)> = Vec::new();
     for (s, e) in iv {
@@ -185,12 +207,12 @@ fn union(mut iv: Vec<(f64, f64)>) -> Vec<(f64, f64)> {
     out
 }
 
-fn length(u: &[(f64, f64)]) -> f64 {
+pub fn length(u: &[(f64, f64)]) -> f64 {
     // fold from +0.0: f64's `sum` starts at -0.0, which prints as "-0.000"
     u.iter().fold(0.0, |a, (s, e)| a + (e - s))
 }
 
-fn overlap(a: &[(f64, f64)], b: &[(f64, f64)]) -> f64 {
+pub fn overlap(a: &[(f64, f64)], b: &[(f64, f64)]) -> f64 {
     let (mut i, mut j, mut total) = (0, 0, 0.0);
     while i < a.len() && j < b.len() {
         let (s, e) = (a[i].0.max(b[j].0), a[i].1.min(b[j].1));
@@ -420,7 +442,17 @@ mod tests {
     use super::*;
 
     fn op(stream: &str, kind: Kind, start: f64, end: f64) -> Op {
-        Op { start, end, stream: stream.into(), kind, name: format!("{kind:?}"), bytes: 0 }
+        Op {
+            start,
+            end,
+            stream: stream.into(),
+            kind,
+            name: format!("{kind:?}"),
+            bytes: 0,
+            corr: None,
+            src_kind: String::new(),
+            dst_kind: String::new(),
+        }
     }
 
     const NSYS: &str = include_str!("../fixtures/h200_overlap_cuda_gpu_trace.csv");
@@ -476,6 +508,12 @@ mod tests {
         assert_eq!((count(Kind::H2D), count(Kind::D2H), count(Kind::Kernel), count(Kind::Memset)), (54, 54, 51, 7));
         let h = ops.iter().find(|o| o.kind == Kind::H2D).unwrap();
         assert_eq!(h.bytes, 2_097_000, "nsys reports MB = 10^6 bytes, to 3 decimals");
+        assert_eq!(
+            (h.corr, h.src_kind.as_str(), h.dst_kind.as_str(), h.stream.as_str()),
+            (Some(70), "Pinned", "Device", "18")
+        );
+        let m = ops.iter().find(|o| o.kind == Kind::Memset).unwrap();
+        assert_eq!((m.corr, m.src_kind.as_str(), m.dst_kind.as_str()), (Some(36), "Device", ""));
         assert!(ops.iter().all(|o| o.end > o.start));
         assert!(ops.iter().all(|o| o.kind != Kind::Kernel || o.name == "process"));
     }

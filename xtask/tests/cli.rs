@@ -42,3 +42,26 @@ fn doctor_into_a_closed_pipe_ends_quietly() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert_eq!(out.status.signal(), Some(libc::SIGPIPE), "ended by SIGPIPE, as `head` expects: {stderr}");
 }
+
+#[test]
+fn profiling_a_program_needs_nsys_and_says_how_to_get_it() {
+    let out = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(["profile", "--", "./my_app", "--size", "1"])
+        .env("NSYS", "/nonexistent/nsys")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.starts_with("error: nsys not found") && stderr.contains("set NSYS"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
+fn a_program_or_lessons_not_both() {
+    for args in [&["profile", "overlap", "--", "./my_app"][..], &["profile", "--builtin", "--", "./my_app"]] {
+        let out = xtask(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains("cannot be used with"), "{args:?}: {stderr}");
+    }
+}
