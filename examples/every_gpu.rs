@@ -118,7 +118,7 @@ fn every_gpu(args: &Args, out: &Output) -> anyhow::Result<()> {
     }
     let paths: Vec<(u32, Vec<String>)> = alone.iter().filter_map(|g| Some((g.device, pci_path(&g.bus)?))).collect();
     shared_bridges(&paths).iter().for_each(|l| out.say(l));
-    let host = HostMemory::measure(bytes.clamp(64 << 20, 1 << 30))?;
+    let host = HostMemory::measure(1 << 30)?;
     let (threads, read, write) = (host.threads, host.read_gbps, host.write_gbps);
     out.say(format!("the host's {threads} CPU threads read memory at {read:.1} GB/s and write it at {write:.1}"));
     let loss = |f: Rate| sum(&together, f) / sum(&alone, f);
