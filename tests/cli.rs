@@ -52,6 +52,7 @@ fn sizes_of_zero() {
     bad_flag("async_memcpy", &["-n", "0"], "must be at least 1");
     fails_with("pinned_memory", &["--max", "0"], "--max 0: sizes must run from at least 4 bytes");
     fails_with("zero_copy", &["--min", "0"], "--min 0: sizes must run from at least 4 bytes");
+    fails_with("managed_memory", &["--max", "0"], "--max 0: sizes must run from at least 4 bytes");
 }
 
 #[test]
@@ -88,6 +89,9 @@ fn zero_streams_or_chunks() {
 fn more_streams_than_chunks_or_chunks_than_elements() {
     fails_with("overlap", &["--chunks", "4", "--streams", "8"], "more than --chunks 4");
     fails_with("double_buffering", &["-n", "10", "--chunks", "11", "--streams", "2"], "a chunk would be empty");
+    // managed_memory cuts every size of its sweep: the smallest must hold a chunk per element at least.
+    fails_with("managed_memory", &["--min", "32", "--max", "1MiB"], "--chunks 16 is more than the 8 elements");
+    fails_with("managed_memory", &["--chunks", "2"], "--streams 4 is more than --chunks 2");
 }
 
 #[test]

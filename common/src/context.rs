@@ -140,6 +140,14 @@ pub fn driver_init() -> anyhow::Result<()> {
     }
 }
 
+/// An attribute of `device` (`cuDeviceGetAttribute`).
+pub(crate) fn device_attribute(device: sys::CUdevice, a: sys::CUdevice_attribute) -> anyhow::Result<i32> {
+    let mut v = 0;
+    // SAFETY: valid out-pointer and device handle.
+    check(unsafe { ffi::cuDeviceGetAttribute(&mut v, a, device) }, || format!("reading {a:?}"))?;
+    Ok(v)
+}
+
 /// How many CUDA devices this machine has (after `CUDA_VISIBLE_DEVICES`).
 pub fn device_count() -> anyhow::Result<u32> {
     driver_init()?;

@@ -11,7 +11,7 @@ use crate::{
     ffi::{self, check},
     host::{pin_in_place, HostAlloc, PinnedBuffer, Registered},
     kernels::Kernels,
-    memory::{memory_info, DeviceBuffer, Element},
+    memory::{memory_info, room, DeviceBuffer, Element, ManagedBuffer, Room},
     report::fmt_bytes,
     scope::{self, Env, Scope},
     stream::{Event, EventPool, Stream},
@@ -42,6 +42,9 @@ pub struct DeviceInfo {
     pub async_engines: u32,
     pub can_map_host_memory: bool,
     pub unified_addressing: bool,
+    /// Managed memory (`cudaMallocManaged`) is available, and the CPU and this GPU may touch it at the
+    /// same time (`CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS`): what [`Gpu::managed`] needs.
+    pub managed_memory: bool,
     pub driver_version: (i32, i32),
     pub pci_bus_id: String,
     /// The host link as the OS reports it (`/sys/bus/pci`), when it does.
@@ -104,6 +107,20 @@ impl Gpu {
     /// `count` device buffers of `len` elements each: one per stream, say.
     pub fn alloc_each<T: Element>(&self, count: usize, len: usize) -> anyhow::Result<Vec<DeviceBuffer<T>>> {
         (0..count).map(|_| self.alloc(len)).collect()
+    }
+
+    /// Managed memory for `len` elements, zeroed (`cudaMallocManaged(.., cudaMemAttachGlobal)`): one
+    /// address for the host and the GPU, its pages moved to whichever touches them. Refused, with the
+    /// reason, on a GPU where the host may not touch managed memory while the GPU works, and when the
+    /// device has no [`Room`] for it: more than its free memory less a margin kept for others.
+    pub fn managed<T: Element>(&self, len: usize) -> anyhow::Result<ManagedBuffer<T>> {
+        ManagedBuffer::zeroed(&self.ctx, &self.info.name, len)
+    }
+
+    /// How much memory that may come to rest on the device can still be asked for (see [`Room`]): for a
+    /// program to check everything it means to allocate before it allocates any of it.
+    pub fn room(&self) -> anyhow::Result<Room> {
+        room(&self.ctx)
     }
 
     /// Pinned host memory for `len` elements, zeroed (`cudaMallocHost`).
@@ -186,12 +203,7 @@ impl Drop for Gpu {
 impl DeviceInfo {
     fn query(ordinal: u32, device: sys::CUdevice) -> anyhow::Result<DeviceInfo> {
         use sys::CUdevice_attribute as A;
-        let attr = |a: A| -> anyhow::Result<i32> {
-            let mut v = 0;
-            // SAFETY: valid out-pointer and device handle.
-            check(unsafe { ffi::cuDeviceGetAttribute(&mut v, a, device) }, || format!("reading {a:?}"))?;
-            Ok(v)
-        };
+        let attr = |a: A| crate::context::device_attribute(device, a);
         let mut version = 0;
         // SAFETY: one valid out-pointer.
         check(unsafe { ffi::cuDriverGetVersion(&mut version) }, || "reading the driver version".into())?;
@@ -233,6 +245,7 @@ impl DeviceInfo {
             async_engines: attr(A::CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT)? as u32,
             can_map_host_memory: attr(A::CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY)? != 0,
             unified_addressing: attr(A::CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING)? != 0,
+            managed_memory: crate::memory::managed_support(device).is_ok(),
             driver_version: (version / 1000, version % 1000 / 10),
             link: PcieLink::read(&pci_bus_id),
             pci_bus_id,

@@ -22,6 +22,11 @@ pub const ERROR_INVALID_CONTEXT: CuResult = 201;
 pub const ERROR_NOT_READY: CuResult = 600;
 pub const ERROR_SYSTEM_DRIVER_MISMATCH: CuResult = 803;
 
+/// `CU_DEVICE_CPU`: the host, as a destination of [`cuMemPrefetchAsync`].
+pub const DEVICE_CPU: CUdevice = -1;
+/// `CU_MEM_ATTACH_GLOBAL`: managed memory any stream of any device may access.
+pub const MEM_ATTACH_GLOBAL: c_uint = 1;
+
 /// Errors after which the driver documents the context as unusable: its work is stopped, and every
 /// later call in it returns the same error. ECC_UNCORRECTABLE (214), CONTAINED (226, Hopper's error
 /// containment), ILLEGAL_ADDRESS (700), LAUNCH_TIMEOUT (702), ASSERT (710), HARDWARE_STACK_ERROR (714),
@@ -52,6 +57,12 @@ extern "C" {
     pub fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) -> CuResult;
     pub fn cuMemAlloc_v2(ptr: *mut CUdeviceptr, bytes: usize) -> CuResult;
     pub fn cuMemFree_v2(ptr: CUdeviceptr) -> CuResult;
+    pub fn cuMemAllocManaged(ptr: *mut CUdeviceptr, bytes: usize, flags: c_uint) -> CuResult;
+    /// The CUDA 8 entry point (`PFN_cuMemPrefetchAsync_v8000` in CUDA 13's `cudaTypedefs.h`), which the
+    /// 580 driver still exports: CUDA 13's `cuda.h` maps the name to `cuMemPrefetchAsync_v2`, which takes
+    /// a `CUmemLocation` and flags instead of a device. This one is in the libcuda stub (cust_raw's
+    /// bindings declare it); `_v2` is not. `device` is a GPU's handle, or [`DEVICE_CPU`].
+    pub fn cuMemPrefetchAsync(ptr: CUdeviceptr, bytes: usize, device: CUdevice, stream: CUstream) -> CuResult;
     pub fn cuMemsetD8_v2(dst: CUdeviceptr, value: u8, n: usize) -> CuResult;
     pub fn cuMemsetD32Async(dst: CUdeviceptr, value: c_uint, n: usize, stream: CUstream) -> CuResult;
     pub fn cuMemHostAlloc(ptr: *mut *mut c_void, bytes: usize, flags: c_uint) -> CuResult;

@@ -3,7 +3,7 @@
 //! | module | what it holds |
 //! | --- | --- |
 //! | [`device`] | the GPU ([`Gpu`]): start-up with clear errors, the device report, everything made on it |
-//! | [`memory`] | device buffers, and the element types copies may fill |
+//! | [`memory`] | device buffers, managed memory and the room for it, and the element types copies may fill |
 //! | [`host`] | host buffer kinds: pinned (with `cuMemHostAlloc` flags), mapped, pinned in place |
 //! | [`stream`] | streams (non-blocking by default) |
 //! | [`scope`] | stream scopes: async copies, launches and events that borrow their buffers until the GPU is done |
@@ -54,7 +54,7 @@ pub use chunks::{Chunk, ChunkPlan};
 pub use device::Gpu;
 pub use error::Result;
 pub use host::{pageable, HostAlloc, PinnedBuffer, Registered};
-pub use memory::{DeviceBuffer, Element};
-pub use scope::{Dev, Ordering, Scope, ScopeEvent};
+pub use memory::{DeviceBuffer, Element, ManagedBuffer, Room};
+pub use scope::{Dev, Ordering, Scope, ScopeEvent, To};
 pub use stream::Stream;
 pub use timing::Stats;

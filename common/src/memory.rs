@@ -1,12 +1,17 @@
-//! Device memory, and the element types that may live in any buffer a copy fills.
+//! Device memory, managed memory, and the element types that may live in any buffer a copy fills.
 
-use std::{marker::PhantomData, sync::Arc};
+use std::{
+    marker::PhantomData,
+    ops::{Deref, DerefMut},
+    sync::{Arc, Mutex, MutexGuard},
+};
 
-use anyhow::{bail, Context as _};
+use anyhow::{anyhow, bail, Context as _};
 use cust::sys;
+use serde::Serialize;
 
 use crate::{
-    context::Context,
+    context::{device_attribute, Context},
     ffi::{self, check},
     report::fmt_bytes,
 };
@@ -56,11 +61,7 @@ impl<T: Element> DeviceBuffer<T> {
             format!("allocating {} of device memory", fmt_bytes(bytes))
         })?;
         let buf = DeviceBuffer { ptr, len, ctx: ctx.clone(), _elements: PhantomData };
-        // SAFETY: the `bytes` bytes just allocated. The memset is queued on the legacy default stream,
-        // which is then synchronized, so the zeros are in place before anyone can use the buffer.
-        check(unsafe { ffi::cuMemsetD8_v2(ptr, 0, bytes) }, || "zeroing new device memory".into())?;
-        // SAFETY: the legacy default stream (handle 0) of the current context.
-        check(unsafe { ffi::cuStreamSynchronize(std::ptr::null_mut()) }, || "zeroing new device memory".into())?;
+        zero(ptr, bytes)?;
         Ok(buf)
     }
 
@@ -95,6 +96,190 @@ impl<T: Element> Drop for DeviceBuffer<T> {
     }
 }
 
+/// Zeroes `bytes` bytes of a new allocation at `ptr` (device or managed memory, of the current context)
+/// and waits until the zeros are in place, before anyone can use the buffer.
+fn zero(ptr: sys::CUdeviceptr, bytes: usize) -> anyhow::Result<()> {
+    // SAFETY: the `bytes` bytes just allocated at `ptr`, which nothing else uses yet. The memset is
+    // queued on the legacy default stream, which is then synchronized.
+    check(unsafe { ffi::cuMemsetD8_v2(ptr, 0, bytes) }, || "zeroing new memory".into())?;
+    // SAFETY: the legacy default stream (handle 0) of the current context.
+    check(unsafe { ffi::cuStreamSynchronize(std::ptr::null_mut()) }, || "zeroing new memory".into())
+}
+
+/// Managed memory this process holds, in bytes, over every GPU (see [`Room::managed_held`]). Held
+/// locked from a check to the allocation it allows, so that two threads cannot both take the last room.
+static MANAGED_HELD: Mutex<usize> = Mutex::new(0);
+
+fn managed_held() -> MutexGuard<'static, usize> {
+    MANAGED_HELD.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// How much more memory that may all come to rest on the device (managed memory, and the device
+/// buffers beside it) a program may ask for. Asking for more than the device has free is what a
+/// shared machine must not see: device buffers fail, but managed memory is granted, and its pages
+/// then evict each other, and other programs' managed pages, back and forth across the bus.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Room {
+    /// Free device memory, as the driver reports it (`cuMemGetInfo`).
+    pub free: usize,
+    pub total: usize,
+    /// Managed memory this process holds already, on any GPU. The driver's free figure counts only the
+    /// pages that are on the device now, and the rest may come: so all of it counts. Where some is on
+    /// the device already it counts twice, which errs on the side of refusing.
+    pub managed_held: usize,
+}
+
+impl Room {
+    /// Left free for the rest of the machine: a tenth of the device's memory, and at least 1 GiB.
+    pub fn margin(&self) -> usize {
+        (self.total / 10).max(1 << 30)
+    }
+
+    /// How many bytes more may be asked for.
+    pub fn available(&self) -> usize {
+        self.free.saturating_sub(self.margin()).saturating_sub(self.managed_held)
+    }
+
+    /// Whether `bytes` more fit; if not, why not, in words.
+    pub fn check(&self, bytes: usize) -> Result<(), String> {
+        if bytes <= self.available() {
+            return Ok(());
+        }
+        let held = match self.managed_held {
+            0 => String::new(),
+            h => format!(" and {} of managed memory this process holds already", fmt_bytes(h)),
+        };
+        Err(format!(
+            "needs {} of device memory, and at most {} may be asked for: {} free of {}, less {} kept free for \
+             others{held}",
+            fmt_bytes(bytes),
+            fmt_bytes(self.available()),
+            fmt_bytes(self.free),
+            fmt_bytes(self.total),
+            fmt_bytes(self.margin()),
+        ))
+    }
+}
+
+/// The room on `ctx`'s GPU now (see [`Room`]); makes `ctx` current.
+pub(crate) fn room(ctx: &Context) -> anyhow::Result<Room> {
+    room_holding(ctx, &managed_held())
+}
+
+/// The room on `ctx`'s GPU, with the lock on the managed memory held taken.
+fn room_holding(ctx: &Context, held: &MutexGuard<'static, usize>) -> anyhow::Result<Room> {
+    let (free, total) = memory_info(ctx)?;
+    Ok(Room { free, total, managed_held: **held })
+}
+
+/// Whether `device` can hold managed memory that the CPU may touch while the GPU works on other
+/// things: without concurrent managed access, any host access while any kernel runs faults the CPU.
+pub(crate) fn managed_support(device: sys::CUdevice) -> anyhow::Result<()> {
+    use sys::CUdevice_attribute as A;
+    if device_attribute(device, A::CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY)? == 0 {
+        bail!("this GPU does not support managed memory (cudaMallocManaged)");
+    }
+    if device_attribute(device, A::CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS)? == 0 {
+        bail!(
+            "this GPU cannot share managed memory with the CPU while it works (no concurrent managed access: a \
+             GPU older than Pascal, Windows, or a virtual GPU without it), so the host could fault touching it \
+             during any kernel: managed buffers are refused here"
+        );
+    }
+    Ok(())
+}
+
+/// `len` elements of managed memory (`cudaMallocManaged(.., cudaMemAttachGlobal)`), zeroed, freed on
+/// drop: one address for the CPU and the GPU. The driver moves each page to whichever touches it (a
+/// page fault each time it is not there), or ahead of time where a scope prefetches it
+/// ([`crate::Scope::prefetch`]).
+///
+/// The host reads and writes it as a slice, but only while no scope holds it: a scope takes it by
+/// `&mut` ([`crate::Scope::managed`]) and synchronizes every stream before it gives it back. Made by
+/// [`crate::Gpu::managed`], which refuses a GPU where the CPU may not touch managed memory while the GPU
+/// works, and a size the device has no [`Room`] for.
+pub struct ManagedBuffer<T: Element> {
+    ptr: sys::CUdeviceptr,
+    len: usize,
+    ctx: Arc<Context>,
+    _elements: PhantomData<T>,
+}
+
+// Send and Sync follow from the fields, as for DeviceBuffer: the memory belongs to the process, and a
+// shared reference offers only reads of it.
+
+impl<T: Element> ManagedBuffer<T> {
+    /// Allocates and zeroes `len` elements in `ctx`, or says why not.
+    pub(crate) fn zeroed(ctx: &Arc<Context>, name: &str, len: usize) -> anyhow::Result<Self> {
+        if len == 0 {
+            bail!("a managed buffer needs at least one element");
+        }
+        let bytes = len.checked_mul(std::mem::size_of::<T>()).context("managed allocation size overflows")?;
+        managed_support(ctx.device()).with_context(|| format!("managed memory on {name}"))?;
+        let mut held = managed_held();
+        room_holding(ctx, &held)?
+            .check(bytes)
+            .map_err(|why| anyhow!("managed memory on {name}: {why}: choose a smaller size"))?;
+        let mut ptr = 0;
+        // SAFETY: valid out-pointer, nonzero size, the driver's own flag; the context is current
+        // (memory_info made it so).
+        check(unsafe { ffi::cuMemAllocManaged(&mut ptr, bytes, ffi::MEM_ATTACH_GLOBAL) }, || {
+            format!("allocating {} of managed memory", fmt_bytes(bytes))
+        })?;
+        *held += bytes;
+        drop(held);
+        let buf = ManagedBuffer { ptr, len, ctx: ctx.clone(), _elements: PhantomData };
+        zero(ptr, bytes)?;
+        Ok(buf)
+    }
+
+    pub(crate) fn ptr(&self) -> sys::CUdeviceptr {
+        self.ptr
+    }
+
+    pub(crate) fn context(&self) -> &Arc<Context> {
+        &self.ctx
+    }
+}
+
+impl<T: Element> Deref for ManagedBuffer<T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        // SAFETY: one live allocation of `len` elements, owned by self and zeroed when made, so every
+        // element is initialized (and any bits are a valid T: Element); the allocation is aligned for
+        // any type. Managed memory is addressable by the host at its device address, and on a GPU with
+        // concurrent managed access (checked when made) the host may touch it while the GPU runs other
+        // work. Nothing on the GPU touches it now: only a scope can queue work on it, and a scope holds it
+        // by &mut and synchronizes every stream before that borrow ends.
+        unsafe { std::slice::from_raw_parts(self.ptr as usize as *const T, self.len) }
+    }
+}
+
+impl<T: Element> DerefMut for ManagedBuffer<T> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        // SAFETY: as above, and &mut self makes this the only reference.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr as usize as *mut T, self.len) }
+    }
+}
+
+impl<T: Element> std::fmt::Debug for ManagedBuffer<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ManagedBuffer<{}>[{}]", std::any::type_name::<T>(), self.len)
+    }
+}
+
+impl<T: Element> Drop for ManagedBuffer<T> {
+    fn drop(&mut self) {
+        // SAFETY: allocated once, freed once, in its own context (kept alive by self.ctx). No GPU work
+        // uses it: every scope that lent it synchronized before its borrow ended.
+        let freed = self.ctx.with_current(|| unsafe { ffi::cuMemFree_v2(self.ptr) });
+        if freed == Some(ffi::SUCCESS) {
+            let mut held = managed_held();
+            *held = held.saturating_sub(self.len * std::mem::size_of::<T>());
+        }
+    }
+}
+
 /// (free, total) device memory of `ctx`'s GPU in bytes; makes `ctx` current.
 pub(crate) fn memory_info(ctx: &Context) -> anyhow::Result<(usize, usize)> {
     ctx.make_current()?;
@@ -102,4 +287,43 @@ pub(crate) fn memory_info(ctx: &Context) -> anyhow::Result<(usize, usize)> {
     // SAFETY: two valid out-pointers; the context is current.
     check(unsafe { ffi::cuMemGetInfo_v2(&mut free, &mut total) }, || "querying device memory".into())?;
     Ok((free, total))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Room;
+
+    const GIB: usize = 1 << 30;
+
+    #[test]
+    fn the_margin_is_a_tenth_of_the_device_and_at_least_a_gibibyte() {
+        let room = |total| Room { free: total, total, managed_held: 0 };
+        assert_eq!(room(141 * GIB).margin(), 141 * GIB / 10);
+        assert_eq!(room(8 * GIB).margin(), GIB);
+        assert_eq!(room(GIB / 2).available(), 0, "a device smaller than the margin has no room");
+    }
+
+    #[test]
+    fn room_is_free_memory_less_the_margin_and_managed_memory_held() {
+        let r = Room { free: 100 * GIB, total: 140 * GIB, managed_held: 0 };
+        assert_eq!(r.available(), 86 * GIB);
+        assert!(r.check(86 * GIB).is_ok());
+        let why = r.check(86 * GIB + 4).unwrap_err();
+        assert!(why.starts_with("needs 86.0 GiB of device memory, and at most 86 GiB may be asked for"), "{why}");
+        assert!(why.contains("100 GiB free of 140 GiB, less 14 GiB kept free for others"), "{why}");
+        let held = Room { managed_held: 80 * GIB, ..r };
+        assert_eq!(held.available(), 6 * GIB);
+        let why = held.check(8 * GIB).unwrap_err();
+        assert!(why.ends_with("and 80 GiB of managed memory this process holds already"), "{why}");
+    }
+
+    #[test]
+    fn nothing_fits_when_free_memory_is_below_the_margin() {
+        let r = Room { free: 2 * GIB, total: 40 * GIB, managed_held: 0 };
+        assert_eq!(r.available(), 0);
+        assert!(r.check(1).is_err());
+        assert!(r.check(0).is_ok(), "asking for nothing always fits");
+        let crowded = Room { free: 20 * GIB, total: 40 * GIB, managed_held: 30 * GIB };
+        assert_eq!(crowded.available(), 0, "held memory beyond free memory leaves none, without overflow");
+    }
 }

@@ -17,13 +17,17 @@
 //!   scope, and the scope synchronizes every stream before it returns, also on error or panic. Where it
 //!   cannot prove that the GPU has stopped (a stream failed, and the context is not dead), it aborts the
 //!   process rather than release memory the GPU may still write.
-//! - Device buffers (and mapped host buffers) are borrowed mutably for the scope and addressed through
-//!   [`Dev`] handles. Like cudarc, the scope records an event after each operation and remembers, per
-//!   buffer and byte range, the last write and the reads since. An operation on another stream that
-//!   touches an overlapping range must be ordered after them: by the stream, by the waits the program
-//!   made itself ([`Scope::event_record`], [`Scope::stream_wait_event`]), or, where those are missing,
-//!   by a wait the scope adds and reports ([`Scope::ordering`]). The ordering known on each stream is a
-//!   vector clock, so waits the program made are recognized, transitively.
+//! - Device buffers (and mapped host buffers, and managed buffers) are borrowed mutably for the scope
+//!   and addressed through [`Dev`] handles: the host cannot touch them until every stream is idle. Like
+//!   cudarc, the scope records an event after each operation and remembers, per buffer and byte range,
+//!   the last write and the reads since. An operation on another stream that touches an overlapping
+//!   range must be ordered after them: by the stream, by the waits the program made itself
+//!   ([`Scope::event_record`], [`Scope::stream_wait_event`]), or, where those are missing, by a wait the
+//!   scope adds and reports ([`Scope::ordering`]). The ordering known on each stream is a vector clock,
+//!   so waits the program made are recognized, transitively.
+//! - A prefetch of managed memory ([`Scope::prefetch`]) counts as a write of its range: it moves the
+//!   pages, so it is ordered after the work on them and the work after it waits for it. Only managed
+//!   views can be prefetched.
 //! - One operation may not read and write overlapping bytes (a kernel's input and output views of one
 //!   buffer, a copy within one buffer): the result would race.
 //! - Streams, buffers and kernels of another context are refused. Everything the scope touches keeps
@@ -47,7 +51,7 @@ use crate::{
     context::Context,
     ffi::{self, check, error_name, CuResult},
     host::PinnedBuffer,
-    memory::{DeviceBuffer, Element},
+    memory::{DeviceBuffer, Element, ManagedBuffer},
     report::fmt_bytes,
     stream::{Event, EventPool, Stream},
     timeline::{current_phase, Record, Recorder},
@@ -58,7 +62,8 @@ static NEXT_SCOPE: AtomicU64 = AtomicU64::new(1);
 /// Invariant in `'scope`, like `std::thread::Scope`: a handle of one scope never fits another.
 type Invariant<'scope> = PhantomData<fn(&'scope ()) -> &'scope ()>;
 
-/// A device buffer (or mapped host buffer) lent to a scope, or a sub-range of one. Copy it freely.
+/// A device buffer (or mapped host buffer, or managed buffer) lent to a scope, or a sub-range of one.
+/// Copy it freely.
 pub struct Dev<'scope, T> {
     scope: u64,
     buffer: usize,
@@ -110,6 +115,13 @@ impl<'scope, T> Dev<'scope, T> {
             write,
         }
     }
+}
+
+/// Where [`Scope::prefetch`] moves managed memory: to the scope's GPU, or back to the host.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum To {
+    Device,
+    Host,
 }
 
 /// An event recorded on a stream of a scope (`cudaEventRecord`), for other streams to wait on.
@@ -239,6 +251,8 @@ impl<'scope> Launch<'scope> {
 pub(crate) struct Tracker {
     /// Lent from another context: every operation on it is refused.
     foreign: bool,
+    /// Managed memory: the only kind a prefetch may move.
+    managed: bool,
     accesses: Vec<Access>,
 }
 
@@ -377,7 +391,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     /// Lends a device buffer to this scope.
     pub fn device<T: Element>(&self, buf: &'scope mut DeviceBuffer<T>) -> Dev<'scope, T> {
         let foreign = !buf.context().is(self.env.ctx);
-        self.handle(buf.ptr(), buf.len(), foreign)
+        self.handle(buf.ptr(), buf.len(), foreign, false)
     }
 
     /// Lends several device buffers to this scope, one handle each.
@@ -390,12 +404,20 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     pub fn mapped<T: Element>(&self, buf: &'scope mut PinnedBuffer<T>) -> anyhow::Result<Dev<'scope, T>> {
         self.env.ctx.ensure_current()?;
         let foreign = !buf.context().is(self.env.ctx);
-        Ok(self.handle(buf.device_ptr()?, buf.len(), foreign))
+        Ok(self.handle(buf.device_ptr()?, buf.len(), foreign, false))
     }
 
-    fn handle<T>(&self, base: u64, len: usize, foreign: bool) -> Dev<'scope, T> {
+    /// Lends managed memory ([`crate::Gpu::managed`]) to this scope: kernels and prefetches address it,
+    /// and the host cannot touch it until the scope ends. Pages that are not on the GPU when a kernel
+    /// touches them fault there, one migration at a time, unless a [`Scope::prefetch`] moved them first.
+    pub fn managed<T: Element>(&self, buf: &'scope mut ManagedBuffer<T>) -> Dev<'scope, T> {
+        let foreign = !buf.context().is(self.env.ctx);
+        self.handle(buf.ptr(), buf.len(), foreign, true)
+    }
+
+    fn handle<T>(&self, base: u64, len: usize, foreign: bool, managed: bool) -> Dev<'scope, T> {
         let mut st = self.state.borrow_mut();
-        st.trackers.push(Tracker { foreign, accesses: Vec::new() });
+        st.trackers.push(Tracker { foreign, managed, accesses: Vec::new() });
         Dev { scope: self.id, buffer: st.trackers.len() - 1, base, offset: 0, len, _marker: PhantomData }
     }
 
@@ -445,6 +467,34 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         self.enqueue(stream, &[dst.access(true)], ("memset", "memset", dst.len * 4), |s| {
             // SAFETY: `dst` is a live device range of `len` 4-byte words that this scope orders.
             unsafe { ffi::cuMemsetD32Async(dst.ptr(), value.to_bits(), dst.len, s) }
+        })
+    }
+
+    /// `cudaMemPrefetchAsync(view, bytes, device or cudaCpuDeviceId, stream)`: moves the pages of a
+    /// managed view to the scope's GPU or to the host on `stream`, ahead of the work that will touch them
+    /// there, in bulk instead of a page fault at a time. Ordered like a write of the range. The driver
+    /// widens the range to whole pages; moving a neighbour's page is safe ("memory accesses to this
+    /// range are always coherent and are allowed even when the data is actively being migrated", says
+    /// `cuMemPrefetchAsync`'s documentation), and costs only time.
+    pub fn prefetch<T: Element>(&self, stream: &Stream, view: Dev<'scope, T>, to: To) -> anyhow::Result<()> {
+        let name = match to {
+            To::Device => "prefetch to device",
+            To::Host => "prefetch to host",
+        };
+        if view.scope == self.id && !self.state.borrow().trackers[view.buffer].managed {
+            bail!("{name}: only managed memory (Gpu::managed) prefetches, and this view is device or mapped memory");
+        }
+        let (kind, dst) = match to {
+            To::Device => ("H2D", self.env.ctx.device()),
+            To::Host => ("D2H", ffi::DEVICE_CPU),
+        };
+        let bytes = view.len * std::mem::size_of::<T>();
+        self.enqueue(stream, &[view.access(true)], (kind, name, bytes), |s| match bytes {
+            0 => ffi::SUCCESS, // the driver refuses an empty range; there is nothing to move
+            // SAFETY: a live managed range of `bytes` bytes that this scope orders (the scope's id was
+            // checked by enqueue, and the buffer was lent as managed memory); the destination is this
+            // scope's device, whose context is current, or the host.
+            _ => unsafe { ffi::cuMemPrefetchAsync(view.ptr(), bytes, dst, s) },
         })
     }
 
@@ -943,5 +993,21 @@ mod tests {
         let err = gpu.scope(&mine, |s| s.htod(&mine[0], &host, s.device(&mut buf))).unwrap_err();
         assert!(format!("{err:#}").contains("another GPU's context"), "{err:#}");
         drop((gpu, buf, stream)); // the separate context outlives them all, though the Arc named it first
+    }
+
+    /// Managed memory of another context is refused like its device buffers: by kernels and by prefetches.
+    #[test]
+    #[ignore = "needs an NVIDIA GPU; cargo xtask test runs it where a driver is found"]
+    fn another_contexts_managed_memory_is_refused() {
+        let gpu = crate::Gpu::init().unwrap();
+        let foreign = Context::separate().unwrap();
+        let mut buf = crate::ManagedBuffer::<f32>::zeroed(&foreign, "GPU 0", 16).unwrap();
+        let streams = gpu.streams(1).unwrap();
+        let err = gpu.scope(&streams, |s| s.launch(&streams[0], gpu.kernels.process(s.managed(&mut buf), 1)));
+        assert!(format!("{:#}", err.unwrap_err()).contains("another GPU's context"));
+        let err = gpu.scope(&streams, |s| s.prefetch(&streams[0], s.managed(&mut buf), To::Device));
+        assert!(format!("{:#}", err.unwrap_err()).contains("another GPU's context"));
+        buf[0] = 1.0; // still the host's, and freed in its own context after the Gpu is gone
+        drop((gpu, buf));
     }
 }

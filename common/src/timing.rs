@@ -58,17 +58,47 @@ pub const ENOUGH_MS: f64 = 250.0;
 /// Runs `f` (which returns milliseconds) `warmup` times, then up to `repeats` times (at least three, or
 /// `repeats` if fewer, once the runs add up to [`ENOUGH_MS`]), and summarizes the timed runs.
 pub fn measure(r: Repeats, mut f: impl FnMut() -> anyhow::Result<f64>) -> anyhow::Result<Stats> {
+    let [stats] = measure_parts(r, || Ok([f()?]))?;
+    Ok(stats)
+}
+
+/// [`measure`] for a run timed in parts at once (the whole, then its steps): `f` returns each part's
+/// milliseconds, and each part gets its own statistics. When to stop is decided on the first part.
+pub fn measure_parts<const N: usize>(
+    r: Repeats,
+    mut f: impl FnMut() -> anyhow::Result<[f64; N]>,
+) -> anyhow::Result<[Stats; N]> {
     for _ in 0..r.warmup {
         f()?;
     }
-    let mut samples = Vec::with_capacity(r.repeats);
+    let mut samples: Vec<[f64; N]> = Vec::with_capacity(r.repeats);
     while samples.len() < r.repeats {
         samples.push(f()?);
-        if samples.len() >= 3 && samples.iter().sum::<f64>() >= ENOUGH_MS {
+        if samples.len() >= 3 && samples.iter().map(|s| s[0]).sum::<f64>() >= ENOUGH_MS {
             break;
         }
     }
-    Stats::from_samples(&samples)
+    let stats = (0..N)
+        .map(|k| Stats::from_samples(&samples.iter().map(|s| s[k]).collect::<Vec<_>>()))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    Ok(stats.try_into().expect("one Stats per part"))
+}
+
+/// Host wall-clock laps, for a run whose steps are timed one after another.
+pub struct Laps(Instant);
+
+impl Laps {
+    pub fn start() -> Laps {
+        Laps(Instant::now())
+    }
+
+    /// Milliseconds since the last lap (or the start).
+    pub fn lap(&mut self) -> f64 {
+        let now = Instant::now();
+        let ms = (now - self.0).as_secs_f64() * 1e3;
+        self.0 = now;
+        ms
+    }
 }
 
 /// GB/s for `bytes` moved in `ms` milliseconds.
@@ -124,6 +154,22 @@ mod tests {
         assert_eq!((calls, s.runs), (4, 3), "three timed runs of 100 ms exceed ENOUGH_MS");
         let s = measure(Repeats { warmup: 0, repeats: 10 }, || Ok(1.0)).unwrap();
         assert_eq!(s.runs, 10);
+    }
+
+    #[test]
+    fn parts_get_their_own_statistics_and_the_first_decides_when_to_stop() {
+        let mut calls = 0.0;
+        let [whole, step] = measure_parts(Repeats { warmup: 1, repeats: 10 }, || {
+            calls += 1.0;
+            Ok([100.0 + calls, calls])
+        })
+        .unwrap();
+        assert_eq!(whole.runs, 3, "three runs of over 100 ms exceed ENOUGH_MS");
+        assert_eq!((step.runs, step.min_ms, step.median_ms, step.max_ms), (3, 2.0, 3.0, 4.0));
+        let mut laps = Laps::start();
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let first = laps.lap();
+        assert!(first >= 50.0 && laps.lap() < first, "a lap counts from the one before");
     }
 
     #[test]

@@ -16,7 +16,7 @@ pub struct Lesson {
 }
 
 /// Every lesson, once: the only list of them (a tidy test holds `examples/` and README.md to it).
-pub const LESSONS: [Lesson; 12] = [
+pub const LESSONS: [Lesson; 13] = [
     Lesson {
         name: "pinned_memory",
         quick: &["--min", "64KiB", "--max", "4MiB", "--repeats", "2", "--warmup", "1"],
@@ -60,6 +60,11 @@ pub const LESSONS: [Lesson; 12] = [
     Lesson {
         name: "bidirectional",
         quick: &["--min", "1MiB", "--max", "4MiB", "--repeats", "2", "--warmup", "1"],
+        profile: &["--max", "256MiB", "--repeats", "3", "--warmup", "1"],
+    },
+    Lesson {
+        name: "managed_memory",
+        quick: &["--min", "16MiB", "--max", "64MiB", "--iters", "64", "--repeats", "2", "--warmup", "1"],
         profile: &["--max", "256MiB", "--repeats", "3", "--warmup", "1"],
     },
     Lesson {

@@ -52,10 +52,19 @@ pub fn record(
         let _ = fs::remove_file(stale);
     }
     let mut cmd = Command::new(nsys);
-    cmd.args(["profile", "--trace=cuda,nvtx", "--sample=none", "--cpuctxsw=none", "--force-overwrite=true", "-o"])
-        .arg(&rep)
-        .arg(program)
-        .args(args);
+    cmd.args([
+        "profile",
+        "--trace=cuda,nvtx",
+        "--sample=none",
+        "--cpuctxsw=none",
+        "--cuda-um-gpu-page-faults=true",
+        "--cuda-um-cpu-page-faults=true",
+        "--force-overwrite=true",
+        "-o",
+    ])
+    .arg(&rep)
+    .arg(program)
+    .args(args);
     if let Some((var, value)) = env {
         cmd.env(var, value);
     }

@@ -1,0 +1,11 @@
+// A view of managed memory cannot leave its scope: afterwards the host owns the memory again.
+use common::{Gpu, To};
+
+fn main() -> common::anyhow::Result<()> {
+    let gpu = Gpu::init()?;
+    let streams = gpu.streams(1)?;
+    let mut m = gpu.managed::<f32>(4)?;
+    let leaked = gpu.scope(&streams, |s| Ok(s.managed(&mut m)))?;
+    gpu.scope(&streams, |s| s.prefetch(&streams[0], leaked, To::Device))?;
+    Ok(())
+}
