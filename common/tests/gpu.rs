@@ -513,8 +513,9 @@ fn the_chase_kernel_ends_where_its_cpu_twin_does_in_mapped_and_device_memory() {
         }
     }
     // An empty chain is refused before anything is queued.
-    let mut empty = gpu.alloc::<u32>(0).unwrap();
-    let e =
-        gpu.scope(&streams, |s| s.launch(&streams[0], gpu.kernels.chase(s.device(&mut empty), 1, s.device(&mut end))));
+    let e = gpu.scope(&streams, |s| {
+        let empty = s.device(&mut device).slice(0..0);
+        s.launch(&streams[0], gpu.kernels.chase(empty, 1, s.device(&mut end)))
+    });
     assert!(format!("{:#}", e.unwrap_err()).contains("empty chain"));
 }

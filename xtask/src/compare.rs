@@ -4,7 +4,9 @@
 //!
 //! Every timed figure in a lesson's JSON is a `Stats` object (`median_ms`, `runs`, `cv`). A change of the
 //! median counts when it exceeds three times the two runs' combined coefficient of variation, and at
-//! least 1% (a figure of one run has no spread of its own).
+//! least 1% (a figure of one run has no spread of its own). A run's own spread misses what changes from
+//! one run to the next (a process's memory placement, the host's state): with `--baseline` runs made as A
+//! was, the noise is also at least three times the spread of A's figure over them.
 
 use std::path::Path;
 
@@ -54,7 +56,21 @@ pub fn run(flags: CompareFlags) -> anyhow::Result<()> {
             );
         }
     }
-    let changes = compare(&a["result"], &b["result"]);
+    let mut changes = compare(&a["result"], &b["result"]);
+    let extra: Vec<Vec<Change>> = flags
+        .baseline
+        .iter()
+        .map(|p| read(p).map(|e| compare(&a["result"], &e["result"])))
+        .collect::<anyhow::Result<_>>()?;
+    if extra.is_empty() {
+        println!("note: one baseline run: its noise is each run's own spread, which misses run-to-run variation; add --baseline with more runs made as A was");
+    } else {
+        widen(&mut changes, &extra);
+        println!(
+            "noise: each figure's own spread, or three times its spread over {} baseline runs, whichever is larger",
+            extra.len() + 1
+        );
+    }
     if changes.is_empty() {
         bail!("no timed figures in common: are these two runs of the same lesson (with --json)?");
     }
@@ -91,6 +107,21 @@ pub fn compare(a: &Value, b: &Value) -> Vec<Change> {
     let mut out = Vec::new();
     walk(a, b, String::new(), &mut out);
     out
+}
+
+/// Widens each change's noise to three times the coefficient of variation of A's figure over the
+/// baseline runs (`extra[i]` compares A with the i-th further baseline run).
+pub fn widen(changes: &mut [Change], extra: &[Vec<Change>]) {
+    for c in changes.iter_mut() {
+        let mut medians = vec![c.a_ms];
+        medians.extend(extra.iter().filter_map(|e| e.iter().find(|x| x.path == c.path)).map(|x| x.b_ms));
+        if medians.len() < 2 {
+            continue;
+        }
+        let mean = medians.iter().sum::<f64>() / medians.len() as f64;
+        let var = medians.iter().map(|m| (m - mean).powi(2)).sum::<f64>() / (medians.len() - 1) as f64;
+        c.noise = c.noise.max(3.0 * var.sqrt() / mean);
+    }
 }
 
 /// The settings that decide what a run measures (its plan, its work, its sizes), where the two differ.
@@ -166,6 +197,20 @@ mod tests {
         assert!(!c[0].beyond_noise(), "0.6% against a 1% floor: {:?}", c[0]);
         assert!(c[1].beyond_noise() && (c[1].change - 0.1).abs() < 1e-9, "{:?}", c[1]);
         assert!((c[1].noise - 3.0 * 0.02f64.sqrt() * 0.1).abs() < 1e-9, "{:?}", c[1]);
+    }
+
+    #[test]
+    fn baseline_runs_widen_the_noise_to_their_own_spread() {
+        let a = serde_json::json!({ "x": stats(10.0, 0.001), "y": stats(5.0, 0.001) });
+        let b = serde_json::json!({ "x": stats(11.0, 0.001), "y": stats(6.0, 0.001) });
+        let a2 = serde_json::json!({ "x": stats(11.5, 0.001), "y": stats(5.0, 0.001) });
+        let a3 = serde_json::json!({ "x": stats(8.5, 0.001), "y": stats(5.01, 0.001) });
+        let mut c = compare(&a, &b);
+        assert!(c.iter().all(Change::beyond_noise), "with one baseline run both changes count");
+        widen(&mut c, &[compare(&a, &a2), compare(&a, &a3)]);
+        assert!(!c[0].beyond_noise(), "x moves 10 to 11, but its baseline runs spread 8.5 to 11.5: {:?}", c[0]);
+        assert!(c[1].beyond_noise(), "y's baseline runs agree to 0.2%, so 5 to 6 counts: {:?}", c[1]);
+        assert!((c[0].noise - 3.0 * 1.5 / 10.0).abs() < 1e-9, "{:?}", c[0]);
     }
 
     #[test]

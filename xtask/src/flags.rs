@@ -46,6 +46,10 @@ pub struct CompareFlags {
     pub a: std::path::PathBuf,
     /// The second run's JSON
     pub b: std::path::PathBuf,
+    /// More runs made as A was (repeat the flag): their spread is the run-to-run noise, which a run's own
+    /// spread misses
+    #[arg(long)]
+    pub baseline: Vec<std::path::PathBuf>,
     /// Also list the figures that changed within their noise
     #[arg(long)]
     pub all: bool,
