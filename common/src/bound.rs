@@ -223,7 +223,12 @@ pub fn measure_costs(
     );
     let _phase = crate::timeline::phase("bound");
     let best = |s: Stats| s.min_ms;
+    // No part can use more streams than two per chunk (every upload and every download on its own),
+    // and fanning out to more would cost the parts waits the run does not pay.
+    let streams = &streams[..streams.len().min(2 * plan.chunks).max(1)];
     let (k, s0) = (streams.len(), &streams[0]);
+    // The streams that run kernels or downloads besides the first, which must wait for it.
+    let fan_out = &streams[1..k.min(plan.chunks)];
     let on = |c: &crate::Chunk| &streams[c.index % k];
     let first = plan.chunk(0);
     let last = plan.chunk(plan.chunks - 1);
@@ -270,7 +275,7 @@ pub fn measure_costs(
             }
             s.launch(s0, steps.launch(gpu, d, first.range(), n))?;
             let computed = s.event_record(s0)?;
-            streams.iter().try_for_each(|st| s.stream_wait_event(st, computed))?;
+            fan_out.iter().try_for_each(|st| s.stream_wait_event(st, computed))?;
             for (c, out) in plan.iter().zip(plan.split_mut(h_out)) {
                 s.dtoh(on(&c), d.slice(n + c.offset..n + c.offset + c.len), out)?;
             }
@@ -302,7 +307,7 @@ pub fn measure_costs(
                 s.htod(s0, &h_in[first.range()], d.slice(first.range()))?;
             }
             let uploaded = s.event_record(s0)?;
-            streams.iter().try_for_each(|st| s.stream_wait_event(st, uploaded))?;
+            fan_out.iter().try_for_each(|st| s.stream_wait_event(st, uploaded))?;
             for c in plan.iter() {
                 s.launch(on(&c), steps.launch(gpu, d, c.range(), n))?;
             }

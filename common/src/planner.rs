@@ -23,7 +23,8 @@ use crate::{
 pub struct Costs {
     pub upload: CopyCost,
     pub download: CopyCost,
-    /// Each direction's rate with both running, against alone (1.0: no loss).
+    /// Each direction's rate with both running, against alone (1.0: no loss; taken as 0.5 at worst,
+    /// what two directions sharing one engine's rate would keep).
     pub both_ways: f64,
     /// The kernel, as if it were a copy: a fixed cost per launch and a rate in GB/s of data processed.
     pub kernel: CopyCost,
@@ -88,7 +89,7 @@ impl Costs {
                 gpu.timed(s0, |s| s.launch(&s0[0], gpu.kernels.work(work, s.device(&mut up).slice(0..len))))
             })?));
         }
-        let len = sizes[1];
+        let len = sizes[0]; // the largest: the rate with both directions busy, not their per-copy cost
         let both = measure(r, || {
             gpu.timed(&streams, |s| {
                 s.htod(&streams[0], &h_in[..len], s.device(&mut up).slice(0..len))?;
@@ -96,8 +97,11 @@ impl Costs {
             })
         })?;
         let (upload, download) = (CopyCost::fit(&ups)?, CopyCost::fit(&downs)?);
-        let alone = upload.ms(len * 4).max(download.ms(len * 4));
-        Ok(Costs { upload, download, both_ways: (alone / both.median_ms).min(1.0), kernel: CopyCost::fit(&kernels)? })
+        // Each direction's rate with both at once against alone, per-copy cost taken off both times.
+        let alpha = upload.alpha_us.max(download.alpha_us) * 1e-3;
+        let alone = upload.ms(len * 4).max(download.ms(len * 4)) - alpha;
+        let both_ways = (alone / (both.median_ms - alpha)).clamp(0.5, 1.0);
+        Ok(Costs { upload, download, both_ways, kernel: CopyCost::fit(&kernels)? })
     }
 
     /// The model's time for `bytes` in `chunks` chunks on `streams` streams.
