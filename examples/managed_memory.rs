@@ -42,7 +42,7 @@ struct Args {
     #[arg(long, default_value = "16MiB", value_parser = parse_bytes, allow_negative_numbers = true)]
     min: usize,
     /// Largest array
-    #[arg(long, default_value = "1GiB", value_parser = parse_bytes, allow_negative_numbers = true)]
+    #[arg(long, default_value = "256MiB", value_parser = parse_bytes, allow_negative_numbers = true)]
     max: usize,
     /// Chunks each array is cut into
     #[arg(long, default_value = "16", value_parser = parse_count, allow_negative_numbers = true)]

@@ -66,11 +66,12 @@ pub struct Prediction {
 }
 
 impl Costs {
-    /// Times uploads, downloads (alone and both at once) and `work` at chunk sizes from `bytes / 256`
-    /// up to `bytes`, and fits each.
+    /// Times uploads, downloads (alone and both at once) and `work` at five sizes from `bytes / 256` up
+    /// to `bytes` (up to 4 MiB at least), and fits each.
     pub fn measure(gpu: &Gpu, bytes: usize, work: Work, r: Repeats) -> anyhow::Result<Costs> {
         let _phase = crate::timeline::phase("planner: costs");
-        let n = bytes / 4;
+        // Over 4 MiB at least, so that even a tiny pipeline's costs are fitted where copies show a rate.
+        let n = (bytes / 4).max(1 << 20);
         let (h_in, mut h_out) = (gpu.pinned_from_fn(n, crate::verify::input)?, gpu.pinned::<f32>(n)?);
         let (mut up, mut down) = (gpu.alloc::<f32>(n)?, gpu.alloc::<f32>(n)?);
         let streams = gpu.streams(2)?;
