@@ -4,9 +4,11 @@
 //! This lesson times one small `cudaMemcpyAsync` each way, from pinned and from pageable memory, on the
 //! GPU (CUDA events around the copy) and as the calling thread feels it (queue, then wait). Then it
 //! times one read of memory by a kernel: a single thread follows a chain of links, each read waiting
-//! for the one before, in mapped host memory and in device memory, as nvbandwidth's
-//! `host_device_latency_sm` does (2 MiB, a link every 128 bytes). pinned_memory fits the per-copy cost
-//! α over sizes; this is the cost of one copy seen directly.
+//! for the one before, in mapped host memory (2 MiB, a link every 128 bytes, as nvbandwidth's
+//! `host_device_latency_sm`) and in device memory (256 MiB, more than the L2 cache holds, each launch
+//! going on where the last one ended, so every read misses the cache). A read's time is the difference
+//! between launches of N and N/2 reads over N/2, which leaves the launch out. pinned_memory fits the
+//! per-copy cost α over sizes; this is the cost of one copy seen directly.
 //!
 //!     cargo run --release --example latency [-- --bytes 4 --accesses 4096]
 
@@ -18,16 +20,16 @@ use common::{
     kernels::cpu,
     report::{fmt_bytes, Output, Table},
     timing::{measure, Stats},
-    HostAlloc,
+    DeviceBuffer, HostAlloc, Scope, Stream,
 };
 
 /// One small copy each way, and one read of mapped or device memory by a kernel.
 #[derive(Parser)]
 struct Args {
     /// Bytes each copy moves
-    #[arg(long, default_value = "4", value_parser = parse_bytes, allow_negative_numbers = true)]
+    #[arg(long, default_value = "4", value_parser = nonzero_bytes, allow_negative_numbers = true)]
     bytes: usize,
-    /// Dependent reads a kernel launch makes (fewer than the chain's 16384 lines, so none is read twice)
+    /// Dependent reads of the longer launch (2 to 16384, the mapped chain's lines)
     #[arg(long, default_value = "4096", value_parser = parse_positive_u32, allow_negative_numbers = true)]
     accesses: u32,
     #[command(flatten)]
@@ -44,82 +46,95 @@ struct CopyLatency {
     host: Stats,
 }
 
-/// Reads by a kernel, one after another: time per read.
+/// Reads by a kernel, one after another: launches of N and N/2 reads, and the time per read.
 #[derive(serde::Serialize)]
 struct ReadLatency {
     memory: &'static str,
     accesses: u32,
     launch: Stats,
+    half_launch: Stats,
     ns_per_read: f64,
 }
 
-/// A 2 MiB chain with a link every 128 bytes, as nvbandwidth's.
-const CHAIN: usize = (2 << 20) / 4;
+/// Chains with a link every 128 bytes: 2 MiB in mapped host memory, as nvbandwidth's, and 256 MiB in
+/// device memory, several times the L2 cache.
+const MAPPED_CHAIN: usize = (2 << 20) / 4;
+const DEVICE_CHAIN: usize = (256 << 20) / 4;
 const STRIDE: usize = 32;
+
+fn nonzero_bytes(s: &str) -> anyhow::Result<usize> {
+    match parse_bytes(s)? {
+        0 => anyhow::bail!("at least 1 byte"),
+        b => Ok(b),
+    }
+}
 
 fn main() -> ExitCode {
     common::lesson::run(latency)
 }
 
 fn latency(args: &Args, out: &Output) -> anyhow::Result<()> {
-    let (len, r) = (args.bytes.div_ceil(4), args.run.repeats());
-    if args.accesses as usize > CHAIN / STRIDE {
-        anyhow::bail!("--accesses: at most {} (the chain's lines), so that no line is read twice", CHAIN / STRIDE);
+    let (len, r, n) = (args.bytes, args.run.repeats(), args.accesses);
+    if !(2..=(MAPPED_CHAIN / STRIDE) as u32).contains(&n) {
+        anyhow::bail!("--accesses: 2 to {} (the mapped chain's lines)", MAPPED_CHAIN / STRIDE);
     }
     let gpu = &common::lesson::gpu(out)?;
     let streams = gpu.streams(1)?;
     let stream = &streams[0];
 
     // One small copy each way, from pinned memory (cudaMallocHost) and pageable memory (malloc).
-    let mut pinned = gpu.pinned_from_fn::<u32>(len, |i| i as u32)?;
-    let mut pageable = common::pageable::<u32>(len, |i| i as u32)?;
-    let mut d_small = gpu.alloc::<u32>(len)?;
+    let mut pinned = gpu.pinned_from_fn::<u8>(len, |i| i as u8)?;
+    let mut pageable = common::pageable::<u8>(len, |i| i as u8)?;
+    let mut d_small = gpu.alloc::<u8>(len)?;
     let mut copies = Vec::new();
     for (memory, host) in [("pinned", &mut pinned[..]), ("pageable", &mut pageable[..])] {
         for direction in ["H2D", "D2H"] {
-            let mut copy = || {
-                gpu.timed(&streams, |s| match direction {
-                    "H2D" => s.htod(stream, &host[..], s.device(&mut d_small)), // cudaMemcpyAsync(d, h, n, H2D, s)
-                    _ => s.dtoh(stream, s.device(&mut d_small), &mut host[..]), //  cudaMemcpyAsync(h, d, n, D2H, s)
-                })
-            };
-            let gpu_time = measure(r, &mut copy)?;
+            let h2d = direction == "H2D";
+            let gpu_time = measure(r, || gpu.timed(&streams, |s| one_copy(s, stream, h2d, host, &mut d_small)))?;
             let host_time = measure(r, || {
                 let t = Instant::now();
-                copy()?; // queue the copy, then wait for it (cudaStreamSynchronize)
+                gpu.scope(&streams, |s| one_copy(s, stream, h2d, host, &mut d_small))?; // queue it, wait for it
                 Ok(t.elapsed().as_secs_f64() * 1e3)
             })?;
-            copies.push(CopyLatency { memory, direction, bytes: len * 4, gpu: gpu_time, host: host_time });
+            copies.push(CopyLatency { memory, direction, bytes: len, gpu: gpu_time, host: host_time });
         }
     }
 
-    // One read at a time by a kernel: a chain in mapped host memory, and the same chain in device memory.
-    let mut mapped = gpu.pinned_with::<u32>(CHAIN, HostAlloc::MAPPED)?; // cudaHostAlloc(.., cudaHostAllocMapped)
-    mapped.iter_mut().enumerate().for_each(|(i, x)| *x = cpu::chain(i, CHAIN, STRIDE));
-    let mut device = gpu.alloc::<u32>(CHAIN)?;
-    gpu.scope(&streams, |s| s.htod(stream, &mapped, s.device(&mut device)))?;
+    // One read at a time by a kernel, in mapped host memory and in device memory.
+    let mut mapped = gpu.pinned_with::<u32>(MAPPED_CHAIN, HostAlloc::MAPPED)?; // cudaHostAlloc(.., Mapped)
+    mapped.iter_mut().enumerate().for_each(|(i, x)| *x = cpu::chain(i, MAPPED_CHAIN, STRIDE));
+    let mut device = gpu.alloc::<u32>(DEVICE_CHAIN)?;
+    let chain = common::pageable(DEVICE_CHAIN, |i| cpu::chain(i, DEVICE_CHAIN, STRIDE))?;
+    gpu.scope(&streams, |s| s.htod(stream, &chain, s.device(&mut device)))?;
+    drop(chain);
     let mut d_end = gpu.alloc::<u32>(1)?;
-    let mut end = [0u32];
     let mut reads = Vec::new();
     for memory in ["mapped host", "device"] {
-        let launch = measure(r, || {
-            gpu.timed(&streams, |s| {
-                let next = if memory == "device" { s.device(&mut device) } else { s.mapped(&mut mapped)? };
-                s.launch(stream, gpu.kernels.chase(next, args.accesses, s.device(&mut d_end)))
-                // chase<<<1, 1>>>
+        let links = if memory == "device" { DEVICE_CHAIN } else { MAPPED_CHAIN };
+        let mut start = 0u32; // each launch goes on where the last ended: no line is read twice
+        let mut time = |accesses: u32| {
+            measure(r, || {
+                let from = start;
+                start = cpu::chase(links, STRIDE, from, accesses);
+                gpu.timed(&streams, |s| {
+                    let next = if memory == "device" { s.device(&mut device) } else { s.mapped(&mut mapped)? };
+                    s.launch(stream, gpu.kernels.chase(next, from, accesses, s.device(&mut d_end)))
+                    // chase<<<1, 1>>>
+                })
             })
-        })?;
+        };
+        let (launch, half_launch) = (time(n)?, time(n / 2)?);
+        let mut end = [0u32];
         gpu.scope(&streams, |s| s.dtoh(stream, s.device(&mut d_end), &mut end))?;
-        let want = cpu::chase(CHAIN, STRIDE, args.accesses);
-        if end[0] != want {
-            anyhow::bail!("the chase in {memory} memory ended at link {}, the CPU's at {want}", end[0]);
+        if end[0] != start {
+            anyhow::bail!("the chase in {memory} memory ended at link {}, the CPU's at {start}", end[0]);
         }
-        let ns_per_read = launch.median_ms * 1e6 / args.accesses as f64;
-        reads.push(ReadLatency { memory, accesses: args.accesses, launch, ns_per_read });
+        let ns_per_read = (launch.median_ms - half_launch.median_ms) * 1e6 / (n - n / 2) as f64;
+        reads.push(ReadLatency { memory, accesses: n, launch, half_launch, ns_per_read });
     }
 
     let (runs, w) = (args.run.repeats, args.run.warmup);
-    out.say(format!("One copy of {}, µs (median of up to {runs} runs after {w} warm-up)", fmt_bytes(len * 4)));
+    out.say(format!("One copy of {}, µs (median of up to {runs} runs after {w} warm-up)", fmt_bytes(len)));
     let mut t = Table::new(&["memory", "way", "on the GPU", "spread", "caller waits", "spread"]);
     for c in &copies {
         let us = |s: &Stats| format!("{:.2}", s.median_ms * 1e3);
@@ -128,10 +143,11 @@ fn latency(args: &Args, out: &Output) -> anyhow::Result<()> {
     }
     out.table(&t);
     out.say("on the GPU: CUDA events around the copy; caller waits: queue the copy and wait for it, on the host clock");
-    out.say(format!("\nOne read by a kernel, {} dependent reads a launch (launch included)", args.accesses));
-    let mut t = Table::new(&["memory", "ns per read", "spread"]);
+    out.say(format!("\nOne read by a kernel: launches of {n} and {} dependent reads, the difference per read", n / 2));
+    let mut t = Table::new(&["memory", "ns per read", &format!("launch of {n}"), "spread"]);
     for l in &reads {
-        t.row(vec![l.memory.into(), format!("{:.0}", l.ns_per_read), format!("{:.1}%", 100.0 * l.launch.cv)]);
+        let launch = format!("{:.1} µs", l.launch.median_ms * 1e3);
+        t.row(vec![l.memory.into(), format!("{:.0}", l.ns_per_read), launch, format!("{:.1}%", 100.0 * l.launch.cv)]);
     }
     out.table(&t);
     out.say(format!(
@@ -139,4 +155,18 @@ fn latency(args: &Args, out: &Output) -> anyhow::Result<()> {
         reads[0].ns_per_read / reads[1].ns_per_read
     ));
     out.finish(&serde_json::json!({ "device": gpu.info, "repeats": r, "copies": copies, "reads": reads }))
+}
+
+/// One small copy on `stream`: `cudaMemcpyAsync(d, h, n, H2D, stream)`, or the other way.
+fn one_copy<'s>(
+    s: &'s Scope<'s, '_>,
+    stream: &Stream,
+    h2d: bool,
+    host: &'s mut [u8],
+    d: &'s mut DeviceBuffer<u8>,
+) -> anyhow::Result<()> {
+    match h2d {
+        true => s.htod(stream, host, s.device(d)),
+        false => s.dtoh(stream, s.device(d), host),
+    }
 }

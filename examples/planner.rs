@@ -82,6 +82,10 @@ fn plan(args: &Args, out: &Output) -> anyhow::Result<()> {
     out.say(line("upload", &costs.upload));
     out.say(line("download", &costs.download));
     out.say(line("kernel", &costs.kernel));
+    let per_mib = costs.kernel.ms(1 << 20) - costs.kernel.alpha_us * 1e-3;
+    let asked = args.kernel_ms_per_mib.map_or(String::new(), |ms| format!(" (asked {ms} ms)"));
+    out.say(format!("the kernel takes {per_mib:.4} ms per MiB{asked}"));
+    costs.warnings().iter().for_each(|w| out.say(w));
     out.say(format!("both directions at once keep {:.0}% of their rate", 100.0 * costs.both_ways));
 
     // Every configuration that fits in free device memory, ranked by the model.

@@ -17,13 +17,16 @@ extern "C" __global__ void accumulate(const float* in, float* out, unsigned long
     }
 }
 
-// nvbandwidth's host_device_latency_sm in indices: one thread follows `accesses` links of a chain
-// (next[i] = the index of the next link, one 128-byte line further on), each read waiting for the one
-// before, and leaves where it ended in `out[0]`. Time over `accesses` is one read's latency.
-extern "C" __global__ void chase(const unsigned int* next, unsigned int accesses, unsigned int* out) {
-    unsigned int p = 0;
+// nvbandwidth's host_device_latency_sm in indices: one thread follows `accesses` links of a chain of
+// `n` (next[i] = the index of the next link, one 128-byte line further on) from link `start`, each read
+// waiting for the one before, and leaves where it ended in `out[0]`. Time over `accesses` is one
+// read's latency. A link outside the chain leads back to 0, so no data makes it read outside `next`.
+extern "C" __global__ void chase(const unsigned int* next, unsigned int n, unsigned int start,
+                                 unsigned int accesses, unsigned int* out) {
+    unsigned int p = start < n ? start : 0;
     for (unsigned int i = 0; i < accesses; i++) {
         p = next[p];
+        if (p >= n) p = 0;
     }
     out[0] = p;
 }

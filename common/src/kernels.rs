@@ -52,7 +52,7 @@ pub(crate) const KERNELS: [Kernel; 9] = [
     Kernel { module: 2, name: "accumulate", params: &[Ty::Ptr, Ty::Ptr, Ty::U64] },
     Kernel { module: 0, name: "fault", params: &[Ty::Ptr] },
     Kernel { module: 0, name: "overlap_pattern_process", params: &[Ty::Ptr, Ty::I32] },
-    Kernel { module: 2, name: "chase", params: &[Ty::Ptr, Ty::U32, Ty::Ptr] },
+    Kernel { module: 2, name: "chase", params: &[Ty::Ptr, Ty::U32, Ty::U32, Ty::U32, Ty::Ptr] },
 ];
 const PROCESS: usize = 0;
 const PROCESS_SINCOS: usize = 1;
@@ -111,6 +111,17 @@ impl Kernels {
 
     /// A launch of kernel `k`, refused if its arguments do not match the kernel's parameters.
     fn launch<'s>(&'s self, k: usize, grid: u32, params: Vec<Param>, accesses: Vec<DevAccess>) -> Launch<'s> {
+        self.launch_with(k, (grid, BLOCK), params, accesses)
+    }
+
+    /// [`Kernels::launch`] with a block size of its own.
+    fn launch_with<'s>(
+        &'s self,
+        k: usize,
+        (grid, block): (u32, u32),
+        params: Vec<Param>,
+        accesses: Vec<DevAccess>,
+    ) -> Launch<'s> {
         let kernel = &KERNELS[k];
         let types: Vec<Ty> = params
             .iter()
@@ -122,7 +133,7 @@ impl Kernels {
                 Param::F32(_) => Ty::F32,
             })
             .collect();
-        let launch = Launch::new(kernel.name, self.functions[k], self.ctx.raw(), (grid, BLOCK), params, accesses);
+        let launch = Launch::new(kernel.name, self.functions[k], self.ctx.raw(), (grid, block), params, accesses);
         if types != kernel.params {
             return launch.refuse(format!("arguments {types:?} do not match its parameters {:?}", kernel.params));
         }
@@ -202,12 +213,20 @@ impl Kernels {
         launch
     }
 
-    /// `chase<<<1, 1>>>(next, accesses, out)`: one thread follows `accesses` links of the chain in `next`
-    /// (device or mapped host memory; see [`cpu::chain`]) and writes where it ends to `out[0]`
-    /// ([`cpu::chase`]). Refused where a link would point outside `next`.
-    pub fn chase<'s>(&'s self, next: Dev<'s, u32>, accesses: u32, out: Dev<'s, u32>) -> Launch<'s> {
-        let params = vec![Param::Ptr(next.ptr()), Param::U32(accesses), Param::Ptr(out.ptr())];
-        let launch = self.launch(CHASE, 1, params, vec![next.access(false), out.access(true)]);
+    /// `chase<<<1, 1>>>(next, n, start, accesses, out)`: one thread follows `accesses` links of the chain
+    /// in `next` (device or mapped host memory; see [`cpu::chain`]) from link `start`, and writes where
+    /// it ends to `out[0]` ([`cpu::chase`]). The kernel bounds every link it reads by the chain's length,
+    /// so whatever `next` holds, it reads only `next`.
+    pub fn chase<'s>(&'s self, next: Dev<'s, u32>, start: u32, accesses: u32, out: Dev<'s, u32>) -> Launch<'s> {
+        let len = u32::try_from(next.len()).unwrap_or(u32::MAX);
+        let params = vec![
+            Param::Ptr(next.ptr()),
+            Param::U32(len),
+            Param::U32(start),
+            Param::U32(accesses),
+            Param::Ptr(out.ptr()),
+        ];
+        let launch = self.launch_with(CHASE, (1, 1), params, vec![next.access(false), out.access(true)]);
         match (next.len(), out.len()) {
             (0, _) | (_, 0) => launch.refuse("an empty chain or output".into()),
             (n, _) if u32::try_from(n).is_err() => launch.refuse(format!("{n} links do not fit 32-bit indices")),
@@ -315,9 +334,10 @@ pub mod cpu {
         ((i + stride) % n) as u32
     }
 
-    /// Where [`super::Kernels::chase`] ends, starting at 0, on a [`chain`] of `n` links.
-    pub fn chase(n: usize, stride: usize, accesses: u32) -> u32 {
-        ((accesses as usize % n) * stride % n) as u32
+    /// Where [`super::Kernels::chase`] ends, starting at link `start`, on a [`chain`] of `n` links.
+    pub fn chase(n: usize, stride: usize, start: u32, accesses: u32) -> u32 {
+        let start = if (start as usize) < n { start as usize } else { 0 };
+        ((start + (accesses as usize % n) * stride % n) % n) as u32
     }
 
     pub fn heavy_sqrt(mut x: f32, iters: u32) -> f32 {
@@ -392,7 +412,12 @@ mod tests {
             for _ in 0..accesses {
                 p = cpu::chain(p, n, stride) as usize;
             }
-            assert_eq!(cpu::chase(n, stride, accesses), p as u32, "{accesses} accesses");
+            assert_eq!(cpu::chase(n, stride, 0, accesses), p as u32, "{accesses} accesses");
+            let mut q = 123usize;
+            for _ in 0..accesses {
+                q = cpu::chain(q, n, stride) as usize;
+            }
+            assert_eq!(cpu::chase(n, stride, 123, accesses), q as u32, "{accesses} accesses from 123");
         }
     }
 

@@ -240,15 +240,17 @@ fn under_load<R>(gpu: &Gpu, read: impl FnOnce() -> R) -> anyhow::Result<Option<R
     })
 }
 
-/// The NUMA node that holds the page at the start of `buf` (Linux `get_mempolicy`), where there is one.
+/// The NUMA node that holds the first page of `buf` (Linux `get_mempolicy`), where there is one: touch
+/// the buffer first (pinned buffers are), or an untouched page reads as wherever it is faulted in.
 pub fn numa_node_of<T>(buf: &[T]) -> Option<u32> {
     if buf.is_empty() {
         return None;
     }
     let mut node: libc::c_int = -1;
-    // SAFETY: get_mempolicy with MPOL_F_NODE | MPOL_F_ADDR writes one int (the node of the page that holds
-    // `addr`) through a valid pointer; the node mask pointer is null with a max node of 0, which it allows.
-    // It only reads the address, which lies in a live slice.
+    // SAFETY: get_mempolicy(int *mode, unsigned long *nodemask, unsigned long maxnode, void *addr,
+    // unsigned long flags) with MPOL_F_NODE | MPOL_F_ADDR writes one int (the node of the page that holds
+    // `addr`) through a valid pointer; a null node mask with a max node of 0 is allowed. `addr` lies in a
+    // live slice; the kernel may fault its page in, as a read would, and writes nothing of ours.
     let rc = unsafe {
         libc::syscall(
             libc::SYS_get_mempolicy,
@@ -309,7 +311,9 @@ impl CopyPath<'_> {
 }
 
 /// How fast the host's CPUs read and write their memory, all threads at once: what several GPUs copying
-/// at once compete for (a GPU's upload reads host memory, its download writes it).
+/// at once compete for (a GPU's upload reads host memory, its download writes it). The writes are
+/// ordinary stores, which read each line before writing it, as the GPU's DMA writes do not: a figure
+/// of the CPUs, to set beside the GPUs', not a bound on them.
 #[derive(Clone, Debug, Serialize)]
 pub struct HostMemory {
     pub threads: usize,
@@ -326,7 +330,9 @@ impl HostMemory {
         let mut v: Vec<u64> = Vec::new();
         v.try_reserve_exact(n)
             .map_err(|_| anyhow::anyhow!("no room for {} of host memory", crate::report::fmt_bytes(bytes)))?;
-        v.resize(n, 1);
+        // Touched first by all threads, so that on a host of several NUMA nodes the pages spread as the
+        // threads do, rather than all landing on the node of one thread.
+        v.par_extend(rayon::iter::repeat_n(1u64, n));
         const PIECE: usize = 1 << 16;
         let (mut read, mut write) = (f64::INFINITY, f64::INFINITY);
         for pass in 0..3u64 {

@@ -1,6 +1,7 @@
 //! Device memory, managed memory, and the element types that may live in any buffer a copy fills.
 
 use std::{
+    collections::BTreeMap,
     marker::PhantomData,
     ops::{Deref, DerefMut},
     sync::{Arc, Mutex, MutexGuard},
@@ -47,12 +48,20 @@ impl<T: Element> DeviceBuffer<T> {
             bail!("a device buffer needs at least one element");
         }
         let bytes = len.checked_mul(std::mem::size_of::<T>()).context("allocation size overflows")?;
-        let (free, _) = memory_info(ctx)?;
-        if bytes > free {
+        // Under the lock on managed memory held: what this process's managed buffers may bring to the
+        // device is taken, so that device buffers cannot leave them no room.
+        let held = managed_held();
+        let room = room_holding(ctx, &held)?;
+        let usable = room.free.saturating_sub(room.managed_held);
+        if bytes > usable {
+            let managed = match room.managed_held {
+                0 => String::new(),
+                h => format!(" once the {} of managed memory this process holds there may come", fmt_bytes(h)),
+            };
             bail!(
-                "needs {} of device memory, but {name} has only {} free: choose a smaller size",
+                "needs {} of device memory, but {name} has only {} free{managed}: choose a smaller size",
                 fmt_bytes(bytes),
-                fmt_bytes(free)
+                fmt_bytes(usable)
             );
         }
         let mut ptr = 0;
@@ -60,6 +69,7 @@ impl<T: Element> DeviceBuffer<T> {
         check(unsafe { ffi::cuMemAlloc_v2(&mut ptr, bytes) }, || {
             format!("allocating {} of device memory", fmt_bytes(bytes))
         })?;
+        drop(held);
         let buf = DeviceBuffer { ptr, len, ctx: ctx.clone(), _elements: PhantomData };
         zero(ptr, bytes)?;
         Ok(buf)
@@ -96,7 +106,7 @@ impl<T: Element> Drop for DeviceBuffer<T> {
     }
 }
 
-/// Zeroes `bytes` bytes of a new allocation at `ptr` (device or managed memory, of the current context)
+/// Zeroes `bytes` bytes of a new device allocation at `ptr` (of the current context)
 /// and waits until the zeros are in place, before anyone can use the buffer.
 fn zero(ptr: sys::CUdeviceptr, bytes: usize) -> anyhow::Result<()> {
     // SAFETY: the `bytes` bytes just allocated at `ptr`, which nothing else uses yet. The memset is
@@ -106,11 +116,29 @@ fn zero(ptr: sys::CUdeviceptr, bytes: usize) -> anyhow::Result<()> {
     check(unsafe { ffi::cuStreamSynchronize(std::ptr::null_mut()) }, || "zeroing new memory".into())
 }
 
-/// Managed memory this process holds, in bytes, over every GPU (see [`Room::managed_held`]). Held
-/// locked from a check to the allocation it allows, so that two threads cannot both take the last room.
-static MANAGED_HELD: Mutex<usize> = Mutex::new(0);
+/// Zeroes `bytes` of new managed memory at `ptr` from the host, on all cores: its pages then start on
+/// the host, and the device's free memory does not drop for them (a memset on the GPU would put every
+/// page there, and the room would count them twice).
+fn zero_from_host(ptr: sys::CUdeviceptr, bytes: usize) {
+    use rayon::prelude::*;
+    const PIECE: usize = 1 << 20;
+    (0..bytes.div_ceil(PIECE)).into_par_iter().for_each(|i| {
+        let at = ptr as usize + i * PIECE;
+        // SAFETY: bytes [i * PIECE, min((i + 1) * PIECE, bytes)) of a managed allocation of `bytes` bytes
+        // just made, which nothing else can reach yet, and which the host may write (the GPU has
+        // concurrent managed access, checked before it was allocated); pieces are disjoint.
+        unsafe { std::ptr::write_bytes(at as *mut u8, 0, PIECE.min(bytes - i * PIECE)) };
+    });
+}
 
-fn managed_held() -> MutexGuard<'static, usize> {
+/// Managed memory this process holds, in bytes, per GPU (see [`Room::managed_held`]). Held locked from
+/// a check to the allocation it allows (managed or device), so that two threads cannot both take the
+/// last room.
+static MANAGED_HELD: Mutex<BTreeMap<sys::CUdevice, usize>> = Mutex::new(BTreeMap::new());
+
+type Held = MutexGuard<'static, BTreeMap<sys::CUdevice, usize>>;
+
+fn managed_held() -> Held {
     MANAGED_HELD.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -123,9 +151,10 @@ pub struct Room {
     /// Free device memory, as the driver reports it (`cuMemGetInfo`).
     pub free: usize,
     pub total: usize,
-    /// Managed memory this process holds already, on any GPU. The driver's free figure counts only the
-    /// pages that are on the device now, and the rest may come: so all of it counts. Where some is on
-    /// the device already it counts twice, which errs on the side of refusing.
+    /// Managed memory this process holds already on this GPU. The driver's free figure counts only the
+    /// pages that are on the device now, and the rest may come: so all of it counts. Managed buffers are
+    /// zeroed by the host, so their pages start there; pages the GPU has touched since count twice, which
+    /// errs on the side of refusing.
     pub managed_held: usize,
 }
 
@@ -167,9 +196,9 @@ pub(crate) fn room(ctx: &Context) -> anyhow::Result<Room> {
 }
 
 /// The room on `ctx`'s GPU, with the lock on the managed memory held taken.
-fn room_holding(ctx: &Context, held: &MutexGuard<'static, usize>) -> anyhow::Result<Room> {
+fn room_holding(ctx: &Context, held: &Held) -> anyhow::Result<Room> {
     let (free, total) = memory_info(ctx)?;
-    Ok(Room { free, total, managed_held: **held })
+    Ok(Room { free, total, managed_held: held.get(&ctx.device()).copied().unwrap_or(0) })
 }
 
 /// Whether `device` can hold managed memory that the CPU may touch while the GPU works on other
@@ -226,10 +255,10 @@ impl<T: Element> ManagedBuffer<T> {
         check(unsafe { ffi::cuMemAllocManaged(&mut ptr, bytes, ffi::MEM_ATTACH_GLOBAL) }, || {
             format!("allocating {} of managed memory", fmt_bytes(bytes))
         })?;
-        *held += bytes;
+        *held.entry(ctx.device()).or_insert(0) += bytes;
         drop(held);
         let buf = ManagedBuffer { ptr, len, ctx: ctx.clone(), _elements: PhantomData };
-        zero(ptr, bytes)?;
+        zero_from_host(ptr, bytes);
         Ok(buf)
     }
 
@@ -272,10 +301,10 @@ impl<T: Element> Drop for ManagedBuffer<T> {
     fn drop(&mut self) {
         // SAFETY: allocated once, freed once, in its own context (kept alive by self.ctx). No GPU work
         // uses it: every scope that lent it synchronized before its borrow ended.
-        let freed = self.ctx.with_current(|| unsafe { ffi::cuMemFree_v2(self.ptr) });
-        if freed == Some(ffi::SUCCESS) {
-            let mut held = managed_held();
-            *held = held.saturating_sub(self.len * std::mem::size_of::<T>());
+        self.ctx.with_current(|| unsafe { ffi::cuMemFree_v2(self.ptr) });
+        // Counted free even where the free failed (a dead context): the claim on the device is gone.
+        if let Some(h) = managed_held().get_mut(&self.ctx.device()) {
+            *h = h.saturating_sub(self.len * std::mem::size_of::<T>());
         }
     }
 }

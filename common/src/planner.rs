@@ -5,7 +5,9 @@
 //! The model: every operation on a chunk of `b` bytes costs `α + b/β` (a fit over sizes, [`CopyCost`]),
 //! uploads and downloads slow to the rate they keep when both run at once, and a run of `C` chunks on
 //! `K` streams takes one chunk's whole chain (fill and drain) plus `C - 1` periods, the period being the
-//! busiest engine's time per chunk, or a chain over `K` when too few streams keep the engines fed.
+//! busiest engine's time per chunk, or a chain over `K` when too few streams keep the engines fed. It
+//! leaves out what the host spends queueing each operation and forking to the streams and joining
+//! them back, which a run of many small chunks pays: the achieved time says how much.
 
 use serde::Serialize;
 
@@ -66,8 +68,8 @@ pub struct Prediction {
 }
 
 impl Costs {
-    /// Times uploads, downloads (alone and both at once) and `work` at five sizes from `bytes / 256` up
-    /// to `bytes` (up to 4 MiB at least), and fits each.
+    /// Times uploads, downloads (alone and both at once) and `work` at six sizes from `bytes / 1024` up
+    /// to `bytes` (up to 4 MiB at least), and fits each to its best times.
     pub fn measure(gpu: &Gpu, bytes: usize, work: Work, r: Repeats) -> anyhow::Result<Costs> {
         let _phase = crate::timeline::phase("planner: costs");
         // Over 4 MiB at least, so that even a tiny pipeline's costs are fitted where copies show a rate.
@@ -76,10 +78,11 @@ impl Costs {
         let (mut up, mut down) = (gpu.alloc::<f32>(n)?, gpu.alloc::<f32>(n)?);
         let streams = gpu.streams(2)?;
         let s0 = &streams[..1];
-        let sizes: Vec<usize> = (0..=4).map(|i| (n >> (2 * i)).max(1)).collect();
+        // Down to the smallest chunk [`Costs::rank`] tries, bytes / 1024.
+        let sizes: Vec<usize> = (0..=5).map(|i| (n >> (2 * i)).max(1)).collect();
         let (mut ups, mut downs, mut kernels) = (Vec::new(), Vec::new(), Vec::new());
         for &len in &sizes {
-            let t = |s: Stats| (len * 4, s.median_ms);
+            let t = |s: Stats| (len * 4, s.min_ms); // the best of the repeats: the least noise
             ups.push(t(measure(r, || {
                 gpu.timed(s0, |s| s.htod(&s0[0], &h_in[..len], s.device(&mut up).slice(0..len)))
             })?));
@@ -138,6 +141,20 @@ impl Costs {
         }
         all.sort_by(|a, b| a.ms.total_cmp(&b.ms).then(a.streams.cmp(&b.streams)).then(a.chunks.cmp(&b.chunks)));
         all
+    }
+
+    /// The fits that describe their sizes badly (a miss over 15%), in words: the predictions lean on them.
+    pub fn warnings(&self) -> Vec<String> {
+        [("upload", &self.upload), ("download", &self.download), ("kernel", &self.kernel)]
+            .iter()
+            .filter(|(_, c)| c.worst_miss > 0.15)
+            .map(|(what, c)| {
+                format!(
+                    "the {what}'s fit misses one of its sizes by {:.0}%: predictions lean on it",
+                    100.0 * c.worst_miss
+                )
+            })
+            .collect()
     }
 
     /// Whether overlap can help at all, and why not where it cannot, in words.

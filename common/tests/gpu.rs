@@ -505,17 +505,30 @@ fn the_chase_kernel_ends_where_its_cpu_twin_does_in_mapped_and_device_memory() {
             gpu.scope(&streams, |s| {
                 let (next, e) =
                     (if in_device { s.device(&mut device) } else { s.mapped(&mut mapped)? }, s.device(&mut end));
-                s.launch(&streams[0], gpu.kernels.chase(next, accesses, e))?; // chase<<<1, 1>>>
+                s.launch(&streams[0], gpu.kernels.chase(next, 5, accesses, e))?; // chase<<<1, 1>>>
                 s.dtoh(&streams[0], e, &mut got)
             })
             .unwrap();
-            assert_eq!(got[0], cpu::chase(n, stride, accesses), "{accesses} accesses, device memory: {in_device}");
+            assert_eq!(got[0], cpu::chase(n, stride, 5, accesses), "{accesses} accesses, device memory: {in_device}");
         }
     }
     // An empty chain is refused before anything is queued.
     let e = gpu.scope(&streams, |s| {
         let empty = s.device(&mut device).slice(0..0);
-        s.launch(&streams[0], gpu.kernels.chase(empty, 1, s.device(&mut end)))
+        s.launch(&streams[0], gpu.kernels.chase(empty, 0, 1, s.device(&mut end)))
     });
     assert!(format!("{:#}", e.unwrap_err()).contains("empty chain"));
+    // Links that point outside the chain (safe code can write any data) lead back to link 0: the kernel
+    // reads nothing but the chain, and the context survives.
+    for bad in [128u32, 0xFFFF_FFF0, n as u32] {
+        let links = [bad, bad, bad];
+        gpu.scope(&streams, |s| {
+            let (next, e) = (s.device(&mut device).slice(0..3), s.device(&mut end));
+            s.htod(&streams[0], &links, next)?;
+            s.launch(&streams[0], gpu.kernels.chase(next, 2, 7, e))?;
+            s.dtoh(&streams[0], e, &mut got)
+        })
+        .unwrap();
+        assert_eq!(got[0], 0, "link {bad:#x}");
+    }
 }

@@ -173,6 +173,17 @@ fn the_room_refuses_more_than_free_memory_less_the_margin() {
     }
     assert_eq!(gpu.room().unwrap().managed_held, room.managed_held);
     assert_eq!(gpu.memory().unwrap().0, free_before, "managed memory leaked");
+
+    // Zeroed by the host, new managed memory takes no device memory until the GPU touches it (else the
+    // room would count it twice); and a device buffer that would leave it no room there is refused.
+    let m = gpu.managed::<u8>(1 << 30).unwrap();
+    let free_with = gpu.memory().unwrap().0;
+    assert!(free_before.saturating_sub(free_with) < 64 << 20, "{free_before} then {free_with}");
+    let now = gpu.room().unwrap();
+    assert_eq!(now.managed_held, room.managed_held + (1 << 30));
+    let err = gpu.alloc::<u8>(now.free - now.managed_held + (16 << 20)).unwrap_err();
+    assert!(format!("{err:#}").contains("of managed memory this process holds there may come"), "{err:#}");
+    drop(m);
 }
 
 /// Managed memory keeps its context alive: it outlives the Gpu that made it, works in the scope of the
