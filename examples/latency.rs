@@ -29,7 +29,7 @@ struct Args {
     /// Bytes each copy moves
     #[arg(long, default_value = "4", value_parser = nonzero_bytes, allow_negative_numbers = true)]
     bytes: usize,
-    /// Dependent reads of the longer launch (2 to 16384, the mapped chain's lines)
+    /// Dependent reads of the longer launch (256 to 16384, the mapped chain's lines)
     #[arg(long, default_value = "4096", value_parser = parse_positive_u32, allow_negative_numbers = true)]
     accesses: u32,
     #[command(flatten)]
@@ -75,8 +75,11 @@ fn main() -> ExitCode {
 
 fn latency(args: &Args, out: &Output) -> anyhow::Result<()> {
     let (len, r, n) = (args.bytes, args.run.repeats(), args.accesses);
-    if !(2..=(MAPPED_CHAIN / STRIDE) as u32).contains(&n) {
-        anyhow::bail!("--accesses: 2 to {} (the mapped chain's lines)", MAPPED_CHAIN / STRIDE);
+    if !(256..=(MAPPED_CHAIN / STRIDE) as u32).contains(&n) {
+        anyhow::bail!(
+            "--accesses: 256 (launch costs must not swamp reads) to {} (the mapped chain's lines)",
+            MAPPED_CHAIN / STRIDE
+        );
     }
     let gpu = &common::lesson::gpu(out)?;
     let streams = gpu.streams(1)?;

@@ -226,7 +226,8 @@ fn legacy_sync(ops: &[&Op], all: &[Op], calls: &Calls, legacy: &BTreeSet<String>
 /// Pairs of streams that both carry work in the range and whose operations never overlapped in time.
 fn never_together(ops: &[&Op], t0: f64) -> Finding {
     let mut streams: BTreeMap<&str, Vec<&Op>> = BTreeMap::new();
-    for o in ops {
+    // Work on no stream (the driver's unified-memory migrations) is no stream's to overlap.
+    for o in ops.iter().filter(|o| !o.stream.is_empty()) {
         streams.entry(o.stream.as_str()).or_default().push(o);
     }
     let mut ids: Vec<&str> = streams.keys().copied().collect();

@@ -28,7 +28,7 @@ use crate::{
     lessons,
     nsys::{self, Recorded},
     segments, tools,
-    trace::{self, Op, Phase, Summary, Trace},
+    trace::{self, Kind, Op, Phase, Summary, Trace},
 };
 
 pub fn run(flags: ProfileFlags) -> anyhow::Result<()> {
@@ -359,6 +359,9 @@ fn rows_table(heading: &str, rows: &[(String, Vec<&Op>)], extra: Option<Extra>) 
         let _ = writeln!(term, "{short:<26}{row}{}", more.as_ref().map_or(String::new(), |m| format!("  {m}")));
         let limit = segments::limit(&s);
         let _ = writeln!(limits, "  {short}: {limit}");
+        if let Some(um) = unified_memory(ops) {
+            let _ = writeln!(limits, "  {short}: {um}");
+        }
         let _ = writeln!(
             md,
             "| {name} | {} | {} | {:.3} | {limit} |{}",
@@ -380,6 +383,22 @@ fn rows_table(heading: &str, rows: &[(String, Vec<&Op>)], extra: Option<Extra>) 
            copies compete for memory).\n";
     md += "\n";
     Section { terminal: term, markdown: md }
+}
+
+/// The driver's unified-memory migrations among `ops` (nsys names them "[CUDA memcpy Unified
+/// Host-to-Device]" and the like, on no stream), in words: what managed memory's page faults moved.
+fn unified_memory(ops: &[&Op]) -> Option<String> {
+    let um: Vec<&&Op> = ops.iter().filter(|o| o.name.contains("Unified")).collect();
+    if um.is_empty() {
+        return None;
+    }
+    let way = |kind: Kind| {
+        let v: Vec<&&&Op> = um.iter().filter(|o| o.kind == kind).collect();
+        let busy = trace::length(&trace::union(v.iter().map(|o| (o.start, o.end)).collect()));
+        let bytes: u64 = v.iter().map(|o| o.bytes).sum();
+        format!("{} migrations, {:.1} MB, busy {busy:.3} ms", v.len(), bytes as f64 / 1e6)
+    };
+    Some(format!("unified memory: to the GPU {}; to the host {}", way(Kind::H2D), way(Kind::D2H)))
 }
 
 /// One SVG per row, limited to its stretch of time; markdown links to them.
@@ -493,6 +512,34 @@ fn notes(notes: &[String]) -> Section {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn unified_memory_migrations_are_counted_by_direction() {
+        let op = |name: &str, kind, start: f64, bytes| Op {
+            start,
+            end: start + 0.5,
+            stream: String::new(),
+            kind,
+            name: name.into(),
+            bytes,
+            corr: None,
+            src_kind: String::new(),
+            dst_kind: String::new(),
+        };
+        let ops = [
+            op("[CUDA memcpy Unified Host-to-Device]", Kind::H2D, 0.0, 4096),
+            op("[CUDA memcpy Unified Host-to-Device]", Kind::H2D, 0.25, 65536),
+            op("[CUDA memcpy Unified Device-to-Host]", Kind::D2H, 2.0, 2_000_000),
+            op("[CUDA memcpy Host-to-Device]", Kind::H2D, 3.0, 1 << 20),
+        ];
+        let refs: Vec<&Op> = ops.iter().collect();
+        let line = unified_memory(&refs).unwrap();
+        assert_eq!(
+            line,
+            "unified memory: to the GPU 2 migrations, 0.1 MB, busy 0.750 ms; to the host 1 migrations, 2.0 MB, busy 0.500 ms"
+        );
+        assert_eq!(unified_memory(&refs[3..]), None);
+    }
     use super::*;
 
     #[test]
