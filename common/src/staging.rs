@@ -287,7 +287,7 @@ mod tests {
         assert_eq!(split(1, 4, 2 * MIB, 4), (MIB / 4, 1));
         for n in [1, 1000, MIB, 3 * MIB + 7, 300 * MIB] {
             let (chunk, workers) = split(n, 8, 2 * MIB, 4);
-            assert!(chunk >= 1 && workers >= 1 && workers <= 8, "{n}");
+            assert!(chunk >= 1 && (1..=8).contains(&workers), "{n}");
             assert!(workers == 1 || n.div_ceil(chunk) >= 2 * workers, "{n}: every worker used gets two chunks");
         }
     }
