@@ -31,7 +31,8 @@ struct Args {
     /// The data the pipeline moves in (and out)
     #[arg(long, default_value = "256MiB", value_parser = parse_bytes, allow_negative_numbers = true)]
     size: usize,
-    /// What the kernel costs per MiB of data, ms (the built-in process kernel is calibrated to it);
+    /// What the kernel costs over a chunk of 1 MiB, ms, launch included (the built-in process kernel is
+    /// calibrated to it);
     /// without it (or --iters), a kernel as long as the copies
     #[arg(long, value_parser = parse_ms, conflicts_with = "iters")]
     kernel_ms_per_mib: Option<f64>,
@@ -82,9 +83,11 @@ fn plan(args: &Args, out: &Output) -> anyhow::Result<()> {
     out.say(line("upload", &costs.upload));
     out.say(line("download", &costs.download));
     out.say(line("kernel", &costs.kernel));
-    let per_mib = costs.kernel.ms(1 << 20) - costs.kernel.alpha_us * 1e-3;
     let asked = args.kernel_ms_per_mib.map_or(String::new(), |ms| format!(" (asked {ms} ms)"));
-    out.say(format!("the kernel takes {per_mib:.4} ms per MiB{asked}"));
+    out.say(format!(
+        "the kernel takes {:.4} ms over a chunk of 1 MiB, launch included{asked}",
+        costs.kernel.ms(1 << 20)
+    ));
     costs.warnings().iter().for_each(|w| out.say(w));
     out.say(format!("both directions at once keep {:.0}% of their rate", 100.0 * costs.both_ways));
 
