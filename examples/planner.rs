@@ -8,7 +8,10 @@
 //! help (copy-bound past what two directions give, or a kernel so short that per-operation costs
 //! dominate), it says so.
 //!
-//!     cargo run --release --example planner [-- --size 256MiB --kernel-ms-per-mib 0.02 | --iters 500]
+//! `--ptx mine.ptx --kernel NAME` plans for a kernel of your own (`extern "C" __global__ void NAME(float*
+//! data, unsigned long long n)`, in place), timed and run in a child process.
+//!
+//!     cargo run --release --example planner [-- --size 256MiB --kernel-ms-per-mib 0.02 | --ptx mine.ptx --kernel NAME]
 
 use std::process::ExitCode;
 
@@ -16,9 +19,10 @@ use clap::Parser;
 use common::{
     args::{parse_bytes, RunArgs, WorkArgs},
     bound::{Report, Steps},
+    error::bad_args,
     kernels::Work,
     pipeline::{balanced_work, calibrate_process},
-    planner::{self, Costs, Prediction},
+    planner::{self, Costs, Prediction, UserPtx},
     report::{fmt_bytes, fmt_ms, Output, Table},
     timing::Stats,
     verify::input,
@@ -32,10 +36,16 @@ struct Args {
     #[arg(long, default_value = "256MiB", value_parser = parse_bytes, allow_negative_numbers = true)]
     size: usize,
     /// What the kernel costs over a chunk of 1 MiB, ms, launch included (the built-in process kernel is
-    /// calibrated to it);
-    /// without it (or --iters), a kernel as long as the copies
-    #[arg(long, value_parser = parse_ms, conflicts_with = "iters")]
+    /// calibrated to it); without it (or --iters, or --ptx), a kernel as long as the copies
+    #[arg(long, value_parser = parse_ms, conflicts_with_all = ["iters", "ptx"])]
     kernel_ms_per_mib: Option<f64>,
+    /// A kernel of your own: a PTX file (nvcc -ptx) with `extern "C" __global__ void NAME(float* data,
+    /// unsigned long long n)`, run in place in a child process
+    #[arg(long, requires = "kernel", conflicts_with = "iters")]
+    ptx: Option<std::path::PathBuf>,
+    /// The name of your kernel in --ptx
+    #[arg(long, requires = "ptx")]
+    kernel: Option<String>,
     #[command(flatten)]
     work: WorkArgs,
     #[command(flatten)]
@@ -64,22 +74,34 @@ fn plan(args: &Args, out: &Output) -> anyhow::Result<()> {
     let (n, r) = (args.size / 4, args.run.repeats());
     anyhow::ensure!(n >= 4, "--size: at least 16 bytes");
     let bytes = n * 4;
+    // A kernel of yours is checked before the GPU starts, and runs only in a child process.
+    let user = match (&args.ptx, &args.kernel) {
+        (Some(ptx), Some(name)) => {
+            Some(UserPtx::new(ptx.clone(), name.clone()).map_err(|e| bad_args(format!("--ptx: {e:#}")))?)
+        }
+        _ => None,
+    };
     let gpu = &common::lesson::gpu(out)?;
     let mib = (1 << 20) / 4;
-    let work = match (args.kernel_ms_per_mib, args.work.iters) {
-        (Some(ms), _) => Work::Process(calibrate_process(gpu, mib, ms, r)?),
-        (None, Some(iters)) => Work::Process(iters),
-        (None, None) => balanced_work(gpu, mib, r)?,
+    let work = match (args.kernel_ms_per_mib, args.work.iters, &user) {
+        (_, _, Some(_)) => Work::User(0),
+        (Some(ms), _, _) => Work::Process(calibrate_process(gpu, mib, ms, r)?),
+        (None, Some(iters), _) => Work::Process(iters),
+        (None, None, _) => balanced_work(gpu, mib, r)?,
     };
     let h_in = gpu.pinned_from_fn(n, input)?; //   cudaMallocHost(&h_in, bytes)
     let mut h_out = gpu.pinned::<f32>(n)?; //      cudaMallocHost(&h_out, bytes)
 
     // What this GPU's copies and this kernel cost, over chunk sizes.
-    let costs = Costs::measure(gpu, bytes, work, r)?;
+    let costs = match &user {
+        Some(u) => Costs::measure(gpu, bytes, |sizes| u.kernel_times(sizes, r), r)?,
+        None => Costs::measure(gpu, bytes, |sizes| planner::kernel_times(gpu, work, sizes, r), r)?,
+    };
     let line = |what: &str, c: &common::fit::CopyCost| {
         format!("{what:<9} {:>6.1} µs per operation, then {:>7.2} GB/s", c.alpha_us, c.beta_gbps)
     };
-    out.say(format!("{} ({}), {}", fmt_bytes(bytes), n, work.describe()));
+    let what = user.as_ref().map_or(work.describe(), |u| format!("your kernel {} from {}", u.name, u.ptx.display()));
+    out.say(format!("{} ({}), {what}", fmt_bytes(bytes), n));
     out.say(line("upload", &costs.upload));
     out.say(line("download", &costs.download));
     out.say(line("kernel", &costs.kernel));
@@ -107,22 +129,30 @@ fn plan(args: &Args, out: &Output) -> anyhow::Result<()> {
     let (c, k) = (best.chunks, best.streams);
     let mut configs = vec![(c, k), (c * 2, k), (c / 2, k.min(c / 2)), (c, (k * 2).min(c)), (c, k / 2), (1, 1)];
     configs.retain(|&(c, k)| c >= 1 && k >= 1 && c <= n);
-    configs.dedup();
-    let mut tried = Vec::new();
-    let bar = out.progress_bar(configs.len() as u64, "planner");
-    for (i, &(chunks, streams)) in configs.iter().enumerate() {
-        if configs[..i].contains(&(chunks, streams)) {
-            continue;
+    configs = configs.iter().enumerate().filter(|(i, x)| !configs[..*i].contains(x)).map(|(_, x)| *x).collect();
+    let achieved: Vec<Stats> = match &user {
+        Some(u) => u.run(n, &configs, r)?, // in the child: your kernel has no CPU twin to check it against
+        None => {
+            let bar = out.progress_bar(configs.len() as u64, "planner");
+            let mut times = Vec::new();
+            for &(chunks, streams) in &configs {
+                bar.step(format!("{chunks} chunks on {streams} streams"));
+                let plan = ChunkPlan::new(n, chunks, streams)?;
+                times.push(planner::run(gpu, &plan, work, (&h_in, &mut h_out), r)?);
+                work.check(&h_out, &plan).ensure()?;
+                bar.done();
+            }
+            times
         }
-        bar.step(format!("{chunks} chunks on {streams} streams"));
-        let plan = ChunkPlan::new(n, chunks, streams)?;
-        let achieved = planner::run(gpu, &plan, work, (&h_in, &mut h_out), r)?;
-        work.check(&h_out, &plan).ensure()?;
-        tried.push(Tried { predicted: costs.predict(bytes, chunks, streams), achieved });
-        bar.done();
-    }
-    bar.finish();
-    out.say(format!("\nRun (median of up to {} runs; every chunk checked against the CPU):", r.repeats));
+    };
+    let tried: Vec<Tried> = configs
+        .iter()
+        .zip(achieved)
+        .map(|(&(c, k), achieved)| Tried { predicted: costs.predict(bytes, c, k), achieved })
+        .collect();
+    let checked =
+        if user.is_some() { "not checked: your kernel has no CPU twin" } else { "every chunk checked against the CPU" };
+    out.say(format!("\nRun (median of up to {} runs; {checked}):", r.repeats));
     let mut t = Table::new(&["chunks", "streams", "predicted", "achieved", "achieved/predicted", "model's limit"]);
     for x in &tried {
         let (p, a) = (&x.predicted, &x.achieved);
@@ -142,14 +172,24 @@ fn plan(args: &Args, out: &Output) -> anyhow::Result<()> {
     out.say(format!("fastest run: {fc} chunks on {fk} streams, {}", fmt_ms(fastest.achieved.median_ms)));
     out.say(costs.verdict(bytes, &best));
 
-    // The recommended run against the lower bound measured on its own data.
+    // The recommended run against the lower bound measured on its own data (which times the kernel in
+    // this process: not for a kernel of yours).
     let plan = ChunkPlan::new(n, c, k)?;
     let name = format!("{c} chunks on {k} streams");
-    let report =
-        Report::measure(gpu, &plan, Steps::InPlace(work), (&h_in, &mut h_out), r, &[(&name, tried[0].achieved, k, k)])?;
-    out.table(&report.table());
+    let report = match user {
+        Some(_) => None,
+        None => Some(Report::measure(
+            gpu,
+            &plan,
+            Steps::InPlace(work),
+            (&h_in, &mut h_out),
+            r,
+            &[(&name, tried[0].achieved, k, k)],
+        )?),
+    };
+    report.iter().for_each(|rep| out.table(&rep.table()));
     out.finish(&serde_json::json!({
-        "device": gpu.info, "bytes": bytes, "work": work, "repeats": r, "costs": costs,
+        "device": gpu.info, "bytes": bytes, "work": work, "user_kernel": user, "repeats": r, "costs": costs,
         "ranked": &ranked[..ranked.len().min(5)], "tried": tried, "report": report,
     }))
 }

@@ -149,3 +149,23 @@ fn json_errors_are_one_object_on_stdout() {
     assert!(v["error"].as_str().unwrap().contains("'-5' is negative"), "{context}");
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim().lines().count(), 1, "{context}");
 }
+
+#[test]
+fn a_kernel_of_your_own_is_checked_before_the_gpu_starts() {
+    bad_flag(
+        "planner",
+        &["--ptx", "/nonexistent/mine.ptx", "--kernel", "mine"],
+        "--ptx: reading /nonexistent/mine.ptx",
+    );
+    let dir = std::env::temp_dir().join(format!("cli-ptx-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let ptx = dir.join("mine.ptx");
+    let three = ".visible .entry mine(\n\t.param .u64 a,\n\t.param .u32 b,\n\t.param .f32 c\n)\n{\n}\n";
+    std::fs::write(&ptx, three).unwrap();
+    let path = ptx.to_str().unwrap();
+    bad_flag("planner", &["--ptx", path, "--kernel", "mine"], "takes (.u64, .u32, .f32)");
+    bad_flag("planner", &["--ptx", path, "--kernel", "theirs"], "no kernel named theirs");
+    bad_flag("planner", &["--ptx", path], "--kernel");
+    bad_flag("planner", &["--ptx", path, "--kernel", "mine", "--iters", "3"], "cannot be used with");
+    let _ = std::fs::remove_dir_all(dir);
+}

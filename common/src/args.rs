@@ -50,8 +50,18 @@ pub fn quiet_on_closed_pipe() {
 /// clap's message in one line: its first line, and its tips (`a similar argument exists: '--streams'`)
 /// after it in parentheses; the usage lines are left out. A flag clap knows nothing like points to `--help`.
 fn one_line(text: &str, kind: ClapErrorKind) -> String {
-    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
-    let mut out = lines.next().unwrap_or("error: bad arguments").to_string();
+    let mut raw = text.lines().filter(|l| !l.trim().is_empty()).peekable();
+    let mut out = raw.next().unwrap_or("error: bad arguments").trim().to_string();
+    // A first line that ends in ':' lists what it means on the indented lines below it (the missing
+    // arguments): those join it.
+    if out.ends_with(':') {
+        let mut listed = Vec::new();
+        while let Some(l) = raw.next_if(|l| l.starts_with(char::is_whitespace)) {
+            listed.push(l.trim());
+        }
+        out = format!("{} {}", out, listed.join(", "));
+    }
+    let lines = raw.map(str::trim);
     let tips: Vec<&str> = lines.filter_map(|l| l.strip_prefix("tip:")).map(str::trim).collect();
     for tip in &tips {
         out += &format!(" (tip: {tip})");
@@ -384,6 +394,15 @@ mod tests {
         assert!(line.ends_with("'abc' is not a whole number"), "{line}");
         let line = clap_line(&["--repeats", "0"]);
         assert!(line.ends_with("must be at least 1"), "{line}");
+    }
+
+    #[test]
+    fn missing_arguments_are_named_on_the_line() {
+        let text = "error: the following required arguments were not provided:\n  --kernel <KERNEL>\n  --ptx <PTX>\n\nUsage: planner --ptx <PTX> --kernel <KERNEL>\n";
+        assert_eq!(
+            one_line(text, ClapErrorKind::MissingRequiredArgument),
+            "error: the following required arguments were not provided: --kernel <KERNEL>, --ptx <PTX>"
+        );
     }
 
     #[test]

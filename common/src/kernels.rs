@@ -71,6 +71,8 @@ pub const BLOCK: u32 = 256;
 pub struct Kernels {
     functions: Vec<sys::CUfunction>,
     modules: Vec<sys::CUmodule>,
+    /// Kernels of the user's own ([`Kernels::load_user`]): module, function, name.
+    user: Vec<(sys::CUmodule, sys::CUfunction, &'static str)>,
     sms: u32,
     ctx: Arc<Context>,
 }
@@ -82,7 +84,7 @@ unsafe impl Send for Kernels {}
 impl Kernels {
     pub(crate) fn load(ctx: &Arc<Context>, sms: u32) -> anyhow::Result<Kernels> {
         ctx.make_current()?;
-        let mut k = Kernels { functions: Vec::new(), modules: Vec::new(), sms, ctx: ctx.clone() };
+        let mut k = Kernels { functions: Vec::new(), modules: Vec::new(), user: Vec::new(), sms, ctx: ctx.clone() };
         for (name, ptx) in MODULES {
             let image = CString::new(ptx).with_context(|| format!("{name}.ptx has a NUL byte"))?;
             let mut module = std::ptr::null_mut();
@@ -248,7 +250,7 @@ impl Kernels {
 
 impl Drop for Kernels {
     fn drop(&mut self) {
-        for &m in &self.modules {
+        for &m in self.modules.iter().chain(self.user.iter().map(|u| &u.0)) {
             // SAFETY: loaded once, unloaded once, in their own context; every Launch borrowed self and is gone.
             self.ctx.with_current(|| unsafe { ffi::cuModuleUnload(m) });
         }
@@ -258,6 +260,9 @@ impl Drop for Kernels {
 /// The per-chunk work of the pipeline lessons.
 #[derive(Clone, Copy, Debug, serde::Serialize)]
 pub enum Work {
+    /// A kernel of the user's own, `NAME(float* data, unsigned long long n)`, the index
+    /// [`Kernels::load_user`] gave it: it has no CPU twin, so its results are not checked.
+    User(u32),
     /// [`Kernels::process`] with this many iterations: checked bit for bit.
     Process(u32),
     /// overlap_pattern.cu's sin * cos kernel with this many rounds: the CPU's sin/cos differ from CUDA's in the
@@ -270,6 +275,7 @@ impl Work {
         match self {
             Work::Process(i) => cpu::process(x, i),
             Work::SinCos(i) => cpu::process_sincos(x, i),
+            Work::User(_) => f32::NAN,
         }
     }
 
@@ -282,6 +288,7 @@ impl Work {
         let tolerance = match self {
             Work::Process(_) => 0.0,
             Work::SinCos(_) => 1e-4,
+            Work::User(_) => return crate::verify::Check::unchecked(got.len(), "a kernel of your own has no CPU twin"),
         };
         crate::verify::chunks(got, plan, 62, tolerance, expected)
     }
@@ -292,6 +299,7 @@ impl Work {
             Work::SinCos(i) => {
                 format!("overlap_pattern.cu's kernel: {i} rounds of sin(x)*cos(x) + 1 per element")
             }
+            Work::User(_) => "a kernel of your own, in place".into(),
         }
     }
 }
@@ -302,8 +310,79 @@ impl Kernels {
         match work {
             Work::Process(i) => self.process(data, i),
             Work::SinCos(i) => self.process_sincos(data, i),
+            Work::User(i) => self.user_kernel(i, data),
         }
     }
+
+    /// Loads `name` from the PTX text `ptx`, which must declare it `.entry name(.param .u64, .param .u64)`
+    /// (`extern "C" __global__ void name(float* data, unsigned long long n)`), and returns its index
+    /// for [`Work::User`]. It is launched with one thread per element, in blocks of 256.
+    ///
+    /// # Safety
+    /// The kernel is code of the user's, which nothing here can check: it must touch only `data[0..n)`.
+    /// A kernel that writes elsewhere corrupts whatever memory the GPU can reach in this process (with
+    /// unified addressing, pinned host memory; with HMM, any of it). [`crate::planner::UserPtx`] runs
+    /// it in a child process of its own, which holds nothing else.
+    pub(crate) unsafe fn load_user(&mut self, ptx: &str, name: &str) -> anyhow::Result<u32> {
+        user_signature(ptx, name)?;
+        self.ctx.make_current()?;
+        let image = CString::new(ptx).context("the PTX has a NUL byte")?;
+        let mut module = std::ptr::null_mut();
+        // SAFETY: a NUL-terminated PTX image and a valid out-pointer; the context is current.
+        check(unsafe { ffi::cuModuleLoadData(&mut module, image.as_ptr().cast()) }, || "loading your PTX".into())?;
+        let c_name = CString::new(name).context("the kernel's name has a NUL byte")?;
+        let mut f = std::ptr::null_mut();
+        // SAFETY: a loaded module, a NUL-terminated name and a valid out-pointer.
+        let found = check(unsafe { ffi::cuModuleGetFunction(&mut f, module, c_name.as_ptr()) }, || {
+            format!("finding kernel {name} in your PTX")
+        });
+        if let Err(e) = found {
+            // SAFETY: loaded just above, unloaded once; nothing uses it.
+            unsafe { ffi::cuModuleUnload(module) };
+            return Err(e);
+        }
+        self.user.push((module, f, Box::leak(name.to_string().into_boxed_str())));
+        Ok(self.user.len() as u32 - 1)
+    }
+
+    fn user_kernel<'s>(&'s self, i: u32, data: Dev<'s, f32>) -> Launch<'s> {
+        let params = vec![Param::Ptr(data.ptr()), n(data.len())];
+        let blocks = data.len().div_ceil(BLOCK as usize).clamp(1, u32::MAX as usize) as u32;
+        match self.user.get(i as usize) {
+            Some(&(_, f, name)) => {
+                Launch::new(name, f, self.ctx.raw(), (blocks, BLOCK), params, vec![data.access(true)])
+            }
+            None => self
+                .launch(PROCESS, 1, vec![Param::Ptr(data.ptr()), n(data.len()), Param::U32(0)], vec![data.access(true)])
+                .refuse(format!("no kernel of yours was loaded as number {i}")),
+        }
+    }
+}
+
+/// Whether the PTX text declares `name` as a kernel of the user's may be: `.entry name(.param .u64,
+/// .param .u64)`, that is `extern "C" __global__ void name(float* data, unsigned long long n)`.
+pub(crate) fn user_signature(ptx: &str, name: &str) -> anyhow::Result<()> {
+    let params = ptx_params(ptx, name).with_context(|| {
+        format!("the PTX has no kernel named {name} (declare it extern \"C\" so that its name is not mangled)")
+    })?;
+    if params != [".u64", ".u64"] {
+        anyhow::bail!(
+            "{name} takes ({}); kernels of yours must be declared (float* data, unsigned long long n)",
+            params.join(", ")
+        );
+    }
+    Ok(())
+}
+
+/// The parameter types of `.entry name(...)` in a PTX text: `.u64`, `.u32`, `.f32`.
+pub(crate) fn ptx_params(ptx: &str, name: &str) -> Option<Vec<String>> {
+    let start = ptx.find(&format!(".entry {name}("))?;
+    let body = &ptx[start..start + ptx[start..].find(')')?];
+    Some(
+        body.lines()
+            .filter_map(|l| l.trim().strip_prefix(".param ")?.split_whitespace().next().map(String::from))
+            .collect(),
+    )
 }
 
 fn n(len: usize) -> Param {
@@ -350,18 +429,7 @@ pub mod cpu {
 
 #[cfg(test)]
 mod tests {
-    use super::{cpu, Ty, KERNELS, MODULES};
-
-    /// The parameter types of `.entry name(...)` in a PTX text: `.u64`, `.u32`, `.f32`.
-    fn ptx_params(ptx: &str, name: &str) -> Option<Vec<String>> {
-        let start = ptx.find(&format!(".entry {name}("))?;
-        let body = &ptx[start..start + ptx[start..].find(')')?];
-        Some(
-            body.lines()
-                .filter_map(|l| l.trim().strip_prefix(".param ")?.split_whitespace().next().map(String::from))
-                .collect(),
-        )
-    }
+    use super::{cpu, ptx_params, Ty, KERNELS, MODULES};
 
     #[test]
     fn every_launcher_matches_its_kernels_signature_in_the_ptx() {
@@ -379,6 +447,17 @@ mod tests {
                 .collect();
             assert_eq!(got, want, "kernel {} in {module}.cu", k.name);
         }
+    }
+
+    #[test]
+    fn a_kernel_of_the_users_must_take_a_pointer_and_a_count() {
+        let ok = ".visible .entry mine(\n\t.param .u64 mine_param_0,\n\t.param .u64 mine_param_1\n)\n{";
+        assert!(super::user_signature(ok, "mine").is_ok());
+        let e = super::user_signature(ok, "other").unwrap_err().to_string();
+        assert!(e.contains("no kernel named other") && e.contains("extern"), "{e}");
+        let three = ".visible .entry mine(\n\t.param .u64 a,\n\t.param .u32 b,\n\t.param .f32 c\n)\n{";
+        let e = super::user_signature(three, "mine").unwrap_err().to_string();
+        assert!(e.contains("takes (.u64, .u32, .f32)"), "{e}");
     }
 
     #[test]

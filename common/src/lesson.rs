@@ -26,6 +26,9 @@ use crate::{
 
 /// Parses the flags, runs the lesson, and ends the process the way [`crate::error::finish`] does.
 pub fn run<A: clap::Parser>(lesson: impl FnOnce(&A, &Output) -> anyhow::Result<()>) -> ExitCode {
+    if let Some(code) = crate::planner::child_main() {
+        return code; // this process is the planner's child for a kernel of the user's
+    }
     let args: A = crate::args::parse();
     let out = Output::new(json_requested(std::env::args_os()));
     finish(lesson(&args, &out).map_err(Into::into))

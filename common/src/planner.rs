@@ -9,6 +9,7 @@
 //! leaves out what the host spends queueing each operation and forking to the streams and joining
 //! them back, which a run of many small chunks pays: the achieved time says how much.
 
+use anyhow::Context as _;
 use serde::Serialize;
 
 use crate::{
@@ -68,9 +69,16 @@ pub struct Prediction {
 }
 
 impl Costs {
-    /// Times uploads, downloads (alone and both at once) and `work` at six sizes from `bytes / 1024` up
-    /// to `bytes` (up to 4 MiB at least), and fits each to its best times.
-    pub fn measure(gpu: &Gpu, bytes: usize, work: Work, r: Repeats) -> anyhow::Result<Costs> {
+    /// Times uploads, downloads (alone and both at once) and the kernel at six sizes from `bytes / 1024`
+    /// up to `bytes` (up to 4 MiB at least), and fits each to its best times. `kernel` times the kernel
+    /// at the sizes it is given (elements), as `(bytes, ms)`: [`kernel_times`] for the lessons' kernels,
+    /// [`UserPtx::kernel_times`] for one of yours.
+    pub fn measure(
+        gpu: &Gpu,
+        bytes: usize,
+        kernel: impl FnOnce(&[usize]) -> anyhow::Result<Vec<(usize, f64)>>,
+        r: Repeats,
+    ) -> anyhow::Result<Costs> {
         let _phase = crate::timeline::phase("planner: costs");
         // Over 4 MiB at least, so that even a tiny pipeline's costs are fitted where copies show a rate.
         let n = (bytes / 4).max(1 << 20);
@@ -80,7 +88,7 @@ impl Costs {
         let s0 = &streams[..1];
         // Down to the smallest chunk [`Costs::rank`] tries, bytes / 1024.
         let sizes: Vec<usize> = (0..=5).map(|i| (n >> (2 * i)).max(1)).collect();
-        let (mut ups, mut downs, mut kernels) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut ups, mut downs) = (Vec::new(), Vec::new());
         for &len in &sizes {
             let t = |s: Stats| (len * 4, s.min_ms); // the best of the repeats: the least noise
             ups.push(t(measure(r, || {
@@ -88,9 +96,6 @@ impl Costs {
             })?));
             downs.push(t(measure(r, || {
                 gpu.timed(s0, |s| s.dtoh(&s0[0], s.device(&mut down).slice(0..len), &mut h_out[..len]))
-            })?));
-            kernels.push(t(measure(r, || {
-                gpu.timed(s0, |s| s.launch(&s0[0], gpu.kernels.work(work, s.device(&mut up).slice(0..len))))
             })?));
         }
         let len = sizes[0]; // the largest: the rate with both directions busy, not their per-copy cost
@@ -105,7 +110,7 @@ impl Costs {
         let alpha = upload.alpha_us.max(download.alpha_us) * 1e-3;
         let alone = upload.ms(len * 4).max(download.ms(len * 4)) - alpha;
         let both_ways = (alone / (both.median_ms - alpha)).clamp(0.5, 1.0);
-        Ok(Costs { upload, download, both_ways, kernel: CopyCost::fit(&kernels)? })
+        Ok(Costs { upload, download, both_ways, kernel: CopyCost::fit(&kernel(&sizes)?)? })
     }
 
     /// The model's time for `bytes` in `chunks` chunks on `streams` streams.
@@ -190,6 +195,134 @@ impl Costs {
             fmt_ms(down)
         )
     }
+}
+
+/// The best time of `work` over each of `sizes` elements, in place on the GPU, as `(bytes, ms)`.
+pub fn kernel_times(gpu: &Gpu, work: Work, sizes: &[usize], r: Repeats) -> anyhow::Result<Vec<(usize, f64)>> {
+    let mut d = gpu.alloc::<f32>(sizes.iter().copied().max().unwrap_or(1))?;
+    let streams = gpu.streams(1)?;
+    let s0 = &streams[..];
+    let input = crate::pageable(d.len(), crate::verify::input)?;
+    gpu.scope(s0, |s| s.htod(&s0[0], &input, s.device(&mut d)))?;
+    let mut out = Vec::new();
+    for &len in sizes {
+        let t =
+            measure(r, || gpu.timed(s0, |s| s.launch(&s0[0], gpu.kernels.work(work, s.device(&mut d).slice(0..len)))))?;
+        out.push((len * 4, t.min_ms));
+    }
+    Ok(out)
+}
+
+/// A kernel of your own, in a PTX file (`nvcc -ptx -arch=sm_90 mine.cu`), declared
+/// `extern "C" __global__ void NAME(float* data, unsigned long long n)`: in place, one thread per element
+/// in blocks of 256, as the lessons launch theirs.
+///
+/// It runs in a child process: this program started again with [`CHILD`] set, which loads the kernel,
+/// runs what it is asked and prints the times. Nothing here can check what the kernel does (it might
+/// write outside its data); in the child it can reach nothing of this process's, and a fault kills the
+/// child's context, not this one.
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
+pub struct UserPtx {
+    pub ptx: std::path::PathBuf,
+    pub name: String,
+}
+
+/// The variable that makes a lesson the child of a [`UserPtx`]: the job, as JSON.
+pub const CHILD: &str = "GPU_TRANSFERS_USER_KERNEL";
+
+/// What the child is asked: the kernel's times at `sizes`, and the pipeline over `elements` for each
+/// (chunks, streams) of `configs`.
+#[derive(Serialize, serde::Deserialize)]
+struct Job {
+    kernel: UserPtx,
+    sizes: Vec<usize>,
+    elements: usize,
+    configs: Vec<(usize, usize)>,
+    repeats: Repeats,
+}
+
+#[derive(Serialize, serde::Deserialize)]
+struct Done {
+    kernel: Vec<(usize, f64)>,
+    runs: Vec<Stats>,
+}
+
+impl UserPtx {
+    /// Checks the file and the kernel's parameters before anything runs.
+    pub fn new(ptx: std::path::PathBuf, name: String) -> anyhow::Result<UserPtx> {
+        let text = std::fs::read_to_string(&ptx).with_context(|| format!("reading {}", ptx.display()))?;
+        crate::kernels::user_signature(&text, &name)?;
+        Ok(UserPtx { ptx, name })
+    }
+
+    /// The kernel's best time over each of `sizes` elements, as `(bytes, ms)`.
+    pub fn kernel_times(&self, sizes: &[usize], r: Repeats) -> anyhow::Result<Vec<(usize, f64)>> {
+        let job = Job { kernel: self.clone(), sizes: sizes.to_vec(), elements: 0, configs: vec![], repeats: r };
+        Ok(self.ask(&job)?.kernel)
+    }
+
+    /// The pipeline over `elements` with the kernel, for each (chunks, streams) of `configs`.
+    pub fn run(&self, elements: usize, configs: &[(usize, usize)], r: Repeats) -> anyhow::Result<Vec<Stats>> {
+        let job = Job { kernel: self.clone(), sizes: vec![], elements, configs: configs.to_vec(), repeats: r };
+        Ok(self.ask(&job)?.runs)
+    }
+
+    fn ask(&self, job: &Job) -> anyhow::Result<Done> {
+        let me = std::env::current_exe().context("finding this program, to run your kernel in a child of it")?;
+        let out = std::process::Command::new(me)
+            .env(CHILD, serde_json::to_string(job)?)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .context("starting the child process for your kernel")?;
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        match (out.status.success(), stdout.lines().last()) {
+            (true, Some(last)) => serde_json::from_str(last).context("reading the child's times"),
+            _ => anyhow::bail!(
+                "your kernel's child process failed ({}): {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim().lines().last().unwrap_or("no message")
+            ),
+        }
+    }
+}
+
+/// In a child of [`UserPtx`] (where [`CHILD`] is set), does its job, prints the result as one line of
+/// JSON, and says how the process should end; elsewhere `None`. [`crate::lesson::run`] calls it first.
+pub fn child_main() -> Option<std::process::ExitCode> {
+    let job = std::env::var(CHILD).ok()?;
+    let done = serde_json::from_str::<Job>(&job).context("reading the job").and_then(child);
+    Some(match done.and_then(|d| Ok(serde_json::to_string(&d)?)) {
+        Ok(line) => {
+            println!("{line}");
+            std::process::ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    })
+}
+
+fn child(job: Job) -> anyhow::Result<Done> {
+    let ptx =
+        std::fs::read_to_string(&job.kernel.ptx).with_context(|| format!("reading {}", job.kernel.ptx.display()))?;
+    let mut gpu = Gpu::init()?;
+    // SAFETY: this is the child process a UserPtx started for the user's kernel: it holds nothing but
+    // the GPU, the buffers below and the times it prints, so whatever the kernel does, it reaches
+    // nothing of the planner's (a fault kills this process's context only). The user vouches for the
+    // kernel as for any program of theirs they run.
+    let work = Work::User(unsafe { gpu.kernels.load_user(&ptx, &job.kernel.name)? });
+    let kernel = if job.sizes.is_empty() { vec![] } else { kernel_times(&gpu, work, &job.sizes, job.repeats)? };
+    let mut runs = Vec::new();
+    if !job.configs.is_empty() {
+        let h_in = gpu.pinned_from_fn(job.elements, crate::verify::input)?;
+        let mut h_out = gpu.pinned::<f32>(job.elements)?;
+        for &(chunks, streams) in &job.configs {
+            let plan = ChunkPlan::new(job.elements, chunks, streams)?;
+            runs.push(run(&gpu, &plan, work, (&h_in, &mut h_out), job.repeats)?);
+        }
+    }
+    Ok(Done { kernel, runs })
 }
 
 /// Runs `plan` with the pipeline loop of [`run_pipeline`] (one buffer per stream) and returns its time.

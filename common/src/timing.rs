@@ -6,14 +6,14 @@ use anyhow::bail;
 use serde::Serialize;
 
 /// How many times to run a measurement: `warmup` runs are thrown away, then `repeats` are kept.
-#[derive(Clone, Copy, Debug, Serialize)]
+#[derive(Clone, Copy, Debug, Serialize, serde::Deserialize)]
 pub struct Repeats {
     pub warmup: usize,
     pub repeats: usize,
 }
 
 /// The spread of repeated measurements, in milliseconds.
-#[derive(Clone, Copy, Debug, Serialize, PartialEq)]
+#[derive(Clone, Copy, Debug, Serialize, serde::Deserialize, PartialEq)]
 pub struct Stats {
     pub median_ms: f64,
     pub min_ms: f64,

@@ -19,15 +19,35 @@ pub struct Check {
     pub max_abs_err: f64,
     /// 0 for bit-exact comparison.
     pub tolerance: f64,
+    /// Why nothing was compared, where nothing could be (a kernel without a CPU twin).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_checked: Option<String>,
 }
 
 impl Check {
+    /// Nothing compared, and why: for results no CPU reference exists for.
+    pub fn unchecked(total: usize, why: &str) -> Check {
+        Check {
+            checked: 0,
+            sample: None,
+            total,
+            mismatches: 0,
+            first: None,
+            max_abs_err: 0.0,
+            tolerance: 0.0,
+            not_checked: Some(why.into()),
+        }
+    }
+
     pub fn passed(&self) -> bool {
         self.mismatches == 0 && self.checked > 0
     }
 
     /// One line for the lesson's output.
     pub fn summary(&self) -> String {
+        if let Some(why) = &self.not_checked {
+            return format!("not verified: {why}");
+        }
         let what = match &self.sample {
             _ if self.checked == self.total => format!("all {} elements", fmt_count(self.total)),
             Some(which) => format!("{} of {} elements ({which})", fmt_count(self.checked), fmt_count(self.total)),
@@ -55,7 +75,7 @@ impl Check {
 
     /// An error (with the summary) unless every checked element matched.
     pub fn ensure(&self) -> anyhow::Result<()> {
-        if !self.passed() {
+        if !self.passed() && self.not_checked.is_none() {
             bail!("{}", self.summary());
         }
         Ok(())
@@ -119,6 +139,7 @@ fn compare(
                         first: None,
                         max_abs_err: 0.0,
                         tolerance,
+                        not_checked: None,
                     };
                     for &i in idx {
                         let (g, e) = (got[i], expected(i));
@@ -141,7 +162,16 @@ fn compare(
         handles.into_iter().map(|h| h.join().expect("verification thread")).collect()
     });
     partials.into_iter().fold(
-        Check { checked: 0, sample, total: got.len(), mismatches: 0, first: None, max_abs_err: 0.0, tolerance },
+        Check {
+            checked: 0,
+            sample,
+            total: got.len(),
+            mismatches: 0,
+            first: None,
+            max_abs_err: 0.0,
+            tolerance,
+            not_checked: None,
+        },
         |mut acc, c| {
             acc.checked += c.checked;
             acc.mismatches += c.mismatches;
