@@ -27,16 +27,12 @@ pub struct Check {
 impl Check {
     /// Nothing compared, and why: for results no CPU reference exists for.
     pub fn unchecked(total: usize, why: &str) -> Check {
-        Check {
-            checked: 0,
-            sample: None,
-            total,
-            mismatches: 0,
-            first: None,
-            max_abs_err: 0.0,
-            tolerance: 0.0,
-            not_checked: Some(why.into()),
-        }
+        Check { not_checked: Some(why.into()), ..Check::none_yet(total, None, 0.0) }
+    }
+
+    /// A comparison of `total` elements before any is compared.
+    fn none_yet(total: usize, sample: Option<String>, tolerance: f64) -> Check {
+        Check { checked: 0, sample, total, mismatches: 0, first: None, max_abs_err: 0.0, tolerance, not_checked: None }
     }
 
     pub fn passed(&self) -> bool {
@@ -131,16 +127,7 @@ fn compare(
             .map(|idx| {
                 let expected = &expected;
                 s.spawn(move || {
-                    let mut c = Check {
-                        checked: 0,
-                        sample: None,
-                        total: got.len(),
-                        mismatches: 0,
-                        first: None,
-                        max_abs_err: 0.0,
-                        tolerance,
-                        not_checked: None,
-                    };
+                    let mut c = Check::none_yet(got.len(), None, tolerance);
                     for &i in idx {
                         let (g, e) = (got[i], expected(i));
                         let err = (g as f64 - e as f64).abs();
@@ -161,25 +148,13 @@ fn compare(
             .collect();
         handles.into_iter().map(|h| h.join().expect("verification thread")).collect()
     });
-    partials.into_iter().fold(
-        Check {
-            checked: 0,
-            sample,
-            total: got.len(),
-            mismatches: 0,
-            first: None,
-            max_abs_err: 0.0,
-            tolerance,
-            not_checked: None,
-        },
-        |mut acc, c| {
-            acc.checked += c.checked;
-            acc.mismatches += c.mismatches;
-            acc.first = acc.first.or(c.first);
-            acc.max_abs_err = acc.max_abs_err.max(c.max_abs_err);
-            acc
-        },
-    )
+    partials.into_iter().fold(Check::none_yet(got.len(), sample, tolerance), |mut acc, c| {
+        acc.checked += c.checked;
+        acc.mismatches += c.mismatches;
+        acc.first = acc.first.or(c.first);
+        acc.max_abs_err = acc.max_abs_err.max(c.max_abs_err);
+        acc
+    })
 }
 
 /// `dst.copy_from_slice(src)` on `threads` threads (memory copies on one core fall well short of the
