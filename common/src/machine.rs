@@ -385,6 +385,46 @@ pub fn shared_bridges(paths: &[(u32, Vec<String>)]) -> Vec<String> {
     lines
 }
 
+/// One of several GPUs as measured alone, for [`why_together`].
+pub struct GpuAlone<'a> {
+    pub device: u32,
+    pub health: Option<&'a Health>,
+    pub likely_causes: &'a [String],
+    /// Its slower direction alone, GB/s.
+    pub slowest_gbps: f64,
+    pub pci_bus_id: &'a str,
+}
+
+/// Why GPUs copying at once get less than alone, in lines: each GPU's state, with the likely cause
+/// where one is slower alone than the best by a fifth; the bridges they share on the way to the host;
+/// and how fast the CPUs read and write host memory beside `least`, the direction the host gives least
+/// in: (`"H2D"` or `"D2H"`, GB/s together, share of alone).
+pub fn why_together(gpus: &[GpuAlone], least: Option<(&str, f64, f64)>, host: &HostMemory) -> Vec<String> {
+    let mut lines = Vec::new();
+    let best = gpus.iter().map(|g| g.slowest_gbps).fold(0.0, f64::max);
+    for g in gpus {
+        lines.push(format!("GPU {}: {}", g.device, g.health.map_or("not read".into(), Health::summary)));
+        if g.slowest_gbps < 0.8 * best {
+            let cause = g.likely_causes.first().map_or("none among link, clocks and NUMA", |c| c);
+            lines.push(format!("  slower alone than the best GPU; likely cause: {cause}"));
+        }
+    }
+    let paths: Vec<(u32, Vec<String>)> =
+        gpus.iter().filter_map(|g| Some((g.device, pci_path(g.pci_bus_id)?))).collect();
+    lines.extend(shared_bridges(&paths));
+    let (threads, read, write) = (host.threads, host.read_gbps, host.write_gbps);
+    lines.push(format!("the host's {threads} CPU threads read memory at {read:.1} GB/s and write it at {write:.1}"));
+    if let Some((way, got, share)) = least {
+        let (what, cpus) = if way == "H2D" { ("read", read) } else { ("write", write) };
+        lines.push(format!(
+            "the host gives least in {way}: {got:.1} GB/s together, {:.0}% of alone; the GPUs {what} host memory \
+             there, which the CPUs {what} at {cpus:.1}",
+            100.0 * share
+        ));
+    }
+    lines
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -466,6 +506,25 @@ mod tests {
         assert_eq!(lines[0], "GPUs 0 and 1 share the bridge 0000:01:00.0 on their way to the host");
         assert!(lines[1].contains("GPUs 0 and 2 meet only at the root complex pci0000:00"));
         assert!(lines[2].contains("GPUs 1 and 2"));
+    }
+
+    #[test]
+    fn why_several_gpus_lose_names_the_slow_one_and_the_host() {
+        let h = healthy();
+        let causes = vec!["the PCIe link trained down".to_string()];
+        let gpu = |device, slowest_gbps| GpuAlone {
+            device,
+            health: Some(&h),
+            likely_causes: &causes,
+            slowest_gbps,
+            pci_bus_id: "0000:ff:00.0",
+        };
+        let host = HostMemory { threads: 64, bytes: 1 << 30, read_gbps: 109.0, write_gbps: 81.8 };
+        let lines = why_together(&[gpu(0, 55.0), gpu(1, 14.0)], Some(("D2H", 94.7, 0.56)), &host);
+        assert_eq!(lines.len(), 5, "{lines:?}");
+        assert!(lines[2].contains("slower alone") && lines[2].contains("trained down"), "{lines:?}");
+        assert!(lines[4].contains("D2H: 94.7 GB/s together, 56% of alone") && lines[4].ends_with("write at 81.8"));
+        assert_eq!(why_together(&[gpu(0, 55.0)], None, &host).len(), 2);
     }
 
     #[test]

@@ -113,6 +113,25 @@ pub fn host_ms<R>(f: impl FnOnce() -> R) -> (R, f64) {
     (r, t.elapsed().as_secs_f64() * 1e3)
 }
 
+/// A span of work on the host clock (seconds from a start shared by several threads) and the bytes it
+/// moved: for work that several GPUs do at once, where each GPU's own events leave out how their starts
+/// were staggered.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Window {
+    pub start_s: f64,
+    pub end_s: f64,
+    pub bytes: usize,
+}
+
+impl Window {
+    /// GB/s of all `windows` together: their bytes over the span from the first start to the last end.
+    pub fn rate_together(windows: &[Window]) -> f64 {
+        let start = windows.iter().map(|w| w.start_s).fold(f64::INFINITY, f64::min);
+        let end = windows.iter().map(|w| w.end_s).fold(f64::NEG_INFINITY, f64::max);
+        windows.iter().map(|w| w.bytes).sum::<usize>() as f64 / (end - start) / 1e9
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -136,6 +155,14 @@ mod tests {
         assert!(Stats::from_samples(&[]).is_err());
         assert!(Stats::from_samples(&[1.0, f64::NAN]).is_err());
         assert!(Stats::from_samples(&[-1.0]).is_err());
+    }
+
+    #[test]
+    fn windows_together_count_the_stagger() {
+        let w = |start_s, end_s| Window { start_s, end_s, bytes: 1_000_000_000 };
+        // Two GPUs moving 1 GB each in 1 s, the second starting 0.5 s late: 2 GB over 1.5 s.
+        assert!((Window::rate_together(&[w(0.0, 1.0), w(0.5, 1.5)]) - 2.0 / 1.5).abs() < 1e-12);
+        assert!((Window::rate_together(&[w(2.0, 3.0)]) - 1.0).abs() < 1e-12);
     }
 
     #[test]
