@@ -86,22 +86,10 @@ impl Kernels {
         ctx.make_current()?;
         let mut k = Kernels { functions: Vec::new(), modules: Vec::new(), user: Vec::new(), sms, ctx: ctx.clone() };
         for (name, ptx) in MODULES {
-            let image = CString::new(ptx).with_context(|| format!("{name}.ptx has a NUL byte"))?;
-            let mut module = std::ptr::null_mut();
-            // SAFETY: a NUL-terminated PTX image and a valid out-pointer; the context is current.
-            check(unsafe { ffi::cuModuleLoadData(&mut module, image.as_ptr().cast()) }, || {
-                format!("loading {name}.ptx")
-            })?;
-            k.modules.push(module);
+            k.modules.push(load_module(ptx, &format!("{name}.ptx"))?);
         }
         for kernel in &KERNELS {
-            let name = CString::new(kernel.name).unwrap();
-            let mut f = std::ptr::null_mut();
-            // SAFETY: a loaded module, a NUL-terminated name and a valid out-pointer.
-            check(unsafe { ffi::cuModuleGetFunction(&mut f, k.modules[kernel.module], name.as_ptr()) }, || {
-                format!("finding kernel {}", kernel.name)
-            })?;
-            k.functions.push(f);
+            k.functions.push(function(k.modules[kernel.module], kernel.name)?);
         }
         Ok(k)
     }
@@ -326,21 +314,15 @@ impl Kernels {
     pub(crate) unsafe fn load_user(&mut self, ptx: &str, name: &str) -> anyhow::Result<u32> {
         user_signature(ptx, name)?;
         self.ctx.make_current()?;
-        let image = CString::new(ptx).context("the PTX has a NUL byte")?;
-        let mut module = std::ptr::null_mut();
-        // SAFETY: a NUL-terminated PTX image and a valid out-pointer; the context is current.
-        check(unsafe { ffi::cuModuleLoadData(&mut module, image.as_ptr().cast()) }, || "loading your PTX".into())?;
-        let c_name = CString::new(name).context("the kernel's name has a NUL byte")?;
-        let mut f = std::ptr::null_mut();
-        // SAFETY: a loaded module, a NUL-terminated name and a valid out-pointer.
-        let found = check(unsafe { ffi::cuModuleGetFunction(&mut f, module, c_name.as_ptr()) }, || {
-            format!("finding kernel {name} in your PTX")
-        });
-        if let Err(e) = found {
-            // SAFETY: loaded just above, unloaded once; nothing uses it.
-            unsafe { ffi::cuModuleUnload(module) };
-            return Err(e);
-        }
+        let module = load_module(ptx, "your PTX")?;
+        let f = match function(module, name) {
+            Ok(f) => f,
+            Err(e) => {
+                // SAFETY: loaded just above, unloaded once; nothing uses it.
+                unsafe { ffi::cuModuleUnload(module) };
+                return Err(e);
+            }
+        };
         self.user.push((module, f, Box::leak(name.to_string().into_boxed_str())));
         Ok(self.user.len() as u32 - 1)
     }
@@ -352,11 +334,28 @@ impl Kernels {
             Some(&(_, f, name)) => {
                 Launch::new(name, f, self.ctx.raw(), (blocks, BLOCK), params, vec![data.access(true)])
             }
-            None => self
-                .launch(PROCESS, 1, vec![Param::Ptr(data.ptr()), n(data.len()), Param::U32(0)], vec![data.access(true)])
+            None => Launch::new("yours", std::ptr::null_mut(), self.ctx.raw(), (1, 1), params, vec![data.access(true)])
                 .refuse(format!("no kernel of yours was loaded as number {i}")),
         }
     }
+}
+
+/// Loads a PTX image (`what` names it in errors) into the current context.
+fn load_module(ptx: &str, what: &str) -> anyhow::Result<sys::CUmodule> {
+    let image = CString::new(ptx).with_context(|| format!("{what} has a NUL byte"))?;
+    let mut module = std::ptr::null_mut();
+    // SAFETY: a NUL-terminated PTX image and a valid out-pointer; the caller made the context current.
+    check(unsafe { ffi::cuModuleLoadData(&mut module, image.as_ptr().cast()) }, || format!("loading {what}"))?;
+    Ok(module)
+}
+
+/// The kernel `name` of a loaded module.
+fn function(module: sys::CUmodule, name: &str) -> anyhow::Result<sys::CUfunction> {
+    let c_name = CString::new(name).with_context(|| format!("the kernel name {name:?} has a NUL byte"))?;
+    let mut f = std::ptr::null_mut();
+    // SAFETY: a loaded module, a NUL-terminated name and a valid out-pointer.
+    check(unsafe { ffi::cuModuleGetFunction(&mut f, module, c_name.as_ptr()) }, || format!("finding kernel {name}"))?;
+    Ok(f)
 }
 
 /// Whether the PTX text declares `name` as a kernel of the user's may be: `.entry name(.param .u64,
