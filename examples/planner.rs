@@ -89,13 +89,14 @@ fn plan(args: &Args, out: &Output) -> anyhow::Result<()> {
         (None, Some(iters), _) => Work::Process(iters),
         (None, None, _) => balanced_work(gpu, mib, r)?,
     };
-    let h_in = gpu.pinned_from_fn(n, input)?; //   cudaMallocHost(&h_in, bytes)
-    let mut h_out = gpu.pinned::<f32>(n)?; //      cudaMallocHost(&h_out, bytes)
+    // Pinned host memory for the runs, and 4 MiB at least for the costs' fits.
+    let h_in = gpu.pinned_from_fn(n.max(1 << 20), input)?; //   cudaMallocHost(&h_in, bytes)
+    let mut h_out = gpu.pinned::<f32>(n.max(1 << 20))?; //      cudaMallocHost(&h_out, bytes)
 
     // What this GPU's copies and this kernel cost, over chunk sizes.
     let costs = match &user {
-        Some(u) => Costs::measure(gpu, bytes, |sizes| u.kernel_times(sizes, r), r)?,
-        None => Costs::measure(gpu, bytes, |sizes| planner::kernel_times(gpu, work, sizes, r), r)?,
+        Some(u) => Costs::measure(gpu, (&h_in, &mut h_out), |sizes| u.kernel_times(sizes, r), r)?,
+        None => Costs::measure(gpu, (&h_in, &mut h_out), |sizes| planner::kernel_times(gpu, work, sizes, r), r)?,
     };
     let line = |what: &str, c: &common::fit::CopyCost| {
         format!("{what:<9} {:>6.1} µs per operation, then {:>7.2} GB/s", c.alpha_us, c.beta_gbps)
@@ -138,8 +139,8 @@ fn plan(args: &Args, out: &Output) -> anyhow::Result<()> {
             for &(chunks, streams) in &configs {
                 bar.step(format!("{chunks} chunks on {streams} streams"));
                 let plan = ChunkPlan::new(n, chunks, streams)?;
-                times.push(planner::run(gpu, &plan, work, (&h_in, &mut h_out), r)?);
-                work.check(&h_out, &plan).ensure()?;
+                times.push(planner::run(gpu, &plan, work, (&h_in[..n], &mut h_out[..n]), r)?);
+                work.check(&h_out[..n], &plan).ensure()?;
                 bar.done();
             }
             times
@@ -182,7 +183,7 @@ fn plan(args: &Args, out: &Output) -> anyhow::Result<()> {
             gpu,
             &plan,
             Steps::InPlace(work),
-            (&h_in, &mut h_out),
+            (&h_in[..n], &mut h_out[..n]),
             r,
             &[(&name, tried[0].achieved, k, k)],
         )?),

@@ -69,20 +69,21 @@ pub struct Prediction {
 }
 
 impl Costs {
-    /// Times uploads, downloads (alone and both at once) and the kernel at six sizes from `bytes / 1024`
-    /// up to `bytes` (up to 4 MiB at least), and fits each to its best times. `kernel` times the kernel
-    /// at the sizes it is given (elements), as `(bytes, ms)`: [`kernel_times`] for the lessons' kernels,
-    /// [`UserPtx::kernel_times`] for one of yours.
+    /// Times uploads from `h_in`, downloads into `h_out` (alone and both at once) and the kernel at six
+    /// sizes from a 1024th of their length up to all of it, and fits each to its best times. The host
+    /// buffers (pinned, as a pipeline's are) must hold 4 MiB at least, so that even a tiny pipeline's
+    /// costs are fitted where copies show a rate. `kernel` times the kernel at the sizes it is given
+    /// (elements), as `(bytes, ms)`: [`kernel_times`] for the lessons' kernels, [`UserPtx::kernel_times`]
+    /// for one of yours.
     pub fn measure(
         gpu: &Gpu,
-        bytes: usize,
+        (h_in, h_out): (&[f32], &mut [f32]),
         kernel: impl FnOnce(&[usize]) -> anyhow::Result<Vec<(usize, f64)>>,
         r: Repeats,
     ) -> anyhow::Result<Costs> {
         let _phase = crate::timeline::phase("planner: costs");
-        // Over 4 MiB at least, so that even a tiny pipeline's costs are fitted where copies show a rate.
-        let n = (bytes / 4).max(1 << 20);
-        let (h_in, mut h_out) = (gpu.pinned_from_fn(n, crate::verify::input)?, gpu.pinned::<f32>(n)?);
+        let n = h_in.len();
+        anyhow::ensure!(n >= 1 << 20 && h_out.len() >= n, "the planner's costs need 4 MiB of host buffers at least");
         let (mut up, mut down) = (gpu.alloc::<f32>(n)?, gpu.alloc::<f32>(n)?);
         let streams = gpu.streams(2)?;
         let s0 = &streams[..1];
