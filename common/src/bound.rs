@@ -22,7 +22,7 @@ use serde::Serialize;
 use crate::{
     kernels::Work,
     report::fmt_ms,
-    timing::{measure, Repeats, Stats},
+    timing::{measure_best, Repeats, Stats},
     ChunkPlan, DeviceBuffer, Gpu, Stream,
 };
 
@@ -222,7 +222,6 @@ pub fn measure_costs(
         "the workload does not match the plan"
     );
     let _phase = crate::timeline::phase("bound");
-    let best = |s: Stats| s.min_ms;
     // No part can use more streams than two per chunk (every upload and every download on its own),
     // and fanning out to more would cost the parts waits the run does not pay.
     let streams = &streams[..streams.len().min(2 * plan.chunks).max(1)];
@@ -236,13 +235,11 @@ pub fn measure_costs(
     // One chunk alone, for the notes.
     let one = &streams[..1];
     let upload_ms =
-        best(measure(r, || gpu.timed(one, |s| s.htod(s0, &h_in[..smallest], s.device(scratch).slice(0..smallest))))?);
-    let kernel_ms =
-        best(measure(r, || gpu.timed(one, |s| s.launch(s0, steps.launch(gpu, s.device(scratch), 0..smallest, n))))?);
-    let download_ms = best(measure(r, || {
-        gpu.timed(one, |s| s.dtoh(s0, s.device(scratch).slice(0..smallest), &mut h_out[..smallest]))
-    })?);
-    let chain_ms = best(measure(r, || {
+        part(r, || gpu.timed(one, |s| s.htod(s0, &h_in[..smallest], s.device(scratch).slice(0..smallest))))?;
+    let kernel_ms = part(r, || gpu.timed(one, |s| s.launch(s0, steps.launch(gpu, s.device(scratch), 0..smallest, n))))?;
+    let download_ms =
+        part(r, || gpu.timed(one, |s| s.dtoh(s0, s.device(scratch).slice(0..smallest), &mut h_out[..smallest])))?;
+    let chain_ms = part(r, || {
         gpu.timed(one, |s| {
             let d = s.device(scratch);
             for _ in 0..uploads {
@@ -251,9 +248,9 @@ pub fn measure_costs(
             s.launch(s0, steps.launch(gpu, d, 0..smallest, n))?;
             s.dtoh(s0, d.slice(0..smallest), &mut h_out[..smallest])
         })
-    })?);
+    })?;
     // Every upload at once, then the last chunk's kernel and download behind its upload.
-    let uploads_ms = best(measure(r, || {
+    let uploads_ms = part(r, || {
         gpu.timed(streams, |s| {
             let d = s.device(scratch);
             for c in plan.iter() {
@@ -264,10 +261,10 @@ pub fn measure_costs(
             s.launch(on(&last), steps.launch(gpu, d, last.range(), n))?;
             s.dtoh(on(&last), d.slice(last.range()), &mut h_out[last.range()])
         })
-    })?);
+    })?;
     // The first chunk's upload and kernel, then every download at once (from the second half of the
     // scratch buffer, which nothing writes, so that only the first kernel orders them).
-    let downloads_ms = best(measure(r, || {
+    let downloads_ms = part(r, || {
         gpu.timed(streams, |s| {
             let d = s.device(scratch);
             for _ in 0..uploads {
@@ -281,10 +278,10 @@ pub fn measure_costs(
             }
             Ok(())
         })
-    })?);
+    })?;
     // Every upload (into the first half) and every download (from the second) at once, uploads and
     // downloads on streams of their own.
-    let copies_ms = best(measure(r, || {
+    let copies_ms = part(r, || {
         gpu.timed(streams, |s| {
             let d = s.device(scratch);
             let half = (k / 2).max(1);
@@ -298,9 +295,9 @@ pub fn measure_costs(
             }
             Ok(())
         })
-    })?);
+    })?;
     // The first chunk's upload, then every kernel at once, then the last chunk's download behind its kernel.
-    let kernels_ms = best(measure(r, || {
+    let kernels_ms = part(r, || {
         gpu.timed(streams, |s| {
             let d = s.device(scratch);
             for _ in 0..uploads {
@@ -313,11 +310,11 @@ pub fn measure_costs(
             }
             s.dtoh(on(&last), d.slice(last.range()), &mut h_out[last.range()])
         })
-    })?);
+    })?;
     // The busiest lane: chunks 0, L, 2L, ... one after another on one stream.
     let mut lane_costs = Vec::new();
     for &l in lanes {
-        let ms = best(measure(r, || {
+        let ms = part(r, || {
             gpu.timed(one, |s| {
                 let d = s.device(scratch);
                 for (c, out) in plan.iter().zip(plan.split_mut(h_out)).filter(|(c, _)| c.index % l.max(1) == 0) {
@@ -329,13 +326,13 @@ pub fn measure_costs(
                 }
                 Ok(())
             })
-        })?);
+        })?;
         lane_costs.push((l, ms));
     }
     let mut empty = Vec::new();
     for n in stream_counts.iter().copied().chain([k]).filter(|n| (1..=k).contains(n)) {
         if empty.iter().all(|e: &(usize, f64)| e.0 != n) {
-            empty.push((n, best(measure(r, || gpu.timed(&streams[..n], |_| Ok(())))?)));
+            empty.push((n, part(r, || gpu.timed(&streams[..n], |_| Ok(())))?));
         }
     }
     Ok(Costs {
@@ -351,6 +348,12 @@ pub fn measure_costs(
         streams: k,
         empty,
     })
+}
+
+/// A part's time: the best of its runs, looked at long enough to catch the fast times of short work
+/// (see [`measure_best`]): 30 runs at most, while they add up to less than 20 ms.
+fn part(r: Repeats, f: impl FnMut() -> anyhow::Result<f64>) -> anyhow::Result<f64> {
+    measure_best(r, 30, 20.0, f)
 }
 
 /// One pipeline run held against its bound: its name, its lanes (streams or buffers in turn), its streams.
@@ -391,7 +394,7 @@ impl Report {
         lanes.sort_unstable();
         lanes.dedup();
         let stream_counts: Vec<usize> = runs.iter().map(|r| r.3).collect();
-        // Five runs of each part are enough for a best (least) time, and keep big runs quick.
+        // Five runs of each part for a best (least) time, more for short parts (see `part`); big runs stay quick.
         let r = Repeats { warmup: 1.min(r.warmup), repeats: r.repeats.min(5) };
         let data = Workload { h_in, h_out, scratch: &mut scratch };
         let costs = measure_costs(gpu, &streams, plan, steps, &lanes, &stream_counts, data, r)?;
