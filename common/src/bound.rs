@@ -351,9 +351,9 @@ pub fn measure_costs(
 }
 
 /// A part's time: the best of its runs, looked at long enough to catch the fast times of short work
-/// (see [`measure_best`]): 30 runs at most, while they add up to less than 20 ms.
+/// (see [`measure_best`]): 30 runs at most, while they add up to less than 5 ms.
 fn part(r: Repeats, f: impl FnMut() -> anyhow::Result<f64>) -> anyhow::Result<f64> {
-    measure_best(r, 30, 20.0, f)
+    measure_best(r, 30, 5.0, f)
 }
 
 /// One pipeline run held against its bound: its name, its lanes (streams or buffers in turn), its streams.
