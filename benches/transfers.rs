@@ -12,16 +12,18 @@
 
 use std::time::Duration;
 
+use common::{DeviceBuffer, Gpu, HostAlloc};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode, Throughput};
-use gpu_transfers::{
+use kernels::Kernels;
+use measure::{
     args::parse_bytes,
     bound::{measure_costs, Bound, Steps, Workload},
-    kernels::Work,
     pipeline::{balanced_work, run_pipeline, CopyTimes, Layout},
     report::fmt_bytes,
     timing::{measure, Repeats},
     verify::input,
-    ChunkPlan, DeviceBuffer, Gpu, HostAlloc,
+    work::Work,
+    ChunkPlan,
 };
 
 /// The GPU, or `None` after one line (once for the whole run) saying why there is none.
@@ -70,11 +72,11 @@ fn copies(c: &mut Criterion) {
     let Some(gpu) = gpu() else { return };
     let max = max_bytes();
     let n = max / 4;
-    let mut pageable = gpu_transfers::pageable(n, input).unwrap();
+    let mut pageable = common::pageable(n, input).unwrap();
     let mut pinned = gpu.pinned_from_fn(n, input).unwrap();
     let mut wc = gpu.pinned_with::<f32>(n, HostAlloc::WRITE_COMBINED).unwrap();
     wc.copy_from_slice(&pageable);
-    let mut registered = gpu.register(gpu_transfers::pageable(n, input).unwrap()).unwrap();
+    let mut registered = gpu.register(common::pageable(n, input).unwrap()).unwrap();
     let mut kinds: [(&str, &mut [f32]); 4] = [
         ("pageable", &mut pageable),
         ("pinned", &mut pinned),
@@ -127,12 +129,22 @@ fn pipelines(c: &mut Criterion) {
     let Some(gpu) = gpu() else { return };
     let n = (max_bytes() / 4).min(64 << 20);
     let r = Repeats { warmup: 1, repeats: 5 };
-    let work = balanced_work(&gpu, n / 32, r).unwrap();
+    let kernels = Kernels::load(&gpu).unwrap();
+    let work = balanced_work(&gpu, &kernels, n / 32, r).unwrap();
     let h_in = gpu.pinned_from_fn(n, input).unwrap();
     let mut h_out = gpu.pinned::<f32>(n).unwrap();
     let streams = gpu.streams(8).unwrap();
     let run = |plan: ChunkPlan, bufs: &mut [DeviceBuffer<f32>], by_engine: bool, h_out: &mut [f32]| {
-        run_pipeline(&gpu, &streams, &plan, Layout { buffers: bufs.len(), by_engine }, work, (&h_in, h_out), bufs)
+        run_pipeline(
+            &gpu,
+            &kernels,
+            &streams,
+            &plan,
+            Layout { buffers: bufs.len(), by_engine },
+            work,
+            (&h_in, h_out),
+            bufs,
+        )
     };
     let mut g = configure(c, "overlap");
     g.throughput(Throughput::Bytes(2 * n as u64 * 4));
@@ -156,11 +168,12 @@ fn pipelines(c: &mut Criterion) {
         });
     }
     g.finish();
-    write_limits(&gpu, n, work);
+    write_limits(&gpu, &kernels, n, work);
 }
 
 fn zero_copy(c: &mut Criterion) {
     let Some(gpu) = gpu() else { return };
+    let kernels = Kernels::load(&gpu).unwrap();
     let n = (max_bytes() / 4).min(64 << 20);
     let mut m_in = gpu.pinned_with::<f32>(n, HostAlloc::MAPPED).unwrap();
     m_in.iter_mut().enumerate().for_each(|(i, x)| *x = input(i));
@@ -180,11 +193,7 @@ fn zero_copy(c: &mut Criterion) {
                     gpu.timed(&streams, |s| {
                         s.launch(
                             st,
-                            gpu.kernels.scale(
-                                s.mapped(&mut m_in)?.slice(0..len),
-                                s.mapped(&mut m_out)?.slice(0..len),
-                                2.0,
-                            ),
+                            kernels.scale(s.mapped(&mut m_in)?.slice(0..len), s.mapped(&mut m_out)?.slice(0..len), 2.0),
                         )
                     })
                 })
@@ -196,7 +205,7 @@ fn zero_copy(c: &mut Criterion) {
                     gpu.timed(&streams, |s| {
                         let (i, o) = (s.device(&mut d_in).slice(0..len), s.device(&mut d_out).slice(0..len));
                         s.htod(st, &h_in[..len], i)?;
-                        s.launch(st, gpu.kernels.scale(i, o, 2.0))?;
+                        s.launch(st, kernels.scale(i, o, 2.0))?;
                         s.dtoh(st, o, &mut h_out[..len])
                     })
                 })
@@ -209,11 +218,11 @@ fn zero_copy(c: &mut Criterion) {
 /// The limits measured in this run: the copy engines (the best of large pinned copies, each way and
 /// both at once), device memory (a device-to-device copy), and the bound of each `overlap` run
 /// (common::bound: parts of the run's own work timed alone, none of which the pipeline can beat).
-fn write_limits(gpu: &Gpu, n: usize, work: Work) {
+fn write_limits(gpu: &Gpu, kernels: &Kernels, n: usize, work: Work) {
     let r = Repeats { warmup: 2, repeats: 10 };
     let big = (256 << 20).min(n * 4) / 4;
     let copies = CopyTimes::measure(gpu, big, r).unwrap();
-    let best = |s: &gpu_transfers::Stats, bytes: usize| bytes as f64 / (s.min_ms * 1e-3) / 1e9;
+    let best = |s: &measure::Stats, bytes: usize| bytes as f64 / (s.min_ms * 1e-3) / 1e9;
     let (mut a, mut b) = (gpu.alloc::<f32>(big).unwrap(), gpu.alloc::<f32>(big).unwrap());
     let streams = gpu.streams(8).unwrap();
     let dtod =
@@ -227,6 +236,7 @@ fn write_limits(gpu: &Gpu, n: usize, work: Work) {
         let data = Workload { h_in: &h_in, h_out: &mut h_out, scratch: &mut scratch };
         let costs = measure_costs(
             gpu,
+            kernels,
             &streams,
             &plan,
             Steps::InPlace(work),

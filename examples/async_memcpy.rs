@@ -12,9 +12,9 @@
 use std::{process::ExitCode, time::Instant};
 
 use clap::Parser;
-use common::{
+use kernels::{cpu, Kernels};
+use measure::{
     args::{parse_count, RunArgs},
-    kernels::cpu,
     report::{fmt_count, fmt_ms, Output, Table},
     timeline::phase,
     timing::{measure, Stats},
@@ -29,7 +29,7 @@ struct Args {
     #[arg(short = 'n', long, default_value = "4M", value_parser = parse_count, allow_negative_numbers = true)]
     elements: usize,
     /// Rounds of x = sqrt(x*x + 1) per element (that program's "heavy computation")
-    #[arg(long, default_value = "100", value_parser = common::args::parse_u32, allow_negative_numbers = true)]
+    #[arg(long, default_value = "100", value_parser = measure::args::parse_u32, allow_negative_numbers = true)]
     iters: u32,
     #[command(flatten)]
     run: RunArgs,
@@ -39,12 +39,13 @@ struct Args {
 const BLOCK: usize = 256;
 
 fn main() -> ExitCode {
-    common::lesson::run(async_memcpy)
+    measure::lesson::run(async_memcpy)
 }
 
 fn async_memcpy(args: &Args, out: &Output) -> anyhow::Result<()> {
     let (n, iters, r) = (args.elements, args.iters, args.run.repeats());
-    let gpu = &common::lesson::gpu(out)?;
+    let gpu = &measure::lesson::gpu(out)?;
+    let kernels = Kernels::load(gpu)?; // the lessons' kernels: cuModuleLoadData, cuModuleGetFunction
     let mut d_data = gpu.alloc::<f32>(n)?;
 
     // MUST use pinned memory for async: from pageable memory the copy would block anyway.
@@ -72,7 +73,7 @@ fn async_memcpy(args: &Args, out: &Output) -> anyhow::Result<()> {
             };
             let t = Instant::now();
             block(s.htod(stream, &h_data, d))?; //                            cudaMemcpy[Async](d_data, h_data, BYTES, H2D, stream)
-            block(s.launch(stream, gpu.kernels.heavy_sqrt(d, iters)))?; //     processKernel<<<blocks, 256, 0, stream>>>(d_data, N), grid-stride
+            block(s.launch(stream, kernels.heavy_sqrt(d, iters)))?; //     processKernel<<<blocks, 256, 0, stream>>>(d_data, N), grid-stride
             block(s.dtoh(stream, d, &mut h_result))?; //                       cudaMemcpy[Async](h_data, d_data, BYTES, D2H, stream)
             api_ms = t.elapsed().as_secs_f64() * 1e3;
             // "Can do CPU work here while GPU is busy!"

@@ -10,7 +10,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use common::{
+use measure::{
     args::{parse_bytes, parse_gbps, size_sweep, RunArgs},
     pipeline::{CopyBuffers, CopyTimes},
     report::{fmt_bytes, Output, Table},
@@ -34,13 +34,13 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    common::lesson::run(bidirectional)
+    measure::lesson::run(bidirectional)
 }
 
 fn bidirectional(args: &Args, out: &Output) -> anyhow::Result<()> {
     let sizes = size_sweep(args.min, args.max, 4)?;
     let r = args.run.repeats();
-    let gpu = &common::lesson::gpu(out)?;
+    let gpu = &measure::lesson::gpu(out)?;
     out.say(format!(
         "Copies each way alone and both at once (an H2D and a D2H on two streams), GB/s, median of up to {} runs",
         r.repeats
@@ -66,7 +66,7 @@ fn bidirectional(args: &Args, out: &Output) -> anyhow::Result<()> {
     out.table(&t);
     let last = rows.last().expect("size_sweep gives at least one size");
     let each = last.both.gbps(last.bytes);
-    let limit = match &gpu.info.link {
+    let limit = match measure::machine::PcieLink::of(&gpu.info) {
         Some(l) => format!("; the link's raw rate is {:.1} GB/s each way", l.gbps),
         None => String::new(),
     };

@@ -16,16 +16,18 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use common::{
+use common::{ScopeEvent, Waits};
+use kernels::Kernels;
+use measure::{
     args::{PipelineArgs, RunArgs, WorkArgs},
-    bound::{Report, Steps},
-    kernels::Work,
+    bound::{Measured, Report, Steps},
     pipeline::{balanced_work, run_pipeline, Layout},
     report::{fmt_bytes, Output},
     timeline::phase,
     timing::{measure, Stats},
     verify::input,
-    Ordering, ScopeEvent,
+    work::Work,
+    ChunkPlan,
 };
 
 /// Two device buffers, alternating, against one buffer and against one buffer per stream.
@@ -43,21 +45,22 @@ struct Args {
 #[derive(serde::Serialize)]
 struct Results<'a> {
     device: &'a common::device::DeviceInfo,
-    plan: common::ChunkPlan,
+    plan: ChunkPlan,
     work: Work,
-    ordering: Ordering,
+    waits: Waits,
     report: Report,
-    verification: Vec<common::verify::Check>,
+    verification: Vec<measure::verify::Check>,
 }
 
 fn main() -> ExitCode {
-    common::lesson::run(double_buffering)
+    measure::lesson::run(double_buffering)
 }
 
 fn double_buffering(args: &Args, out: &Output) -> anyhow::Result<()> {
     let plan = args.pipeline.plan(64 << 20, 32, 4)?;
     let r = args.run.repeats();
-    let gpu = &common::lesson::gpu(out)?;
+    let gpu = &measure::lesson::gpu(out)?;
+    let kernels = Kernels::load(gpu)?; // the lessons' kernels: cuModuleLoadData, cuModuleGetFunction
     let h_in = gpu.pinned_from_fn(plan.elements, input)?;
     let mut h_out = gpu.pinned::<f32>(plan.elements)?;
     let mut d_buf = gpu.alloc_each::<f32>(2, plan.max_chunk())?; // the two buffers
@@ -69,7 +72,7 @@ fn double_buffering(args: &Args, out: &Output) -> anyhow::Result<()> {
     let three = [upload, compute, download];
     let work = match args.work.iters {
         Some(iters) => Work::Process(iters),
-        None => balanced_work(gpu, plan.max_chunk(), r)?,
+        None => balanced_work(gpu, &kernels, plan.max_chunk(), r)?,
     };
     out.say(format!(
         "{} ({}) in {} chunks; {}",
@@ -81,7 +84,7 @@ fn double_buffering(args: &Args, out: &Output) -> anyhow::Result<()> {
 
     // Chunk i in buffer i % 2. Each step waits for the event of the step before it, on its own stream.
     h_out.fill(f32::NAN);
-    let mut ordering = Ordering::default();
+    let mut waits = Waits::default();
     let mut double = || {
         gpu.timed(&three, |s| {
             let [up, compute, down] = &three;
@@ -95,13 +98,13 @@ fn double_buffering(args: &Args, out: &Output) -> anyhow::Result<()> {
                 s.htod(up, &h_in[c.range()], buf)?; //           cudaMemcpyAsync(buf[b], ..., H2D, upload)
                 let uploaded = s.event_record(up)?; //           cudaEventRecord(uploaded, upload)
                 s.stream_wait_event(compute, uploaded)?; //      cudaStreamWaitEvent(compute, uploaded)
-                s.launch(compute, gpu.kernels.work(work, buf))?;
+                s.launch(compute, work.launch(&kernels, buf))?;
                 let computed = s.event_record(compute)?;
                 s.stream_wait_event(down, computed)?;
                 s.dtoh(down, buf, out)?; //                      cudaMemcpyAsync(..., buf[b], D2H, download)
                 freed[b] = Some(s.event_record(down)?); //     buffer b may be refilled after this
             }
-            ordering = s.ordering();
+            waits = s.waits();
             Ok(())
         })
     };
@@ -111,17 +114,17 @@ fn double_buffering(args: &Args, out: &Output) -> anyhow::Result<()> {
     };
     let mut checks = vec![work.check(&h_out, &plan)];
     out.say(format!("double buffering: {}", checks[0].summary()));
-    out.say(format!("double buffering: {}", ordering.summary()));
+    out.say(format!("double buffering: {}", waits.summary()));
 
     // For comparison: one buffer per stream, chunk i on stream i % k (k = 1: everything in turn).
     let mut one_per_stream = |k: usize| -> anyhow::Result<Stats> {
-        let plan = common::ChunkPlan::new(plan.elements, plan.chunks, k)?;
+        let plan = ChunkPlan::new(plan.elements, plan.chunks, k)?;
         let mut bufs = gpu.alloc_each::<f32>(k, plan.max_chunk())?;
         let streams = gpu.streams(k)?;
         let _p = phase(&format!("{k} buffer{}", if k == 1 { "" } else { "s" }));
         let time = measure(r, || {
             let layout = Layout { buffers: k, by_engine: false };
-            run_pipeline(gpu, &streams, &plan, layout, work, (&h_in, &mut h_out), &mut bufs)
+            run_pipeline(gpu, &kernels, &streams, &plan, layout, work, (&h_in, &mut h_out), &mut bufs)
         })?;
         checks.push(work.check(&h_out, &plan));
         Ok(time)
@@ -132,13 +135,13 @@ fn double_buffering(args: &Args, out: &Output) -> anyhow::Result<()> {
 
     let k = plan.streams.max(2);
     let runs = [
-        ("1 buffer", single, 1, 1),
-        ("2 buffers, 3 streams", double_time, 2, 3),
-        (&*format!("{k} buffers, {k} streams"), per_stream, k, k),
+        Measured { name: "1 buffer".into(), time: single, lanes: 1, streams: 1 },
+        Measured { name: "2 buffers, 3 streams".into(), time: double_time, lanes: 2, streams: 3 },
+        Measured::on_streams(format!("{k} buffers, {k} streams"), per_stream, k),
     ];
-    let report = Report::measure(gpu, &plan, Steps::InPlace(work), (&h_in, &mut h_out), r, &runs)?;
+    let report = Report::measure(gpu, &kernels, &plan, Steps::InPlace(work), (&h_in, &mut h_out), r, &runs)?;
     out.say(format!("\nmedian of up to {} runs after {} warm-up", r.repeats, r.warmup));
     out.table(&report.table());
     report.notes().iter().for_each(|l| out.say(l));
-    out.finish(&Results { device: &gpu.info, plan, work, ordering, report, verification: checks })
+    out.finish(&Results { device: &gpu.info, plan, work, waits, report, verification: checks })
 }

@@ -11,16 +11,18 @@
 use std::{process::ExitCode, sync::Barrier, time::Instant};
 
 use clap::Parser;
-use common::{
+use common::Gpu;
+use kernels::Kernels;
+use measure::{
     args::{parse_bytes, parse_device_list, RunArgs},
-    device::{bind_thread_to_node, parse_devices, Lockstep},
     machine::{numa_node_of, why_together, GpuAlone, Health, HostMemory},
+    multi::{bind_thread_to_node, parse_devices, Lockstep},
     pipeline::{balanced_work, run_pipeline, Layout},
     report::{fmt_bytes, Output, Table},
     timeline::phase,
     timing::{measure, Repeats, Stats, Window},
     verify::input,
-    ChunkPlan, Gpu,
+    ChunkPlan,
 };
 
 /// Every GPU alone, then all at once: uploads, downloads, both, and the overlap pipeline.
@@ -60,7 +62,7 @@ struct PerGpu {
 type Rate = fn(&PerGpu) -> f64;
 
 fn main() -> ExitCode {
-    common::lesson::run(every_gpu)
+    measure::lesson::run(every_gpu)
 }
 
 fn every_gpu(args: &Args, out: &Output) -> anyhow::Result<()> {
@@ -139,7 +141,8 @@ fn every_gpu(args: &Args, out: &Output) -> anyhow::Result<()> {
 fn on_gpu(device: u32, bytes: usize, r: Repeats, step: Option<&Barrier>, t0: Instant) -> anyhow::Result<PerGpu> {
     let in_step = Lockstep::new(step, 5);
     let gpu = Gpu::init_device(device)?;
-    let numa_node = gpu.info.numa_node();
+    let kernels = Kernels::load(&gpu)?;
+    let numa_node = measure::machine::numa_node(&gpu.info);
     if let Some(node) = numa_node {
         bind_thread_to_node(node)?; // pinned memory allocated and touched below lands near the GPU
     }
@@ -150,7 +153,7 @@ fn on_gpu(device: u32, bytes: usize, r: Repeats, step: Option<&Barrier>, t0: Ins
     let (mut up, mut down) = (gpu.alloc::<f32>(n)?, gpu.alloc::<f32>(n)?);
     let streams = gpu.streams(4)?;
     let plan = ChunkPlan::new(n.min(64 << 20), 32, 4)?;
-    let work = balanced_work(&gpu, plan.max_chunk(), r)?;
+    let work = balanced_work(&gpu, &kernels, plan.max_chunk(), r)?;
     let mut bufs = gpu.alloc_each::<f32>(plan.streams, plan.max_chunk())?;
     let _p = phase(&format!("GPU {device} {}", if step.is_some() { "together" } else { "alone" }));
     let windows = std::cell::RefCell::new(Vec::new());
@@ -180,7 +183,7 @@ fn on_gpu(device: u32, bytes: usize, r: Repeats, step: Option<&Barrier>, t0: Ins
     let pipeline = in_step(2 * plan.elements * 4, &mut || {
         measure(r, || {
             let data = (&h_in[..plan.elements], &mut h_out[..plan.elements]);
-            run_pipeline(&gpu, &streams, &plan, layout, work, data, &mut bufs)
+            run_pipeline(&gpu, &kernels, &streams, &plan, layout, work, data, &mut bufs)
         })
     })?;
     work.check(&h_out[..plan.elements], &plan).ensure()?;

@@ -15,12 +15,12 @@
 use std::{process::ExitCode, time::Instant};
 
 use clap::Parser;
-use common::{
+use common::{DeviceBuffer, HostAlloc, Scope, Stream};
+use kernels::{cpu, Kernels};
+use measure::{
     args::{parse_bytes, parse_positive_u32, RunArgs},
-    kernels::cpu,
     report::{fmt_bytes, Output, Table},
     timing::{measure, Stats},
-    DeviceBuffer, HostAlloc, Scope, Stream,
 };
 
 /// One small copy each way, and one read of mapped or device memory by a kernel.
@@ -70,7 +70,7 @@ fn nonzero_bytes(s: &str) -> anyhow::Result<usize> {
 }
 
 fn main() -> ExitCode {
-    common::lesson::run(latency)
+    measure::lesson::run(latency)
 }
 
 fn latency(args: &Args, out: &Output) -> anyhow::Result<()> {
@@ -81,7 +81,8 @@ fn latency(args: &Args, out: &Output) -> anyhow::Result<()> {
             MAPPED_CHAIN / STRIDE
         );
     }
-    let gpu = &common::lesson::gpu(out)?;
+    let gpu = &measure::lesson::gpu(out)?;
+    let kernels = Kernels::load(gpu)?; // the lessons' kernels: cuModuleLoadData, cuModuleGetFunction
     let streams = gpu.streams(1)?;
     let stream = &streams[0];
 
@@ -121,7 +122,7 @@ fn latency(args: &Args, out: &Output) -> anyhow::Result<()> {
                 start = cpu::chase(links, STRIDE, from, accesses);
                 gpu.timed(&streams, |s| {
                     let next = if memory == "device" { s.device(&mut device) } else { s.mapped(&mut mapped)? };
-                    s.launch(stream, gpu.kernels.chase(next, from, accesses, s.device(&mut d_end)))
+                    s.launch(stream, kernels.chase(next, from, accesses, s.device(&mut d_end)))
                     // chase<<<1, 1>>>
                 })
             })

@@ -21,17 +21,18 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use common::{
+use common::{host::fill, DeviceInfo, Room, To};
+use kernels::Kernels;
+use measure::{
     args::{parse_bytes, parse_count, size_sweep, RunArgs, WorkArgs},
-    device::DeviceInfo,
     error::bad_args,
-    kernels::Work,
     pipeline::balanced_work,
     report::{fmt_bytes, fmt_ms, Output, Table},
     timeline::phase,
     timing::{gbps, measure_parts, Laps, Repeats, Stats},
-    verify::{input, par_fill, Check},
-    ChunkPlan, Room, To,
+    verify::{input, Check},
+    work::Work,
+    ChunkPlan,
 };
 use serde::Serialize;
 
@@ -90,14 +91,15 @@ struct Report<'a> {
 const WAYS: [&str; 3] = ["on demand", "prefetched", "explicit copies"];
 
 fn main() -> ExitCode {
-    common::lesson::run(managed_memory)
+    measure::lesson::run(managed_memory)
 }
 
 fn managed_memory(args: &Args, out: &Output) -> anyhow::Result<()> {
     let sizes = size_sweep(args.min, args.max, 4)?.into_iter();
     let plans = sizes.map(|b| ChunkPlan::new(b / 4, args.chunks, args.streams)).collect::<anyhow::Result<Vec<_>>>()?;
     let r = args.run.repeats();
-    let gpu = &common::lesson::gpu(out)?;
+    let gpu = &measure::lesson::gpu(out)?;
+    let kernels = Kernels::load(gpu)?; // the lessons' kernels: cuModuleLoadData, cuModuleGetFunction
     let (n, chunk) = (args.max / 4, plans[plans.len() - 1].max_chunk());
 
     // Before allocating anything: all of it must fit in free device memory, less a margin for others.
@@ -105,7 +107,8 @@ fn managed_memory(args: &Args, out: &Output) -> anyhow::Result<()> {
     if let Err(why) = room.check(args.streams.saturating_mul(chunk).saturating_add(n).saturating_mul(4)) {
         return Err(bad_args(format!("--max {}: {why}: pass a smaller --max", fmt_bytes(args.max))));
     }
-    let work = args.work.iters.map_or_else(|| balanced_work(gpu, chunk, r), |iters| Ok(Work::Process(iters)))?;
+    let work =
+        args.work.iters.map_or_else(|| balanced_work(gpu, &kernels, chunk, r), |iters| Ok(Work::Process(iters)))?;
     let mut managed = gpu.managed::<f32>(n)?; //                    cudaMallocManaged(&data, BYTES)
     let mut h_in = gpu.pinned::<f32>(n)?; //                        cudaMallocHost(&h_in, BYTES)
     let mut h_out = gpu.pinned::<f32>(n)?; //                       cudaMallocHost(&h_out, BYTES)
@@ -117,7 +120,7 @@ fn managed_memory(args: &Args, out: &Output) -> anyhow::Result<()> {
     // One run of one way: the host writes the input, the GPU processes it chunk by chunk, the host reads it.
     let mut run = |way: usize, plan: ChunkPlan, result: &mut [f32]| -> anyhow::Result<[f64; 4]> {
         let mut laps = Laps::start();
-        par_fill(if way < 2 { &mut managed[..plan.elements] } else { &mut h_in[..plan.elements] }, input);
+        fill(if way < 2 { &mut managed[..plan.elements] } else { &mut h_in[..plan.elements] }, input);
         let host_fill = laps.lap();
         let gpu_ms = gpu.timed(&streams[..plan.streams], |s| {
             if way < 2 {
@@ -126,7 +129,7 @@ fn managed_memory(args: &Args, out: &Output) -> anyhow::Result<()> {
                     let (stream, d) = (&streams[c.stream], data.slice(c.range()));
                     let prefetch = |to| if way == 1 { s.prefetch(stream, d, to) } else { Ok(()) };
                     prefetch(To::Device)?; //                      prefetched: cudaMemPrefetchAsync(data + offset, ..., device, streams[i])
-                    s.launch(stream, gpu.kernels.work(work, d))?; // process<<<grid, 256, 0, streams[i]>>>(data + offset, n)
+                    s.launch(stream, work.launch(&kernels, d))?; // process<<<grid, 256, 0, streams[i]>>>(data + offset, n)
                     prefetch(To::Host)?; //                        prefetched: cudaMemPrefetchAsync(data + offset, ..., cudaCpuDeviceId, streams[i])
                 }
                 return Ok(());
@@ -135,14 +138,14 @@ fn managed_memory(args: &Args, out: &Output) -> anyhow::Result<()> {
             for (c, out) in plan.iter().zip(plan.split_mut(&mut h_out[..plan.elements])) {
                 let (stream, d) = (&streams[c.stream], d[c.stream].slice(0..c.len));
                 s.htod(stream, &h_in[c.range()], d)?; //            cudaMemcpyAsync(d_data[i], h_in + offset, ..., streams[i])
-                s.launch(stream, gpu.kernels.work(work, d))?;
+                s.launch(stream, work.launch(&kernels, d))?;
                 s.dtoh(stream, d, out)?; //                         cudaMemcpyAsync(h_out + offset, d_data[i], ..., streams[i])
             }
             Ok(())
         })?; // the scope synchronizes every stream: the host may touch the memory again
         let scope = laps.lap();
         let src = if way < 2 { &managed[..plan.elements] } else { &h_out[..plan.elements] };
-        par_fill(result, |i| src[i]); //                            on demand, each page faults back here
+        fill(result, |i| src[i]); //                            on demand, each page faults back here
         let host_read = laps.lap();
         Ok([host_fill + scope + host_read, host_fill, gpu_ms, host_read])
     };

@@ -19,16 +19,18 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use common::{
+use common::DeviceBuffer;
+use kernels::Kernels;
+use measure::{
     args::{PipelineArgs, RunArgs, WorkArgs},
-    bound::{Report, Steps},
-    kernels::Work,
+    bound::{Measured, Report, Steps},
     pipeline::balanced_work,
     report::{fmt_bytes, Output},
     timeline::phase,
     timing::measure,
     verify::input,
-    ChunkPlan, DeviceBuffer,
+    work::Work,
+    ChunkPlan,
 };
 
 /// N elements in chunks over K streams: one stream against K, each against its bound.
@@ -46,13 +48,14 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    common::lesson::run(overlap)
+    measure::lesson::run(overlap)
 }
 
 fn overlap(args: &Args, out: &Output) -> anyhow::Result<()> {
     let plan = if args.seed { args.pipeline.plan(16 << 20, 4, 4)? } else { args.pipeline.plan(64 << 20, 32, 4)? };
     let r = args.run.repeats();
-    let gpu = &common::lesson::gpu(out)?;
+    let gpu = &measure::lesson::gpu(out)?;
+    let kernels = Kernels::load(gpu)?; // the lessons' kernels: cuModuleLoadData, cuModuleGetFunction
 
     // Pinned host memory (async copies need it), and one device buffer per stream: the chunks of a
     // stream reuse its buffer one after another, which the stream's order makes safe.
@@ -63,7 +66,7 @@ fn overlap(args: &Args, out: &Output) -> anyhow::Result<()> {
     let work = match (args.seed, args.work.iters) {
         (true, iters) => Work::SinCos(iters.unwrap_or(500)),
         (false, Some(iters)) => Work::Process(iters),
-        (false, None) => balanced_work(gpu, plan.max_chunk(), r)?,
+        (false, None) => balanced_work(gpu, &kernels, plan.max_chunk(), r)?,
     };
     out.say(format!(
         "{} elements ({}) in {} chunks on {} streams; {}",
@@ -82,7 +85,7 @@ fn overlap(args: &Args, out: &Output) -> anyhow::Result<()> {
             for (c, out) in plan.iter().zip(plan.split_mut(h_output)) {
                 let (stream, d) = (&streams[c.stream], d[c.stream].slice(0..c.len));
                 s.htod(stream, &h_input[c.range()], d)?; //     cudaMemcpyAsync(d_data[i], h_input + offset, ..., streams[i])
-                s.launch(stream, gpu.kernels.work(work, d))?; // process<<<grid, 256, 0, streams[i]>>>(d_data[i], n)
+                s.launch(stream, work.launch(&kernels, d))?; // process<<<grid, 256, 0, streams[i]>>>(d_data[i], n)
                 s.dtoh(stream, d, out)?; //                      cudaMemcpyAsync(h_output + offset, d_data[i], ..., streams[i])
             }
             Ok(()) // the scope synchronizes every stream before it returns
@@ -105,13 +108,14 @@ fn overlap(args: &Args, out: &Output) -> anyhow::Result<()> {
     // How good is that? Each run against a bound it cannot beat, measured on the same data.
     let report = Report::measure(
         gpu,
+        &kernels,
         &plan,
         Steps::InPlace(work),
         (&h_input, &mut h_output),
         r,
         &[
-            ("one stream", serialized, 1, 1),
-            (&format!("{} streams", plan.streams), overlapped, plan.streams, plan.streams),
+            Measured::on_streams("one stream", serialized, 1),
+            Measured::on_streams(format!("{} streams", plan.streams), overlapped, plan.streams),
         ],
     )?;
     out.say(format!(

@@ -11,16 +11,18 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use common::{
+use common::DeviceBuffer;
+use kernels::Kernels;
+use measure::{
     args::{PipelineArgs, RunArgs, WorkArgs},
-    bound::{Report, Spec, Steps},
-    kernels::Work,
+    bound::{Measured, Report, Steps},
     pipeline::balanced_work,
     report::{fmt_bytes, fmt_ms, Output, Table},
     timeline::phase,
     timing::measure,
     verify::input,
-    ChunkPlan, DeviceBuffer,
+    work::Work,
+    ChunkPlan,
 };
 
 /// The overlap loop over stream and chunk counts, each run against its bound.
@@ -45,19 +47,20 @@ struct Point {
 }
 
 fn main() -> ExitCode {
-    common::lesson::run(sweep)
+    measure::lesson::run(sweep)
 }
 
 fn sweep(args: &Args, out: &Output) -> anyhow::Result<()> {
     let n = args.pipeline.plan(16 << 20, 32, 4)?.elements;
     let r = args.run.repeats();
-    let gpu = &common::lesson::gpu(out)?;
+    let gpu = &measure::lesson::gpu(out)?;
+    let kernels = Kernels::load(gpu)?; // the lessons' kernels: cuModuleLoadData, cuModuleGetFunction
     let h_input = gpu.pinned_from_fn(n, input)?;
     let mut h_output = gpu.pinned::<f32>(n)?;
     let streams = gpu.streams(32)?;
     let work = match args.work.iters {
         Some(i) => Work::Process(i),
-        None => balanced_work(gpu, n / 32, r)?, // balanced at 32 chunks, the lesson's default
+        None => balanced_work(gpu, &kernels, n / 32, r)?, // balanced at 32 chunks, the lesson's default
     };
     out.say(format!("{} ({}), {}", fmt_bytes(n * 4), n, work.describe()));
     let chunk_counts: Vec<usize> = CHUNKS.into_iter().filter(|c| *c <= n).collect();
@@ -76,7 +79,7 @@ fn sweep(args: &Args, out: &Output) -> anyhow::Result<()> {
                     for (c, out) in plan.iter().zip(plan.split_mut(&mut h_output)) {
                         let (stream, d) = (&streams[c.stream], d[c.stream].slice(0..c.len));
                         s.htod(stream, &h_input[c.range()], d)?;
-                        s.launch(stream, gpu.kernels.work(work, d))?;
+                        s.launch(stream, work.launch(&kernels, d))?;
                         s.dtoh(stream, d, out)?;
                     }
                     Ok(())
@@ -87,8 +90,9 @@ fn sweep(args: &Args, out: &Output) -> anyhow::Result<()> {
             bar.done();
         }
         let plan = ChunkPlan::new(n, chunks, 1)?;
-        let named: Vec<Spec> = runs.iter().map(|(name, t, k)| (name.as_str(), *t, *k, *k)).collect();
-        let report = Report::measure(gpu, &plan, Steps::InPlace(work), (&h_input, &mut h_output), r, &named)?;
+        let named: Vec<Measured> =
+            runs.iter().map(|(name, t, k)| Measured::on_streams(name.as_str(), *t, *k)).collect();
+        let report = Report::measure(gpu, &kernels, &plan, Steps::InPlace(work), (&h_input, &mut h_output), r, &named)?;
         points.push(Point { chunks, report });
     }
     bar.finish();

@@ -11,7 +11,8 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use common::{
+use common::{HostAlloc, Registered};
+use measure::{
     args::{parse_bytes, size_sweep, RunArgs},
     fit::{fit_table, BothWays, Sweep},
     machine::numa_node_of,
@@ -19,7 +20,6 @@ use common::{
     timeline::phase,
     timing::{gbps, host_ms, measure},
     verify::{self, input},
-    HostAlloc, Registered,
 };
 use serde_json::json;
 
@@ -33,10 +33,10 @@ struct Args {
     #[arg(long, default_value = "64MiB", value_parser = parse_bytes, allow_negative_numbers = true)]
     max: usize,
     /// A copy-engine figure (GB/s, say from nvbandwidth) to hold pinned H2D of 64 MiB and more against
-    #[arg(long, value_parser = common::args::parse_gbps, allow_negative_numbers = true)]
+    #[arg(long, value_parser = measure::args::parse_gbps, allow_negative_numbers = true)]
     ref_h2d: Option<f64>,
     /// The same for D2H
-    #[arg(long, value_parser = common::args::parse_gbps, allow_negative_numbers = true)]
+    #[arg(long, value_parser = measure::args::parse_gbps, allow_negative_numbers = true)]
     ref_d2h: Option<f64>,
     #[command(flatten)]
     run: RunArgs,
@@ -45,13 +45,13 @@ struct Args {
 const KINDS: [&str; 4] = ["pageable", "pinned", "write-combined", "pinned in place"];
 
 fn main() -> ExitCode {
-    common::lesson::run(pinned_memory)
+    measure::lesson::run(pinned_memory)
 }
 
 fn pinned_memory(args: &Args, out: &Output) -> anyhow::Result<()> {
     let sizes = size_sweep(args.min, args.max, 4)?;
     let n = args.max / 4;
-    let (gpu, health) = &common::lesson::gpu_and_health(out)?;
+    let (gpu, health) = &measure::lesson::gpu_and_health(out)?;
     let mut d_data = gpu.alloc::<f32>(n)?;
 
     // The four kinds of host memory, all holding the same non-zero data.

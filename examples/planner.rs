@@ -15,17 +15,19 @@
 
 use std::process::ExitCode;
 
+use anyhow::Context as _;
 use clap::Parser;
-use common::{
+use kernels::Kernels;
+use measure::{
     args::{parse_bytes, RunArgs, WorkArgs},
-    bound::{Report, Steps},
+    bound::{Measured, Report, Steps},
     error::bad_args,
-    kernels::Work,
     pipeline::{balanced_work, calibrate_process},
-    planner::{self, Costs, Prediction, UserPtx},
+    planner::{self, FittedCosts, Prediction, UserPtx},
     report::{fmt_bytes, fmt_ms, Output, Table},
     timing::Stats,
     verify::input,
+    work::Work,
     ChunkPlan,
 };
 
@@ -67,7 +69,25 @@ struct Tried {
 }
 
 fn main() -> ExitCode {
-    common::lesson::run(plan)
+    match planner::child_job() {
+        // The planner started itself again to time a kernel of yours (see UserPtx): this is that child.
+        Some(job) => measure::error::finish(job.and_then(your_kernel).map_err(Into::into)),
+        None => measure::lesson::run(plan),
+    }
+}
+
+/// The child: your kernel, and nothing else of the planner's, in a process of its own.
+fn your_kernel(job: planner::ChildJob) -> anyhow::Result<()> {
+    let ptx = std::fs::read_to_string(job.ptx()).with_context(|| format!("reading {}", job.ptx().display()))?;
+    let gpu = common::Gpu::init()?;
+    let kernel = gpu.load_ptx(&ptx)?.kernel(job.kernel())?;
+    let mut kernels = Kernels::load(&gpu)?;
+    // SAFETY: the promise that the kernel touches only data[0..n) is yours, who passed --ptx, as for any
+    // program of yours you run. This process holds nothing but the GPU, the job's buffers and the times
+    // it prints, so whatever the kernel does reaches nothing of the planner's: a fault kills this
+    // process's context only, and the planner reports it.
+    unsafe { kernels.adopt_user(kernel) };
+    job.run(&gpu, &kernels)
 }
 
 fn plan(args: &Args, out: &Output) -> anyhow::Result<()> {
@@ -81,13 +101,14 @@ fn plan(args: &Args, out: &Output) -> anyhow::Result<()> {
         }
         _ => None,
     };
-    let gpu = &common::lesson::gpu(out)?;
+    let gpu = &measure::lesson::gpu(out)?;
+    let kernels = Kernels::load(gpu)?; // the lessons' kernels: cuModuleLoadData, cuModuleGetFunction
     let mib = (1 << 20) / 4;
     let work = match (args.kernel_ms_per_mib, args.work.iters, &user) {
-        (_, _, Some(_)) => Work::User(0),
-        (Some(ms), _, _) => Work::Process(calibrate_process(gpu, mib, ms, r)?),
+        (_, _, Some(_)) => Work::User,
+        (Some(ms), _, _) => Work::Process(calibrate_process(gpu, &kernels, mib, ms, r)?),
         (None, Some(iters), _) => Work::Process(iters),
-        (None, None, _) => balanced_work(gpu, mib, r)?,
+        (None, None, _) => balanced_work(gpu, &kernels, mib, r)?,
     };
     // Pinned host memory for the runs, and 4 MiB at least for the costs' fits.
     let h_in = gpu.pinned_from_fn(n.max(1 << 20), input)?; //   cudaMallocHost(&h_in, bytes)
@@ -95,10 +116,15 @@ fn plan(args: &Args, out: &Output) -> anyhow::Result<()> {
 
     // What this GPU's copies and this kernel cost, over chunk sizes.
     let costs = match &user {
-        Some(u) => Costs::measure(gpu, (&h_in, &mut h_out), |sizes| u.kernel_times(sizes, r), r)?,
-        None => Costs::measure(gpu, (&h_in, &mut h_out), |sizes| planner::kernel_times(gpu, work, sizes, r), r)?,
+        Some(u) => FittedCosts::measure(gpu, (&h_in, &mut h_out), |sizes| u.kernel_times(sizes, r), r)?,
+        None => FittedCosts::measure(
+            gpu,
+            (&h_in, &mut h_out),
+            |sizes| planner::kernel_times(gpu, &kernels, work, sizes, r),
+            r,
+        )?,
     };
-    let line = |what: &str, c: &common::fit::CopyCost| {
+    let line = |what: &str, c: &measure::fit::CopyCost| {
         format!("{what:<9} {:>6.1} µs per operation, then {:>7.2} GB/s", c.alpha_us, c.beta_gbps)
     };
     let what = user.as_ref().map_or(work.describe(), |u| format!("your kernel {} from {}", u.name, u.ptx.display()));
@@ -139,7 +165,7 @@ fn plan(args: &Args, out: &Output) -> anyhow::Result<()> {
             for &(chunks, streams) in &configs {
                 bar.step(format!("{chunks} chunks on {streams} streams"));
                 let plan = ChunkPlan::new(n, chunks, streams)?;
-                times.push(planner::run(gpu, &plan, work, (&h_in[..n], &mut h_out[..n]), r)?);
+                times.push(planner::run(gpu, &kernels, &plan, work, (&h_in[..n], &mut h_out[..n]), r)?);
                 work.check(&h_out[..n], &plan).ensure()?;
                 bar.done();
             }
@@ -181,11 +207,12 @@ fn plan(args: &Args, out: &Output) -> anyhow::Result<()> {
         Some(_) => None,
         None => Some(Report::measure(
             gpu,
+            &kernels,
             &plan,
             Steps::InPlace(work),
             (&h_in[..n], &mut h_out[..n]),
             r,
-            &[(&name, tried[0].achieved, k, k)],
+            &[Measured::on_streams(name.as_str(), tried[0].achieved, k)],
         )?),
     };
     report.iter().for_each(|rep| out.table(&rep.table()));

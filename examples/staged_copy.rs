@@ -15,10 +15,10 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use common::{
+use common::staging::STREAM_DOWNLOADS_FROM;
+use measure::{
     args::{parse_bytes, size_sweep, RunArgs},
     report::{fmt_bytes, Output, Table},
-    staging::STREAM_DOWNLOADS_FROM,
     timeline::phase,
     timing::{gbps, host_ms, measure, Stats},
     verify::{self, input},
@@ -35,10 +35,10 @@ struct Args {
     #[arg(long, default_value = "128MiB", value_parser = parse_bytes, allow_negative_numbers = true)]
     max: usize,
     /// CPU threads that copy into and out of the staging ring (default: one per core, up to 8)
-    #[arg(long, value_parser = common::args::parse_threads, allow_negative_numbers = true)]
+    #[arg(long, value_parser = measure::args::parse_threads, allow_negative_numbers = true)]
     threads: Option<usize>,
     /// Size of each pinned staging buffer (two per thread)
-    #[arg(long, default_value = "8MiB", value_parser = common::args::parse_elements_bytes, allow_negative_numbers = true)]
+    #[arg(long, default_value = "8MiB", value_parser = measure::args::parse_elements_bytes, allow_negative_numbers = true)]
     slot: usize,
     #[command(flatten)]
     run: RunArgs,
@@ -47,7 +47,7 @@ struct Args {
 const METHODS: [&str; 5] = ["pageable", "pinned", "pinned in place", "staged", "CPU copy, same threads"];
 
 fn main() -> ExitCode {
-    common::lesson::run(staged_copy)
+    measure::lesson::run(staged_copy)
 }
 
 fn staged_copy(args: &Args, out: &Output) -> anyhow::Result<()> {
@@ -55,7 +55,7 @@ fn staged_copy(args: &Args, out: &Output) -> anyhow::Result<()> {
     let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(4, |n| n.get()).min(8));
     let r = args.run.repeats();
     let n = args.max / 4;
-    let gpu = &common::lesson::gpu(out)?;
+    let gpu = &measure::lesson::gpu(out)?;
     let mut d_data = gpu.alloc::<f32>(n)?;
     let mut pageable = common::pageable(n, input)?;
     let mut landing = common::pageable(n, |_| 0f32)?;

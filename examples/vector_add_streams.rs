@@ -10,9 +10,10 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use common::{
+use kernels::Kernels;
+use measure::{
     args::{PipelineArgs, RunArgs},
-    bound::{Report, Steps},
+    bound::{Measured, Report, Steps},
     report::{fmt_bytes, fmt_count, Output},
     timeline::phase,
     timing::measure,
@@ -30,13 +31,14 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    common::lesson::run(vector_add)
+    measure::lesson::run(vector_add)
 }
 
 fn vector_add(args: &Args, out: &Output) -> anyhow::Result<()> {
     let plan = args.pipeline.plan(32 << 20, 16, 4)?;
     let r = args.run.repeats();
-    let gpu = &common::lesson::gpu(out)?;
+    let gpu = &measure::lesson::gpu(out)?;
+    let kernels = Kernels::load(gpu)?; // the lessons' kernels: cuModuleLoadData, cuModuleGetFunction
 
     // Pinned host vectors, and whole device vectors: chunk i uses elements [offset, offset + len) of each.
     let h_a = gpu.pinned_from_fn(plan.elements, input)?;
@@ -53,7 +55,7 @@ fn vector_add(args: &Args, out: &Output) -> anyhow::Result<()> {
                 let (stream, r) = (&streams[k.stream], k.range());
                 s.htod(stream, &h_a[r.clone()], a.slice(r.clone()))?; // cudaMemcpyAsync(d_A + offset, h_A + offset, ..., stream)
                 s.htod(stream, &h_b[r.clone()], b.slice(r.clone()))?; // cudaMemcpyAsync(d_B + offset, h_B + offset, ..., stream)
-                s.launch(stream, gpu.kernels.vector_add(a.slice(r.clone()), b.slice(r.clone()), c.slice(r.clone())))?;
+                s.launch(stream, kernels.vector_add(a.slice(r.clone()), b.slice(r.clone()), c.slice(r.clone())))?;
                 s.dtoh(stream, c.slice(r), out)?; //                     cudaMemcpyAsync(h_C + offset, d_C + offset, ..., stream)
             }
             Ok(())
@@ -75,10 +77,10 @@ fn vector_add(args: &Args, out: &Output) -> anyhow::Result<()> {
 
     // The bound counts two uploads per chunk, and one stream's chunks one after another.
     let runs = [
-        ("one stream", serialized, 1, 1),
-        (&*format!("{} streams", plan.streams), overlapped, plan.streams, plan.streams),
+        Measured::on_streams("one stream", serialized, 1),
+        Measured::on_streams(format!("{} streams", plan.streams), overlapped, plan.streams),
     ];
-    let report = Report::measure(gpu, &plan, Steps::VectorAdd, (&h_a, &mut h_c), r, &runs)?;
+    let report = Report::measure(gpu, &kernels, &plan, Steps::VectorAdd, (&h_a, &mut h_c), r, &runs)?;
     out.say(format!(
         "\n{} elements per vector ({} each) in {} chunks; median of up to {} runs after {} warm-up; {:.2}x faster on {} streams",
         fmt_count(plan.elements),

@@ -12,13 +12,14 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use common::{
+use common::HostAlloc;
+use kernels::Kernels;
+use measure::{
     args::{parse_bytes, size_sweep, RunArgs},
     report::{fmt_bytes, fmt_ms, Output, Table},
     timeline::phase,
     timing::{gbps, measure, Stats},
     verify::{self, input},
-    HostAlloc,
 };
 use serde_json::json;
 
@@ -36,13 +37,14 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    common::lesson::run(zero_copy)
+    measure::lesson::run(zero_copy)
 }
 
 fn zero_copy(args: &Args, out: &Output) -> anyhow::Result<()> {
     let sizes = size_sweep(args.min, args.max, 4)?;
     let r = args.run.repeats();
-    let gpu = &common::lesson::gpu(out)?;
+    let gpu = &measure::lesson::gpu(out)?;
+    let kernels = Kernels::load(gpu)?; // the lessons' kernels: cuModuleLoadData, cuModuleGetFunction
     if !gpu.info.can_map_host_memory {
         anyhow::bail!("{} cannot map host memory, so zero-copy is not available on it", gpu.info.name);
     }
@@ -71,9 +73,9 @@ fn zero_copy(args: &Args, out: &Output) -> anyhow::Result<()> {
             let zero = measure(r, || {
                 gpu.timed(&streams, |s| {
                     let (i, o) = (s.mapped(&mut mapped_in)?.slice(0..len), s.mapped(&mut mapped_out)?.slice(0..len));
-                    s.launch(stream, gpu.kernels.scale(i, o, 2.0))?; //               zeroCopyKernel<<<...>>>(d_in, d_out, N)
+                    s.launch(stream, kernels.scale(i, o, 2.0))?; //               zeroCopyKernel<<<...>>>(d_in, d_out, N)
                     if passes == 2 {
-                        s.launch(stream, gpu.kernels.accumulate(i, o))?; //           reads d_in across the bus again
+                        s.launch(stream, kernels.accumulate(i, o))?; //           reads d_in across the bus again
                     }
                     Ok(())
                 })
@@ -83,9 +85,9 @@ fn zero_copy(args: &Args, out: &Output) -> anyhow::Result<()> {
                 gpu.timed(&streams, |s| {
                     let (i, o) = (s.device(&mut d_in).slice(0..len), s.device(&mut d_out).slice(0..len));
                     s.htod(stream, &h_in[..len], i)?;
-                    s.launch(stream, gpu.kernels.scale(i, o, 2.0))?;
+                    s.launch(stream, kernels.scale(i, o, 2.0))?;
                     if passes == 2 {
-                        s.launch(stream, gpu.kernels.accumulate(i, o))?; //           reads device memory again
+                        s.launch(stream, kernels.accumulate(i, o))?; //           reads device memory again
                     }
                     s.dtoh(stream, o, &mut h_out[..len])
                 })

@@ -58,11 +58,3 @@ extern "C" __global__ void heavy_sqrt(float* data, unsigned long long n, unsigne
         data[i] = val;
     }
 }
-
-// For the tests only: writes through an invalid address, which the GPU reports as
-// CUDA_ERROR_ILLEGAL_ADDRESS. The context is unusable afterwards (the error is sticky).
-extern "C" __global__ void fault(float* data) {
-    if (threadIdx.x == 0 && blockIdx.x == 0) {
-        *(volatile float*)(data - (1ull << 40)) = 1.0f;
-    }
-}

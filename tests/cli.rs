@@ -169,3 +169,23 @@ fn a_kernel_of_your_own_is_checked_before_the_gpu_starts() {
     bad_flag("planner", &["--ptx", path, "--kernel", "mine", "--iters", "3"], "cannot be used with");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// No safe path runs a user's PTX: only the planner's own `main` acts on the job that names a kernel of
+/// the user's (it reads the PTX first, and says so when it cannot). Any other lesson given the same job
+/// in its environment ignores it and runs as itself (here, without a GPU: exit 3, no GPU).
+#[test]
+fn only_the_planner_acts_as_the_child_that_runs_a_users_kernel() {
+    let job = r#"{"kernel":{"ptx":"/nonexistent/yours.ptx","name":"yours"},"sizes":[1024],"elements":0,"configs":[],"repeats":{"warmup":0,"repeats":1}}"#;
+    let child = |name: &str| Command::new(lesson(name)).env(measure::planner::CHILD, job).output().unwrap();
+    let planner = child("planner");
+    let said = String::from_utf8_lossy(&planner.stderr);
+    assert!(said.contains("reading /nonexistent/yours.ptx"), "the planner's child reads the PTX: {said}");
+    for other in ["overlap", "pinned_memory"] {
+        let out = child(other);
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(!said.contains("yours.ptx"), "{other} acted on the planner's job: {said}");
+        if said.contains("no NVIDIA driver") {
+            assert_eq!(out.status.code(), Some(3), "{other}: {said}");
+        }
+    }
+}

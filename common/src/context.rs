@@ -7,8 +7,8 @@
 
 use std::sync::Arc;
 
+use crate::ffi as sys;
 use anyhow::bail;
-use cust::sys;
 
 use crate::ffi::{self, check};
 
@@ -92,10 +92,6 @@ impl Context {
         }
     }
 
-    pub fn raw(&self) -> sys::CUcontext {
-        self.raw
-    }
-
     pub fn device(&self) -> sys::CUdevice {
         self.device
     }
@@ -144,7 +140,7 @@ pub fn driver_init() -> anyhow::Result<()> {
 pub(crate) fn device_attribute(device: sys::CUdevice, a: sys::CUdevice_attribute) -> anyhow::Result<i32> {
     let mut v = 0;
     // SAFETY: valid out-pointer and device handle.
-    check(unsafe { ffi::cuDeviceGetAttribute(&mut v, a, device) }, || format!("reading {a:?}"))?;
+    check(unsafe { ffi::cuDeviceGetAttribute(&mut v, a, device) }, || format!("reading device attribute {a}"))?;
     Ok(v)
 }
 

@@ -1,22 +1,58 @@
-//! The driver calls `common` makes, declared here rather than taken from cust's bindings. Those were
-//! generated from CUDA 11.4 headers and type every result as a Rust enum; a CUDA 13 driver returns
-//! codes that enum lacks (`CUDA_ERROR_CONTAINED`, 226, among them), and receiving a value an enum does
-//! not declare is undefined behaviour. Results here are plain integers. Handles, attribute enums
-//! (which we only pass in) and flag constants still come from `cust::sys`.
+//! The driver calls `common` makes, declared here as `cuda.h` declares them, with plain integers for
+//! results. Bindings generated from older headers (cust's, from CUDA 11.4) type every result as a Rust
+//! enum; a CUDA 13 driver returns codes such an enum lacks (`CUDA_ERROR_CONTAINED`, 226, among them),
+//! and receiving a value an enum does not declare is undefined behaviour. Declaring the few calls we
+//! make also keeps the crate free of any binding's build script: it builds wherever Rust and a C
+//! compiler are (see `build.rs`). The libcuda stub defines exactly these entry points
+//! (`cargo xtask generate` reads them from this file).
 //!
 //! Not part of the API: public only for this crate's tests and benchmarks.
 
-#![allow(non_snake_case)]
+#![allow(non_snake_case, non_camel_case_types, missing_docs)]
 
 use std::ffi::{c_char, c_int, c_uint, c_void};
 
-use cust::sys::{CUcontext, CUdevice, CUdevice_attribute, CUdeviceptr, CUevent, CUfunction, CUmodule, CUstream};
+/// `CUdevice`: a device ordinal's handle.
+pub type CUdevice = c_int;
+/// `CUdeviceptr`: an address in the unified address space.
+pub type CUdeviceptr = u64;
+/// `CUdevice_attribute`: which attribute `cuDeviceGetAttribute` reads.
+pub type CUdevice_attribute = c_int;
+macro_rules! opaque {
+    ($($handle:ident => $st:ident),*) => {$(
+        #[repr(C)]
+        pub struct $st {
+            _private: [u8; 0],
+        }
+        pub type $handle = *mut $st;
+    )*};
+}
+opaque!(CUcontext => CUctx_st, CUstream => CUstream_st, CUevent => CUevent_st, CUmodule => CUmod_st,
+        CUfunction => CUfunc_st);
+
+// The values of cuda.h's enums and flags that we pass in.
+pub const CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: CUdevice_attribute = 16;
+pub const CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY: CUdevice_attribute = 19;
+pub const CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE: CUdevice_attribute = 36;
+pub const CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH: CUdevice_attribute = 37;
+pub const CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT: CUdevice_attribute = 40;
+pub const CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: CUdevice_attribute = 41;
+pub const CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: CUdevice_attribute = 75;
+pub const CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: CUdevice_attribute = 76;
+pub const CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY: CUdevice_attribute = 83;
+pub const CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS: CUdevice_attribute = 89;
+pub const CU_MEMHOSTALLOC_PORTABLE: c_uint = 1;
+pub const CU_MEMHOSTALLOC_DEVICEMAP: c_uint = 2;
+pub const CU_MEMHOSTALLOC_WRITECOMBINED: c_uint = 4;
+pub const CU_STREAM_DEFAULT: c_uint = 0;
+pub const CU_STREAM_NON_BLOCKING: c_uint = 1;
 
 /// A driver result: 0 is success, anything else an error code (`CUDA_ERROR_*`).
 pub type CuResult = c_int;
 
 pub const SUCCESS: CuResult = 0;
 pub const ERROR_STUB_LIBRARY: CuResult = 34;
+pub const ERROR_INSUFFICIENT_DRIVER: CuResult = 35;
 pub const ERROR_NO_DEVICE: CuResult = 100;
 pub const ERROR_INVALID_CONTEXT: CuResult = 201;
 pub const ERROR_NOT_READY: CuResult = 600;
@@ -117,11 +153,42 @@ pub fn error_name(code: CuResult) -> String {
     }
 }
 
-/// Turns a driver result into an error that says what was being done.
+/// Turns a driver result into a [`DriverError`] that says what was being done.
 pub fn check(code: CuResult, what: impl FnOnce() -> String) -> anyhow::Result<()> {
     if code == SUCCESS {
         Ok(())
     } else {
-        Err(anyhow::anyhow!("{}: {}", what(), error_name(code)))
+        Err(DriverError { code, doing: what() }.into())
     }
 }
+
+/// An error the CUDA driver returned (`CUDA_ERROR_*`), with what was being done. Every driver failure
+/// of this crate is one, somewhere in the error's chain: `e.chain().find_map(|c| c.downcast_ref())`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DriverError {
+    /// The driver's result code (`CUresult`).
+    pub code: i32,
+    /// What was being done, in words.
+    pub doing: String,
+}
+
+impl DriverError {
+    /// The driver's name for the code: `CUDA_ERROR_OUT_OF_MEMORY`.
+    pub fn name(&self) -> String {
+        error_name(self.code)
+    }
+
+    /// Whether the code says this machine has no usable GPU (no device, the link-only stub, a driver
+    /// too old), rather than that a GPU failed.
+    pub fn means_no_gpu(&self) -> bool {
+        matches!(self.code, ERROR_NO_DEVICE | ERROR_STUB_LIBRARY | ERROR_INSUFFICIENT_DRIVER)
+    }
+}
+
+impl std::fmt::Display for DriverError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.doing, self.name())
+    }
+}
+
+impl std::error::Error for DriverError {}

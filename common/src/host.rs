@@ -14,65 +14,15 @@ use std::{
     sync::Arc,
 };
 
+use crate::ffi as sys;
 use anyhow::{bail, Context as _};
-use cust::sys;
 
 use crate::{
     context::Context,
     ffi::{self, error_name},
+    memory::Bytes,
     memory::Element,
-    report::fmt_bytes,
 };
-
-/// `dst.copy_from_slice(src)`, with non-temporal (streaming) stores for large copies on x86-64: the
-/// destination's lines are written without first being read into the cache, which halves the memory
-/// traffic of a copy that will not be read again soon, as staging's are. Ends with a store fence, so the
-/// data is in memory before a DMA that follows reads it.
-pub fn stream_copy<T: Element>(dst: &mut [T], src: &[T]) {
-    assert_eq!(dst.len(), src.len(), "stream_copy: lengths differ");
-    #[cfg(target_arch = "x86_64")]
-    if std::mem::size_of_val(src) >= 64 << 10 {
-        // SAFETY: two valid, non-overlapping ranges (one borrowed mutably, one shared) of the same byte
-        // length; Element types are plain data, so copying their bytes copies them.
-        unsafe { nt_copy(dst.as_mut_ptr().cast(), src.as_ptr().cast(), std::mem::size_of_val(src)) };
-        return;
-    }
-    dst.copy_from_slice(src);
-}
-
-/// Copies `bytes` bytes with SSE2 (baseline on x86-64) streaming stores, 64 bytes a step.
-///
-/// # Safety
-/// `src` must be valid for `bytes` reads and `dst` for `bytes` writes, and they must not overlap.
-#[cfg(target_arch = "x86_64")]
-unsafe fn nt_copy(dst: *mut u8, src: *const u8, bytes: usize) {
-    use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_sfence, _mm_stream_si128};
-    let head = dst.align_offset(16).min(bytes);
-    // SAFETY: the head, `0..head`, lies within both ranges, which the caller promises valid and disjoint.
-    unsafe { std::ptr::copy_nonoverlapping(src, dst, head) };
-    let mut i = head;
-    while i + 64 <= bytes {
-        // SAFETY: `i..i + 64` lies within both ranges; `dst + i` is 16-byte aligned (the head made
-        // `dst + head` so, and `i` grows by 64), as the streaming stores need.
-        unsafe {
-            let s = src.add(i).cast::<__m128i>();
-            let (a, b, c, d) =
-                (_mm_loadu_si128(s), _mm_loadu_si128(s.add(1)), _mm_loadu_si128(s.add(2)), _mm_loadu_si128(s.add(3)));
-            let t = dst.add(i).cast::<__m128i>();
-            _mm_stream_si128(t, a);
-            _mm_stream_si128(t.add(1), b);
-            _mm_stream_si128(t.add(2), c);
-            _mm_stream_si128(t.add(3), d);
-        }
-        i += 64;
-    }
-    // SAFETY: the tail, `i..bytes`, within both ranges; the fence orders the streaming stores before
-    // anything that follows (a DMA reading the destination).
-    unsafe {
-        std::ptr::copy_nonoverlapping(src.add(i), dst.add(i), bytes - i);
-        _mm_sfence();
-    }
-}
 
 /// Ordinary pageable memory, `f(i)` for each element, with an error (not an abort) when the host
 /// cannot provide it.
@@ -82,11 +32,24 @@ pub fn pageable<T: Element>(len: usize, f: impl Fn(usize) -> T + Sync) -> anyhow
         return Ok(v);
     }
     v.try_reserve_exact(len).map_err(|_| {
-        anyhow::anyhow!("cannot allocate {} of host memory", fmt_bytes(len.saturating_mul(std::mem::size_of::<T>())))
+        anyhow::anyhow!("cannot allocate {} of host memory", Bytes(len.saturating_mul(std::mem::size_of::<T>())))
     })?;
     v.resize(len, f(0));
-    crate::verify::par_fill(&mut v, f);
+    fill(&mut v, f);
     Ok(v)
+}
+
+/// Sets `out[i] = f(i)` on every core (up to 64 threads): filling a large pinned buffer on one thread
+/// takes longer than copying it to the GPU.
+pub fn fill<T: Send>(out: &mut [T], f: impl Fn(usize) -> T + Sync) {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(64);
+    let part = out.len().div_ceil(threads).max(1);
+    std::thread::scope(|s| {
+        for (k, chunk) in out.chunks_mut(part).enumerate() {
+            let f = &f;
+            s.spawn(move || chunk.iter_mut().enumerate().for_each(|(j, x)| *x = f(k * part + j)));
+        }
+    });
 }
 
 /// Flags of `cuMemHostAlloc` (`cudaHostAlloc`).
@@ -94,11 +57,16 @@ pub fn pageable<T: Element>(len: usize, f: impl Fn(usize) -> T + Sync) -> anyhow
 pub struct HostAlloc(u32);
 
 impl HostAlloc {
+    /// Plain pinned memory (`cudaMallocHost`).
     pub const DEFAULT: HostAlloc = HostAlloc(0);
+    /// Pinned for every context, not only the current one (`cudaHostAllocPortable`).
     pub const PORTABLE: HostAlloc = HostAlloc(sys::CU_MEMHOSTALLOC_PORTABLE);
+    /// Mapped into the device's address space, for kernels to read and write (`cudaHostAllocMapped`).
     pub const MAPPED: HostAlloc = HostAlloc(sys::CU_MEMHOSTALLOC_DEVICEMAP);
+    /// Write-combined: fast for the GPU to read, very slow for the CPU to read (`cudaHostAllocWriteCombined`).
     pub const WRITE_COMBINED: HostAlloc = HostAlloc(sys::CU_MEMHOSTALLOC_WRITECOMBINED);
 
+    /// Whether every flag of `other` is set here.
     pub fn contains(self, other: HostAlloc) -> bool {
         self.0 & other.0 == other.0
     }
@@ -134,7 +102,7 @@ impl<T: Element> PinnedBuffer<T> {
         if code != ffi::SUCCESS || p.is_null() {
             bail!(
                 "the host refused to pin {} ({}): free memory or raise the locked-memory limit (ulimit -l)",
-                fmt_bytes(bytes),
+                Bytes(bytes),
                 error_name(code)
             );
         }
@@ -144,6 +112,7 @@ impl<T: Element> PinnedBuffer<T> {
         Ok(PinnedBuffer { ptr, len, flags, ctx: ctx.clone() })
     }
 
+    /// The flags it was allocated with.
     pub fn flags(&self) -> HostAlloc {
         self.flags
     }
@@ -278,7 +247,7 @@ fn register<T>(ctx: &Context, slice: &[T]) -> anyhow::Result<()> {
     // unregisters it. The driver only pins it; it does not write it.
     let code = unsafe { ffi::cuMemHostRegister_v2(slice.as_ptr() as *mut _, bytes, 0) };
     if code != ffi::SUCCESS {
-        bail!("the host refused to pin {} in place ({})", fmt_bytes(bytes), error_name(code));
+        bail!("the host refused to pin {} in place ({})", Bytes(bytes), error_name(code));
     }
     Ok(())
 }
@@ -301,14 +270,10 @@ mod tests {
     }
 
     #[test]
-    fn stream_copy_copies_every_byte_at_any_alignment() {
-        let src: Vec<u8> = (0..300_000u32).map(|i| (i * 7 % 251) as u8).collect();
-        for (offset, len) in [(0, 300_000 - 3), (1, 70_001), (13, 65_536), (5, 100)] {
-            let mut buf = vec![0u8; len + 16];
-            let dst = &mut buf[offset % 16..offset % 16 + len]; // destinations at any alignment too
-            stream_copy(dst, &src[offset..offset + len]);
-            assert_eq!(dst, &src[offset..offset + len], "offset {offset}, length {len}");
-        }
+    fn fill_sets_every_element() {
+        let mut v = vec![0u32; 10_007];
+        fill(&mut v, |i| i as u32 * 3);
+        assert!(v.iter().enumerate().all(|(i, x)| *x == i as u32 * 3));
     }
 
     #[test]

@@ -1,60 +1,92 @@
-//! The shared plumbing of the lessons, so that each lesson holds only its own idea.
+//! The safe core of CUDA host-device transfers: a GPU, its memory (device, pinned, mapped, managed,
+//! pinned in place), streams, and a **stream scope** in which async copies and kernel launches borrow
+//! what they touch until the GPU is done with it, as `std::thread::scope` does for threads. Your own
+//! kernels launch through the same scope, from PTX.
+//!
+//! ```no_run
+//! use common::{Gpu, LaunchConfig};
+//!
+//! // extern "C" __global__ void saxpy(const float* x, float* y, float a, unsigned long long n)
+//! const PTX: &str = include_str!("../tests/ptx/kernels.ptx");
+//!
+//! fn main() -> anyhow::Result<()> {
+//!     let gpu = Gpu::init()?;                                  // one clear error line without a GPU
+//!     let saxpy = gpu.load_ptx(PTX)?.kernel("saxpy")?;         // checked against the PTX's .entry
+//!     let n = 1 << 20;
+//!     let x = gpu.pinned_from_fn(n, |i| i as f32)?;            // cudaMallocHost, filled on every core
+//!     let mut y = gpu.pinned_from_fn(n, |_| 1.0f32)?;
+//!     let (mut d_x, mut d_y) = (gpu.alloc::<f32>(n)?, gpu.alloc::<f32>(n)?); // cudaMalloc, zeroed
+//!     let streams = gpu.streams(2)?;                           // cudaStreamNonBlocking
+//!     gpu.scope(&streams, |s| {
+//!         let (dx, dy) = (s.device(&mut d_x), s.device(&mut d_y)); // lent to the scope until it ends
+//!         s.htod(&streams[0], &x, dx)?;                        // cudaMemcpyAsync on stream 0
+//!         s.htod(&streams[1], &y, dy)?;                        // ... and on stream 1
+//!         let cfg = LaunchConfig::for_elements(n, 256);
+//!         // SAFETY: saxpy reads x[0..n) and writes y[0..n), nothing else.
+//!         let launch = unsafe { saxpy.launch(cfg).read(dx).write(dy).value(2.0f32).value(n as u64).build() };
+//!         s.launch(&streams[1], launch)?;                      // waits for stream 0's copy of x by itself
+//!         s.dtoh(&streams[1], dy, &mut y)                      // cudaMemcpyAsync back
+//!     })?;                                                     // every stream synchronized: y is ready
+//!     assert!(y.iter().enumerate().all(|(i, v)| *v == 2.0 * i as f32 + 1.0));
+//!     Ok(())
+//! }
+//! ```
+//!
+//! # What the types guarantee, with no `unsafe` in your code but the launch's promise
+//!
+//! - Host memory handed to an async copy is borrowed until the scope has synchronized every stream,
+//!   also on error or panic: it cannot be read, written, freed or moved while a copy may run. If a
+//!   stream fails and the driver cannot show that the GPU has stopped, the process aborts rather than
+//!   release that memory.
+//! - Device buffers are lent to the scope (`&mut`) and addressed by views ([`Dev`], [`DevRead`]) that
+//!   cannot leave it. Work on another stream that touches the same bytes is ordered after the earlier
+//!   work: by your own [`Scope::event_record`]/[`Scope::stream_wait_event`] pairs (recognized
+//!   transitively), or else by a wait the scope adds and reports ([`Scope::waits`]). One operation
+//!   whose input and output overlap is refused.
+//! - A kernel of your own is launched with its arguments declared as views read, views written, or
+//!   values, held against its `.entry` in the PTX; [`LaunchBuilder::build`] is the one `unsafe` call,
+//!   where you promise the kernel stays inside what it was given.
+//! - Every buffer, stream, module and pinned allocation keeps its GPU context alive, so they may be
+//!   dropped in any order. Streams, buffers and kernels of another context are refused.
+//! - Only plain numbers ([`Element`]) can be copied back from the GPU, which can write any bits.
 //!
 //! | module | what it holds |
 //! | --- | --- |
-//! | [`device`] | the GPU ([`Gpu`]): start-up with clear errors, the device report, everything made on it |
-//! | [`memory`] | device buffers, managed memory and the room for it, and the element types copies may fill |
-//! | [`host`] | host buffer kinds: pinned (with `cuMemHostAlloc` flags), mapped, pinned in place |
+//! | [`device`] | [`Gpu`]: start-up with clear errors, what the GPU is, everything made on it |
+//! | [`memory`] | device and managed buffers, the room for managed memory, the element types |
+//! | [`host`] | pinned host memory (`cuMemHostAlloc` flags: write-combined, mapped, portable), pinned in place |
 //! | [`stream`] | streams (non-blocking by default) |
-//! | [`scope`] | stream scopes: async copies, launches and events that borrow their buffers until the GPU is done |
-//! | [`kernels`] | typed launchers for `kernels/*.cu` and their CPU twins |
+//! | [`view`] | views of the buffers lent to a scope ([`Dev`], [`DevRead`]) |
+//! | [`scope`] | stream scopes: copies, launches, prefetches and events that borrow their buffers |
+//! | [`module`] | PTX modules, kernels, and the launch builder |
 //! | [`staging`] | pageable memory at near-pinned speed through a ring of pinned buffers |
-//! | [`timing`] | timing statistics, bandwidth |
-//! | [`fit`] | a copy's cost over sizes: per-copy time and asymptotic rate |
-//! | [`machine`] | what the machine says of the GPU's link, clocks and NUMA node, and what limits a copy |
-//! | [`timeline`] | phases (NVTX ranges) and the built-in CUDA-event timeline |
-//! | [`chunks`] | how N elements are split into chunks and streams |
-//! | [`bound`] | a lower bound on a copy-compute-copy pipeline's time, measured in the same run, and what limits it |
-//! | [`pipeline`] | the pipeline itself: stage times, one loop for benchmarks and every-GPU runs |
-//! | [`planner`] | the best chunk and stream counts for a pipeline, from costs measured in the same run (a model) |
-//! | [`verify`] | checking results against a CPU reference |
-//! | [`report`] | tables, verdicts and JSON |
-//! | [`args`] | the flags every lesson shares, checked before the GPU starts |
-//! | [`lesson`] | the harness every lesson's `main` is: flags, the GPU, output, errors and exit codes |
 //!
-//! Every type here that holds a GPU resource keeps its context alive, and no public method can queue
-//! GPU work except through a [`Scope`], which borrows what the work touches until it is done.
+//! The crate links against `libcuda.so`; where a machine has no NVIDIA driver, its build script
+//! compiles a link-only stand-in, so that programs build anywhere and say at run time that there is
+//! no driver. It needs a C compiler for that, and nothing from CUDA.
 
-pub mod args;
-pub mod bound;
-pub mod chunks;
+#![deny(missing_docs)]
+
 mod context;
 pub mod device;
-pub mod error;
 #[doc(hidden)]
 pub mod ffi;
-pub mod fit;
 pub mod host;
-pub mod kernels;
-pub mod lesson;
-pub mod machine;
 pub mod memory;
-pub mod pipeline;
-pub mod planner;
-pub mod report;
+pub mod module;
 pub mod scope;
 pub mod staging;
 pub mod stream;
-pub mod timeline;
-pub mod timing;
-pub mod verify;
+pub mod view;
 
+/// The error type every fallible call returns, re-exported for programs that use no other.
 pub use anyhow;
-pub use chunks::{Chunk, ChunkPlan};
-pub use device::Gpu;
-pub use error::Result;
+pub use device::{DeviceInfo, Gpu};
+pub use ffi::DriverError;
 pub use host::{pageable, HostAlloc, PinnedBuffer, Registered};
-pub use memory::{DeviceBuffer, Element, ManagedBuffer, Room};
-pub use scope::{Dev, Ordering, Scope, ScopeEvent, To};
+pub use memory::{Bytes, DeviceBuffer, Element, ManagedBuffer, Room};
+pub use module::{Kernel, Launch, LaunchBuilder, LaunchConfig, Module};
+pub use scope::{Observer, Scope, ScopeEvent, TimedOp, To, Waits};
+pub use staging::Stager;
 pub use stream::Stream;
-pub use timing::Stats;
+pub use view::{Dev, DevRead};

@@ -7,14 +7,13 @@ use std::{
     sync::{Arc, Mutex, MutexGuard},
 };
 
+use crate::ffi as sys;
 use anyhow::{anyhow, bail, Context as _};
-use cust::sys;
 use serde::Serialize;
 
 use crate::{
     context::{device_attribute, Context},
     ffi::{self, check},
-    report::fmt_bytes,
 };
 
 /// Plain numbers: every bit pattern, all-zero included, is a valid value. Only these may be copied
@@ -28,6 +27,25 @@ macro_rules! element {
     ($($t:ty),*) => { $(impl sealed::Sealed for $t {} impl Element for $t {})* };
 }
 element!(u8, u16, u32, u64, i8, i16, i32, i64, f32, f64);
+
+/// A byte count that prints as a person reads it: `64 MiB`, `1.5 GiB`, `300 B`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Bytes(pub usize);
+
+impl std::fmt::Display for Bytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+        let (mut v, mut u) = (self.0 as f64, 0);
+        while v >= 1024.0 && u < UNITS.len() - 1 {
+            v /= 1024.0;
+            u += 1;
+        }
+        match v.fract() == 0.0 {
+            true => write!(f, "{v:.0} {}", UNITS[u]),
+            false => write!(f, "{v:.1} {}", UNITS[u]),
+        }
+    }
+}
 
 /// `len` elements of device memory (`cudaMalloc`), zeroed, freed on drop. It has no methods that
 /// touch its memory: a [`crate::Scope`] lends it to copies and kernels and orders them.
@@ -56,18 +74,18 @@ impl<T: Element> DeviceBuffer<T> {
         if bytes > usable {
             let managed = match room.managed_held {
                 0 => String::new(),
-                h => format!(" once the {} of managed memory this process holds there may come", fmt_bytes(h)),
+                h => format!(" once the {} of managed memory this process holds there may come", Bytes(h)),
             };
             bail!(
                 "needs {} of device memory, but {name} has only {} free{managed}: choose a smaller size",
-                fmt_bytes(bytes),
-                fmt_bytes(usable)
+                Bytes(bytes),
+                Bytes(usable)
             );
         }
         let mut ptr = 0;
         // SAFETY: valid out-pointer, nonzero size; the context is current (memory_info made it so).
         check(unsafe { ffi::cuMemAlloc_v2(&mut ptr, bytes) }, || {
-            format!("allocating {} of device memory", fmt_bytes(bytes))
+            format!("allocating {} of device memory", Bytes(bytes))
         })?;
         drop(held);
         let buf = DeviceBuffer { ptr, len, ctx: ctx.clone(), _elements: PhantomData };
@@ -75,10 +93,12 @@ impl<T: Element> DeviceBuffer<T> {
         Ok(buf)
     }
 
+    /// Elements in the buffer.
     pub fn len(&self) -> usize {
         self.len
     }
 
+    /// Whether the buffer has no elements (never: a buffer has at least one).
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -150,6 +170,7 @@ fn managed_held() -> Held {
 pub struct Room {
     /// Free device memory, as the driver reports it (`cuMemGetInfo`).
     pub free: usize,
+    /// Device memory in all, as the driver reports it.
     pub total: usize,
     /// Managed memory this process holds already on this GPU. The driver's free figure counts only the
     /// pages that are on the device now, and the rest may come: so all of it counts. Managed buffers are
@@ -176,16 +197,16 @@ impl Room {
         }
         let held = match self.managed_held {
             0 => String::new(),
-            h => format!(" and {} of managed memory this process holds already", fmt_bytes(h)),
+            h => format!(" and {} of managed memory this process holds already", Bytes(h)),
         };
         Err(format!(
             "needs {} of device memory, and at most {} may be asked for: {} free of {}, less {} kept free for \
              others{held}",
-            fmt_bytes(bytes),
-            fmt_bytes(self.available()),
-            fmt_bytes(self.free),
-            fmt_bytes(self.total),
-            fmt_bytes(self.margin()),
+            Bytes(bytes),
+            Bytes(self.available()),
+            Bytes(self.free),
+            Bytes(self.total),
+            Bytes(self.margin()),
         ))
     }
 }
@@ -204,11 +225,10 @@ fn room_holding(ctx: &Context, held: &Held) -> anyhow::Result<Room> {
 /// Whether `device` can hold managed memory that the CPU may touch while the GPU works on other
 /// things: without concurrent managed access, any host access while any kernel runs faults the CPU.
 pub(crate) fn managed_support(device: sys::CUdevice) -> anyhow::Result<()> {
-    use sys::CUdevice_attribute as A;
-    if device_attribute(device, A::CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY)? == 0 {
+    if device_attribute(device, sys::CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY)? == 0 {
         bail!("this GPU does not support managed memory (cudaMallocManaged)");
     }
-    if device_attribute(device, A::CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS)? == 0 {
+    if device_attribute(device, sys::CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS)? == 0 {
         bail!(
             "this GPU cannot share managed memory with the CPU while it works (no concurrent managed access: a \
              GPU older than Pascal, Windows, or a virtual GPU without it), so the host could fault touching it \
@@ -253,7 +273,7 @@ impl<T: Element> ManagedBuffer<T> {
         // SAFETY: valid out-pointer, nonzero size, the driver's own flag; the context is current
         // (memory_info made it so).
         check(unsafe { ffi::cuMemAllocManaged(&mut ptr, bytes, ffi::MEM_ATTACH_GLOBAL) }, || {
-            format!("allocating {} of managed memory", fmt_bytes(bytes))
+            format!("allocating {} of managed memory", Bytes(bytes))
         })?;
         *held.entry(ctx.device()).or_insert(0) += bytes;
         drop(held);

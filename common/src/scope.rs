@@ -1,15 +1,26 @@
 //! Stream scopes: async copies and kernel launches that borrow their buffers until the GPU is done.
 //!
-//! ```ignore
+//! ```no_run
+//! # fn main() -> anyhow::Result<()> {
+//! # use common::LaunchConfig;
+//! # let gpu = common::Gpu::init()?;
+//! # let streams = gpu.streams(2)?;
+//! # let (h_in, mut h_out) = (gpu.pinned_from_fn(1024, |i| i as f32)?, gpu.pinned::<f32>(1024)?);
+//! # let mut d_data = gpu.alloc::<f32>(1024)?;
+//! # let module = gpu.load_ptx_file("double.ptx")?;
+//! # let double = module.kernel("double")?;
 //! gpu.scope(&streams, |s| {
 //!     let d = s.device(&mut d_data);                 // d_data is the scope's until it ends
 //!     s.htod(&streams[0], &h_in, d)?;                // cudaMemcpyAsync(d, h_in, ..., H2D, streams[0])
 //!     let copied = s.event_record(&streams[0])?;     // cudaEventRecord(copied, streams[0])
 //!     s.stream_wait_event(&streams[1], copied)?;     // cudaStreamWaitEvent(streams[1], copied)
-//!     s.launch(&streams[1], gpu.kernels.process(d, 100))?;
-//!     s.dtoh(&streams[1], d, &mut h_out)?;
-//!     Ok(())
+//!     let cfg = LaunchConfig::for_elements(d.len(), 256);
+//!     // SAFETY: double(float* x, unsigned long long n) writes x[0..n) and nothing else.
+//!     let launch = unsafe { double.launch(cfg).write(d).value(d.len() as u64).build() };
+//!     s.launch(&streams[1], launch)?;                // double<<<cfg, 0, streams[1]>>>(d, n)
+//!     s.dtoh(&streams[1], d, &mut h_out)             // cudaMemcpyAsync(h_out, d, ..., D2H, streams[1])
 //! })?;                                               // every stream synchronized: h_out is ready
+//! # Ok(()) }
 //! ```
 //!
 //! What makes this safe without `unsafe` in the caller:
@@ -23,7 +34,7 @@
 //!   the last write and the reads since. An operation on another stream that touches an overlapping
 //!   range must be ordered after them: by the stream, by the waits the program made itself
 //!   ([`Scope::event_record`], [`Scope::stream_wait_event`]), or, where those are missing, by a wait the
-//!   scope adds and reports ([`Scope::ordering`]). The ordering known on each stream is a vector clock,
+//!   scope adds and reports ([`Scope::waits`]). The ordering known on each stream is a vector clock,
 //!   so waits the program made are recognized, transitively.
 //! - A prefetch of managed memory ([`Scope::prefetch`]) counts as a write of its range: it moves the
 //!   pages, so it is ordered after the work on them and the work after it waits for it. Only managed
@@ -37,90 +48,35 @@
 
 use std::{
     cell::RefCell,
-    ffi::c_void,
     marker::PhantomData,
     ops::Range,
-    sync::atomic::{AtomicU64, Ordering as Atomic},
+    sync::{
+        atomic::{AtomicU64, Ordering as Atomic},
+        Arc,
+    },
 };
 
 use anyhow::{anyhow, bail, Context as _};
-use cust::sys;
 use serde::Serialize;
 
 use crate::{
     context::Context,
     ffi::{self, check, error_name, CuResult},
     host::PinnedBuffer,
-    memory::{DeviceBuffer, Element, ManagedBuffer},
-    report::fmt_bytes,
+    memory::{Bytes, DeviceBuffer, Element, ManagedBuffer},
+    module::{Launch, Loaded},
     stream::{Event, EventPool, Stream},
-    timeline::{current_phase, Record, Recorder},
+    view::{Dev, DevAccess, DevRead, Invariant},
 };
 
 static NEXT_SCOPE: AtomicU64 = AtomicU64::new(1);
 
-/// Invariant in `'scope`, like `std::thread::Scope`: a handle of one scope never fits another.
-type Invariant<'scope> = PhantomData<fn(&'scope ()) -> &'scope ()>;
-
-/// A device buffer (or mapped host buffer, or managed buffer) lent to a scope, or a sub-range of one.
-/// Copy it freely.
-pub struct Dev<'scope, T> {
-    scope: u64,
-    buffer: usize,
-    /// Device address of element 0 of the whole buffer.
-    base: u64,
-    offset: usize,
-    len: usize,
-    _marker: PhantomData<(Invariant<'scope>, *const T)>,
-}
-
-impl<T> Clone for Dev<'_, T> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-impl<T> Copy for Dev<'_, T> {}
-
-impl<'scope, T> Dev<'scope, T> {
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// Elements `range` of this view, like `&v[range]` (and, like it, panics when out of bounds).
-    pub fn slice(self, range: Range<usize>) -> Self {
-        assert!(
-            range.start <= range.end && range.end <= self.len,
-            "device range {range:?} out of bounds for length {}",
-            self.len
-        );
-        Dev { offset: self.offset + range.start, len: range.end - range.start, ..self }
-    }
-
-    /// The device address of the first element of this view.
-    pub(crate) fn ptr(&self) -> u64 {
-        self.base + (self.offset * std::mem::size_of::<T>()) as u64
-    }
-
-    /// This view, read (`write == false`) or written by an operation.
-    pub(crate) fn access(&self, write: bool) -> DevAccess {
-        let size = std::mem::size_of::<T>();
-        DevAccess {
-            scope: self.scope,
-            buffer: self.buffer,
-            bytes: self.offset * size..(self.offset + self.len) * size,
-            write,
-        }
-    }
-}
-
 /// Where [`Scope::prefetch`] moves managed memory: to the scope's GPU, or back to the host.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub enum To {
+    /// To the scope's GPU.
     Device,
+    /// To host memory.
     Host,
 }
 
@@ -132,118 +88,75 @@ pub struct ScopeEvent<'scope> {
     _marker: Invariant<'scope>,
 }
 
-/// What the scope saw of the ordering between streams: the waits the program made itself, and those
-/// the scope had to add because two operations on different streams touched the same bytes and
-/// nothing ordered them.
+/// What the scope saw of the ordering between streams ([`Scope::waits`]): the waits the program made
+/// itself, and those the scope had to add because two operations on different streams touched the same
+/// bytes and nothing ordered them.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct Ordering {
+pub struct Waits {
     /// `stream_wait_event` calls the program made.
-    pub waits_made: usize,
+    pub made: usize,
     /// Waits the scope added where the program's own were missing.
-    pub waits_added: usize,
+    pub added: usize,
     /// The first conflict the scope had to order, in words.
     pub first_added: Option<String>,
 }
 
-impl Ordering {
-    /// One line for a lesson's output.
+impl Waits {
+    /// One line for a program's output.
     pub fn summary(&self) -> String {
+        let s = |n: usize| if n == 1 { "" } else { "s" };
         match &self.first_added {
             None => format!(
                 "the scope found every cross-stream conflict ordered by the program's {} wait{}: none added",
-                self.waits_made,
-                if self.waits_made == 1 { "" } else { "s" }
+                self.made,
+                s(self.made)
             ),
             Some(first) => format!(
                 "the scope had to add {} wait{} the program lacked (it made {}); the first: {first}",
-                self.waits_added,
-                if self.waits_added == 1 { "" } else { "s" },
-                self.waits_made
+                self.added,
+                s(self.added),
+                self.made
             ),
         }
     }
 }
 
-/// One buffer range an operation reads or writes.
+/// One operation a scope queued, as the GPU ran it: what an [`Observer`] is handed.
 #[derive(Clone, Debug)]
-pub(crate) struct DevAccess {
-    scope: u64,
-    buffer: usize,
-    bytes: Range<usize>,
-    write: bool,
+pub struct TimedOp {
+    /// What [`Observer::label`] returned as the operation was queued.
+    pub label: String,
+    /// The stream's handle, as a number: the same for every operation of one stream.
+    pub stream: usize,
+    /// `H2D`, `D2H`, `DtoD`, `memset` or `kernel`.
+    pub kind: &'static str,
+    /// `memcpy HtoD`, `prefetch to device`, or the kernel's name.
+    pub name: String,
+    /// Bytes moved (0 for kernels).
+    pub bytes: usize,
+    /// When the GPU reached the operation, in ms since [`crate::Gpu::observe`] was called.
+    pub start_ms: f64,
+    /// When it ended, in ms since [`crate::Gpu::observe`] was called.
+    pub end_ms: f64,
 }
 
-/// A kernel launch, ready for [`Scope::launch`]; [`crate::kernels::Kernels`] makes them.
-pub struct Launch<'scope> {
-    name: &'static str,
-    func: sys::CUfunction,
-    context: sys::CUcontext,
-    grid: u32,
-    block: u32,
-    params: Vec<Param>,
-    accesses: Vec<DevAccess>,
-    invalid: Option<String>,
-    _scope: Invariant<'scope>,
+/// Sees every operation the scopes of a GPU queue ([`crate::Gpu::observe`]): the hook a timeline of
+/// your own is built on. Each operation gets a CUDA event before and after it; an event before an
+/// operation fires when its stream reaches it, which can be a little before its engine starts it.
+pub trait Observer {
+    /// Called as each operation is queued: a label to keep with it (the phase of the program, say).
+    fn label(&self) -> String {
+        String::new()
+    }
+
+    /// Called for each operation once its scope has synchronized, in the order they were queued.
+    fn record(&mut self, op: TimedOp);
 }
 
-/// One kernel argument, as the kernel declares it.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) enum Param {
-    Ptr(u64),
-    U64(u64),
-    U32(u32),
-    I32(i32),
-    F32(f32),
-}
-
-impl<'scope> Launch<'scope> {
-    pub(crate) fn new(
-        name: &'static str,
-        func: sys::CUfunction,
-        context: sys::CUcontext,
-        (grid, block): (u32, u32),
-        params: Vec<Param>,
-        accesses: Vec<DevAccess>,
-    ) -> Launch<'scope> {
-        Launch { name, func, context, grid, block, params, accesses, invalid: None, _scope: PhantomData }
-    }
-
-    /// Marks the launch as one that must not run, saying why ([`Scope::launch`] returns the error).
-    pub(crate) fn refuse(mut self, why: String) -> Self {
-        self.invalid.get_or_insert(why);
-        self
-    }
-
-    fn enqueue(&mut self, stream: sys::CUstream) -> CuResult {
-        let mut args: Vec<*mut c_void> = self
-            .params
-            .iter_mut()
-            .map(|p| match p {
-                Param::Ptr(v) | Param::U64(v) => v as *mut u64 as *mut c_void,
-                Param::U32(v) => v as *mut u32 as *mut c_void,
-                Param::I32(v) => v as *mut i32 as *mut c_void,
-                Param::F32(v) => v as *mut f32 as *mut c_void,
-            })
-            .collect();
-        // SAFETY: the launchers in kernels.rs build `params` to match each kernel's signature (a test
-        // checks them against the PTX); every pointer is a live device range of the length passed,
-        // lent to the scope that orders this launch; the function lives in this scope's context.
-        unsafe {
-            ffi::cuLaunchKernel(
-                self.func,
-                self.grid,
-                1,
-                1,
-                self.block,
-                1,
-                1,
-                0,
-                stream,
-                args.as_mut_ptr(),
-                std::ptr::null_mut(),
-            )
-        }
-    }
+/// An observer, and the event its times count from.
+pub(crate) struct Observing {
+    pub observer: Box<dyn Observer + Send>,
+    pub origin: Event,
 }
 
 /// Per lent buffer: the operations whose completion later operations on other streams may have to wait for.
@@ -351,7 +264,7 @@ pub struct Scope<'scope, 'env: 'scope> {
 pub(crate) struct Env<'env> {
     pub ctx: &'env Context,
     pub events: &'env EventPool,
-    pub recorder: &'env RefCell<Option<Recorder>>,
+    pub observer: &'env RefCell<Option<Observing>>,
 }
 
 struct State {
@@ -361,21 +274,41 @@ struct State {
     /// Operations queued: (stream, what it is, event recorded after it).
     ops: Vec<(usize, OpInfo, usize)>,
     clocks: Clocks,
-    ordering: Ordering,
+    waits: Waits,
+    /// The modules of the kernels launched, kept loaded until every stream is synchronized.
+    modules: Vec<Arc<Loaded>>,
     /// Set when an operation was queued but could not be tracked: nothing more may be queued.
     broken: Option<String>,
     /// Operations to put on the built-in timeline once the scope has synchronized.
     pending: Vec<Pending>,
 }
 
-/// What an operation is, for the built-in timeline: (kind, name, bytes moved).
-type OpInfo = (&'static str, &'static str, usize);
+/// What an operation is: its kind (`H2D`), what it does (`memcpy HtoD`) or the kernel's name, and the
+/// bytes it moves.
+#[derive(Clone)]
+pub(crate) struct OpInfo {
+    pub kind: &'static str,
+    pub what: &'static str,
+    pub kernel: Option<Arc<str>>,
+    pub bytes: usize,
+}
 
-/// An operation in words: `memcpy HtoD`, `kernel process`.
-fn label(info: &OpInfo) -> String {
-    match info.0 {
-        "kernel" => format!("kernel {}", info.1),
-        _ => info.1.to_string(),
+impl OpInfo {
+    fn copy(kind: &'static str, what: &'static str, bytes: usize) -> OpInfo {
+        OpInfo { kind, what, kernel: None, bytes }
+    }
+
+    /// `memcpy HtoD`, or the kernel's name.
+    fn name(&self) -> &str {
+        self.kernel.as_deref().unwrap_or(self.what)
+    }
+
+    /// The operation in words: `memcpy HtoD`, `kernel process`.
+    fn label(&self) -> String {
+        match &self.kernel {
+            Some(k) => format!("kernel {k}"),
+            None => self.what.to_string(),
+        }
     }
 }
 
@@ -384,7 +317,7 @@ struct Pending {
     end: usize,
     stream: usize,
     op: OpInfo,
-    phase: String,
+    label: String,
 }
 
 impl<'scope, 'env> Scope<'scope, 'env> {
@@ -428,7 +361,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
             bail!("htod: source has {} elements, destination {}", src.len(), dst.len);
         }
         let bytes = std::mem::size_of_val(src);
-        self.enqueue(stream, &[dst.access(true)], ("H2D", "memcpy HtoD", bytes), |s| {
+        self.enqueue(stream, &[dst.access(true)], OpInfo::copy("H2D", "memcpy HtoD", bytes), |s| {
             // SAFETY: `src` is borrowed for the whole scope, which synchronizes before the borrow ends;
             // `dst` is a live device range of `bytes` bytes (checked above) that this scope orders.
             unsafe { ffi::cuMemcpyHtoDAsync_v2(dst.ptr(), src.as_ptr().cast(), bytes, s) }
@@ -436,12 +369,18 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     }
 
     /// `cudaMemcpyAsync(dst, src, ..., cudaMemcpyDeviceToHost, stream)`.
-    pub fn dtoh<T: Element>(&self, stream: &Stream, src: Dev<'scope, T>, dst: &'scope mut [T]) -> anyhow::Result<()> {
+    pub fn dtoh<T: Element>(
+        &self,
+        stream: &Stream,
+        src: impl Into<DevRead<'scope, T>>,
+        dst: &'scope mut [T],
+    ) -> anyhow::Result<()> {
+        let src = *src.into().view();
         if src.len != dst.len() {
             bail!("dtoh: source has {} elements, destination {}", src.len, dst.len());
         }
         let bytes = std::mem::size_of_val(dst);
-        self.enqueue(stream, &[src.access(false)], ("D2H", "memcpy DtoH", bytes), |s| {
+        self.enqueue(stream, &[src.access(false)], OpInfo::copy("D2H", "memcpy DtoH", bytes), |s| {
             // SAFETY: `dst` is borrowed mutably for the whole scope, which synchronizes before the borrow
             // ends, so nothing else reads or writes it meanwhile; `src` is a live device range of `bytes`;
             // T is an Element, so whatever bits arrive are a valid T.
@@ -450,12 +389,19 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     }
 
     /// `cudaMemcpyAsync(dst, src, ..., cudaMemcpyDeviceToDevice, stream)`. The ranges may not overlap.
-    pub fn dtod<T: Element>(&self, stream: &Stream, src: Dev<'scope, T>, dst: Dev<'scope, T>) -> anyhow::Result<()> {
+    pub fn dtod<T: Element>(
+        &self,
+        stream: &Stream,
+        src: impl Into<DevRead<'scope, T>>,
+        dst: Dev<'scope, T>,
+    ) -> anyhow::Result<()> {
+        let src = *src.into().view();
         if src.len != dst.len {
             bail!("dtod: source has {} elements, destination {}", src.len, dst.len);
         }
         let bytes = src.len * std::mem::size_of::<T>();
-        self.enqueue(stream, &[src.access(false), dst.access(true)], ("DtoD", "memcpy DtoD", bytes), |s| {
+        let info = OpInfo::copy("DtoD", "memcpy DtoD", bytes);
+        self.enqueue(stream, &[src.access(false), dst.access(true)], info, |s| {
             // SAFETY: two live, non-overlapping (checked by enqueue) device ranges of `bytes` bytes that
             // this scope orders.
             unsafe { ffi::cuMemcpyDtoDAsync_v2(dst.ptr(), src.ptr(), bytes, s) }
@@ -464,7 +410,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
 
     /// `cudaMemsetD32Async`: sets every element to `value` (to poison outputs before a run, say).
     pub fn fill(&self, stream: &Stream, dst: Dev<'scope, f32>, value: f32) -> anyhow::Result<()> {
-        self.enqueue(stream, &[dst.access(true)], ("memset", "memset", dst.len * 4), |s| {
+        self.enqueue(stream, &[dst.access(true)], OpInfo::copy("memset", "memset", dst.len * 4), |s| {
             // SAFETY: `dst` is a live device range of `len` 4-byte words that this scope orders.
             unsafe { ffi::cuMemsetD32Async(dst.ptr(), value.to_bits(), dst.len, s) }
         })
@@ -489,7 +435,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
             To::Host => ("D2H", ffi::DEVICE_CPU),
         };
         let bytes = view.len * std::mem::size_of::<T>();
-        self.enqueue(stream, &[view.access(true)], (kind, name, bytes), |s| match bytes {
+        self.enqueue(stream, &[view.access(true)], OpInfo::copy(kind, name, bytes), |s| match bytes {
             0 => ffi::SUCCESS, // the driver refuses an empty range; there is nothing to move
             // SAFETY: a live managed range of `bytes` bytes that this scope orders (the scope's id was
             // checked by enqueue, and the buffer was lent as managed memory); the destination is this
@@ -498,17 +444,24 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         })
     }
 
-    /// Launches a kernel; the [`Launch`] (from [`crate::kernels::Kernels`]) says what it reads and writes.
+    /// `kernel<<<grid, block, shared, stream>>>(args...)`: queues a launch made by
+    /// [`crate::LaunchBuilder::build`], ordered like a copy by the views it declared as read and
+    /// written. Refused, before anything is queued, where its arguments do not match the kernel's
+    /// parameters in the PTX, where it reads and writes overlapping bytes, and where its module was
+    /// loaded in another GPU's context.
     pub fn launch(&self, stream: &Stream, mut launch: Launch<'scope>) -> anyhow::Result<()> {
-        let name = launch.name;
+        let name = launch.kernel.name.clone();
         if let Some(e) = launch.invalid.take() {
             bail!("kernel {name}: {e}");
         }
-        if launch.context != self.env.ctx.raw() {
+        if !launch.kernel.module.ctx.is(self.env.ctx) {
             bail!("kernel {name}: its module was loaded by another GPU's context");
         }
         let accesses = std::mem::take(&mut launch.accesses);
-        self.enqueue(stream, &accesses, ("kernel", name, 0), |s| launch.enqueue(s))
+        let info = OpInfo { kind: "kernel", what: "kernel", kernel: Some(name), bytes: 0 };
+        self.enqueue(stream, &accesses, info, |s| launch.enqueue(s))?;
+        self.state.borrow_mut().modules.push(launch.kernel.module.clone());
+        Ok(())
     }
 
     /// `cudaEventRecord(event, stream)`: marks the work queued on `stream` so far, for
@@ -538,13 +491,13 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         })?;
         let snapshot = st.events[event.index].1.clone();
         st.clocks.wait(j, &snapshot);
-        st.ordering.waits_made += 1;
+        st.waits.made += 1;
         Ok(())
     }
 
     /// How the streams were ordered so far: the program's waits and those the scope added.
-    pub fn ordering(&self) -> Ordering {
-        self.state.borrow().ordering.clone()
+    pub fn waits(&self) -> Waits {
+        self.state.borrow().waits.clone()
     }
 
     /// Blocks until every stream of the scope is idle (`cudaDeviceSynchronize` for these streams).
@@ -577,9 +530,9 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         stream: &Stream,
         accesses: &[DevAccess],
         info: OpInfo,
-        op: impl FnOnce(sys::CUstream) -> CuResult,
+        op: impl FnOnce(ffi::CUstream) -> CuResult,
     ) -> anyhow::Result<()> {
-        let name = label(&info);
+        let name = info.label();
         let mut st = self.state.borrow_mut();
         if let Some(why) = &st.broken {
             bail!("{name}: refused, because an earlier operation of this scope could not be tracked ({why})");
@@ -609,7 +562,8 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         }
         // Everything that can fail without queuing the operation comes first.
         let end = self.env.events.take()?;
-        let start = match self.env.recorder.borrow().is_some() {
+        let observed = self.env.observer.borrow().as_ref().map(|o| o.observer.label());
+        let start = match observed.is_some() {
             true => Some(self.env.events.take()?),
             false => None,
         };
@@ -631,19 +585,19 @@ impl<'scope, 'env> Scope<'scope, 'env> {
             })?;
             let snapshot = st.events[event].1.clone();
             st.clocks.wait(j, &snapshot);
-            st.ordering.waits_added += 1;
-            if st.ordering.first_added.is_none() {
-                let (k, other, _) = st.ops[c.op];
-                let other = label(&other);
+            st.waits.added += 1;
+            if st.waits.first_added.is_none() {
+                let (k, ref other, _) = st.ops[c.op];
+                let other = other.label();
                 let a = &accesses[i];
                 let both = a.bytes.start.max(c.bytes.start)..a.bytes.end.min(c.bytes.end);
-                st.ordering.first_added = Some(format!(
+                st.waits.first_added = Some(format!(
                     "{name} on stream {j} {} bytes {}..{} ({}) of lent buffer {buffer}, which {other} on stream {k} \
                      {} earlier, and nothing ordered the two",
                     if a.write { "writes" } else { "reads" },
                     both.start,
                     both.end,
-                    fmt_bytes(both.len()),
+                    Bytes(both.len()),
                     if c.write { "writes" } else { "reads" }
                 ));
             }
@@ -664,7 +618,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         st.events.push((end, snapshot));
         let event = st.events.len() - 1;
         let op_index = st.ops.len();
-        st.ops.push((j, info, event));
+        st.ops.push((j, info.clone(), event));
         if let Err(e) = recorded {
             // Later operations could not be ordered after this one: the scope takes no more.
             st.broken = Some(format!("{e:#}"));
@@ -679,16 +633,10 @@ impl<'scope, 'env> Scope<'scope, 'env> {
                 bytes: a.bytes.clone(),
             });
         }
-        if let Some(s) = start {
+        if let (Some(s), Some(label)) = (start, observed) {
             st.events.push((s, Vec::new()));
             let start = st.events.len() - 1;
-            st.pending.push(Pending {
-                start,
-                end: event,
-                stream: stream.raw() as usize,
-                op: info,
-                phase: current_phase(),
-            });
+            st.pending.push(Pending { start, end: event, stream: stream.raw() as usize, op: info, label });
         }
         Ok(())
     }
@@ -761,7 +709,8 @@ pub(crate) fn run<'env, R>(
             events: Vec::new(),
             ops: Vec::new(),
             clocks: Clocks::new(streams.len()),
-            ordering: Ordering::default(),
+            waits: Waits::default(),
+            modules: Vec::new(),
             broken: None,
             pending: Vec::new(),
         }),
@@ -779,27 +728,26 @@ pub(crate) fn run<'env, R>(
             let synced = self.synced.unwrap_or_else(|| self.scope.synchronize().is_ok());
             let mut st = self.scope.state.borrow_mut();
             let pending = std::mem::take(&mut st.pending);
-            if let (true, Some(rec)) = (synced, self.scope.env.recorder.borrow_mut().as_mut()) {
+            if let (true, Some(o)) = (synced, self.scope.env.observer.borrow_mut().as_mut()) {
                 for p in pending {
                     let (Ok(start_ms), Ok(end_ms)) =
-                        (st.events[p.start].0.elapsed_ms(&rec.origin), st.events[p.end].0.elapsed_ms(&rec.origin))
+                        (st.events[p.start].0.elapsed_ms(&o.origin), st.events[p.end].0.elapsed_ms(&o.origin))
                     else {
                         continue;
                     };
-                    let stream = rec.stream_id(p.stream);
-                    let (kind, name, bytes) = p.op;
-                    rec.records.push(Record {
-                        device: rec.device,
-                        phase: p.phase,
-                        stream,
+                    let (kind, name, bytes) = (p.op.kind, p.op.name().to_string(), p.op.bytes);
+                    o.observer.record(TimedOp {
+                        label: p.label,
+                        stream: p.stream,
                         kind,
-                        name: name.to_string(),
+                        name,
                         bytes,
-                        start_ms: rec.origin_ms + start_ms,
-                        end_ms: rec.origin_ms + end_ms,
+                        start_ms,
+                        end_ms,
                     });
                 }
             }
+
             let events = std::mem::take(&mut st.events);
             self.scope.env.events.give(events.into_iter().map(|e| e.0));
         }
@@ -857,6 +805,7 @@ fn join(scope: &Scope<'_, '_>, first: &Stream) -> anyhow::Result<Event> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::LaunchConfig;
 
     fn acc(op: usize, stream: usize, write: bool, bytes: Range<usize>) -> Access {
         Access { op, stream, seq: op as u64 + 1, write, bytes }
@@ -1003,7 +952,14 @@ mod tests {
         let foreign = Context::separate().unwrap();
         let mut buf = crate::ManagedBuffer::<f32>::zeroed(&foreign, "GPU 0", 16).unwrap();
         let streams = gpu.streams(1).unwrap();
-        let err = gpu.scope(&streams, |s| s.launch(&streams[0], gpu.kernels.process(s.managed(&mut buf), 1)));
+        let busy = gpu.load_ptx(include_str!("../tests/ptx/kernels.ptx")).unwrap().kernel("busy").unwrap();
+        let err = gpu.scope(&streams, |s| {
+            let m = s.managed(&mut buf);
+            // SAFETY: busy(x, n, iters) touches x[0..n) only.
+            s.launch(&streams[0], unsafe {
+                busy.launch(LaunchConfig::linear(1, 32)).write(m).value(16u64).value(1u32).build()
+            })
+        });
         assert!(format!("{:#}", err.unwrap_err()).contains("another GPU's context"));
         let err = gpu.scope(&streams, |s| s.prefetch(&streams[0], s.managed(&mut buf), To::Device));
         assert!(format!("{:#}", err.unwrap_err()).contains("another GPU's context"));

@@ -156,7 +156,7 @@ impl<T: Element> Stager<T> {
                 // dst, which is borrowed mutably until download() returns (run_workers joins first).
                 let dst = unsafe { std::slice::from_raw_parts_mut(out.get().add(range.start), range.len()) };
                 if streaming {
-                    crate::host::stream_copy(dst, &w.slots[slot][..range.len()]);
+                    stream_copy(dst, &w.slots[slot][..range.len()]);
                 } else {
                     dst.copy_from_slice(&w.slots[slot][..range.len()]);
                 }
@@ -168,7 +168,7 @@ impl<T: Element> Stager<T> {
     /// A small transfer through the driver's own path for pageable memory, which is as fast there and
     /// has nothing to start: `copy` queued on the first worker's stream, which is then synchronized
     /// (or the process aborts, as a scope does) before the borrows end.
-    fn direct(&self, what: &str, copy: impl FnOnce(cust::sys::CUstream) -> ffi::CuResult) -> anyhow::Result<()> {
+    fn direct(&self, what: &str, copy: impl FnOnce(ffi::CUstream) -> ffi::CuResult) -> anyhow::Result<()> {
         let stream = &self.workers[0].stream;
         let queued = check(copy(stream.raw()), || what.into());
         let done = crate::scope::synchronize_all(&self.ctx, [stream]);
@@ -268,9 +268,70 @@ impl<T> SendPtr<T> {
     }
 }
 
+/// `dst.copy_from_slice(src)`, with non-temporal (streaming) stores for large copies on x86-64: the
+/// destination's lines are written without first being read into the cache, which halves the memory
+/// traffic of a copy that will not be read again soon, as staging's are. Ends with a store fence, so the
+/// data is in memory before a DMA that follows reads it.
+pub fn stream_copy<T: Element>(dst: &mut [T], src: &[T]) {
+    assert_eq!(dst.len(), src.len(), "stream_copy: lengths differ");
+    #[cfg(target_arch = "x86_64")]
+    if std::mem::size_of_val(src) >= 64 << 10 {
+        // SAFETY: two valid, non-overlapping ranges (one borrowed mutably, one shared) of the same byte
+        // length; Element types are plain data, so copying their bytes copies them.
+        unsafe { nt_copy(dst.as_mut_ptr().cast(), src.as_ptr().cast(), std::mem::size_of_val(src)) };
+        return;
+    }
+    dst.copy_from_slice(src);
+}
+
+/// Copies `bytes` bytes with SSE2 (baseline on x86-64) streaming stores, 64 bytes a step.
+///
+/// # Safety
+/// `src` must be valid for `bytes` reads and `dst` for `bytes` writes, and they must not overlap.
+#[cfg(target_arch = "x86_64")]
+unsafe fn nt_copy(dst: *mut u8, src: *const u8, bytes: usize) {
+    use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_sfence, _mm_stream_si128};
+    let head = dst.align_offset(16).min(bytes);
+    // SAFETY: the head, `0..head`, lies within both ranges, which the caller promises valid and disjoint.
+    unsafe { std::ptr::copy_nonoverlapping(src, dst, head) };
+    let mut i = head;
+    while i + 64 <= bytes {
+        // SAFETY: `i..i + 64` lies within both ranges; `dst + i` is 16-byte aligned (the head made
+        // `dst + head` so, and `i` grows by 64), as the streaming stores need.
+        unsafe {
+            let s = src.add(i).cast::<__m128i>();
+            let (a, b, c, d) =
+                (_mm_loadu_si128(s), _mm_loadu_si128(s.add(1)), _mm_loadu_si128(s.add(2)), _mm_loadu_si128(s.add(3)));
+            let t = dst.add(i).cast::<__m128i>();
+            _mm_stream_si128(t, a);
+            _mm_stream_si128(t.add(1), b);
+            _mm_stream_si128(t.add(2), c);
+            _mm_stream_si128(t.add(3), d);
+        }
+        i += 64;
+    }
+    // SAFETY: the tail, `i..bytes`, within both ranges; the fence orders the streaming stores before
+    // anything that follows (a DMA reading the destination).
+    unsafe {
+        std::ptr::copy_nonoverlapping(src.add(i), dst.add(i), bytes - i);
+        _mm_sfence();
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::split;
+    use super::{split, stream_copy};
+
+    #[test]
+    fn stream_copy_copies_every_byte_at_any_alignment() {
+        let src: Vec<u8> = (0..300_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        for (offset, len) in [(0, 300_000 - 3), (1, 70_001), (13, 65_536), (5, 100)] {
+            let mut buf = vec![0u8; len + 16];
+            let dst = &mut buf[offset % 16..offset % 16 + len]; // destinations at any alignment too
+            stream_copy(dst, &src[offset..offset + len]);
+            assert_eq!(dst, &src[offset..offset + len], "offset {offset}, length {len}");
+        }
+    }
 
     const MIB: usize = 1 << 20;
 

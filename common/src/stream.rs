@@ -3,7 +3,7 @@
 
 use std::{cell::RefCell, sync::Arc};
 
-use cust::sys;
+use crate::ffi as sys;
 
 use crate::{
     context::Context,
@@ -25,11 +25,10 @@ unsafe impl Send for Stream {}
 impl Stream {
     pub(crate) fn new(ctx: &Arc<Context>, blocking: bool) -> anyhow::Result<Stream> {
         ctx.make_current()?;
-        let flags =
-            if blocking { sys::CUstream_flags::CU_STREAM_DEFAULT } else { sys::CUstream_flags::CU_STREAM_NON_BLOCKING };
+        let flags = if blocking { sys::CU_STREAM_DEFAULT } else { sys::CU_STREAM_NON_BLOCKING };
         let mut raw = std::ptr::null_mut();
         // SAFETY: valid out-pointer; the flags are the driver's own; the context is current.
-        check(unsafe { ffi::cuStreamCreate(&mut raw, flags as u32) }, || "creating a stream".into())?;
+        check(unsafe { ffi::cuStreamCreate(&mut raw, flags) }, || "creating a stream".into())?;
         Ok(Stream { raw, blocking, ctx: ctx.clone() })
     }
 

@@ -2,15 +2,18 @@
 //! and every resource dropped. Its own test binary, because the error breaks the context for the
 //! whole process.
 
-use common::{verify::input, Gpu};
+mod support;
+
+use common::Gpu;
 
 #[test]
 #[ignore = "needs an NVIDIA GPU; cargo xtask test runs it where a driver is found"]
 fn a_kernel_fault_is_reported_with_what_was_being_done() {
     let gpu = Gpu::init().unwrap();
+    let kernels = support::TestKernels::load(&gpu);
     let streams = gpu.streams(2).unwrap();
     let mut d = gpu.alloc::<f32>(1 << 20).unwrap();
-    let h_in = gpu.pinned_from_fn(1 << 20, input).unwrap();
+    let h_in = gpu.pinned_from_fn(1 << 20, |i| i as f32).unwrap();
     let mut h_out = gpu.pinned::<f32>(1 << 20).unwrap();
     let err = gpu
         .scope(&streams, |s| {
@@ -18,7 +21,7 @@ fn a_kernel_fault_is_reported_with_what_was_being_done() {
             s.htod(&streams[0], &h_in, d)?;
             // SAFETY: this test process expects the fault and ends with it; the write lands 1 TiB below
             // a fresh allocation, where this context maps nothing.
-            s.launch(&streams[0], unsafe { gpu.kernels.fault_for_tests(d) })?;
+            s.launch(&streams[0], unsafe { kernels.fault(d) })?;
             s.dtoh(&streams[1], d, &mut h_out) // ordered after the fault: it never runs
         })
         .unwrap_err();

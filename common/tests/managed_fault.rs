@@ -2,28 +2,28 @@
 //! host can still read and free the managed memory of the dead context. Its own test binary, because the
 //! fault breaks the context for the whole process.
 
-use common::{
-    verify::{self, input},
-    Gpu, To,
-};
+mod support;
+
+use common::{host::fill, Gpu, To};
 
 #[test]
 #[ignore = "needs an NVIDIA GPU; cargo xtask test runs it where a driver is found"]
 fn managed_memory_stays_readable_after_a_kernel_fault() {
     let gpu = Gpu::init().unwrap();
+    let kernels = support::TestKernels::load(&gpu);
     let streams = gpu.streams(2).unwrap();
     let n = 1 << 20;
     let mut m = gpu.managed::<f32>(n).unwrap();
-    verify::par_fill(&mut m, input);
+    fill(&mut m, |i| i as f32);
     let mut d = gpu.alloc::<f32>(n).unwrap();
     let err = gpu
         .scope(&streams, |s| {
             let managed = s.managed(&mut m);
             s.prefetch(&streams[0], managed, To::Device)?; // the pages move to the GPU
-            s.launch(&streams[0], gpu.kernels.process(managed, 3))?;
+            s.launch(&streams[0], kernels.busy(managed, 3))?;
             // SAFETY: this test process expects the fault and ends with it; the write lands 1 TiB below
             // a fresh device allocation, where this context maps nothing (as in fault.rs).
-            s.launch(&streams[1], unsafe { gpu.kernels.fault_for_tests(s.device(&mut d)) })?;
+            s.launch(&streams[1], unsafe { kernels.fault(s.device(&mut d)) })?;
             s.prefetch(&streams[0], managed, To::Host) // may never run: the context dies
         })
         .unwrap_err();
@@ -31,7 +31,7 @@ fn managed_memory_stays_readable_after_a_kernel_fault() {
     eprintln!("the fault was reported as: {msg}");
     assert!(msg.contains("CUDA_ERROR_"), "{msg}");
     // The context is dead; the host reads every page, wherever the driver left it, and finds numbers
-    // (process(x, 3) of the input where the kernel ran, the input where it did not).
+    // (busy(x, 3) of the input where the kernel ran, the input where it did not).
     let finite = m.iter().filter(|x| x.is_finite()).count();
     eprintln!("the host read all {n} elements after the fault; {finite} are finite");
     assert_eq!(finite, n);

@@ -4,8 +4,10 @@
 
 use std::time::Instant;
 
-use common::ffi;
-use common::{Gpu, Stream};
+mod support;
+
+use common::{ffi, Gpu, Stream};
+use support::TestKernels;
 
 /// A 4-byte synchronous `cuMemcpyHtoD` on the legacy default stream, as code that knows nothing of our
 /// streams would make it; returns how long the host waited, in ms.
@@ -25,12 +27,12 @@ fn legacy_copy_ms() -> f64 {
 }
 
 /// (kernel ms, legacy copy ms) for a long kernel on `streams[0]` with a legacy copy queued behind it.
-fn copy_behind_a_kernel(gpu: &Gpu, streams: &[Stream], iters: u32) -> (f64, f64) {
+fn copy_behind_a_kernel(gpu: &Gpu, kernels: &TestKernels, streams: &[Stream], iters: u32) -> (f64, f64) {
     let mut d = gpu.alloc::<f32>(1 << 22).unwrap();
-    let kernel = gpu.timed(streams, |s| s.launch(&streams[0], gpu.kernels.process(s.device(&mut d), iters))).unwrap();
+    let kernel = gpu.timed(streams, |s| s.launch(&streams[0], kernels.busy(s.device(&mut d), iters))).unwrap();
     let copy = gpu
         .scope(streams, |s| {
-            s.launch(&streams[0], gpu.kernels.process(s.device(&mut d), iters))?;
+            s.launch(&streams[0], kernels.busy(s.device(&mut d), iters))?;
             Ok(legacy_copy_ms())
         })
         .unwrap();
@@ -41,21 +43,22 @@ fn copy_behind_a_kernel(gpu: &Gpu, streams: &[Stream], iters: u32) -> (f64, f64)
 #[ignore = "needs an NVIDIA GPU; cargo xtask test runs it where a driver is found"]
 fn non_blocking_streams_do_not_hold_back_the_legacy_stream_and_blocking_ones_do() {
     let gpu = Gpu::init().unwrap();
+    let kernels = TestKernels::load(&gpu);
     let (free, blocking) = (gpu.streams(1).unwrap(), gpu.blocking_streams(1).unwrap());
     assert_eq!(free[0].driver_flags().unwrap(), 1, "CU_STREAM_NON_BLOCKING, as the driver reports it");
     assert_eq!(blocking[0].driver_flags().unwrap(), 0);
     // A kernel of at least 50 ms: time 2000 rounds, then scale.
     let mut d = gpu.alloc::<f32>(1 << 22).unwrap();
-    let trial = gpu.timed(&free, |s| s.launch(&free[0], gpu.kernels.process(s.device(&mut d), 2000))).unwrap();
+    let trial = gpu.timed(&free, |s| s.launch(&free[0], kernels.busy(s.device(&mut d), 2000))).unwrap();
     let iters = (2000.0 * 60.0 / trial).clamp(2000.0, 5e7) as u32;
-    let (kernel, copy) = copy_behind_a_kernel(&gpu, &free, iters);
+    let (kernel, copy) = copy_behind_a_kernel(&gpu, &kernels, &free, iters);
     eprintln!("non-blocking stream: kernel {kernel:.1} ms, legacy copy behind it waited {copy:.3} ms");
     assert!(kernel > 40.0, "the kernel must be long enough to see ({kernel} ms)");
     assert!(
         copy < kernel / 4.0,
         "a copy on the legacy stream waited {copy} ms for a {kernel} ms kernel on a non-blocking stream"
     );
-    let (kernel, copy) = copy_behind_a_kernel(&gpu, &blocking, iters);
+    let (kernel, copy) = copy_behind_a_kernel(&gpu, &kernels, &blocking, iters);
     eprintln!("blocking stream: kernel {kernel:.1} ms, legacy copy behind it waited {copy:.3} ms");
     assert!(
         copy > kernel / 2.0,

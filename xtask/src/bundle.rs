@@ -69,8 +69,9 @@ pub fn run(flags: BundleFlags) -> anyhow::Result<()> {
             out.join("lessons").join(name)
         } else if a.target.is_kind(TargetKind::Bench) {
             out.join("benches").join(name)
-        } else if a.profile.test && package != "xtask" {
-            // The xtask's own tests check the repository (they need cargo and its sources): not for a GPU host.
+        } else if a.profile.test && package != "xtask" && package != "profiler" {
+            // The xtask's own tests check the repository (they need cargo and its sources), and those of the
+            // profiler it links need no GPU and run where it is built: not for a GPU host.
             out.join("tests").join(if package == name { name.to_string() } else { format!("{package}-{name}") })
         } else if name == "xtask" && !a.profile.test {
             out.join("xtask")

@@ -5,7 +5,10 @@
 //!   clean clone of this commit builds every example and bench with no setup step, its kernels compiled
 //!   by that nvcc;
 //! - `first-command`: a machine without CUDA. In a clean clone, README's first command,
-//!   `cargo run --release --example overlap`, builds and the lesson says in one line why it cannot run.
+//!   `cargo run --release --example overlap`, builds and the lesson says in one line why it cannot run;
+//! - `lift`: a user's crate that depends on `common` alone, by path (`lift/`, outside the workspace),
+//!   builds in a clean clone with nothing set and without CUDA, and its tests pass; its dependencies
+//!   hold nothing of the lessons' apparatus.
 
 use std::{
     env, fs,
@@ -26,14 +29,18 @@ const CUDA_VARS: [&str; 7] =
     ["CUDA_PATH", "CUDA_HOME", "CUDA_ROOT", "CUDA_TOOLKIT_ROOT_DIR", "CUDA_LIBRARY_PATH", "NVCC", "CARGO_TARGET_DIR"];
 
 pub fn run(flags: CiFlags) -> anyhow::Result<()> {
-    let steps =
-        if flags.steps.is_empty() { vec![CiStep::Msrv, CiStep::CudaPath, CiStep::FirstCommand] } else { flags.steps };
+    let steps = if flags.steps.is_empty() {
+        vec![CiStep::Msrv, CiStep::CudaPath, CiStep::FirstCommand, CiStep::Lift]
+    } else {
+        flags.steps
+    };
     for step in steps {
         let start = Instant::now();
         let what = match step {
             CiStep::Msrv => msrv()?,
             CiStep::CudaPath => cuda_path()?,
             CiStep::FirstCommand => first_command()?,
+            CiStep::Lift => lift()?,
         };
         eprintln!("ci: {what} ({:.0} s)", start.elapsed().as_secs_f64());
     }
@@ -111,6 +118,41 @@ fn first_command() -> anyhow::Result<String> {
         bail!("without CUDA the kernels should come from the committed PTX, but were {from}");
     }
     Ok(format!("first-command: builds with no setup step (kernels from the committed PTX); overlap: {said}"))
+}
+
+/// What a crate that depends on `common` must not bring in: the lessons' apparatus and its tools.
+const NOT_IN_COMMON: [&str; 8] =
+    ["measure", "kernels", "clap", "indicatif", "nvml-wrapper", "serde_json", "cust", "nvtx"];
+
+fn lift() -> anyhow::Result<String> {
+    let clone = clean_clone()?;
+    let target = clone.join("target-lift");
+    let manifest = clone.join("lift/Cargo.toml");
+    let mut test = clean_env(Command::new(cargo_program()), &clone.join("lift"), &target);
+    test.args(["test", "--manifest-path"]).arg(&manifest);
+    eprintln!("ci: lift: cargo test in {}, a crate on common alone, with nothing set", clone.join("lift").display());
+    let out = output_echoing_stderr(&mut test)?;
+    if !out.status.success() {
+        bail!("the crate on common alone failed its tests ({}): {}", out.status, last_line(&out.stderr));
+    }
+    let mut tree = clean_env(Command::new(cargo_program()), &clone.join("lift"), &target);
+    tree.args(["tree", "--prefix", "none", "--edges", "normal,build", "--manifest-path"]).arg(&manifest);
+    let tree = tools::output(&mut tree, "listing the dependencies of the crate on common")?;
+    let names: Vec<String> = String::from_utf8_lossy(&tree.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next().map(String::from))
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let brought: Vec<&String> = names.iter().filter(|n| NOT_IN_COMMON.contains(&n.as_str())).collect();
+    if !brought.is_empty() {
+        bail!("common brings in what its core does not need: {brought:?}");
+    }
+    Ok(format!(
+        "lift: a crate on common alone builds with nothing set and passes its tests; it depends on {} crates: {}",
+        names.len(),
+        names.join(", ")
+    ))
 }
 
 /// Runs a lesson and checks what a user would see: without a driver one line on stderr (after cargo's

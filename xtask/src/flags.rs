@@ -76,13 +76,16 @@ pub struct BundleFlags {
     pub out: std::path::PathBuf,
 }
 
+/// compute-sanitizer's tools, in the order `cargo xtask sanitize` runs them.
+pub const SANITIZER_TOOLS: [&str; 4] = ["memcheck", "racecheck", "synccheck", "initcheck"];
+
 #[derive(Args)]
 pub struct SanitizeFlags {
     /// Lessons to check (default: all)
     #[arg(value_parser = lesson_names())]
     pub lessons: Vec<String>,
     /// Only these tools
-    #[arg(long, value_delimiter = ',', value_parser = PossibleValuesParser::new(crate::sanitize::TOOLS))]
+    #[arg(long, value_delimiter = ',', value_parser = PossibleValuesParser::new(SANITIZER_TOOLS))]
     pub tools: Vec<String>,
 }
 
@@ -123,6 +126,9 @@ pub enum CiStep {
     CudaPath,
     /// In a clean clone, without CUDA: README's first command, `cargo run --release --example overlap`
     FirstCommand,
+    /// In a clean clone, with nothing set: a crate outside the workspace on `common` alone (lift/) builds
+    /// and passes its tests, and brings in nothing of the lessons' apparatus
+    Lift,
 }
 
 /// Lesson names are checked when the flags are read, before anything looks for a GPU.

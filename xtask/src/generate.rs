@@ -1,8 +1,10 @@
 //! The files that tools make and the repository commits, so that a build needs neither tool:
 //! - `kernels/ptx/<stem>.ptx`: what nvcc 13.0 makes of `kernels/<stem>.cu` (the build falls back to
-//!   them where it finds no nvcc);
-//! - `common/libcuda/stub.c`: every entry point of cust_raw's bindings, for the link-only libcuda that
-//!   the build compiles where there is no NVIDIA driver.
+//!   them where it finds no nvcc), `common/tests/ptx/<stem>.ptx` of `common/tests/<stem>.cu` (the
+//!   kernels of common's front page and GPU tests) and `examples/ptx/<stem>.ptx` of `examples/<stem>.cu`
+//!   (a kernel of one's own, for the example that shows how to launch one);
+//! - `common/libcuda/stub.c`: every entry point `common/src/ffi.rs` declares, for the link-only libcuda
+//!   that the build compiles where there is no NVIDIA driver.
 //!
 //! `cargo xtask generate` remakes them; `check` (part of `cargo xtask test`) fails where a committed
 //! file differs from what the tools make now.
@@ -48,7 +50,10 @@ pub fn check() -> anyhow::Result<()> {
             if stale.len() == 1 { format!("{} is", stale[0]) } else { format!("{} are", stale.join(", ")) }
         );
     }
-    eprintln!("xtask: the committed PTX and libcuda stub are what nvcc {} and cust_raw make", cuda_find::NVCC_RELEASE);
+    eprintln!(
+        "xtask: the committed PTX and libcuda stub are what nvcc {} and common's driver calls make",
+        cuda_find::NVCC_RELEASE
+    );
     Ok(())
 }
 
@@ -67,11 +72,15 @@ fn ptx() -> anyhow::Result<Vec<Generated>> {
     let root = tools::root();
     let scratch = tools::target_dir().join("generate");
     fs::create_dir_all(&scratch)?;
-    let mut sources: Vec<PathBuf> = fs::read_dir(root.join("kernels"))?
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|e| e == "cu"))
-        .collect();
+    let mut sources: Vec<PathBuf> = Vec::new();
+    for dir in ["kernels", "common/tests", "examples"] {
+        sources.extend(
+            fs::read_dir(root.join(dir))?
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|e| e == "cu")),
+        );
+    }
     sources.sort();
     let mut out = Vec::new();
     for src in sources {
@@ -88,14 +97,11 @@ fn ptx() -> anyhow::Result<Vec<Generated>> {
     Ok(out)
 }
 
-/// C source defining every `cu*` entry point that cust_raw's bindings declare, each returning
+/// C source defining every `cu*` entry point that `common/src/ffi.rs` declares, each returning
 /// CUDA_ERROR_STUB_LIBRARY, like the toolkit's `lib64/stubs/libcuda.so`.
 pub fn stub_source() -> anyhow::Result<String> {
-    let meta = tools::metadata()?;
-    let cust_raw =
-        meta.packages.iter().find(|p| p.name == "cust_raw").context("cust_raw is not among the locked dependencies")?;
-    let bindings = cust_raw.manifest_path.with_file_name("src/cuda.rs");
-    let text = fs::read_to_string(&bindings).with_context(|| format!("reading {bindings}"))?;
+    let ffi = tools::root().join("common/src/ffi.rs");
+    let text = fs::read_to_string(&ffi).with_context(|| format!("reading {}", ffi.display()))?;
     let mut names: Vec<&str> = text
         .lines()
         .filter_map(|l| l.trim_start().strip_prefix("pub fn "))
@@ -104,14 +110,13 @@ pub fn stub_source() -> anyhow::Result<String> {
         .collect();
     names.sort_unstable();
     names.dedup();
-    if names.len() < 100 {
-        bail!("found only {} entry points in {bindings}", names.len());
+    if names.len() < 20 {
+        bail!("found only {} driver entry points in {}", names.len(), ffi.display());
     }
     let mut src = format!(
-        "/* A link-only libcuda: every entry point of cust_raw {}'s bindings, each returning\n \
+        "/* A link-only libcuda: every entry point common/src/ffi.rs declares, each returning\n \
          * CUDA_ERROR_STUB_LIBRARY ({STUB_RESULT}), like the CUDA toolkit's lib64/stubs/libcuda.so. common/build.rs\n \
-         * compiles it where no NVIDIA driver is found. Made by `cargo xtask generate`; do not edit. */\n",
-        cust_raw.version
+         * compiles it where no NVIDIA driver is found. Made by `cargo xtask generate`; do not edit. */\n"
     );
     for n in names {
         src += &format!("int {n}(void) {{ return {STUB_RESULT}; }}\n");

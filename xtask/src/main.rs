@@ -3,7 +3,6 @@
 
 mod bench_report;
 mod bundle;
-mod checks;
 mod ci;
 mod compare;
 mod doctor;
@@ -11,16 +10,13 @@ mod flags;
 mod generate;
 mod kernels;
 mod lessons;
-mod nsys;
 mod profile;
 mod sanitize;
-mod segments;
 mod setup;
 mod test;
 #[cfg(test)]
 mod tidy;
 mod tools;
-mod trace;
 
 use std::process::ExitCode;
 

@@ -4,7 +4,10 @@ use std::{fs, process::Command};
 
 use anyhow::{bail, Context as _};
 
-use crate::{flags::SanitizeFlags, lessons, tools};
+use crate::{
+    flags::{SanitizeFlags, SANITIZER_TOOLS},
+    lessons, tools,
+};
 
 /// The error count of a summary line: "ERROR SUMMARY: 0 errors" (memcheck, synccheck, initcheck) or
 /// "RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)".
@@ -19,13 +22,14 @@ fn leaked_bytes(line: &str) -> Option<u64> {
     rest.split_whitespace().next()?.parse().ok()
 }
 
-pub const TOOLS: [&str; 4] = ["memcheck", "racecheck", "synccheck", "initcheck"];
-
 pub fn run(flags: SanitizeFlags) -> anyhow::Result<()> {
     // The flags' lesson and tool names were checked when they were read; then the machine.
     let selected = lessons::select(&flags.lessons)?;
-    let tools_to_run: Vec<&str> =
-        if flags.tools.is_empty() { TOOLS.to_vec() } else { flags.tools.iter().map(String::as_str).collect() };
+    let tools_to_run: Vec<&str> = if flags.tools.is_empty() {
+        SANITIZER_TOOLS.to_vec()
+    } else {
+        flags.tools.iter().map(String::as_str).collect()
+    };
     lessons::need_gpu("sanitize")?;
     let sanitizer = tools::nvidia_tool("compute-sanitizer", "COMPUTE_SANITIZER")
         .context("compute-sanitizer not found: install the CUDA toolkit or set COMPUTE_SANITIZER")?;

@@ -1,13 +1,14 @@
 // Managed memory lent to a scope cannot be written by the host until the scope ends: a kernel may be using it.
-use common::Gpu;
+use common::{Gpu, LaunchConfig};
 
 fn main() -> common::anyhow::Result<()> {
     let gpu = Gpu::init()?;
+    let k = gpu.load_ptx("")?.kernel("k")?;
     let streams = gpu.streams(1)?;
     let mut m = gpu.managed::<f32>(4)?;
     gpu.scope(&streams, |s| {
         let d = s.managed(&mut m);
-        s.launch(&streams[0], gpu.kernels.process(d, 1))?;
+        s.launch(&streams[0], unsafe { k.launch(LaunchConfig::linear(1, 1)).write(d).build() })?;
         m[0] = 1.0;
         Ok(())
     })?;

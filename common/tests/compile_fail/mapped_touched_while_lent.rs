@@ -1,13 +1,14 @@
 // Mapped host memory lent to kernels cannot be touched by the host until the scope ends.
-use common::{Gpu, HostAlloc};
+use common::{Gpu, HostAlloc, LaunchConfig};
 
 fn main() -> common::anyhow::Result<()> {
     let gpu = Gpu::init()?;
+    let k = gpu.load_ptx("")?.kernel("k")?;
     let streams = gpu.streams(1)?;
     let mut m = gpu.pinned_with::<f32>(4, HostAlloc::MAPPED)?;
     gpu.scope(&streams, |s| {
         let d = s.mapped(&mut m)?;
-        s.launch(&streams[0], gpu.kernels.process(d, 1))?;
+        s.launch(&streams[0], unsafe { k.launch(LaunchConfig::linear(1, 1)).write(d).build() })?;
         m[0] = 1.0;
         Ok(())
     })?;

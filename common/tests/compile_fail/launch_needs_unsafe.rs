@@ -1,0 +1,15 @@
+// A launch of a kernel of one's own is built only in `unsafe`: the promise that the kernel stays inside
+// the views it was given is the caller's.
+use common::{Gpu, LaunchConfig};
+
+fn main() -> common::anyhow::Result<()> {
+    let gpu = Gpu::init()?;
+    let k = gpu.load_ptx("")?.kernel("k")?;
+    let streams = gpu.streams(1)?;
+    let mut d = gpu.alloc::<f32>(4)?;
+    gpu.scope(&streams, |s| {
+        let d = s.device(&mut d);
+        s.launch(&streams[0], k.launch(LaunchConfig::linear(1, 4)).write(d).value(4u64).build())
+    })?;
+    Ok(())
+}

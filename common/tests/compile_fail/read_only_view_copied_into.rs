@@ -1,0 +1,11 @@
+// A view made read-only cannot be a copy's destination.
+use common::Gpu;
+
+fn main() -> common::anyhow::Result<()> {
+    let gpu = Gpu::init()?;
+    let streams = gpu.streams(1)?;
+    let h = vec![1.0f32; 4];
+    let mut d = gpu.alloc::<f32>(4)?;
+    gpu.scope(&streams, |s| s.htod(&streams[0], &h, s.device(&mut d).read_only()))?;
+    Ok(())
+}

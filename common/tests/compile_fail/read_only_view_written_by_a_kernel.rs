@@ -1,0 +1,14 @@
+// A view made read-only cannot be declared as one a kernel writes.
+use common::{Gpu, LaunchConfig};
+
+fn main() -> common::anyhow::Result<()> {
+    let gpu = Gpu::init()?;
+    let k = gpu.load_ptx("")?.kernel("k")?;
+    let streams = gpu.streams(1)?;
+    let mut d = gpu.alloc::<f32>(4)?;
+    gpu.scope(&streams, |s| {
+        let input = s.device(&mut d).read_only();
+        s.launch(&streams[0], unsafe { k.launch(LaunchConfig::linear(1, 4)).write(input).build() })
+    })?;
+    Ok(())
+}

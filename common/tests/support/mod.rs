@@ -1,0 +1,59 @@
+//! The test kernels (`tests/kernels.cu`, made into `tests/ptx/kernels.ptx`), loaded and launched
+//! through the launch builder as a user's kernels are.
+#![allow(dead_code)]
+
+use common::{Dev, Gpu, Kernel, Launch, LaunchConfig};
+
+/// The PTX of `tests/kernels.cu`.
+pub const PTX: &str = include_str!("../ptx/kernels.ptx");
+
+/// The CPU twin of `busy`: `iters` rounds of `x * (1 - 2^-14) + 2^-14`.
+pub fn busy_cpu(mut x: f32, iters: u32) -> f32 {
+    for _ in 0..iters {
+        x = x * (1.0 - 1.0 / 16384.0) + 1.0 / 16384.0;
+    }
+    x
+}
+
+/// The test kernels of one GPU.
+pub struct TestKernels {
+    pub saxpy: Kernel,
+    pub busy: Kernel,
+    fault: Kernel,
+}
+
+impl TestKernels {
+    pub fn load(gpu: &Gpu) -> TestKernels {
+        let m = gpu.load_ptx(PTX).unwrap();
+        TestKernels {
+            saxpy: m.kernel("saxpy").unwrap(),
+            busy: m.kernel("busy").unwrap(),
+            fault: m.kernel("fault").unwrap(),
+        }
+    }
+
+    /// `busy` over `x`, in place.
+    pub fn busy<'s>(&self, x: Dev<'s, f32>, iters: u32) -> Launch<'s> {
+        let config = LaunchConfig::for_elements(x.len(), 256);
+        // SAFETY: busy(x, n, iters) reads and writes x[i] for i < n only.
+        unsafe { self.busy.launch(config).write(x).value(x.len() as u64).value(iters).build() }
+    }
+
+    /// `y = a * x + y`.
+    pub fn saxpy<'s>(&self, x: Dev<'s, f32>, y: Dev<'s, f32>, a: f32) -> Launch<'s> {
+        let config = LaunchConfig::for_elements(y.len(), 256);
+        // SAFETY: saxpy reads x[i] and writes y[i] for i < n only; n is y's length, and x is as long
+        // (the tests that call it make them so).
+        unsafe { self.saxpy.launch(config).read(x).write(y).value(a).value(y.len() as u64).build() }
+    }
+
+    /// The kernel that writes 1 TiB below `data`.
+    ///
+    /// # Safety
+    /// Where nothing is mapped there, the GPU stops it and the context is dead for the rest of the
+    /// process; where something is, it is corrupted. Only for a test process that expects the fault.
+    pub unsafe fn fault<'s>(&self, data: Dev<'s, f32>) -> Launch<'s> {
+        // SAFETY: the caller accepts the fault (see above).
+        unsafe { self.fault.launch(LaunchConfig::linear(1, 32)).write(data).build() }
+    }
+}

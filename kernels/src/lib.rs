@@ -1,0 +1,242 @@
+//! The lessons' kernels: `*.cu` beside this crate, compiled to PTX by its build script and embedded,
+//! each with a typed launcher that goes through `common`'s launch builder, exactly as a kernel of your
+//! own does, and its CPU twin in [`cpu`] for checking results.
+//!
+//! A launcher returns a [`Launch`]: the kernel, its grid and arguments, and which device ranges it reads
+//! and writes, so that [`common::Scope::launch`] can order it against the copies on other streams and
+//! hold its arguments against the PTX. Adding a kernel: its `.cu`, one launcher below, and its CPU twin.
+
+use common::{Dev, Gpu, Kernel, Launch, LaunchBuilder, LaunchConfig, Module};
+
+const PIPELINE_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/pipeline.ptx"));
+const VECTOR_ADD_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/vector_add.ptx"));
+const ZERO_COPY_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/zero_copy.ptx"));
+
+/// Threads per block of every launcher.
+pub const BLOCK: u32 = 256;
+
+/// The lessons' kernels, loaded on one GPU.
+pub struct Kernels {
+    process: Kernel,
+    process_sincos: Kernel,
+    overlap_pattern_process: Kernel,
+    heavy_sqrt: Kernel,
+    vector_add: Kernel,
+    scale: Kernel,
+    accumulate: Kernel,
+    chase: Kernel,
+    /// A kernel of the user's, `NAME(float* data, unsigned long long n)` ([`Kernels::adopt_user`]).
+    user: Option<Kernel>,
+    sms: u32,
+}
+
+/// The one place this crate promises what `common` cannot check.
+fn ours(launch: LaunchBuilder<'_>) -> Launch<'_> {
+    // SAFETY: every kernel of this crate's .cu files touches only the views its launcher declares, in
+    // the declared way: each indexes element i < n of views of n elements (grid-stride or one thread
+    // per element, n passed from the views' lengths), and chase bounds every link it reads by the
+    // chain's length. Their CPU twins and the GPU tests hold them to that.
+    unsafe { launch.build() }
+}
+
+impl Kernels {
+    /// Loads the three modules on `gpu` (the driver compiles the PTX for it).
+    pub fn load(gpu: &Gpu) -> anyhow::Result<Kernels> {
+        use anyhow::Context as _;
+        let load = |ptx, name| gpu.load_ptx(ptx).with_context(|| format!("loading {name}.ptx (PTX JIT)"));
+        let (pipeline, vector_add, zero_copy): (Module, Module, Module) =
+            (load(PIPELINE_PTX, "pipeline")?, load(VECTOR_ADD_PTX, "vector_add")?, load(ZERO_COPY_PTX, "zero_copy")?);
+        Ok(Kernels {
+            process: pipeline.kernel("process")?,
+            process_sincos: pipeline.kernel("process_sincos")?,
+            overlap_pattern_process: pipeline.kernel("overlap_pattern_process")?,
+            heavy_sqrt: pipeline.kernel("heavy_sqrt")?,
+            vector_add: vector_add.kernel("vector_add")?,
+            scale: zero_copy.kernel("scale")?,
+            accumulate: zero_copy.kernel("accumulate")?,
+            chase: zero_copy.kernel("chase")?,
+            user: None,
+            sms: gpu.info.sms,
+        })
+    }
+
+    /// Grid-stride launches: one thread per element, at most 64 blocks per SM.
+    fn grid(&self, n: usize) -> LaunchConfig {
+        LaunchConfig::linear(n.div_ceil(BLOCK as usize).clamp(1, 64 * self.sms as usize) as u32, BLOCK)
+    }
+
+    /// `process<<<..>>>(data, n, iters)`: `iters` rounds of `x = x * A + B` in place ([`cpu::process`]).
+    pub fn process<'s>(&self, data: Dev<'s, f32>, iters: u32) -> Launch<'s> {
+        ours(self.process.launch(self.grid(data.len())).write(data).value(data.len() as u64).value(iters))
+    }
+
+    /// `iters` rounds of `sinf(x) * cosf(x) + 1`, one thread per element, `(n + 255) / 256` blocks of 256
+    /// as overlap_pattern.cu launches its kernel. For 500 rounds, that program's kernel itself (which
+    /// takes an `int` count of elements).
+    pub fn process_sincos<'s>(&self, data: Dev<'s, f32>, iters: u32) -> Launch<'s> {
+        let config = LaunchConfig::for_elements(data.len(), BLOCK);
+        if iters == 500 {
+            let n = i32::try_from(data.len());
+            let launch = self.overlap_pattern_process.launch(config).write(data).value(n.unwrap_or(i32::MAX));
+            return ours(match n {
+                Ok(_) => launch,
+                Err(_) => {
+                    launch.refuse(format!("overlap_pattern.cu's kernel takes an int count, and {} is more", data.len()))
+                }
+            });
+        }
+        ours(self.process_sincos.launch(config).write(data).value(data.len() as u64).value(iters))
+    }
+
+    /// The kernel of async_memcpy.cu: `iters` rounds of `x = sqrt(x * x + 1)`, in place.
+    pub fn heavy_sqrt<'s>(&self, data: Dev<'s, f32>, iters: u32) -> Launch<'s> {
+        ours(self.heavy_sqrt.launch(self.grid(data.len())).write(data).value(data.len() as u64).value(iters))
+    }
+
+    /// `c = a + b`.
+    pub fn vector_add<'s>(&self, a: Dev<'s, f32>, b: Dev<'s, f32>, c: Dev<'s, f32>) -> Launch<'s> {
+        let launch = self.vector_add.launch(self.grid(c.len())).read(a).read(b).write(c).value(c.len() as u64);
+        ours(match a.len() == c.len() && b.len() == c.len() {
+            true => launch,
+            false => launch.refuse(format!("lengths differ: a {}, b {}, c {}", a.len(), b.len(), c.len())),
+        })
+    }
+
+    /// `out = input * a` (zero-copy's kernel).
+    pub fn scale<'s>(&self, input: Dev<'s, f32>, out: Dev<'s, f32>, a: f32) -> Launch<'s> {
+        let launch = self.scale.launch(self.grid(out.len())).read(input).write(out).value(out.len() as u64).value(a);
+        ours(same_length(launch, input.len(), out.len()))
+    }
+
+    /// `out += input`: a second pass over the same input.
+    pub fn accumulate<'s>(&self, input: Dev<'s, f32>, out: Dev<'s, f32>) -> Launch<'s> {
+        let launch = self.accumulate.launch(self.grid(out.len())).read(input).write(out).value(out.len() as u64);
+        ours(same_length(launch, input.len(), out.len()))
+    }
+
+    /// `chase<<<1, 1>>>(next, n, start, accesses, out)`: one thread follows `accesses` links of the chain
+    /// in `next` (device or mapped host memory; see [`cpu::chain`]) from link `start`, and writes where
+    /// it ends to `out[0]` ([`cpu::chase`]). The kernel bounds every link it reads by the chain's length,
+    /// so whatever `next` holds, it reads only `next`.
+    pub fn chase<'s>(&self, next: Dev<'s, u32>, start: u32, accesses: u32, out: Dev<'s, u32>) -> Launch<'s> {
+        let len = u32::try_from(next.len());
+        let launch = self.chase.launch(LaunchConfig::linear(1, 1)).read(next).value(len.unwrap_or(u32::MAX));
+        let launch = launch.value(start).value(accesses).write(out);
+        ours(match (next.len(), out.len()) {
+            (0, _) | (_, 0) => launch.refuse("an empty chain or output"),
+            (n, _) if len.is_err() => launch.refuse(format!("{n} links do not fit 32-bit indices")),
+            _ => launch,
+        })
+    }
+
+    /// Takes a kernel of the user's, declared `extern "C" __global__ void NAME(float* data, unsigned
+    /// long long n)`, for [`Kernels::user`]: launched in place over a view, one thread per element.
+    ///
+    /// # Safety
+    /// The kernel is code nothing here can check: it must touch only `data[0..n)`. A kernel that writes
+    /// elsewhere corrupts whatever memory the GPU can reach in this process (with unified addressing,
+    /// pinned host memory; with HMM, any of it). The planner runs it in a child process of its own,
+    /// which holds nothing else.
+    pub unsafe fn adopt_user(&mut self, kernel: Kernel) {
+        self.user = Some(kernel);
+    }
+
+    /// The user's kernel on `data`, in place; refused where none was adopted.
+    pub fn user<'s>(&self, data: Dev<'s, f32>) -> Launch<'s> {
+        let config = LaunchConfig::for_elements(data.len(), BLOCK);
+        match &self.user {
+            // SAFETY: the caller of adopt_user promised the kernel touches only data[0..n).
+            Some(k) => unsafe { k.launch(config).write(data).value(data.len() as u64).build() },
+            None => ours(self.process.launch(config).refuse("no kernel of yours was adopted (Kernels::adopt_user)")),
+        }
+    }
+}
+
+fn same_length(launch: LaunchBuilder<'_>, input: usize, out: usize) -> LaunchBuilder<'_> {
+    match input == out {
+        true => launch,
+        false => launch.refuse(format!("lengths differ: input {input}, out {out}")),
+    }
+}
+
+/// The CPU twins of the kernels, operation for operation, so results can be compared bit for bit.
+pub mod cpu {
+    pub const PROCESS_A: f32 = 1.0 - 1.0 / 16384.0;
+    pub const PROCESS_B: f32 = 1.0 / 16384.0;
+
+    pub fn process(mut x: f32, iters: u32) -> f32 {
+        for _ in 0..iters {
+            x = x * PROCESS_A + PROCESS_B;
+        }
+        x
+    }
+
+    pub fn process_sincos(mut x: f32, iters: u32) -> f32 {
+        for _ in 0..iters {
+            x = x.sin() * x.cos() + 1.0;
+        }
+        x
+    }
+
+    /// Link `i` of a chain of `n` points `stride` links on: a read every `stride * 4` bytes, round and round.
+    pub fn chain(i: usize, n: usize, stride: usize) -> u32 {
+        ((i + stride) % n) as u32
+    }
+
+    /// Where [`super::Kernels::chase`] ends, starting at link `start`, on a [`chain`] of `n` links.
+    pub fn chase(n: usize, stride: usize, start: u32, accesses: u32) -> u32 {
+        let start = if (start as usize) < n { start as usize } else { 0 };
+        ((start + (accesses as usize % n) * stride % n) % n) as u32
+    }
+
+    pub fn heavy_sqrt(mut x: f32, iters: u32) -> f32 {
+        for _ in 0..iters {
+            x = (x * x + 1.0).sqrt();
+        }
+        x
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cpu;
+
+    #[test]
+    fn the_ptx_targets_the_driver_we_ship_for() {
+        for ptx in [super::PIPELINE_PTX, super::VECTOR_ADD_PTX, super::ZERO_COPY_PTX] {
+            assert!(ptx.contains(".target sm_75"), "PTX must be built for compute_75");
+            assert!(ptx.contains(".version 9.0"), "nvcc 13.0 (PTX ISA 9.0) matches the 580 driver");
+        }
+        assert!(super::PIPELINE_PTX.contains(".entry process("));
+    }
+    #[test]
+    fn process_contracts_towards_one_and_keeps_the_input() {
+        let (a, b) = (cpu::process(0.25, 1000), cpu::process(0.75, 1000));
+        assert!(a < b && b < 1.0 && a > 0.25);
+        assert_eq!(cpu::process(0.5, 0), 0.5);
+    }
+
+    #[test]
+    fn the_chase_twin_follows_the_chain() {
+        let (n, stride) = (1000, 32);
+        for accesses in [0, 1, 7, 31, 32, 999, 4096] {
+            let mut p = 0usize;
+            for _ in 0..accesses {
+                p = cpu::chain(p, n, stride) as usize;
+            }
+            assert_eq!(cpu::chase(n, stride, 0, accesses), p as u32, "{accesses} accesses");
+            let mut q = 123usize;
+            for _ in 0..accesses {
+                q = cpu::chain(q, n, stride) as usize;
+            }
+            assert_eq!(cpu::chase(n, stride, 123, accesses), q as u32, "{accesses} accesses from 123");
+        }
+    }
+
+    #[test]
+    fn heavy_sqrt_is_sqrt_of_x2_plus_n() {
+        // sqrt(x^2 + n) in exact arithmetic; float rounding stays tiny.
+        let got = cpu::heavy_sqrt(1.0, 100);
+        assert!((got - 101f32.sqrt()).abs() < 1e-4, "{got}");
+    }
+}

@@ -1,0 +1,41 @@
+//! The lessons' measuring apparatus, beside the safe core (`common`) that the lessons' programs use:
+//! what turns a program into a lesson with honest numbers.
+//!
+//! | module | what it holds |
+//! | --- | --- |
+//! | [`lesson`] | the harness every lesson's `main` is: flags, the GPU and its report, output, errors and exit codes |
+//! | [`args`] | the flags every lesson shares, checked before the GPU starts |
+//! | [`error`] | one error line, its kind and exit code |
+//! | [`report`] | tables, figures in words, and JSON output |
+//! | [`timing`] | timing statistics over repeated runs, and bandwidth |
+//! | [`verify`] | results checked against a CPU reference |
+//! | [`timeline`] | phases (NVTX ranges) and the built-in CUDA-event timeline, an observer of the scope |
+//! | [`machine`] | what the machine says of the GPU's link, clocks and NUMA node, and what limits a copy |
+//! | [`fit`] | a copy's cost over sizes: per-copy time and asymptotic rate |
+//! | [`chunks`] | how N elements are split into chunks and streams |
+//! | [`work`] | the per-chunk kernel work of the pipeline lessons, and its CPU check |
+//! | [`pipeline`] | the pipeline loop (upload, kernel, download per chunk) and the copy and kernel times it is built from |
+//! | [`bound`] | a lower bound on a pipeline's time, measured in the same run, and what limits it |
+//! | [`planner`] | the best chunk and stream counts for a pipeline, from costs measured in the same run (a model) |
+//! | [`multi`] | driving several GPUs at once: device lists, lockstep phases, NUMA binding |
+
+pub mod args;
+pub mod bound;
+pub mod chunks;
+pub mod error;
+pub mod fit;
+pub mod lesson;
+pub mod machine;
+pub mod multi;
+pub mod pipeline;
+pub mod planner;
+pub mod report;
+pub mod timeline;
+pub mod timing;
+pub mod verify;
+pub mod work;
+
+pub use anyhow;
+pub use chunks::{Chunk, ChunkPlan};
+pub use error::Result;
+pub use timing::Stats;
