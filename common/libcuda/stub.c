@@ -22,6 +22,7 @@ int cuEventDestroy_v2(void) { return 34; }
 int cuEventElapsedTime(void) { return 34; }
 int cuEventRecord(void) { return 34; }
 int cuEventSynchronize(void) { return 34; }
+int cuFuncGetParamInfo(void) { return 34; }
 int cuGetErrorName(void) { return 34; }
 int cuInit(void) { return 34; }
 int cuLaunchKernel(void) { return 34; }

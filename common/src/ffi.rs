@@ -51,6 +51,7 @@ pub const CU_STREAM_NON_BLOCKING: c_uint = 1;
 pub type CuResult = c_int;
 
 pub const SUCCESS: CuResult = 0;
+pub const ERROR_INVALID_VALUE: CuResult = 1;
 pub const ERROR_STUB_LIBRARY: CuResult = 34;
 pub const ERROR_INSUFFICIENT_DRIVER: CuResult = 35;
 pub const ERROR_NO_DEVICE: CuResult = 100;
@@ -124,6 +125,9 @@ extern "C" {
     pub fn cuModuleLoadData(module: *mut CUmodule, image: *const c_void) -> CuResult;
     pub fn cuModuleUnload(module: CUmodule) -> CuResult;
     pub fn cuModuleGetFunction(function: *mut CUfunction, module: CUmodule, name: *const c_char) -> CuResult;
+    /// CUDA 12.4 and later: the offset and size of a kernel's parameter `index`, or
+    /// CUDA_ERROR_INVALID_VALUE past the last.
+    pub fn cuFuncGetParamInfo(function: CUfunction, index: usize, offset: *mut usize, size: *mut usize) -> CuResult;
     #[allow(clippy::too_many_arguments)]
     pub fn cuLaunchKernel(
         function: CUfunction,

@@ -74,6 +74,16 @@ impl Module {
         check(unsafe { ffi::cuModuleGetFunction(&mut func, self.loaded.raw, c_name.as_ptr()) }, || {
             format!("finding kernel {name}")
         })?;
+        // The driver's own account of the parameters, from the code it compiled: the PTX text read above
+        // must agree with it, or the check of a launch's arguments would rest on a misreading.
+        let driver = param_sizes(func)?;
+        let read: Vec<usize> = params.iter().map(|p| p.bits as usize / 8).collect();
+        if driver != read {
+            bail!(
+                "kernel {name}: the PTX text reads as parameters of {read:?} bytes, but the driver compiled {driver:?}: \
+                 refusing to check launches against a misreading"
+            );
+        }
         Ok(Kernel { name: name.into(), func, params: params.into(), module: self.loaded.clone() })
     }
 
@@ -86,6 +96,20 @@ impl Module {
 impl std::fmt::Debug for Module {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_list().entries(self.kernel_names()).finish()
+    }
+}
+
+/// The size in bytes of each parameter of `func`, as the driver compiled it (`cuFuncGetParamInfo`).
+fn param_sizes(func: ffi::CUfunction) -> anyhow::Result<Vec<usize>> {
+    let mut sizes = Vec::new();
+    loop {
+        let (mut offset, mut size) = (0, 0);
+        // SAFETY: a function of a loaded module and two valid out-pointers.
+        match unsafe { ffi::cuFuncGetParamInfo(func, sizes.len(), &mut offset, &mut size) } {
+            ffi::SUCCESS => sizes.push(size),
+            ffi::ERROR_INVALID_VALUE => return Ok(sizes),
+            code => return check(code, || "reading a kernel's parameters".into()).map(|_| sizes),
+        }
     }
 }
 
@@ -238,17 +262,44 @@ pub fn signature(ptx: &str, name: &str) -> Option<Result<Vec<String>, String>> {
     Some(params.map(|ps| ps.into_iter().map(|p| p.ptx).collect()))
 }
 
-/// Every `.entry NAME(...)` of a PTX text, with its parameters, or why they cannot be passed.
-fn entries(ptx: &str) -> Vec<(String, Result<Vec<Param>, String>)> {
-    let mut out = Vec::new();
+/// The PTX text without its comments (`// ...` and `/* ... */`), which may mention `.entry` and
+/// parentheses that are not code. Strings hold no `//` in PTX but the `.file` paths, which are kept.
+fn without_comments(ptx: &str) -> String {
+    let mut out = String::with_capacity(ptx.len());
     let mut rest = ptx;
+    while let Some(at) = rest.find('/') {
+        out.push_str(&rest[..at]);
+        let tail = &rest[at..];
+        if let Some(line) = tail.strip_prefix("//") {
+            rest = line.find('\n').map_or("", |nl| &line[nl..]);
+        } else if let Some(block) = tail.strip_prefix("/*") {
+            out.push(' ');
+            rest = block.find("*/").map_or("", |end| &block[end + 2..]);
+        } else {
+            out.push('/');
+            rest = &tail[1..];
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Every `.entry NAME(...)` of a PTX text, with its parameters, or why they cannot be passed (a name
+/// declared twice is refused, rather than guessed).
+fn entries(ptx: &str) -> Vec<(String, Result<Vec<Param>, String>)> {
+    let code = without_comments(ptx);
+    let mut out: Vec<(String, Result<Vec<Param>, String>)> = Vec::new();
+    let mut rest = code.as_str();
     while let Some(at) = rest.find(".entry ") {
         rest = &rest[at + ".entry ".len()..];
         let Some(open) = rest.find('(') else { break };
         let name = rest[..open].trim().to_string();
         let close = rest[open..].find(')').map_or(rest.len(), |c| open + c);
         let params = rest[open + 1..close].split(',').map(str::trim).filter(|p| !p.is_empty()).map(param).collect();
-        out.push((name, params));
+        match out.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, earlier)) => *earlier = Err("the PTX declares it twice".into()),
+            None => out.push((name, params)),
+        }
         rest = &rest[close..];
     }
     out
@@ -257,8 +308,8 @@ fn entries(ptx: &str) -> Vec<(String, Result<Vec<Param>, String>)> {
 /// One `.param ...` declaration.
 fn param(decl: &str) -> Result<Param, String> {
     let words: Vec<&str> = decl.split_whitespace().collect();
-    let ty = words.iter().find(|w| w.len() > 2 && matches!(&w[..2], ".u" | ".s" | ".b" | ".f"));
-    let parsed = ty.and_then(|t| Some((t.as_bytes()[1], t[2..].parse::<u32>().ok()?)));
+    let ty = words.iter().find(|w| [".u", ".s", ".b", ".f"].iter().any(|p| w.starts_with(p)) && w.len() > 2);
+    let parsed = ty.and_then(|t| Some((t.as_bytes()[1], t.get(2..)?.parse::<u32>().ok()?)));
     match parsed {
         Some((kind, bits @ (32 | 64))) if !decl.contains('[') => Ok(Param {
             ptx: ty.unwrap().to_string(),
@@ -429,6 +480,17 @@ mod tests {
         );
         assert!(e[1].1.as_ref().unwrap_err().contains("by_struct_param_0[16]"), "{:?}", e[1].1);
         assert_eq!(e[2].1, Ok(vec![]));
+    }
+
+    #[test]
+    fn comments_and_doubles_cannot_mislead_the_reading() {
+        let spoof = "// old: .entry k(.param .u64 x)\n.visible .entry k(\n .param .u64 a, /* (x) */\n .param .u64 b\n)\n{ ret; }";
+        let e = entries(spoof);
+        assert_eq!(e.len(), 1);
+        assert_eq!(e[0].1.as_ref().unwrap().len(), 2, "{e:?}");
+        let twice = ".entry k(.param .u64 a)\n{ ret; }\n.entry k(.param .u32 a)\n{ ret; }";
+        assert_eq!(entries(twice)[0].1, Err("the PTX declares it twice".to_string()));
+        assert!(param(".param .u32 nº").is_ok() && param("nº .param .u32 n").is_ok(), "no panic on other letters");
     }
 
     #[test]

@@ -459,9 +459,9 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         }
         let accesses = std::mem::take(&mut launch.accesses);
         let info = OpInfo { kind: "kernel", what: "kernel", kernel: Some(name), bytes: 0 };
-        self.enqueue(stream, &accesses, info, |s| launch.enqueue(s))?;
+        // Held before anything is queued, so that no path out of `enqueue` can unload it under the kernel.
         self.state.borrow_mut().modules.push(launch.kernel.module.clone());
-        Ok(())
+        self.enqueue(stream, &accesses, info, |s| launch.enqueue(s))
     }
 
     /// `cudaEventRecord(event, stream)`: marks the work queued on `stream` so far, for
@@ -538,7 +538,8 @@ impl<'scope, 'env> Scope<'scope, 'env> {
             bail!("{name}: refused, because an earlier operation of this scope could not be tracked ({why})");
         }
         let j = self.stream_index(stream).with_context(|| name.clone())?;
-        // Code in the closure may have made another GPU's context current (by allocating on it, say).
+        // The observer's label first: its code may make another context current, as may the closure's.
+        let observed = self.env.observer.borrow().as_ref().map(|o| o.observer.label());
         self.env.ctx.ensure_current()?;
         for (i, a) in accesses.iter().enumerate() {
             if a.scope != self.id {
@@ -562,7 +563,6 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         }
         // Everything that can fail without queuing the operation comes first.
         let end = self.env.events.take()?;
-        let observed = self.env.observer.borrow().as_ref().map(|o| o.observer.label());
         let start = match observed.is_some() {
             true => Some(self.env.events.take()?),
             false => None,
@@ -728,7 +728,11 @@ pub(crate) fn run<'env, R>(
             let synced = self.synced.unwrap_or_else(|| self.scope.synchronize().is_ok());
             let mut st = self.scope.state.borrow_mut();
             let pending = std::mem::take(&mut st.pending);
-            if let (true, Some(o)) = (synced, self.scope.env.observer.borrow_mut().as_mut()) {
+            // Not while unwinding (an observer that panicked then would abort the process), and not
+            // re-entered (an observer that runs a scope of its own GPU finds it busy and misses these).
+            let mut observer = self.scope.env.observer.try_borrow_mut();
+            let observer = observer.as_mut().ok().filter(|_| !std::thread::panicking()).and_then(|o| o.as_mut());
+            if let (true, Some(o)) = (synced, observer) {
                 for p in pending {
                     let (Ok(start_ms), Ok(end_ms)) =
                         (st.events[p.start].0.elapsed_ms(&o.origin), st.events[p.end].0.elapsed_ms(&o.origin))

@@ -1,0 +1,11 @@
+// Host memory moved into the scope's closure dies when the closure returns, before the scope syncs: it cannot be lent.
+fn main() -> common::anyhow::Result<()> {
+    let gpu = common::Gpu::init()?;
+    let streams = gpu.streams(1)?;
+    let mut d = gpu.alloc::<f32>(4)?;
+    let h = vec![1f32; 4];
+    let st = &streams;
+    let dd = &mut d;
+    gpu.scope(&streams, move |s| s.htod(&st[0], &h, s.device(dd)))?;
+    Ok(())
+}

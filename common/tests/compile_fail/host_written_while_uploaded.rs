@@ -1,0 +1,13 @@
+// Host memory lent to an upload cannot be written until the scope has synchronized: the DMA may still read it.
+fn main() -> common::anyhow::Result<()> {
+    let gpu = common::Gpu::init()?;
+    let streams = gpu.streams(1)?;
+    let mut h = gpu.pinned::<f32>(4)?;
+    let mut d = gpu.alloc::<f32>(4)?;
+    gpu.scope(&streams, |s| {
+        s.htod(&streams[0], &h, s.device(&mut d))?;
+        h[0] = 2.0;
+        Ok(())
+    })?;
+    Ok(())
+}

@@ -1,0 +1,16 @@
+// One launch cannot declare views of two scopes (an outer and a nested one).
+use common::LaunchConfig;
+fn main() -> common::anyhow::Result<()> {
+    let gpu = common::Gpu::init()?;
+    let k = gpu.load_ptx("")?.kernel("k")?;
+    let streams = gpu.streams(1)?;
+    let (mut a, mut b) = (gpu.alloc::<f32>(4)?, gpu.alloc::<f32>(4)?);
+    gpu.scope(&streams, |outer| {
+        let x = outer.device(&mut a);
+        gpu.scope(&streams, |inner| {
+            let y = inner.device(&mut b);
+            inner.launch(&streams[0], unsafe { k.launch(LaunchConfig::linear(1, 1)).read(x).write(y).build() })
+        })
+    })?;
+    Ok(())
+}

@@ -1,0 +1,12 @@
+// A view cannot be stashed in a RefCell that outlives the scope and used afterwards / in another scope.
+use std::cell::RefCell;
+fn main() -> common::anyhow::Result<()> {
+    let gpu = common::Gpu::init()?;
+    let streams = gpu.streams(1)?;
+    let mut d = gpu.alloc::<f32>(4)?;
+    let h = vec![0f32; 4];
+    let stash = RefCell::new(None);
+    gpu.scope(&streams, |s| { *stash.borrow_mut() = Some(s.device(&mut d)); Ok(()) })?;
+    gpu.scope(&streams, |s| s.htod(&streams[0], &h, stash.borrow().unwrap()))?;
+    Ok(())
+}
