@@ -1,17 +1,18 @@
-//! Lesson 2: asynchronous copies, as a CUDA C++ async_memcpy.cu does them (and NVIDIA's asyncAPI sample).
+//! Lesson 2: asynchronous copies, as the course's async_memcpy.cu does them (and NVIDIA's asyncAPI sample).
 //!
 //! `cudaMemcpy` returns when the copy is done; `cudaMemcpyAsync` from pinned memory queues the copy on a
 //! stream and returns at once. The GPU does the same work either way, in about the same time: what
-//! changes is that the CPU is free while it runs. This lesson shows that with real CPU work, as NVIDIA's
-//! asyncAPI sample does: while the GPU works, the CPU computes the reference the result is checked
-//! against, a block at a time, polling the stream between blocks. It also times the host inside the
-//! API calls against the GPU time.
+//! changes is that the CPU is free while it runs. `async_memcpy_cu` below is that program in Rust. The
+//! lesson then shows it with real CPU work, as NVIDIA's asyncAPI sample does: while the GPU works, the
+//! CPU computes the reference the result is checked against, a block at a time, polling the stream
+//! between blocks; and it times the host inside the API calls against the GPU time.
 //!
 //!     cargo run --release --example async_memcpy [-- -n 4M --iters 100]
 
 use std::{process::ExitCode, time::Instant};
 
 use clap::Parser;
+use common::Gpu;
 use kernels::{cpu, Kernels};
 use measure::{
     args::{parse_count, RunArgs},
@@ -20,7 +21,6 @@ use measure::{
     timing::{measure, Stats},
     verify::{self, input},
 };
-use serde_json::json;
 
 /// Synchronous against asynchronous H2D, kernel, D2H: GPU time, host time in API calls, CPU work done meanwhile.
 #[derive(Parser)]
@@ -35,48 +35,84 @@ struct Args {
     run: RunArgs,
 }
 
+fn main() -> ExitCode {
+    measure::lesson::run(async_memcpy)
+}
+
+/// async_memcpy.cu: 4M floats of 1.0 up, 100 rounds of sqrt(x*x + 1), back down; first with calls that
+/// block, then queued on a stream; each version timed with events and printed, as that program does.
+fn async_memcpy_cu(gpu: &Gpu, kernels: &Kernels, out: &Output) -> anyhow::Result<(f64, f64)> {
+    const N: usize = 1 << 22; //                                    4M elements
+    let h_data = gpu.pinned_from_fn(N, |_| 1.0f32)?; //            cudaMallocHost: MUST use pinned memory for async!
+    let mut h_back = gpu.pinned::<f32>(N)?; //                     the scope lends h_data to the upload: a second buffer
+    let mut d_data = gpu.alloc::<f32>(N)?; //                      cudaMalloc(&d_data, BYTES)
+    let streams = gpu.streams(1)?; //                              cudaStreamCreate(&stream)
+    let stream = &streams[0];
+
+    // Synchronous (blocking): each call returns when its work is done.
+    let sync_ms = gpu.timed(&streams, |s| {
+        let d = s.device(&mut d_data);
+        s.htod(stream, &h_data, d)?; //                            cudaMemcpy(d_data, h_data, BYTES, H2D)
+        s.synchronize()?;
+        s.launch(stream, kernels.heavy_sqrt(d, 100))?; //          processKernel<<<..>>>(d_data, N)
+        s.synchronize()?;
+        s.dtoh(stream, d, &mut h_back)?; //                        cudaMemcpy(h_data, d_data, BYTES, D2H)
+        s.synchronize()
+    })?;
+    // Asynchronous (non-blocking): these return immediately to the CPU.
+    let async_ms = gpu.timed(&streams, |s| {
+        let d = s.device(&mut d_data);
+        s.htod(stream, &h_data, d)?; //                            cudaMemcpyAsync(d_data, h_data, BYTES, H2D, stream)
+        s.launch(stream, kernels.heavy_sqrt(d, 100))?; //          processKernel<<<..., 0, stream>>>(d_data, N)
+        s.dtoh(stream, d, &mut h_back) //                          cudaMemcpyAsync(h_data, d_data, BYTES, D2H, stream)
+    })?; // "Can do CPU work here while GPU is busy!"; then the scope waits (cudaStreamSynchronize)
+    out.say(format!("async_memcpy.cu: Sync time:  {sync_ms:.2} ms\nasync_memcpy.cu: Async time: {async_ms:.2} ms"));
+    // Every element is 100 rounds of the kernel on 1.0, which the CPU computes once.
+    let expected = cpu::heavy_sqrt(1.0, 100);
+    verify::exact(&h_back, |_| expected).ensure()?;
+    Ok((sync_ms, async_ms))
+}
+
 /// Elements of the reference the CPU computes between two polls of the stream.
 const BLOCK: usize = 256;
 
-fn main() -> ExitCode {
-    measure::lesson::run(async_memcpy)
+/// One version's figures: what the GPU took, what the host spent inside the calls, and what it did
+/// while the GPU worked.
+#[derive(serde::Serialize)]
+struct Version {
+    version: &'static str,
+    gpu: Stats,
+    host_in_calls: Stats,
+    host_free: Stats,
+    cpu_elements_meanwhile: usize,
 }
 
 fn async_memcpy(args: &Args, out: &Output) -> anyhow::Result<()> {
     let (n, iters, r) = (args.elements, args.iters, args.run.repeats());
     let gpu = &measure::lesson::gpu(out)?;
     let kernels = Kernels::load(gpu)?; // the lessons' kernels: cuModuleLoadData, cuModuleGetFunction
-    let mut d_data = gpu.alloc::<f32>(n)?;
+    let seed = async_memcpy_cu(gpu, &kernels, out)?;
 
-    // MUST use pinned memory for async: from pageable memory the copy would block anyway.
+    // The same three calls on this lesson's data (-n, --iters), each version many times, with the host's
+    // side of it measured too.
+    let mut d_data = gpu.alloc::<f32>(n)?;
     let h_data = gpu.pinned_from_fn(n, input)?;
     let mut h_result = gpu.pinned::<f32>(n)?;
     let streams = gpu.streams(1)?;
     let stream = &streams[0];
     let mut reference = common::pageable(n, |_| 0f32)?;
-
-    // One run of the program's three calls. With `wait` each call blocks until its work is done, as
-    // cudaMemcpy (and a launch followed by cudaDeviceSynchronize) do; without, each returns at once.
-    // With `cpu_work` the CPU computes reference elements until the GPU is done.
-    // Returns (GPU ms, host ms inside the three calls, host ms free while the GPU worked, reference
-    // elements computed in that time).
-    let mut run = |wait: bool, cpu_work: bool| -> anyhow::Result<(f64, f64, f64, usize)> {
+    // One run: with `wait` each call blocks until its work is done; without, each returns at once. With
+    // `cpu_work` the CPU computes reference elements until the GPU is done.
+    let mut run = |wait: bool, cpu_work: bool| -> anyhow::Result<Run> {
         let (mut api_ms, mut free_ms, mut done) = (0.0, 0.0, 0);
         let gpu_ms = gpu.timed(&streams, |s| {
             let d = s.device(&mut d_data);
-            let block = |queued: anyhow::Result<()>| {
-                if wait {
-                    queued.and_then(|_| s.synchronize())
-                } else {
-                    queued
-                }
-            };
+            let block = |queued: anyhow::Result<()>| if wait { queued.and_then(|_| s.synchronize()) } else { queued };
             let t = Instant::now();
-            block(s.htod(stream, &h_data, d))?; //                            cudaMemcpy[Async](d_data, h_data, BYTES, H2D, stream)
-            block(s.launch(stream, kernels.heavy_sqrt(d, iters)))?; //     processKernel<<<blocks, 256, 0, stream>>>(d_data, N), grid-stride
-            block(s.dtoh(stream, d, &mut h_result))?; //                       cudaMemcpy[Async](h_data, d_data, BYTES, D2H, stream)
+            block(s.htod(stream, &h_data, d))?;
+            block(s.launch(stream, kernels.heavy_sqrt(d, iters)))?;
+            block(s.dtoh(stream, d, &mut h_result))?;
             api_ms = t.elapsed().as_secs_f64() * 1e3;
-            // "Can do CPU work here while GPU is busy!"
             let t = Instant::now();
             while cpu_work && done < n && !s.is_idle()? {
                 let end = (done + BLOCK).min(n);
@@ -86,25 +122,50 @@ fn async_memcpy(args: &Args, out: &Output) -> anyhow::Result<()> {
             free_ms = if done > 0 { t.elapsed().as_secs_f64() * 1e3 } else { 0.0 };
             Ok(())
         })?;
-        Ok((gpu_ms, api_ms, free_ms, done))
+        Ok(Run { gpu_ms, api_ms, free_ms, done })
     };
 
-    let mut rows = Vec::new();
-    for (name, wait) in [("synchronous", true), ("asynchronous", false)] {
-        let _p = phase(name);
+    let mut versions = Vec::new();
+    for (version, wait) in [("synchronous", true), ("asynchronous", false)] {
+        let _p = phase(version);
         // GPU time alone (no CPU work, so the stop event is recorded as soon as the calls return) ...
-        let gpu_time = measure(r, || run(wait, false).map(|t| t.0))?;
+        let gpu_time = measure(r, || run(wait, false).map(|t| t.gpu_ms))?;
         // ... then the host's view, with the CPU working while it waits.
-        let host: Vec<(f64, f64, f64, usize)> =
-            (0..r.warmup + r.repeats).map(|_| run(wait, true)).collect::<anyhow::Result<_>>()?;
+        let host = (0..r.warmup + r.repeats).map(|_| run(wait, true)).collect::<anyhow::Result<Vec<Run>>>()?;
         let host = &host[r.warmup..];
-        let api = Stats::from_samples(&host.iter().map(|h| h.1).collect::<Vec<_>>())?;
-        let free = Stats::from_samples(&host.iter().map(|h| h.2).collect::<Vec<_>>())?;
-        let mut work: Vec<usize> = host.iter().map(|h| h.3).collect();
+        let stats = |f: fn(&Run) -> f64| Stats::from_samples(&host.iter().map(f).collect::<Vec<_>>());
+        let mut work: Vec<usize> = host.iter().map(|h| h.done).collect();
         work.sort_unstable();
-        rows.push((name, gpu_time, api, free, work[work.len() / 2]));
+        versions.push(Version {
+            version,
+            gpu: gpu_time,
+            host_in_calls: stats(|h| h.api_ms)?,
+            host_free: stats(|h| h.free_ms)?,
+            cpu_elements_meanwhile: work[work.len() / 2],
+        });
     }
+    report(out, n, iters, r, &versions);
 
+    // One more asynchronous run, whose reference elements computed meanwhile are used for the check.
+    let Run { done, .. } = run(false, true)?;
+    let check = verify::exact(&h_result, |i| if i < done { reference[i] } else { cpu::heavy_sqrt(input(i), iters) });
+    out.say(check.summary());
+    check.ensure()?;
+    out.finish(&serde_json::json!({
+        "device": gpu.info, "elements": n, "iters": iters, "repeats": r, "versions": versions,
+        "seed": { "sync_ms": seed.0, "async_ms": seed.1 }, "verification": check,
+    }))
+}
+
+/// One run of the three calls.
+struct Run {
+    gpu_ms: f64,
+    api_ms: f64,
+    free_ms: f64,
+    done: usize,
+}
+
+fn report(out: &Output, n: usize, iters: u32, r: measure::timing::Repeats, versions: &[Version]) {
     let mut t = Table::new(&[
         "version",
         "GPU time",
@@ -112,44 +173,30 @@ fn async_memcpy(args: &Args, out: &Output) -> anyhow::Result<()> {
         "host free while the GPU worked",
         "reference elements computed then",
     ]);
-    for (name, gpu_time, api, free, work) in &rows {
-        t.row(vec![
-            name.to_string(),
-            fmt_ms(gpu_time.median_ms),
-            fmt_ms(api.median_ms),
-            fmt_ms(free.median_ms),
-            fmt_count(*work),
-        ]);
+    for v in versions {
+        let row = [&v.gpu, &v.host_in_calls, &v.host_free].map(|s| fmt_ms(s.median_ms));
+        t.row([vec![v.version.to_string()], row.to_vec(), vec![fmt_count(v.cpu_elements_meanwhile)]].concat());
     }
     out.say(format!(
-        "{} elements, {iters} rounds of sqrt(x*x + 1); median of up to {} runs after {} warm-up",
+        "\n{} elements, {iters} rounds of sqrt(x*x + 1); median of up to {} runs after {} warm-up",
         fmt_count(n),
         r.repeats,
         r.warmup
     ));
     out.table(&t);
-    let (sync, asyn) = (&rows[0], &rows[1]);
+    let (sync, asyn) = (&versions[0], &versions[1]);
+    let cpu_ms_per_element = asyn.host_free.median_ms / asyn.cpu_elements_meanwhile.max(1) as f64;
     out.say(format!(
-        "\nThe GPU took {} synchronously and {} asynchronously: async calls do not make the GPU faster. The synchronous \
-         calls held the host for {}; the asynchronous ones returned after {} ({:.0}x less), leaving the CPU free for {} \
-         of real work (this kernel is {:.0}x faster on the GPU than on one CPU core, hence the few elements).",
-        fmt_ms(sync.1.median_ms),
-        fmt_ms(asyn.1.median_ms),
-        fmt_ms(sync.2.median_ms),
-        fmt_ms(asyn.2.median_ms),
-        sync.2.median_ms / asyn.2.median_ms,
-        fmt_ms(asyn.3.median_ms),
-        n as f64 / asyn.4.max(1) as f64 * asyn.3.median_ms / asyn.1.median_ms
+        "\nThe GPU took {} synchronously and {} asynchronously: async calls do not make the GPU faster. The \
+         synchronous calls held the host for {}; the asynchronous ones returned after {} ({:.0}x less), leaving the \
+         CPU free for {} of real work (this kernel is {:.0}x faster on the GPU than on one CPU core, hence the few \
+         elements).",
+        fmt_ms(sync.gpu.median_ms),
+        fmt_ms(asyn.gpu.median_ms),
+        fmt_ms(sync.host_in_calls.median_ms),
+        fmt_ms(asyn.host_in_calls.median_ms),
+        sync.host_in_calls.median_ms / asyn.host_in_calls.median_ms,
+        fmt_ms(asyn.host_free.median_ms),
+        n as f64 * cpu_ms_per_element / asyn.gpu.median_ms
     ));
-
-    // One more asynchronous run, whose reference elements computed meanwhile are used for the check.
-    let (_, _, _, done) = run(false, true)?;
-    let check = verify::exact(&h_result, |i| if i < done { reference[i] } else { cpu::heavy_sqrt(input(i), iters) });
-    out.say(check.summary());
-    check.ensure()?;
-    out.finish(&json!({
-        "device": gpu.info, "elements": n, "iters": iters, "repeats": r,
-        "versions": rows.iter().map(|(name, g, a, f, w)| json!({ "version": name, "gpu": g, "host_in_calls": a, "host_free": f, "cpu_elements_meanwhile": w })).collect::<Vec<_>>(),
-        "verification": check,
-    }))
 }

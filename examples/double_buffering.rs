@@ -1,4 +1,5 @@
-//! Lesson 6: double buffering (Exercise 3 of the streams lesson).
+//! Lesson 6: double buffering (the double-buffering exercise, Exercise 3 of the streams lesson;
+//! `double_buffering_exercise` below is its answer in Rust).
 //!
 //! "While processing chunk N, transfer chunk N+1. Use only 2 device buffers, alternate between them."
 //! Uploads go on one stream, kernels on a second, downloads on a third, so each engine has a queue of
@@ -16,7 +17,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use common::{ScopeEvent, Waits};
+use common::{Gpu, ScopeEvent, Waits};
 use kernels::Kernels;
 use measure::{
     args::{PipelineArgs, RunArgs, WorkArgs},
@@ -24,7 +25,7 @@ use measure::{
     pipeline::{balanced_work, run_pipeline, Layout},
     report::{fmt_bytes, Output},
     timeline::phase,
-    timing::{measure, Stats},
+    timing::{measure, Repeats, Stats},
     verify::input,
     work::Work,
     ChunkPlan,
@@ -56,6 +57,43 @@ fn main() -> ExitCode {
     measure::lesson::run(double_buffering)
 }
 
+/// The exercise: two device buffers, chunk i in buffer i % 2; uploads on one stream, kernels on a second,
+/// downloads on a third, each step waiting for the event of the step before it.
+fn double_buffering_exercise(
+    (gpu, kernels): (&Gpu, &Kernels),
+    (plan, work, r): (ChunkPlan, Work, Repeats),
+    h_in: &[f32],
+    h_out: &mut [f32],
+) -> anyhow::Result<(Stats, Waits)> {
+    let mut d_buf = gpu.alloc_each::<f32>(2, plan.max_chunk())?; // cudaMalloc(&buf[0]), cudaMalloc(&buf[1])
+    let three = gpu.streams(3)?; //                                 upload, compute and download streams
+    let mut waits = Waits::default();
+    let time = measure(r, || {
+        gpu.timed(&three, |s| {
+            let [up, compute, down] = [&three[0], &three[1], &three[2]];
+            let d = s.devices(&mut d_buf);
+            let mut freed: [Option<ScopeEvent>; 2] = [None, None];
+            for (c, out) in plan.iter().zip(plan.split_mut(h_out)) {
+                let (b, buf) = (c.index % 2, d[c.index % 2].slice(0..c.len));
+                if let Some(done) = freed[b] {
+                    s.stream_wait_event(up, done)?; //           cudaStreamWaitEvent(upload, freed[b]): chunk i-2 is out
+                }
+                s.htod(up, &h_in[c.range()], buf)?; //           cudaMemcpyAsync(buf[b], ..., H2D, upload)
+                let uploaded = s.event_record(up)?; //           cudaEventRecord(uploaded, upload)
+                s.stream_wait_event(compute, uploaded)?; //      cudaStreamWaitEvent(compute, uploaded)
+                s.launch(compute, work.launch(kernels, buf))?; // process<<<..., compute>>>(buf[b], n)
+                let computed = s.event_record(compute)?;
+                s.stream_wait_event(down, computed)?;
+                s.dtoh(down, buf, out)?; //                      cudaMemcpyAsync(..., buf[b], D2H, download)
+                freed[b] = Some(s.event_record(down)?); //       buffer b may be refilled after this
+            }
+            waits = s.waits();
+            Ok(())
+        })
+    })?;
+    Ok((time, waits))
+}
+
 fn double_buffering(args: &Args, out: &Output) -> anyhow::Result<()> {
     let plan = args.pipeline.plan(64 << 20, 32, 4)?;
     let r = args.run.repeats();
@@ -63,13 +101,6 @@ fn double_buffering(args: &Args, out: &Output) -> anyhow::Result<()> {
     let kernels = Kernels::load(gpu)?; // the lessons' kernels: cuModuleLoadData, cuModuleGetFunction
     let h_in = gpu.pinned_from_fn(plan.elements, input)?;
     let mut h_out = gpu.pinned::<f32>(plan.elements)?;
-    let mut d_buf = gpu.alloc_each::<f32>(2, plan.max_chunk())?; // the two buffers
-    let (upload, compute, download) = {
-        let s = gpu.streams(3)?;
-        let mut s = s.into_iter();
-        (s.next().unwrap(), s.next().unwrap(), s.next().unwrap())
-    };
-    let three = [upload, compute, download];
     let work = match args.work.iters {
         Some(iters) => Work::Process(iters),
         None => balanced_work(gpu, &kernels, plan.max_chunk(), r)?,
@@ -82,35 +113,10 @@ fn double_buffering(args: &Args, out: &Output) -> anyhow::Result<()> {
         work.describe()
     ));
 
-    // Chunk i in buffer i % 2. Each step waits for the event of the step before it, on its own stream.
     h_out.fill(f32::NAN);
-    let mut waits = Waits::default();
-    let mut double = || {
-        gpu.timed(&three, |s| {
-            let [up, compute, down] = &three;
-            let d = s.devices(&mut d_buf);
-            let mut freed: [Option<ScopeEvent>; 2] = [None, None];
-            for (c, out) in plan.iter().zip(plan.split_mut(&mut h_out)) {
-                let (b, buf) = (c.index % 2, d[c.index % 2].slice(0..c.len));
-                if let Some(done) = freed[b] {
-                    s.stream_wait_event(up, done)?; //           cudaStreamWaitEvent(upload, freed[b]): chunk i-2 is out
-                }
-                s.htod(up, &h_in[c.range()], buf)?; //           cudaMemcpyAsync(buf[b], ..., H2D, upload)
-                let uploaded = s.event_record(up)?; //           cudaEventRecord(uploaded, upload)
-                s.stream_wait_event(compute, uploaded)?; //      cudaStreamWaitEvent(compute, uploaded)
-                s.launch(compute, work.launch(&kernels, buf))?;
-                let computed = s.event_record(compute)?;
-                s.stream_wait_event(down, computed)?;
-                s.dtoh(down, buf, out)?; //                      cudaMemcpyAsync(..., buf[b], D2H, download)
-                freed[b] = Some(s.event_record(down)?); //     buffer b may be refilled after this
-            }
-            waits = s.waits();
-            Ok(())
-        })
-    };
-    let double_time = {
+    let (double_time, waits) = {
         let _p = phase("double buffering");
-        measure(r, &mut double)?
+        double_buffering_exercise((gpu, &kernels), (plan, work, r), &h_in, &mut h_out)?
     };
     let mut checks = vec![work.check(&h_out, &plan)];
     out.say(format!("double buffering: {}", checks[0].summary()));

@@ -15,13 +15,12 @@ use std::{
 };
 
 use crate::ffi as sys;
-use anyhow::{bail, Context as _};
+use anyhow::bail;
 
 use crate::{
     context::Context,
     ffi::{self, error_name},
-    memory::Bytes,
-    memory::Element,
+    memory::{too_large, Bytes, Element},
 };
 
 /// Ordinary pageable memory, `f(i)` for each element, with an error (not an abort) when the host
@@ -31,12 +30,42 @@ pub fn pageable<T: Element>(len: usize, f: impl Fn(usize) -> T + Sync) -> anyhow
     if len == 0 {
         return Ok(v);
     }
-    v.try_reserve_exact(len).map_err(|_| {
-        anyhow::anyhow!("cannot allocate {} of host memory", Bytes(len.saturating_mul(std::mem::size_of::<T>())))
-    })?;
+    let bytes = len.saturating_mul(std::mem::size_of::<T>());
+    host_room(bytes, "host memory")?;
+    if v.try_reserve_exact(len).is_err() {
+        too_large!("cannot allocate {} of host memory: choose a smaller size", Bytes(bytes));
+    }
     v.resize(len, f(0));
     fill(&mut v, f);
     Ok(v)
+}
+
+/// Refuses `bytes` more of host memory where the host has not that much available and a margin beside
+/// it (a twentieth of its memory, at least 1 GiB): past it, Linux would overcommit and its out-of-memory
+/// killer end this process, or another, with no message. Where `/proc/meminfo` cannot be read, allows it.
+fn host_room(bytes: usize, what: &str) -> anyhow::Result<()> {
+    let Some((available, total)) = meminfo() else { return Ok(()) };
+    let margin = (total / 20).max(1 << 30);
+    if bytes > available.saturating_sub(margin) {
+        too_large!(
+            "needs {} of {what}, and this host has {} available of {}, less {} kept free: choose a smaller size",
+            Bytes(bytes),
+            Bytes(available),
+            Bytes(total),
+            Bytes(margin)
+        );
+    }
+    Ok(())
+}
+
+/// (MemAvailable, MemTotal) in bytes, from `/proc/meminfo`.
+fn meminfo() -> Option<(usize, usize)> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let field = |name: &str| -> Option<usize> {
+        let line = text.lines().find(|l| l.starts_with(name))?;
+        Some(line.split_whitespace().nth(1)?.parse::<usize>().ok()? * 1024)
+    };
+    Some((field("MemAvailable:")?, field("MemTotal:")?))
 }
 
 /// Sets `out[i] = f(i)` on every core (up to 64 threads): filling a large pinned buffer on one thread
@@ -93,15 +122,19 @@ impl<T: Element> PinnedBuffer<T> {
         if len == 0 {
             bail!("a pinned buffer needs at least one element");
         }
-        let bytes = len.checked_mul(std::mem::size_of::<T>()).context("pinned allocation size overflows")?;
+        let Some(bytes) = len.checked_mul(std::mem::size_of::<T>()) else {
+            too_large!("{len} elements of {} bytes are more bytes than a pointer can hold", std::mem::size_of::<T>())
+        };
+        host_room(bytes, "pinned host memory")?;
         ctx.make_current()?;
         let mut p = std::ptr::null_mut();
         // SAFETY: valid out-pointer, nonzero size; the flags are the driver's own constants; the
         // context is current.
         let code = unsafe { ffi::cuMemHostAlloc(&mut p, bytes, flags.0) };
         if code != ffi::SUCCESS || p.is_null() {
-            bail!(
-                "the host refused to pin {} ({}): free memory or raise the locked-memory limit (ulimit -l)",
+            too_large!(
+                "the host refused to pin {} ({}): choose a smaller size, free memory or raise the locked-memory \
+                 limit (ulimit -l)",
                 Bytes(bytes),
                 error_name(code)
             );
@@ -136,6 +169,10 @@ impl<T: Element> PinnedBuffer<T> {
 
 // SAFETY: pinned memory belongs to the process, not to a thread; the buffer owns it exclusively.
 unsafe impl<T: Element> Send for PinnedBuffer<T> {}
+// SAFETY: a shared reference gives only reads (`&[T]` of plain numbers, the flags, the device address),
+// which threads may make at once; writing takes `&mut`, which excludes every other reference, and the
+// GPU writes it only while a scope holds that `&mut`.
+unsafe impl<T: Element> Sync for PinnedBuffer<T> {}
 
 impl<T: Element> Deref for PinnedBuffer<T> {
     type Target = [T];
@@ -277,9 +314,12 @@ mod tests {
     }
 
     #[test]
-    fn pageable_fills_or_refuses() {
+    fn pageable_fills_or_refuses_what_the_host_cannot_hold() {
         assert_eq!(pageable(5, |i| i as u32 * 2).unwrap(), vec![0, 2, 4, 6, 8]);
-        let err = pageable::<f32>(usize::MAX / 4, |_| 0.0).unwrap_err().to_string();
-        assert!(err.starts_with("cannot allocate"), "{err}");
+        let err = pageable::<f32>(usize::MAX / 4, |_| 0.0).unwrap_err();
+        assert!(err.is::<crate::memory::TooLarge>(), "{err}");
+        let (available, _) = meminfo().expect("Linux has /proc/meminfo");
+        let err = pageable::<u8>(available, |_| 0).unwrap_err();
+        assert!(err.is::<crate::memory::TooLarge>() && err.to_string().contains("kept free"), "{err}");
     }
 }

@@ -84,7 +84,7 @@ pub use anyhow;
 pub use device::{DeviceInfo, Gpu};
 pub use ffi::DriverError;
 pub use host::{pageable, HostAlloc, PinnedBuffer, Registered};
-pub use memory::{Bytes, DeviceBuffer, Element, ManagedBuffer, Room};
+pub use memory::{Bytes, DeviceBuffer, Element, ManagedBuffer, Room, TooLarge};
 pub use module::{Kernel, Launch, LaunchBuilder, LaunchConfig, Module};
 pub use scope::{Observer, Scope, ScopeEvent, TimedOp, To, Waits};
 pub use staging::Stager;

@@ -8,7 +8,7 @@ use std::{
 };
 
 use crate::ffi as sys;
-use anyhow::{anyhow, bail, Context as _};
+use anyhow::{bail, Context as _};
 use serde::Serialize;
 
 use crate::{
@@ -27,6 +27,26 @@ macro_rules! element {
     ($($t:ty),*) => { $(impl sealed::Sealed for $t {} impl Element for $t {})* };
 }
 element!(u8, u16, u32, u64, i8, i16, i32, i64, f32, f64);
+
+/// An allocation larger than this machine can hold now: more than the device has free, more host
+/// memory than is available, or more than may be pinned. A size to choose smaller, rather than a failure
+/// of the GPU; raised before anything of it is allocated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TooLarge(pub String);
+
+impl std::fmt::Display for TooLarge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for TooLarge {}
+
+/// `Err(TooLarge)` with a formatted message.
+macro_rules! too_large {
+    ($($arg:tt)*) => { return Err(anyhow::Error::new(crate::memory::TooLarge(format!($($arg)*)))) };
+}
+pub(crate) use too_large;
 
 /// A byte count that prints as a person reads it: `64 MiB`, `1.5 GiB`, `300 B`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -65,7 +85,9 @@ impl<T: Element> DeviceBuffer<T> {
         if len == 0 {
             bail!("a device buffer needs at least one element");
         }
-        let bytes = len.checked_mul(std::mem::size_of::<T>()).context("allocation size overflows")?;
+        let Some(bytes) = len.checked_mul(std::mem::size_of::<T>()) else {
+            too_large!("{len} elements of {} bytes are more bytes than a pointer can hold", std::mem::size_of::<T>())
+        };
         // Under the lock on managed memory held: what this process's managed buffers may bring to the
         // device is taken, so that device buffers cannot leave them no room.
         let held = managed_held();
@@ -76,7 +98,7 @@ impl<T: Element> DeviceBuffer<T> {
                 0 => String::new(),
                 h => format!(" once the {} of managed memory this process holds there may come", Bytes(h)),
             };
-            bail!(
+            too_large!(
                 "needs {} of device memory, but {name} has only {} free{managed}: choose a smaller size",
                 Bytes(bytes),
                 Bytes(usable)
@@ -266,9 +288,9 @@ impl<T: Element> ManagedBuffer<T> {
         let bytes = len.checked_mul(std::mem::size_of::<T>()).context("managed allocation size overflows")?;
         managed_support(ctx.device()).with_context(|| format!("managed memory on {name}"))?;
         let mut held = managed_held();
-        room_holding(ctx, &held)?
-            .check(bytes)
-            .map_err(|why| anyhow!("managed memory on {name}: {why}: choose a smaller size"))?;
+        if let Err(why) = room_holding(ctx, &held)?.check(bytes) {
+            too_large!("managed memory on {name}: {why}: choose a smaller size");
+        }
         let mut ptr = 0;
         // SAFETY: valid out-pointer, nonzero size, the driver's own flag; the context is current
         // (memory_info made it so).

@@ -495,6 +495,16 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         Ok(())
     }
 
+    /// `cudaEventElapsedTime(&ms, start, end)`: the GPU time between two events of this scope, once both
+    /// have completed (after [`Scope::synchronize`], say); an error (`CUDA_ERROR_NOT_READY`) before.
+    pub fn elapsed_ms(&self, start: ScopeEvent<'scope>, end: ScopeEvent<'scope>) -> anyhow::Result<f64> {
+        if start.scope != self.id || end.scope != self.id {
+            bail!("elapsed_ms: an event of another scope");
+        }
+        let st = self.state.borrow();
+        st.events[end.index].0.elapsed_ms(&st.events[start.index].0)
+    }
+
     /// How the streams were ordered so far: the program's waits and those the scope added.
     pub fn waits(&self) -> Waits {
         self.state.borrow().waits.clone()

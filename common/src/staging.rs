@@ -165,6 +165,33 @@ impl<T: Element> Stager<T> {
         })
     }
 
+    /// The host's side of a staged transfer alone, with nothing on the GPU: the same threads copying
+    /// the same chunks of `host` into the same pinned slots, in turn (`To::Device`, an upload's side), or
+    /// out of them into `host` (`To::Host`, a download's, with streaming stores where a download uses
+    /// them). A staged transfer large enough to be staged cannot beat this rate: it does the same CPU
+    /// work, with DMA beside it.
+    pub fn host_side_only(&mut self, host: &mut [T], direction: crate::To) -> anyhow::Result<()> {
+        let (n, bytes) = (host.len(), std::mem::size_of_val(host));
+        let (chunk, threads) = self.split(n);
+        let (streaming, to_device) = (bytes >= STREAM_DOWNLOADS_FROM, direction == crate::To::Device);
+        let at = SendPtr(host.as_mut_ptr());
+        self.run_workers(threads, |t, w| {
+            for (k, i) in (t..n.div_ceil(chunk)).step_by(threads).enumerate() {
+                let range = i * chunk..((i + 1) * chunk).min(n);
+                // SAFETY: `range` is one of this worker's chunks, disjoint from every other worker's, within
+                // `host`, which is borrowed mutably until this returns (run_workers joins first).
+                let part = unsafe { std::slice::from_raw_parts_mut(at.get().add(range.start), range.len()) };
+                let slot = &mut w.slots[k % 2][..range.len()];
+                match (to_device, streaming) {
+                    (true, _) => slot.copy_from_slice(part),
+                    (false, true) => stream_copy(part, slot),
+                    (false, false) => part.copy_from_slice(slot),
+                }
+            }
+            Ok(())
+        })
+    }
+
     /// A small transfer through the driver's own path for pageable memory, which is as fast there and
     /// has nothing to start: `copy` queued on the first worker's stream, which is then synchronized
     /// (or the process aborts, as a scope does) before the borrows end.
@@ -258,9 +285,10 @@ fn split(n: usize, workers: usize, slot: usize, size: usize) -> (usize, usize) {
 
 #[derive(Clone, Copy)]
 struct SendPtr<T>(*mut T);
-// SAFETY: used only to hand each staging thread the base of an output buffer whose chunks they write
-// disjointly while the owner's &mut borrow is held by download().
+// SAFETY: used only to hand each staging thread the base of a buffer whose chunks they touch
+// disjointly while the owner's &mut borrow is held by download() or host_side_only().
 unsafe impl<T> Send for SendPtr<T> {}
+// SAFETY: as above.
 unsafe impl<T> Sync for SendPtr<T> {}
 impl<T> SendPtr<T> {
     fn get(self) -> *mut T {

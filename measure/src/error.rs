@@ -14,7 +14,7 @@
 
 use std::{fmt, process::ExitCode};
 
-use common::DriverError;
+use common::{DriverError, TooLarge};
 use serde::Serialize;
 
 /// What a lesson's `main` returns. Any error converts into it with `?`; printing it gives one line
@@ -82,7 +82,8 @@ impl ErrorKind {
     /// (`--devices: ...`), is bad arguments; the messages of `device::driver_init` and the driver's
     /// CUDA_ERROR_NO_DEVICE and CUDA_ERROR_STUB_LIBRARY mean no GPU; any other driver error is a GPU error.
     pub fn of(e: &anyhow::Error) -> ErrorKind {
-        if e.chain().any(|c| c.is::<BadArgs>() || c.to_string().starts_with("--")) {
+        // A size this machine cannot hold is a bad argument for this machine.
+        if e.chain().any(|c| c.is::<BadArgs>() || c.is::<TooLarge>() || c.to_string().starts_with("--")) {
             return ErrorKind::BadArguments;
         }
         let mut gpu = false;
@@ -199,6 +200,8 @@ mod tests {
         assert_eq!(kind(driver(100)), ErrorKind::NoGpu, "CUDA_ERROR_NO_DEVICE");
         assert_eq!(kind(driver(34)), ErrorKind::NoGpu, "CUDA_ERROR_STUB_LIBRARY");
         assert_eq!(kind(anyhow::anyhow!("verification failed: 3 of 1024 elements differ")), ErrorKind::Other);
+        let big = anyhow::Error::new(TooLarge("needs 150 GiB of device memory".into())).context("allocating");
+        assert_eq!(kind(big), ErrorKind::BadArguments, "a size the machine cannot hold");
     }
 
     #[test]

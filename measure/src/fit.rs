@@ -98,17 +98,44 @@ pub struct KindFit {
     pub direction: &'static str,
     pub cost: CopyCost,
     pub limit: String,
+    /// Why these sizes cannot show the fit, where they cannot: then its numbers are not printed.
+    pub unseen: Option<String>,
+}
+
+/// Why `points` cannot show `cost`, if they cannot: two sizes always fit exactly; α shows only where the
+/// smallest copy spends a fifth of its time or more on it (at most 4x the size n½ = α·β), and β only where
+/// the largest copy spends half or more on moving bytes (at least n½).
+pub fn unseen(points: &[(usize, f64)], cost: &CopyCost) -> Option<String> {
+    let (smallest, largest) = (points.iter().map(|p| p.0).min()?, points.iter().map(|p| p.0).max()?);
+    let sizes = points.iter().map(|p| p.0).collect::<std::collections::BTreeSet<_>>().len();
+    if sizes < 3 {
+        return Some(format!("{sizes} sizes, which any two numbers fit exactly: sweep three or more"));
+    }
+    if cost.alpha_us <= 0.0 || smallest as f64 > 4.0 * cost.half_rate_bytes {
+        return Some(format!(
+            "copies of {} and more hide a per-copy cost: α cannot be seen from them (sweep from 4 KiB)",
+            fmt_bytes(smallest)
+        ));
+    }
+    if (largest as f64) < cost.half_rate_bytes {
+        return Some(format!(
+            "copies of {} and less are mostly per-copy cost: β cannot be seen from them (sweep past {})",
+            fmt_bytes(largest),
+            fmt_bytes(cost.half_rate_bytes as usize)
+        ));
+    }
+    None
 }
 
 const WAYS: [&str; 2] = ["H2D", "D2H"];
 
 impl Sweep<'_> {
-    fn path(&self, k: usize, bytes: usize, gbps: f64, per_copy_us: f64) -> CopyPath<'static> {
+    fn path(&self, k: usize, bytes: usize, gbps: f64, per_copy_us: Option<f64>) -> CopyPath<'static> {
         CopyPath {
             memory: if self.kinds[k] == "pageable" { "pageable" } else { "pinned" },
             bytes,
             gbps,
-            per_copy_us: Some(per_copy_us),
+            per_copy_us,
             link_gbps: self.link_gbps,
             host_copy_gbps: Some(self.host_copy_gbps),
         }
@@ -123,8 +150,10 @@ impl Sweep<'_> {
                     self.sizes.iter().zip(self.times).map(|(b, row)| (*b, row[k].way(d).median_ms)).collect();
                 let cost = CopyCost::fit(&points)?;
                 let (bytes, ms) = points[points.len() - 1];
-                let limit = self.path(k, bytes, bytes as f64 / (ms * 1e6), cost.alpha_us).limit();
-                fits.push(KindFit { kind: kind.to_string(), direction, cost, limit });
+                let unseen = unseen(&points, &cost);
+                let per_copy = if unseen.is_none() { Some(cost.alpha_us) } else { None };
+                let limit = self.path(k, bytes, bytes as f64 / (ms * 1e6), per_copy).limit();
+                fits.push(KindFit { kind: kind.to_string(), direction, cost, limit, unseen });
             }
         }
         Ok(fits)
@@ -139,7 +168,8 @@ impl Sweep<'_> {
         for (bytes, row) in self.sizes.iter().zip(self.times) {
             let mut cells = vec![fmt_bytes(*bytes)];
             cells.extend(row.iter().map(|b| format!("{:.2}", b.way(d).gbps(*bytes))));
-            let alpha = fits[2 * limited + d].cost.alpha_us;
+            let fit = &fits[2 * limited + d];
+            let alpha = fit.unseen.is_none().then_some(fit.cost.alpha_us);
             cells.push(self.path(limited, *bytes, row[limited].way(d).gbps(*bytes), alpha).limit());
             t.row(cells);
         }
@@ -153,22 +183,43 @@ pub fn fit_table(fits: &[KindFit]) -> Table {
         Table::new(&["kind", "way", "α per copy", "β GB/s", "half of β at", "worst miss", "largest copy limited by"]);
     for f in fits {
         let c = &f.cost;
-        t.row(vec![
-            f.kind.clone(),
-            f.direction.into(),
-            format!("{:.1} µs", c.alpha_us),
-            format!("{:.2}", c.beta_gbps),
-            fmt_bytes(c.half_rate_bytes.round() as usize),
-            format!("{:.0}%", 100.0 * c.worst_miss),
-            f.limit.clone(),
-        ]);
+        let numbers = match &f.unseen {
+            None => vec![
+                format!("{:.1} µs", c.alpha_us),
+                format!("{:.2}", c.beta_gbps),
+                fmt_bytes(c.half_rate_bytes.round() as usize),
+                format!("{:.0}%", 100.0 * c.worst_miss),
+            ],
+            Some(_) => vec!["not seen".into(), "-".into(), "-".into(), "-".into()],
+        };
+        t.row([vec![f.kind.clone(), f.direction.into()], numbers, vec![f.limit.clone()]].concat());
     }
     t
+}
+
+/// Why the fits that are not printed are not: one line each reason.
+pub fn unseen_notes(fits: &[KindFit]) -> Vec<String> {
+    let mut notes: Vec<String> = fits.iter().filter_map(|f| f.unseen.clone()).collect();
+    notes.dedup();
+    notes.into_iter().map(|n| format!("not fitted: {n}")).collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_fit_is_shown_only_where_the_sizes_can_show_it() {
+        let t = |n: usize| (6e-6 + n as f64 / 55e9) * 1e3; // n½ = 330 KB
+        let at = |sizes: &[usize]| -> Option<String> {
+            let pts: Vec<(usize, f64)> = sizes.iter().map(|&n| (n, t(n))).collect();
+            unseen(&pts, &CopyCost::fit(&pts).unwrap())
+        };
+        assert_eq!(at(&[4 << 10, 64 << 10, 1 << 20, 64 << 20]), None);
+        assert!(at(&[1 << 30, 4 << 30]).unwrap().contains("2 sizes"), "two points always fit");
+        assert!(at(&[1 << 30, 2 << 30, 4 << 30]).unwrap().contains("α cannot be seen"));
+        assert!(at(&[4 << 10, 8 << 10, 16 << 10]).unwrap().contains("β cannot be seen"));
+    }
 
     #[test]
     fn recovers_alpha_and_beta_from_exact_times() {

@@ -157,18 +157,6 @@ fn compare(
     })
 }
 
-/// `dst.copy_from_slice(src)` on `threads` threads (memory copies on one core fall well short of the
-/// host's memory bandwidth); with `streaming`, with streaming stores ([`common::staging::stream_copy`]).
-pub fn par_copy<T: common::Element>(dst: &mut [T], src: &[T], threads: usize, streaming: bool) {
-    assert_eq!(dst.len(), src.len(), "par_copy: lengths differ");
-    let part = dst.len().div_ceil(threads.max(1)).max(1);
-    std::thread::scope(|s| {
-        for (d, c) in dst.chunks_mut(part).zip(src.chunks(part)) {
-            s.spawn(move || if streaming { common::staging::stream_copy(d, c) } else { d.copy_from_slice(c) });
-        }
-    });
-}
-
 /// A sum of every element's bits, reading as fast as the CPU can (independent lanes, no float-add
 /// latency chain): for timing how fast the CPU reads a kind of memory, and comparing two copies.
 pub fn checksum(data: &[f32]) -> u32 {
@@ -239,16 +227,5 @@ mod tests {
         let v: Vec<f32> = (0..100_000).map(input).collect();
         assert!(v.iter().all(|&x| x > 0.0 && x < 1.0));
         assert!(v.windows(2).filter(|w| w[0] != w[1]).count() > 99_000);
-    }
-
-    #[test]
-    fn par_copy_copies() {
-        let src: Vec<u32> = (0..100_003).collect();
-        let mut dst = vec![0; src.len()];
-        par_copy(&mut dst, &src, 7, false);
-        assert_eq!(dst, src);
-        let mut dst = vec![0; src.len()];
-        par_copy(&mut dst, &src, 3, true);
-        assert_eq!(dst, src);
     }
 }

@@ -6,13 +6,25 @@ use anyhow::{bail, Context as _};
 
 use crate::tools;
 
-/// A lesson: its name (`examples/NAME.rs`), arguments that keep a run short (for the sanitizer), and
+/// A lesson: its name (`examples/NAME.rs`), arguments that keep a run short (for the sanitizer),
 /// arguments for the profiler, whose pictures should show the real workload and whose built-in timeline
-/// is accurate only for operations of some length.
+/// is accurate only for operations of some length, and for a lesson that follows a CUDA C++ program
+/// (`seeds/`), the function that is that program in Rust, which the lesson opens with.
 pub struct Lesson {
     pub name: &'static str,
     pub quick: &'static [&'static str],
     pub profile: &'static [&'static str],
+    #[cfg_attr(not(test), allow(dead_code))] // read by the tidy test
+    pub seed: Option<Seed>,
+}
+
+/// The CUDA C++ program a lesson follows, and the function of the lesson that is that program.
+#[cfg_attr(not(test), allow(dead_code))] // read by the tidy test
+pub struct Seed {
+    /// The program, as `seeds/` holds it, or the exercise it is.
+    pub program: &'static str,
+    /// The function right after `main` that is that program in Rust.
+    pub function: &'static str,
 }
 
 /// Every lesson, once: the only list of them (a tidy test holds `examples/` and README.md to it).
@@ -21,68 +33,81 @@ pub const LESSONS: [Lesson; 14] = [
         name: "pinned_memory",
         quick: &["--min", "64KiB", "--max", "4MiB", "--repeats", "2", "--warmup", "1"],
         profile: &["--max", "64MiB", "--repeats", "3", "--warmup", "1"],
+        seed: Some(Seed { program: "pinned_memory.cu", function: "pinned_memory_cu" }),
     },
     Lesson {
         name: "async_memcpy",
         quick: &["-n", "256k", "--repeats", "2", "--warmup", "1"],
         profile: &["--repeats", "3", "--warmup", "1"],
+        seed: Some(Seed { program: "async_memcpy.cu", function: "async_memcpy_cu" }),
     },
     Lesson {
         name: "overlap",
         quick: &["-n", "4M", "--chunks", "8", "--streams", "4", "--iters", "64", "--repeats", "2", "--warmup", "1"],
         profile: &["--repeats", "3", "--warmup", "1"],
+        seed: Some(Seed { program: "overlap_pattern.cu", function: "overlap_pattern_cu" }),
     },
     Lesson {
         name: "overlap_sweep",
         quick: &["-n", "1M", "--iters", "16", "--repeats", "2", "--warmup", "1"],
         profile: &["-n", "16M", "--repeats", "3", "--warmup", "1"],
+        seed: None,
     },
     Lesson {
         name: "vector_add_streams",
         quick: &["-n", "4M", "--chunks", "8", "--streams", "4", "--repeats", "2", "--warmup", "1"],
         profile: &["--repeats", "3", "--warmup", "1"],
+        seed: Some(Seed { program: "asyncMemoryCopyExample.cu", function: "async_memory_copy_example_cu" }),
     },
     Lesson {
         name: "zero_copy",
         quick: &["--min", "64KiB", "--max", "4MiB", "--repeats", "2", "--warmup", "1"],
         profile: &["--max", "64MiB", "--repeats", "3", "--warmup", "1"],
+        seed: Some(Seed { program: "day43_ZeroCopyExample.cu", function: "zero_copy_example_cu" }),
     },
     Lesson {
         name: "double_buffering",
         quick: &["-n", "4M", "--chunks", "8", "--streams", "4", "--iters", "64", "--repeats", "2", "--warmup", "1"],
         profile: &["--repeats", "3", "--warmup", "1"],
+        seed: Some(Seed { program: "the double-buffering exercise", function: "double_buffering_exercise" }),
     },
     Lesson {
         name: "staged_copy",
         quick: &["--min", "4MiB", "--max", "16MiB", "--threads", "4", "--repeats", "2", "--warmup", "1"],
         profile: &["--max", "256MiB", "--repeats", "3", "--warmup", "1"],
+        seed: None,
     },
     Lesson {
         name: "bidirectional",
         quick: &["--min", "1MiB", "--max", "4MiB", "--repeats", "2", "--warmup", "1"],
         profile: &["--max", "256MiB", "--repeats", "3", "--warmup", "1"],
+        seed: None,
     },
     Lesson {
         name: "managed_memory",
         quick: &["--min", "16MiB", "--max", "64MiB", "--iters", "64", "--repeats", "2", "--warmup", "1"],
         profile: &["--max", "256MiB", "--repeats", "3", "--warmup", "1"],
+        seed: None,
     },
     Lesson {
         name: "every_gpu",
         quick: &["--size", "4MiB", "--repeats", "2", "--warmup", "1"],
         profile: &["--size", "256MiB", "--repeats", "3", "--warmup", "1"],
+        seed: None,
     },
     Lesson {
         name: "latency",
         quick: &["--accesses", "256", "--repeats", "2", "--warmup", "1"],
         profile: &["--repeats", "3", "--warmup", "1"],
+        seed: None,
     },
     Lesson {
         name: "planner",
         quick: &["--size", "16MiB", "--iters", "16", "--repeats", "2", "--warmup", "1"],
         profile: &["--repeats", "3", "--warmup", "1"],
+        seed: None,
     },
-    Lesson { name: "your_kernel", quick: &[], profile: &[] },
+    Lesson { name: "your_kernel", quick: &[], profile: &[], seed: None },
 ];
 
 /// The lessons named (all when none), checked against the list.

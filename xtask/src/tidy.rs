@@ -58,14 +58,62 @@ fn every_lesson_is_registered_once() {
     }
 }
 
-/// A lesson is its story: the harness, the bound and the tables live in `common`.
+/// The longest a seed's program in Rust may be: the CUDA C++ programs are 40 to 110 lines.
+const SEED_FUNCTION_LINES: usize = 60;
+/// A sanity bound on a whole lesson: past it, its apparatus belongs in `measure`.
+const LESSON_LINES: usize = 260;
+
+/// A lesson reads as its seed first: a lesson that follows a CUDA C++ program opens (right after
+/// `main`) with one function that is that program in Rust, short, and names the program in its doc; the
+/// measuring apparatus follows it. No line of a lesson is wider than rustfmt's 120 columns. Every
+/// offender is listed at once.
 #[test]
-fn lessons_stay_short() {
-    for name in lesson_files() {
-        let text = std::fs::read_to_string(tools::root().join(format!("examples/{name}.rs"))).unwrap();
-        let lines = text.lines().count();
-        assert!(lines <= 200, "examples/{name}.rs has {lines} lines: move apparatus into common (at most 200)");
+fn lessons_read_as_their_seed_first() {
+    let mut offences = Vec::new();
+    for lesson in crate::lessons::LESSONS.iter() {
+        let path = format!("examples/{}.rs", lesson.name);
+        let text = std::fs::read_to_string(tools::root().join(&path)).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        if lines.len() > LESSON_LINES {
+            offences
+                .push(format!("{path}: {} lines, more than {LESSON_LINES}: move apparatus into measure", lines.len()));
+        }
+        for (i, l) in lines.iter().enumerate().filter(|(_, l)| l.chars().count() > 120) {
+            offences.push(format!("{path}:{}: {} columns, more than 120", i + 1, l.chars().count()));
+        }
+        let Some(seed) = &lesson.seed else { continue };
+        if !text.lines().take_while(|l| l.starts_with("//!")).any(|l| l.contains(seed.program)) {
+            offences.push(format!("{path}: its doc does not name the program it follows, {}", seed.program));
+        }
+        let fns: Vec<(usize, &str)> = lines
+            .iter()
+            .enumerate()
+            .filter_map(|(i, l)| {
+                let rest = l.strip_prefix("fn ").or_else(|| l.strip_prefix("pub fn "))?;
+                Some((i, rest.split(['(', '<']).next()?))
+            })
+            .collect();
+        let after_main = fns.iter().position(|(_, f)| *f == "main").and_then(|m| fns.get(m + 1));
+        match after_main {
+            Some((start, f)) if *f == seed.function => {
+                let end = lines[*start..].iter().position(|l| *l == "}").map_or(lines.len(), |e| start + e);
+                if end - start + 1 > SEED_FUNCTION_LINES {
+                    offences.push(format!(
+                        "{path}: {f}, {}'s program, is {} lines, more than {SEED_FUNCTION_LINES}",
+                        seed.program,
+                        end - start + 1
+                    ));
+                }
+            }
+            other => offences.push(format!(
+                "{path}: the function after main should be {}, {}'s program in Rust; it is {:?}",
+                seed.function,
+                seed.program,
+                other.map(|o| o.1)
+            )),
+        }
     }
+    assert!(offences.is_empty(), "{} offences:\n  {}", offences.len(), offences.join("\n  "));
 }
 
 /// Where `unsafe` may stand outside `common`: the promise a launch of a kernel makes (that it stays
