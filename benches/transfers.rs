@@ -8,12 +8,17 @@
 //! Groups: `h2d`, `d2h`, `both` (pageable, pinned, write-combined, pinned in place, 4 KiB to 1 GiB);
 //! `overlap` (the pipeline over stream and chunk counts); `zero_copy` (mapped memory against copies);
 //! `buffering` (one, two, or one buffer per stream). It also measures the limits the report holds
-//! these against, and writes them to `<criterion dir>/gpu-limits.json` for `cargo xtask bench-report`.
+//! these against, and writes them to `<criterion dir>/gpu-limits.json` for `cargo xtask bench-report`,
+//! which draws the copies as GB/s against size with the link's raw rate (also written there) across.
+//! Criterion's own summary plots of the groups over sizes use log axes: on linear ones everything below
+//! 100 MiB sits in a corner.
 
 use std::time::Duration;
 
 use common::{DeviceBuffer, Gpu, HostAlloc};
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode, Throughput};
+use criterion::{
+    criterion_group, criterion_main, AxisScale, BenchmarkId, Criterion, PlotConfiguration, SamplingMode, Throughput,
+};
 use kernels::Kernels;
 use measure::{
     args::parse_bytes,
@@ -68,6 +73,16 @@ fn configure<'a>(c: &'a mut Criterion, name: &str) -> criterion::BenchmarkGroup<
     g
 }
 
+/// [`configure`] for a group over transfer sizes, 4 KiB to 1 GiB: criterion's summary plots on log axes.
+fn configure_sizes<'a>(
+    c: &'a mut Criterion,
+    name: &str,
+) -> criterion::BenchmarkGroup<'a, criterion::measurement::WallTime> {
+    let mut g = configure(c, name);
+    g.plot_config(PlotConfiguration::default().summary_scale(AxisScale::Logarithmic));
+    g
+}
+
 fn copies(c: &mut Criterion) {
     let Some(gpu) = gpu() else { return };
     let max = max_bytes();
@@ -85,10 +100,13 @@ fn copies(c: &mut Criterion) {
     ];
     let (mut up, mut down) = (gpu.alloc::<f32>(n).unwrap(), gpu.alloc::<f32>(n).unwrap());
     let streams = gpu.streams(2).unwrap();
-    let sizes: Vec<usize> =
-        [4 << 10, 1 << 20, 16 << 20, 256 << 20, 1 << 30].into_iter().filter(|s| *s <= max).collect();
+    // 64 and 256 KiB draw the knee of the rate curve, where the per-copy cost gives way to the link.
+    let sizes: Vec<usize> = [4 << 10, 64 << 10, 256 << 10, 1 << 20, 16 << 20, 256 << 20, 1 << 30]
+        .into_iter()
+        .filter(|s| *s <= max)
+        .collect();
     for dir in ["h2d", "d2h", "both"] {
-        let mut g = configure(c, dir);
+        let mut g = configure_sizes(c, dir);
         for (kind, host) in kinds.iter_mut() {
             for &bytes in sizes.iter().filter(|b| dir != "both" || **b <= max / 2) {
                 let len = bytes / 4;
@@ -183,7 +201,7 @@ fn zero_copy(c: &mut Criterion) {
     let (mut d_in, mut d_out) = (gpu.alloc::<f32>(n).unwrap(), gpu.alloc::<f32>(n).unwrap());
     let streams = gpu.streams(1).unwrap();
     let st = &streams[0];
-    let mut g = configure(c, "zero_copy");
+    let mut g = configure_sizes(c, "zero_copy");
     for bytes in [64 << 10, 1 << 20, 16 << 20, 256 << 20].into_iter().filter(|b| *b <= n * 4) {
         let len = bytes / 4;
         g.throughput(Throughput::Bytes(2 * bytes as u64));
@@ -254,6 +272,7 @@ fn write_limits(gpu: &Gpu, kernels: &Kernels, n: usize, work: Work) {
     }
     let limits = serde_json::json!({
         "device": gpu.info,
+        "link_gbps": measure::machine::Health::read(gpu).link_gbps(gpu),
         "copy_engine_gbps": {
             "h2d": best(&copies.h2d, copies.bytes),
             "d2h": best(&copies.d2h, copies.bytes),

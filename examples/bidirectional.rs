@@ -78,5 +78,8 @@ fn bidirectional(args: &Args, out: &Output) -> anyhow::Result<()> {
     if let Some(reference) = args.ref_both {
         out.say(format!("that is {:.1}% of the reference {reference:.2} GB/s each way", 100.0 * each / reference));
     }
-    out.finish(&serde_json::json!({ "device": gpu.info, "repeats": r, "sizes": rows, "reference_each_way_gbps": args.ref_both }))
+    let reference = args.ref_both;
+    out.finish(
+        &serde_json::json!({ "device": gpu.info, "repeats": r, "sizes": rows, "reference_each_way_gbps": reference }),
+    )
 }

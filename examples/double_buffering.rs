@@ -22,7 +22,7 @@ use kernels::Kernels;
 use measure::{
     args::{PipelineArgs, RunArgs, WorkArgs},
     bound::{Measured, Report, Steps},
-    pipeline::{balanced_work, run_pipeline, Layout},
+    pipeline::{run_pipeline, Layout},
     report::{fmt_bytes, Output},
     timeline::phase,
     timing::{measure, Repeats, Stats},
@@ -101,10 +101,7 @@ fn double_buffering(args: &Args, out: &Output) -> anyhow::Result<()> {
     let kernels = Kernels::load(gpu)?; // the lessons' kernels: cuModuleLoadData, cuModuleGetFunction
     let h_in = gpu.pinned_from_fn(plan.elements, input)?;
     let mut h_out = gpu.pinned::<f32>(plan.elements)?;
-    let work = match args.work.iters {
-        Some(iters) => Work::Process(iters),
-        None => balanced_work(gpu, &kernels, plan.max_chunk(), r)?,
-    };
+    let work = args.work.work(gpu, &kernels, plan.max_chunk(), r)?;
     out.say(format!(
         "{} ({}) in {} chunks; {}",
         plan.elements,

@@ -155,7 +155,8 @@ fn latency(args: &Args, out: &Output) -> anyhow::Result<()> {
     }
     out.table(&t);
     out.say(format!(
-        "a read of host memory across the link costs {:.1}x one of device memory; every chase ended where the CPU's did",
+        "a read of host memory across the link costs {:.1}x one of device memory; every chase ended where the \
+         CPU's did",
         reads[0].ns_per_read / reads[1].ns_per_read
     ));
     out.finish(&serde_json::json!({ "device": gpu.info, "repeats": r, "copies": copies, "reads": reads }))

@@ -16,7 +16,7 @@
 //! cudaMalloc'd memory, which the driver refuses). Managed memory is granted beyond the device's free
 //! memory, where its pages would evict each other's back and forth: the lesson checks first.
 //!
-//!     cargo run --release --example managed_memory [-- --min 16MiB --max 256MiB --chunks 16 --streams 4]
+//!     cargo run --release --example managed_memory [-- --min 16MiB --max 1GiB --chunks 16 --streams 4]
 
 use std::process::ExitCode;
 
@@ -26,7 +26,6 @@ use kernels::Kernels;
 use measure::{
     args::{parse_bytes, parse_count, size_sweep, RunArgs, WorkArgs},
     error::bad_args,
-    pipeline::balanced_work,
     report::{fmt_bytes, fmt_ms, Output, Table},
     timeline::phase,
     timing::{gbps, measure_parts, Laps, Repeats, Stats},
@@ -43,7 +42,7 @@ struct Args {
     #[arg(long, default_value = "16MiB", value_parser = parse_bytes, allow_negative_numbers = true)]
     min: usize,
     /// Largest array
-    #[arg(long, default_value = "256MiB", value_parser = parse_bytes, allow_negative_numbers = true)]
+    #[arg(long, default_value = "64MiB", value_parser = parse_bytes, allow_negative_numbers = true)]
     max: usize,
     /// Chunks each array is cut into
     #[arg(long, default_value = "16", value_parser = parse_count, allow_negative_numbers = true)]
@@ -107,8 +106,7 @@ fn managed_memory(args: &Args, out: &Output) -> anyhow::Result<()> {
     if let Err(why) = room.check(args.streams.saturating_mul(chunk).saturating_add(n).saturating_mul(4)) {
         return Err(bad_args(format!("--max {}: {why}: pass a smaller --max", fmt_bytes(args.max))));
     }
-    let work =
-        args.work.iters.map_or_else(|| balanced_work(gpu, &kernels, chunk, r), |iters| Ok(Work::Process(iters)))?;
+    let work = args.work.work(gpu, &kernels, chunk, r)?;
     let mut managed = gpu.managed::<f32>(n)?; //                    cudaMallocManaged(&data, BYTES)
     let mut h_in = gpu.pinned::<f32>(n)?; //                        cudaMallocHost(&h_in, BYTES)
     let mut h_out = gpu.pinned::<f32>(n)?; //                       cudaMallocHost(&h_out, BYTES)
@@ -128,18 +126,18 @@ fn managed_memory(args: &Args, out: &Output) -> anyhow::Result<()> {
                 for c in plan.iter() {
                     let (stream, d) = (&streams[c.stream], data.slice(c.range()));
                     let prefetch = |to| if way == 1 { s.prefetch(stream, d, to) } else { Ok(()) };
-                    prefetch(To::Device)?; //                      prefetched: cudaMemPrefetchAsync(data + offset, ..., device, streams[i])
-                    s.launch(stream, work.launch(&kernels, d))?; // process<<<grid, 256, 0, streams[i]>>>(data + offset, n)
-                    prefetch(To::Host)?; //                        prefetched: cudaMemPrefetchAsync(data + offset, ..., cudaCpuDeviceId, streams[i])
+                    prefetch(To::Device)?; //                      cudaMemPrefetchAsync(data + offset, ..., device)
+                    s.launch(stream, work.launch(&kernels, d))?; // process<<<.., streams[i]>>>(data + offset, n)
+                    prefetch(To::Host)?; // cudaMemPrefetchAsync(data + offset, ..., cudaCpuDeviceId)
                 }
                 return Ok(());
             }
             let d = s.devices(&mut d_data);
             for (c, out) in plan.iter().zip(plan.split_mut(&mut h_out[..plan.elements])) {
                 let (stream, d) = (&streams[c.stream], d[c.stream].slice(0..c.len));
-                s.htod(stream, &h_in[c.range()], d)?; //            cudaMemcpyAsync(d_data[i], h_in + offset, ..., streams[i])
+                s.htod(stream, &h_in[c.range()], d)?; //            cudaMemcpyAsync(d_data[i], h_in + offset, ...)
                 s.launch(stream, work.launch(&kernels, d))?;
-                s.dtoh(stream, d, out)?; //                         cudaMemcpyAsync(h_out + offset, d_data[i], ..., streams[i])
+                s.dtoh(stream, d, out)?; //                         cudaMemcpyAsync(h_out + offset, d_data[i], ...)
             }
             Ok(())
         })?; // the scope synchronizes every stream: the host may touch the memory again
@@ -151,8 +149,10 @@ fn managed_memory(args: &Args, out: &Output) -> anyhow::Result<()> {
     };
 
     let mut rows = Vec::new();
-    for plan in plans {
+    for (i, plan) in plans.into_iter().enumerate() {
         let bytes = plan.elements * 4;
+        // The first size's runs have warmed the GPU, the pages and the caches: one warm-up after it.
+        let r = if i == 0 { r } else { Repeats { warmup: r.warmup.min(1), ..r } };
         let (mut times, mut verification) = (Vec::new(), Vec::new());
         for (way, name) in WAYS.iter().enumerate() {
             out.progress(format!("{name}, {}", fmt_bytes(bytes)));

@@ -16,12 +16,10 @@ use kernels::Kernels;
 use measure::{
     args::{PipelineArgs, RunArgs, WorkArgs},
     bound::{Measured, Report, Steps},
-    pipeline::balanced_work,
     report::{fmt_bytes, fmt_ms, Output, Table},
     timeline::phase,
     timing::measure,
     verify::input,
-    work::Work,
     ChunkPlan,
 };
 
@@ -58,10 +56,7 @@ fn sweep(args: &Args, out: &Output) -> anyhow::Result<()> {
     let h_input = gpu.pinned_from_fn(n, input)?;
     let mut h_output = gpu.pinned::<f32>(n)?;
     let streams = gpu.streams(32)?;
-    let work = match args.work.iters {
-        Some(i) => Work::Process(i),
-        None => balanced_work(gpu, &kernels, n / 32, r)?, // balanced at 32 chunks, the lesson's default
-    };
+    let work = args.work.work(gpu, &kernels, n / 32, r)?; // balanced at 32 chunks, the lesson's default
     out.say(format!("{} ({}), {}", fmt_bytes(n * 4), n, work.describe()));
     let chunk_counts: Vec<usize> = CHUNKS.into_iter().filter(|c| *c <= n).collect();
     let bar = out.progress_bar((chunk_counts.len() * STREAMS.len()) as u64, "sweep");

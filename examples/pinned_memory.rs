@@ -1,20 +1,21 @@
-//! Lesson 1: pinned memory, after a CUDA C++ pinned_memory.cu that times `cudaMemcpy` from `malloc`'d
-//! and `cudaMallocHost`'d memory, and its exercise, which sweeps the size.
+//! Lesson 1: pinned memory, as the course's pinned_memory.cu times `cudaMemcpy` from `malloc`'d and
+//! `cudaMallocHost`'d memory (`pinned_memory_cu` below is that program in Rust), and its exercise, which
+//! sweeps the size.
 //!
 //! Pageable memory (a plain `Vec`) can be paged out by the OS, so the driver cannot DMA from it: it
 //! copies through a hidden pinned staging buffer first. Pinned (page-locked) memory is DMA'd directly.
-//! This lesson times both directions for four kinds of host memory over a sweep of sizes, then what
-//! allocating and pinning cost, then checks that the data survived a round trip through each kind.
+//! The lesson then times both directions for four kinds of host memory over a sweep of sizes, what
+//! allocating and pinning cost, and checks that the data survived a round trip through each kind.
 //!
 //!     cargo run --release --example pinned_memory [-- --min 4KiB --max 256MiB]
 
 use std::process::ExitCode;
 
 use clap::Parser;
-use common::{HostAlloc, Registered};
+use common::{Gpu, HostAlloc, Registered};
 use measure::{
     args::{parse_bytes, size_sweep, RunArgs},
-    fit::{fit_table, BothWays, Sweep},
+    fit::{fit_table, unseen_notes, BothWays, Sweep},
     machine::numa_node_of,
     report::{fmt_bytes, fmt_ms, verdict, Output, Table},
     timeline::phase,
@@ -38,6 +39,9 @@ struct Args {
     /// The same for D2H
     #[arg(long, value_parser = measure::args::parse_gbps, allow_negative_numbers = true)]
     ref_d2h: Option<f64>,
+    /// Also draw the sweep as an SVG picture: GB/s against size, a line per kind and direction, the link across
+    #[arg(long, value_name = "FILE")]
+    svg: Option<std::path::PathBuf>,
     #[command(flatten)]
     run: RunArgs,
 }
@@ -48,10 +52,31 @@ fn main() -> ExitCode {
     measure::lesson::run(pinned_memory)
 }
 
+/// pinned_memory.cu: 2^26 floats of 1.0 copied to the device once from `malloc`'d memory and once from
+/// `cudaMallocHost`'d memory, each timed with events and printed with its rate.
+fn pinned_memory_cu(gpu: &Gpu, out: &Output) -> anyhow::Result<[f64; 2]> {
+    const SIZE: usize = 1 << 26; //                                   the program says 64MB: it is 256 MiB of floats
+    const BYTES: usize = SIZE * 4;
+    let h_pageable = common::pageable(SIZE, |_| 1.0f32)?; //          malloc(BYTES), then every element 1.0f
+    let h_pinned = gpu.pinned_from_fn(SIZE, |_| 1.0f32)?; //          cudaMallocHost(&h_pinned, BYTES), the same
+    let mut d_data = gpu.alloc::<f32>(SIZE)?; //                      cudaMalloc(&d_data, BYTES)
+    let streams = gpu.streams(1)?;
+    let mut times = [0.0; 2];
+    for (t, (name, host)) in times.iter_mut().zip([("Pageable", &h_pageable[..]), ("Pinned", &h_pinned[..])]) {
+        // cudaEventRecord(start); cudaMemcpy(d_data, host, BYTES, H2D); cudaEventRecord(stop); ...
+        *t = gpu.timed(&streams, |s| s.htod(&streams[0], host, s.device(&mut d_data)))?;
+        out.say(format!("pinned_memory.cu: {name} H2D: {:.2} ms ({:.2} GB/s)", *t, BYTES as f64 / *t / 1e6));
+    }
+    Ok(times) //                                                      free, cudaFreeHost, cudaFree: on drop
+}
+
 fn pinned_memory(args: &Args, out: &Output) -> anyhow::Result<()> {
     let sizes = size_sweep(args.min, args.max, 4)?;
     let n = args.max / 4;
     let (gpu, health) = &measure::lesson::gpu_and_health(out)?;
+    let seed = pinned_memory_cu(gpu, out)?;
+
+    // The exercise: both directions, four kinds of host memory, over sizes.
     let mut d_data = gpu.alloc::<f32>(n)?;
 
     // The four kinds of host memory, all holding the same non-zero data.
@@ -95,6 +120,7 @@ fn pinned_memory(args: &Args, out: &Output) -> anyhow::Result<()> {
     let link_gbps = health.link_gbps(gpu);
     let sweep = Sweep { sizes: &sizes, kinds: &KINDS, times: &results, link_gbps, host_copy_gbps };
     let fits = sweep.fits()?;
+    out.sweep(&sizes, &KINDS, &results); // names every copy (`pinned H2D 4 KiB`) for `cargo xtask compare`
     for (d, dir) in ["Host to device", "Device to host"].into_iter().enumerate() {
         let (r, w) = (args.run.repeats, args.run.warmup);
         out.say(format!("\n{dir}, GB/s (median of up to {r} runs after {w} warm-up, CUDA events)"));
@@ -105,6 +131,7 @@ fn pinned_memory(args: &Args, out: &Output) -> anyhow::Result<()> {
         "\nEach kind as t = α + n/β over {lo} to {hi} (fitted; one thread copies at {host_copy_gbps:.1} GB/s)"
     ));
     out.table(&fit_table(&fits));
+    unseen_notes(&fits).iter().for_each(|n| out.say(n));
     let node = numa_node_of(&kinds[1][..]);
     out.say(health.numa_line(node));
     if fits.iter().any(|f| f.kind == "pinned" && f.limit.starts_with("below the link")) {
@@ -182,11 +209,12 @@ fn pinned_memory(args: &Args, out: &Output) -> anyhow::Result<()> {
             ));
         }
     }
+    out.rate_chart(args.svg.as_deref(), link_gbps)?;
     out.finish(&json!({
         "device": gpu.info, "repeats": args.run.repeats(), "kinds": KINDS, "sizes": sizes,
         "copies": results, "fits": fits, "host_copy_gbps": host_copy_gbps, "health": health,
         "alloc": alloc_json, "cpu_read_gbps": { "pinned": cpu_cached, "write_combined": cpu_wc },
-        "verification": checks,
+        "verification": checks, "seed_ms": { "pageable_h2d": seed[0], "pinned_h2d": seed[1] },
     }))?;
     if !passed {
         anyhow::bail!("pinned copies fell short of the reference");

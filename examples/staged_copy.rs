@@ -18,7 +18,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use common::To;
 use measure::{
-    args::{parse_bytes, size_sweep, RunArgs},
+    args::{parse_bytes, parse_elements_bytes, size_sweep, RunArgs},
     report::{fmt_bytes, Output, Table},
     timeline::phase,
     timing::{gbps, host_ms, measure, Stats},
@@ -39,7 +39,7 @@ struct Args {
     #[arg(long, value_parser = measure::args::parse_threads, allow_negative_numbers = true)]
     threads: Option<usize>,
     /// Size of each pinned staging buffer (two per thread)
-    #[arg(long, default_value = "8MiB", value_parser = measure::args::parse_elements_bytes, allow_negative_numbers = true)]
+    #[arg(long, default_value = "8MiB", value_parser = parse_elements_bytes, allow_negative_numbers = true)]
     slot: usize,
     #[command(flatten)]
     run: RunArgs,
@@ -168,7 +168,10 @@ fn staged_copy(args: &Args, out: &Output) -> anyhow::Result<()> {
     }
     out.finish(&json!({
         "device": gpu.info, "threads": threads, "slot_bytes": args.slot, "repeats": r, "methods": METHODS,
-        "rows": rows.iter().map(|(b, u, d)| json!({ "bytes": b, "h2d_gbps": u.iter().map(|s| gbps(*b, s.median_ms)).collect::<Vec<_>>(), "d2h_gbps": d.iter().map(|s| gbps(*b, s.median_ms)).collect::<Vec<_>>() })).collect::<Vec<_>>(),
+        "rows": rows.iter().map(|(b, u, d)| {
+            let rates = |m: &[Stats; 5]| m.iter().map(|s| gbps(*b, s.median_ms)).collect::<Vec<_>>();
+            json!({ "bytes": b, "h2d_gbps": rates(u), "d2h_gbps": rates(d) })
+        }).collect::<Vec<_>>(),
         "verification": check,
     }))
 }

@@ -29,7 +29,8 @@ fn main() -> anyhow::Result<()> {
         let uploaded = s.event_record(&streams[0])?; //        cudaEventRecord(uploaded, streams[0])
         s.stream_wait_event(&streams[1], uploaded)?; //        cudaStreamWaitEvent(streams[1], uploaded)
         let config = LaunchConfig::for_elements(n, 256); //    <<<(n + 255) / 256, 256>>>
-                                                         // SAFETY: smooth reads in[0..n) and writes out[0..n), and nothing else (your_kernel.cu).
+
+        // SAFETY: smooth reads in[0..n) and writes out[0..n), and nothing else (your_kernel.cu).
         let launch = unsafe { smooth.launch(config).read(input).write(output).value(n as u64).build() };
         s.launch(&streams[1], launch)?; //                     smooth<<<grid, 256, 0, streams[1]>>>(d_in, d_out, n)
         s.dtoh(&streams[1], output, &mut h_out)?; //           cudaMemcpyAsync(h_out, d_out, .., D2H, streams[1])

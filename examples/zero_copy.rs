@@ -1,5 +1,6 @@
-//! Lesson 5: zero-copy mapped memory, after a CUDA C++ program whose kernel scales mapped host memory
-//! (`cudaHostAllocMapped`, `cudaHostGetDevicePointer`), as NVIDIA's simpleZeroCopy sample does.
+//! Lesson 5: zero-copy mapped memory, as the course's day43_ZeroCopyExample.cu has a kernel scale mapped
+//! host memory (`cudaHostAllocMapped`, `cudaHostGetDevicePointer`; `zero_copy_example_cu` below is that
+//! program in Rust), and as NVIDIA's simpleZeroCopy sample does.
 //!
 //! Pinned memory allocated with the mapped flag (`cudaHostAlloc(..., cudaHostAllocMapped)`) has a
 //! device address too (`cudaHostGetDevicePointer`): a kernel can read and write it across the bus,
@@ -12,7 +13,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use common::HostAlloc;
+use common::{Gpu, HostAlloc};
 use kernels::Kernels;
 use measure::{
     args::{parse_bytes, size_sweep, RunArgs},
@@ -40,6 +41,34 @@ fn main() -> ExitCode {
     measure::lesson::run(zero_copy)
 }
 
+/// day43_ZeroCopyExample.cu: 1M floats in mapped host memory, a kernel that writes twice each into
+/// another mapped buffer straight across the bus, no copy; then the host reads the first result.
+fn zero_copy_example_cu(gpu: &Gpu, kernels: &Kernels, out: &Output) -> anyhow::Result<f32> {
+    const N: usize = 1 << 20;
+    let rand = |i: usize| ((i.wrapping_mul(2654435761) >> 7) % 100) as f32; // a fixed stand-in for rand() % 100
+    let mut h_in = gpu.pinned_with::<f32>(N, HostAlloc::MAPPED)?; //  1) cudaHostAlloc(&h_in, size, cudaHostAllocMapped)
+    let mut h_out = gpu.pinned_with::<f32>(N, HostAlloc::MAPPED)?; //    cudaHostAlloc(&h_out, ...), zeroed
+    common::host::fill(&mut h_in, rand); //                              2) initialize h_in
+    let streams = gpu.streams(1)?;
+    gpu.scope(&streams, |s| {
+        let (d_in, d_out) = (s.mapped(&mut h_in)?, s.mapped(&mut h_out)?); // 3) cudaHostGetDevicePointer, twice
+        s.launch(&streams[0], kernels.scale(d_in, d_out, 2.0)) //         4) zeroCopyKernel<<<..>>>(d_in, d_out, N)
+    })?; //                                                                  cudaDeviceSynchronize()
+    out.say(format!("day43_ZeroCopyExample.cu: h_out[0]= {:.6}", h_out[0])); // 5) no explicit memcpy
+    verify::exact(&h_out, |i| rand(i) * 2.0).ensure()?;
+    Ok(h_out[0])
+}
+
+/// One size's four runs: each way, with one pass of the kernel and with two.
+#[derive(serde::Serialize)]
+struct Row {
+    bytes: usize,
+    zero_copy: Stats,
+    copies: Stats,
+    zero_copy_2_passes: Stats,
+    copies_2_passes: Stats,
+}
+
 fn zero_copy(args: &Args, out: &Output) -> anyhow::Result<()> {
     let sizes = size_sweep(args.min, args.max, 4)?;
     let r = args.run.repeats();
@@ -48,6 +77,9 @@ fn zero_copy(args: &Args, out: &Output) -> anyhow::Result<()> {
     if !gpu.info.can_map_host_memory {
         anyhow::bail!("{} cannot map host memory, so zero-copy is not available on it", gpu.info.name);
     }
+    zero_copy_example_cu(gpu, &kernels, out)?;
+
+    // The exercise: a sweep of sizes, one pass and two, against copy in, compute, copy out.
     let n = args.max / 4;
 
     // Zero-copy: mapped pinned memory, which kernels address directly.
@@ -73,7 +105,7 @@ fn zero_copy(args: &Args, out: &Output) -> anyhow::Result<()> {
             let zero = measure(r, || {
                 gpu.timed(&streams, |s| {
                     let (i, o) = (s.mapped(&mut mapped_in)?.slice(0..len), s.mapped(&mut mapped_out)?.slice(0..len));
-                    s.launch(stream, kernels.scale(i, o, 2.0))?; //               zeroCopyKernel<<<...>>>(d_in, d_out, N)
+                    s.launch(stream, kernels.scale(i, o, 2.0))?; //               zeroCopyKernel<<<..>>>(d_in, d_out, N)
                     if passes == 2 {
                         s.launch(stream, kernels.accumulate(i, o))?; //           reads d_in across the bus again
                     }
@@ -102,9 +134,14 @@ fn zero_copy(args: &Args, out: &Output) -> anyhow::Result<()> {
             for got in [&mapped_out[..len], &h_out[..len]] {
                 verify::exact(got, expected).ensure()?;
             }
+            let pass = if passes == 1 { "one pass" } else { "two passes" }; // figures named for `xtask compare`
+            out.figure(format!("zero-copy, {pass}, {}", fmt_bytes(bytes)), &zero);
+            out.figure(format!("copy+kernel+copy, {pass}, {}", fmt_bytes(bytes)), &copy);
             results.extend([zero, copy]);
         }
-        rows.push((bytes, results));
+        let [zero_copy, copies, zero_copy_2_passes, copies_2_passes]: [Stats; 4] =
+            results.try_into().expect("two ways, two pass counts");
+        rows.push(Row { bytes, zero_copy, copies, zero_copy_2_passes, copies_2_passes });
     }
 
     out.say("GPU time, median of runs after warm-up (CUDA events); bus GB/s counts bytes read plus written");
@@ -125,33 +162,35 @@ fn zero_copy(args: &Args, out: &Output) -> anyhow::Result<()> {
             format!("copies {:.2}x", z.median_ms / c.median_ms)
         }
     };
-    for (bytes, s) in &rows {
+    for row in &rows {
         t.row(vec![
-            fmt_bytes(*bytes),
-            fmt_ms(s[0].median_ms),
-            format!("{:.1}", gbps(2 * bytes, s[0].median_ms)),
-            fmt_ms(s[1].median_ms),
-            faster(&s[0], &s[1]),
-            fmt_ms(s[2].median_ms),
-            fmt_ms(s[3].median_ms),
-            faster(&s[2], &s[3]),
+            fmt_bytes(row.bytes),
+            fmt_ms(row.zero_copy.median_ms),
+            format!("{:.1}", gbps(2 * row.bytes, row.zero_copy.median_ms)),
+            fmt_ms(row.copies.median_ms),
+            faster(&row.zero_copy, &row.copies),
+            fmt_ms(row.zero_copy_2_passes.median_ms),
+            fmt_ms(row.copies_2_passes.median_ms),
+            faster(&row.zero_copy_2_passes, &row.copies_2_passes),
         ]);
     }
     out.table(&t);
-    let wins = |k: usize| {
-        rows.iter().filter(|(_, s)| s[k].median_ms < s[k + 1].median_ms).map(|(b, _)| fmt_bytes(*b)).collect::<Vec<_>>()
+    let wins = |pick: fn(&Row) -> (&Stats, &Stats)| {
+        let won = |r: &&Row| pick(r).0.median_ms < pick(r).1.median_ms;
+        rows.iter().filter(won).map(|r| fmt_bytes(r.bytes)).collect::<Vec<_>>()
     };
-    let (one, two) = (wins(0), wins(2));
+    let (one, two) = (wins(|r| (&r.zero_copy, &r.copies)), wins(|r| (&r.zero_copy_2_passes, &r.copies_2_passes)));
     out.say(format!(
-        "\nzero-copy wins one pass at {} of {} sizes ({}) and two passes at {} ({}). One pass streams each byte across the \
-         bus once, reading and writing at the same time, with no copy steps; a second pass pays the bus again, while the \
+        "\nzero-copy wins one pass at {} of {} sizes ({}) and two passes at {} ({}). One pass streams each byte \
+         across the bus once, reading and writing at the same time, with no copy steps; a second pass pays the bus \
+         again, while the \
          copying version rereads fast device memory.",
-        one.len(), rows.len(), if one.is_empty() { "none".into() } else { one.join(", ") },
-        two.len(), if two.is_empty() { "none".into() } else { two.join(", ") }
+        one.len(),
+        rows.len(),
+        if one.is_empty() { "none".into() } else { one.join(", ") },
+        two.len(),
+        if two.is_empty() { "none".into() } else { two.join(", ") }
     ));
     out.say("verified: every result of both approaches, at every size, matches the CPU reference exactly");
-    out.finish(&json!({
-        "device": gpu.info, "repeats": r,
-        "rows": rows.iter().map(|(b, s)| json!({ "bytes": b, "zero_copy": s[0], "copies": s[1], "zero_copy_2_passes": s[2], "copies_2_passes": s[3] })).collect::<Vec<_>>(),
-    }))
+    out.finish(&json!({ "device": gpu.info, "repeats": r, "rows": rows }))
 }

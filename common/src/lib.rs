@@ -14,7 +14,8 @@
 //!     let saxpy = gpu.load_ptx(PTX)?.kernel("saxpy")?;         // checked against the PTX's .entry
 //!     let n = 1 << 20;
 //!     let x = gpu.pinned_from_fn(n, |i| i as f32)?;            // cudaMallocHost, filled on every core
-//!     let mut y = gpu.pinned_from_fn(n, |_| 1.0f32)?;
+//!     let y = gpu.pinned_from_fn(n, |_| 1.0f32)?;
+//!     let mut out = gpu.pinned::<f32>(n)?;                     // y is lent to its upload: the result lands here
 //!     let (mut d_x, mut d_y) = (gpu.alloc::<f32>(n)?, gpu.alloc::<f32>(n)?); // cudaMalloc, zeroed
 //!     let streams = gpu.streams(2)?;                           // cudaStreamNonBlocking
 //!     gpu.scope(&streams, |s| {
@@ -25,9 +26,9 @@
 //!         // SAFETY: saxpy reads x[0..n) and writes y[0..n), nothing else.
 //!         let launch = unsafe { saxpy.launch(cfg).read(dx).write(dy).value(2.0f32).value(n as u64).build() };
 //!         s.launch(&streams[1], launch)?;                      // waits for stream 0's copy of x by itself
-//!         s.dtoh(&streams[1], dy, &mut y)                      // cudaMemcpyAsync back
+//!         s.dtoh(&streams[1], dy, &mut out)                    // cudaMemcpyAsync back
 //!     })?;                                                     // every stream synchronized: y is ready
-//!     assert!(y.iter().enumerate().all(|(i, v)| *v == 2.0 * i as f32 + 1.0));
+//!     assert!(out.iter().enumerate().all(|(i, v)| *v == 2.0 * i as f32 + 1.0));
 //!     Ok(())
 //! }
 //! ```

@@ -141,6 +141,23 @@ pub struct WorkArgs {
     pub iters: Option<u32>,
 }
 
+impl WorkArgs {
+    /// The work these flags ask for: `--iters` rounds of process, or rounds calibrated so that a chunk of
+    /// `chunk` elements takes as long to compute as to copy both ways ([`crate::pipeline::balanced_work`]).
+    pub fn work(
+        &self,
+        gpu: &common::Gpu,
+        kernels: &kernels::Kernels,
+        chunk: usize,
+        r: Repeats,
+    ) -> anyhow::Result<crate::work::Work> {
+        match self.iters {
+            Some(iters) => Ok(crate::work::Work::Process(iters)),
+            None => crate::pipeline::balanced_work(gpu, kernels, chunk, r),
+        }
+    }
+}
+
 /// Why a string is not a whole number, in words: negative, too large, or not a number at all.
 fn whole(s: &str, digits: &str, max: u128) -> anyhow::Result<u128> {
     if digits.starts_with('-') && digits.len() > 1 && digits[1..].chars().all(|c| c.is_ascii_digit() || c == '_') {

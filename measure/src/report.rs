@@ -1,8 +1,23 @@
-//! What a person reads: aligned tables, verdicts, sizes, and JSON for machines.
+//! What a person reads: aligned tables, verdicts, sizes, pictures, and JSON for machines.
+//!
+//! A lesson names each timed figure it reports ([`Output::figure`], [`Output::sweep`],
+//! [`Output::pipeline`]): its `--json` document lists them as `"figures": [{"name", "stats", ...}]`, which
+//! `cargo xtask compare` matches between two runs by name (`pinned H2D 4 KiB`, `4 streams`). A figure
+//! may say which of the run's settings decide its work beyond its name, which of those the run
+//! calibrated, and the lower bound it was held against: two runs that calibrated different work are then
+//! compared by each run's time over its own bound, and on the figures the calibration does not touch.
+//!
+//! This module sits below the ones whose results it names (timing's `Stats`, fit's sweep, bound's
+//! report), so it takes them as they serialize, the shape their `--json` has; its tests hold it to
+//! theirs.
 
-use std::io::IsTerminal as _;
+mod chart;
+
+use std::{cell::RefCell, io::IsTerminal as _, path::Path};
 
 use serde::Serialize;
+
+pub use chart::{rate_chart, Ceiling, Series};
 
 /// A table printed with aligned columns: the first left-aligned, the rest right-aligned.
 pub struct Table {
@@ -49,11 +64,93 @@ impl Table {
     }
 }
 
+/// A timed figure a lesson reports, named for what it is, as its JSON lists it under `"figures"`.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Figure {
+    /// What it is, in words, one of a kind in its run: `pinned H2D 4 KiB`, `4 streams`.
+    pub name: String,
+    /// Its statistics as `timing::Stats` serializes them: `median_ms`, `min_ms`, `max_ms`, `runs`, `cv`.
+    pub stats: serde_json::Value,
+    /// The line of figures over sizes it belongs to (`pinned H2D`), and the bytes it moved: a picture
+    /// of rates draws it at that size.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub series: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<usize>,
+    /// The least of its runs rather than their median (a bound's part): `stats` holds that one time.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub best: bool,
+    /// A lower bound on its time measured on the same work in the same run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bound_ms: Option<f64>,
+    /// Settings of the run (keys of its `result`) that decide the work it measures beyond its name:
+    /// where two runs differ in one, their figures measure different work.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub depends_on: Vec<String>,
+    /// Of those, the ones the run calibrated (the kernel's rounds, made to take as long as the copies):
+    /// where two runs differ in these alone, the figure is compared by its time over its bound.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub calibrated: Vec<String>,
+}
+
+impl Figure {
+    /// A figure named `name`, of `stats` (a `timing::Stats`).
+    pub fn new(name: impl Into<String>, stats: &impl Serialize) -> Figure {
+        Figure {
+            name: name.into(),
+            stats: serde_json::to_value(stats).unwrap_or_default(),
+            series: None,
+            bytes: None,
+            best: false,
+            bound_ms: None,
+            depends_on: Vec::new(),
+            calibrated: Vec::new(),
+        }
+    }
+
+    /// A figure of `bytes` in `series`, named by both: `pinned H2D 4 KiB`, or, where the series is a
+    /// list, `zero-copy, one pass, 1 MiB`.
+    pub fn sized(series: impl Into<String>, bytes: usize, stats: &impl Serialize) -> Figure {
+        let series = series.into();
+        let name = if series.contains(',') {
+            format!("{series}, {}", fmt_bytes(bytes))
+        } else {
+            format!("{series} {}", fmt_bytes(bytes))
+        };
+        Figure { series: Some(series), bytes: Some(bytes), ..Figure::new(name, stats) }
+    }
+
+    /// The best (least) time of several runs, `ms`, such as a bound's part.
+    pub fn best(name: impl Into<String>, ms: f64) -> Figure {
+        let stats = serde_json::json!({ "median_ms": ms, "min_ms": ms, "max_ms": ms, "runs": 1, "cv": 0.0 });
+        Figure { best: true, ..Figure::new(name, &stats) }
+    }
+
+    /// Held against a lower bound of `ms`, measured on the same work in the same run.
+    pub fn against(self, bound_ms: f64) -> Figure {
+        Figure { bound_ms: Some(bound_ms), ..self }
+    }
+
+    /// Its work depends on the run's setting `key` (a key of the lesson's JSON result).
+    pub fn depends_on(mut self, key: &str) -> Figure {
+        self.depends_on.push(key.to_string());
+        self
+    }
+
+    /// Its work depends on the run's setting `key`, which the run calibrated.
+    pub fn calibrated(mut self, key: &str) -> Figure {
+        self.calibrated.push(key.to_string());
+        self.depends_on(key)
+    }
+}
+
 /// Where a lesson's output goes: readable text, or (with `--json`) one JSON document on stdout.
 pub struct Output {
     pub json: bool,
     /// The GPUs the run used, for the machine fingerprint of its JSON.
-    devices: std::cell::RefCell<Vec<serde_json::Value>>,
+    devices: RefCell<Vec<serde_json::Value>>,
+    /// The figures the lesson named, in the order it named them.
+    figures: RefCell<Vec<Figure>>,
 }
 
 /// The version of the JSON documents the lessons print: `{"schema_version", "machine", "result"}`.
@@ -62,7 +159,86 @@ pub const SCHEMA_VERSION: u32 = 1;
 
 impl Output {
     pub fn new(json: bool) -> Output {
-        Output { json, devices: Default::default() }
+        Output { json, devices: Default::default(), figures: Default::default() }
+    }
+
+    /// Names a timed figure (a `timing::Stats`) for the JSON document, where `cargo xtask compare` finds
+    /// it by name.
+    pub fn figure(&self, name: impl Into<String>, stats: &impl Serialize) {
+        self.add(Figure::new(name, stats));
+    }
+
+    /// Adds a figure; a name used before gets ` (2)`, ` (3)`... so that every name stays one of a kind.
+    pub fn add(&self, mut figure: Figure) {
+        let mut figures = self.figures.borrow_mut();
+        let base = figure.name.clone();
+        let mut n = 1;
+        while figures.iter().any(|f| f.name == figure.name) {
+            n += 1;
+            figure.name = format!("{base} ({n})");
+        }
+        figures.push(figure);
+    }
+
+    /// The figures named so far.
+    pub fn figures(&self) -> Vec<Figure> {
+        self.figures.borrow().clone()
+    }
+
+    /// Names every copy of a sweep by kind, direction and size (`pinned H2D 4 KiB`), in the series of its
+    /// kind and direction, for [`Output::rate_chart`]: `times[i][k]` is kind `kinds[k]` at `sizes[i]`,
+    /// each way (`fit::BothWays`, `{"h2d": Stats, "d2h": Stats}`).
+    pub fn sweep(&self, sizes: &[usize], kinds: &[&str], times: &impl Serialize) {
+        let times = serde_json::to_value(times).unwrap_or_default();
+        for (bytes, row) in sizes.iter().zip(times.as_array().into_iter().flatten()) {
+            for (kind, both) in kinds.iter().zip(row.as_array().into_iter().flatten()) {
+                for (key, dir) in [("h2d", "H2D"), ("d2h", "D2H")] {
+                    self.add(Figure::sized(format!("{kind} {dir}"), *bytes, &both[key]));
+                }
+            }
+        }
+    }
+
+    /// Names a pipeline's runs (`bound::Report`: `one stream`, `4 streams`), each against its bound, and
+    /// the bound's parts (best of their runs). Their work depends on the run's `plan`, and, except for
+    /// the copies alone, on its `work`, which a lesson may have calibrated: two runs with different work
+    /// are compared by each run's time over its bound, and on the copies.
+    pub fn pipeline(&self, report: &impl Serialize) {
+        let r = serde_json::to_value(report).unwrap_or_default();
+        for run in r["runs"].as_array().into_iter().flatten() {
+            let (Some(name), Some(bound)) = (run["name"].as_str(), run["judged"]["bound"]["ms"].as_f64()) else {
+                continue;
+            };
+            self.add(
+                Figure::new(name, &run["judged"]["measured"]).against(bound).depends_on("plan").calibrated("work"),
+            );
+        }
+        for (name, key, kernel) in [
+            ("one chunk's upload", "upload_ms", false),
+            ("one chunk's kernel", "kernel_ms", true),
+            ("one chunk's download", "download_ms", false),
+            ("one chunk's upload, kernel and download in turn", "chain_ms", true),
+            ("bound part: uploads", "uploads_ms", true),
+            ("bound part: downloads", "downloads_ms", true),
+            ("bound part: copies both ways", "copies_ms", false),
+            ("bound part: kernels", "kernels_ms", true),
+        ] {
+            let Some(ms) = r["costs"][key].as_f64() else { continue };
+            let figure = Figure::best(format!("{name}, best"), ms).depends_on("plan");
+            self.add(if kernel { figure.calibrated("work") } else { figure });
+        }
+    }
+
+    /// Where `path` is given, writes the picture of the rates of every sized figure (GB/s against size,
+    /// a line per series), with `link_gbps`, one direction's raw link rate, drawn across; says where.
+    pub fn rate_chart(&self, path: Option<&Path>, link_gbps: Option<f64>) -> anyhow::Result<()> {
+        let Some(path) = path else { return Ok(()) };
+        let gpu = self.devices.borrow().first().and_then(|d| d["name"].as_str().map(String::from));
+        let title = format!("Copy rates on {}, median of the runs", gpu.as_deref().unwrap_or("the GPU"));
+        std::fs::write(path, rate_chart(&title, &rate_series(&self.figures.borrow()), &link_ceiling(link_gbps)))
+            .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
+        self.say(format!("picture of the rates: {}", path.display()));
+        Ok(())
     }
 
     /// A line for people; silent in JSON mode.
@@ -100,18 +276,47 @@ impl Output {
     }
 
     /// The whole result, in JSON mode: `{"schema_version", "machine", "result"}`, where `machine` says
-    /// what ran it (host, CPU, OS, GPUs with driver and link, the command, the time).
+    /// what ran it (host, CPU, OS, GPUs with driver and link, the command, the time), and `"figures"`
+    /// where the lesson named any.
     pub fn finish(&self, value: &impl Serialize) -> anyhow::Result<()> {
         if self.json {
-            let doc = serde_json::json!({
-                "schema_version": SCHEMA_VERSION,
-                "machine": fingerprint(&self.devices.borrow()),
-                "result": value,
-            });
-            println!("{}", serde_json::to_string_pretty(&doc)?);
+            println!("{}", serde_json::to_string_pretty(&self.document(value)?)?);
         }
         Ok(())
     }
+
+    fn document(&self, value: &impl Serialize) -> anyhow::Result<serde_json::Value> {
+        let mut doc = serde_json::json!({
+            "schema_version": SCHEMA_VERSION,
+            "machine": fingerprint(&self.devices.borrow()),
+            "result": value,
+        });
+        if !self.figures.borrow().is_empty() {
+            doc["figures"] = serde_json::to_value(&*self.figures.borrow())?;
+        }
+        Ok(doc)
+    }
+}
+
+/// The lines of a picture of rates: each series of sized figures, GB/s at each size, in the order named.
+pub fn rate_series(figures: &[Figure]) -> Vec<Series> {
+    let mut out: Vec<Series> = Vec::new();
+    for f in figures {
+        let (Some(series), Some(bytes), Some(ms)) = (&f.series, f.bytes, f.stats["median_ms"].as_f64()) else {
+            continue;
+        };
+        let point = (bytes as f64, bytes as f64 / (ms * 1e-3) / 1e9);
+        match out.iter_mut().find(|s| &s.label == series) {
+            Some(s) => s.points.push(point),
+            None => out.push(Series { label: series.clone(), points: vec![point] }),
+        }
+    }
+    out
+}
+
+/// The link's raw rate as a line across a picture, where known.
+pub fn link_ceiling(link_gbps: Option<f64>) -> Vec<Ceiling> {
+    link_gbps.map(|gbps| Ceiling { label: "PCIe link, raw rate per direction".into(), gbps }).into_iter().collect()
 }
 
 /// A progress bar on stderr: `what [=====>    ] 3/8 message, about 12s left`. Every method does nothing
@@ -268,5 +473,100 @@ mod tests {
         assert_eq!(lines[0], "size      GB/s");
         assert_eq!(lines[2], "4 KiB     1.25");
         assert_eq!(lines[3], "256 MiB  55.30");
+    }
+
+    fn stats(ms: f64) -> crate::timing::Stats {
+        crate::timing::Stats { median_ms: ms, min_ms: ms, max_ms: ms, runs: 10, cv: 0.01 }
+    }
+
+    #[test]
+    fn named_figures_go_into_the_document() {
+        let out = Output::new(true);
+        out.figure("one stream", &stats(16.0));
+        out.figure("one stream", &stats(16.1));
+        out.add(Figure::new("4 streams", &stats(6.0)).against(5.6).depends_on("plan").calibrated("work"));
+        out.add(Figure::best("one chunk's upload, best", 0.15));
+        let doc = out.document(&serde_json::json!({ "plan": 1 })).unwrap();
+        let f = &doc["figures"];
+        assert_eq!(f.as_array().unwrap().len(), 4);
+        assert_eq!((f[0]["name"].as_str(), f[0]["stats"]["median_ms"].as_f64()), (Some("one stream"), Some(16.0)));
+        assert_eq!(f[0]["stats"], serde_json::to_value(stats(16.0)).unwrap(), "the stats as they serialize");
+        assert_eq!(f[1]["name"], "one stream (2)", "names stay one of a kind");
+        assert_eq!(f[2]["bound_ms"], 5.6);
+        assert_eq!(f[2]["depends_on"], serde_json::json!(["plan", "work"]));
+        assert_eq!(f[2]["calibrated"], serde_json::json!(["work"]));
+        assert!(f[0].get("depends_on").is_none() && f[0].get("best").is_none(), "{}", f[0]);
+        assert_eq!((f[3]["best"].as_bool(), f[3]["stats"]["runs"].as_u64()), (Some(true), Some(1)));
+        assert!(Output::new(true).document(&1).unwrap().get("figures").is_none(), "no names, no list");
+    }
+
+    #[test]
+    fn a_sweep_is_named_by_kind_direction_and_size_and_drawn() {
+        use crate::fit::BothWays;
+        let sizes = [4096, 1 << 20];
+        let times = vec![
+            vec![BothWays { h2d: stats(0.007), d2h: stats(0.0065) }, BothWays { h2d: stats(0.010), d2h: stats(0.011) }],
+            vec![BothWays { h2d: stats(0.025), d2h: stats(0.024) }, BothWays { h2d: stats(0.2), d2h: stats(0.25) }],
+        ];
+        let out = Output::new(true);
+        out.sweep(&sizes, &["pinned", "pageable"], &times);
+        let names: Vec<String> = out.figures().into_iter().map(|f| f.name).collect();
+        assert_eq!(names[..4], ["pinned H2D 4 KiB", "pinned D2H 4 KiB", "pageable H2D 4 KiB", "pageable D2H 4 KiB"]);
+        assert_eq!((names.len(), names[4].as_str()), (8, "pinned H2D 1 MiB"));
+        assert_eq!(out.figures()[7].stats, serde_json::to_value(stats(0.25)).unwrap());
+        let lines = rate_series(&out.figures());
+        assert_eq!(lines.len(), 4);
+        assert_eq!(lines[0].label, "pinned H2D");
+        assert_eq!(lines[0].points[1].0, (1 << 20) as f64);
+        assert!((lines[0].points[1].1 - stats(0.025).gbps(1 << 20)).abs() < 1e-9, "{:?}", lines[0]);
+        let path = std::env::temp_dir().join(format!("rates-{}.svg", std::process::id()));
+        out.rate_chart(Some(&path), Some(63.0)).unwrap();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        assert!(svg.contains("PCIe link, raw rate per direction: 63.0 GB/s") && svg.contains(">pageable D2H<"));
+        let _ = std::fs::remove_file(path);
+        assert_eq!(Figure::sized("zero-copy, one pass", 1 << 20, &stats(1.0)).name, "zero-copy, one pass, 1 MiB");
+    }
+
+    #[test]
+    fn a_pipeline_report_is_named_run_by_run_and_part_by_part() {
+        use crate::bound::{Bound, Judged, PartCosts, Report, Run};
+        let costs = PartCosts {
+            upload_ms: 0.15,
+            kernel_ms: 0.16,
+            download_ms: 0.14,
+            chain_ms: 0.46,
+            uploads_ms: 5.0,
+            downloads_ms: 5.1,
+            copies_ms: 5.6,
+            kernels_ms: 5.2,
+            lanes: vec![(1, 15.6), (4, 3.9)],
+            streams: 8,
+            empty: vec![],
+        };
+        let run = |name: &str, ms: f64, lanes: usize| Run {
+            name: name.into(),
+            lanes,
+            streams: lanes,
+            judged: Judged::new(stats(ms), Bound::new(&costs, lanes, lanes)),
+        };
+        let out = Output::new(true);
+        out.pipeline(&Report {
+            costs: costs.clone(),
+            runs: vec![run("one stream", 15.7, 1), run("4 streams", 5.96, 4)],
+        });
+        let f = out.figures();
+        assert_eq!(f.len(), 10);
+        assert_eq!((f[0].name.as_str(), f[0].bound_ms), ("one stream", Some(15.6)));
+        assert_eq!((f[1].name.as_str(), f[1].bound_ms), ("4 streams", Some(5.6)));
+        assert_eq!(f[1].stats["median_ms"], 5.96);
+        assert_eq!(
+            (f[1].depends_on.clone(), f[1].calibrated.clone()),
+            (vec!["plan".into(), "work".into()], vec!["work".into()])
+        );
+        let part = |name: &str| f.iter().find(|x| x.name == name).unwrap();
+        assert_eq!(part("one chunk's upload, best").stats["median_ms"], 0.15);
+        assert!(part("one chunk's upload, best").best && part("one chunk's upload, best").calibrated.is_empty());
+        assert!(part("bound part: copies both ways, best").calibrated.is_empty());
+        assert_eq!(part("bound part: kernels, best").calibrated, ["work"]);
     }
 }

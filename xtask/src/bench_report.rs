@@ -1,5 +1,8 @@
 //! Reads criterion's results and the limits the benchmark measured in the same run
-//! (`gpu-limits.json`), and prints our best figures beside them.
+//! (`gpu-limits.json`), prints our best figures beside them, and draws the copies as users of this field
+//! expect to see them: GB/s against transfer size on a log scale, a line per kind of host memory and
+//! direction, the link's raw rate across (`rates.svg` beside criterion's reports). The picture is the
+//! one `pinned_memory --svg` draws, by the same code (`measure/src/report/chart.rs`, std only).
 
 use std::{
     collections::BTreeMap,
@@ -11,6 +14,9 @@ use anyhow::{bail, Context as _};
 use serde_json::Value;
 
 use crate::{flags::BenchReportFlags, tools};
+
+#[path = "../../measure/src/report/chart.rs"]
+mod chart;
 
 /// One benchmark's result: where it is, its median time, its bytes.
 #[derive(Clone, Debug, PartialEq)]
@@ -53,7 +59,50 @@ pub fn run(flags: BenchReportFlags) -> anyhow::Result<()> {
             .context("no gpu-limits.json: the benchmark measures it, run `cargo bench`")?,
     )?;
     print!("{}", report(&results, &limits));
+    let series = rate_series(&results);
+    if !series.is_empty() {
+        let name = limits["device"]["name"].as_str().unwrap_or("the GPU");
+        let svg = chart::rate_chart(&format!("Copy rates on {name}, criterion's medians"), &series, &ceilings(&limits));
+        let path = dir.join("rates.svg");
+        fs::write(&path, svg).with_context(|| format!("writing {}", path.display()))?;
+        println!("\npicture of the copy rates: {}", path.display());
+    }
     Ok(())
+}
+
+/// The lines of the picture: each kind of host memory in the `h2d` and `d2h` groups, GB/s at each size.
+pub fn rate_series(results: &[Result]) -> Vec<chart::Series> {
+    let mut kinds: Vec<&str> = results.iter().filter(|r| r.bytes > 0).map(|r| r.function.as_str()).collect();
+    kinds
+        .sort_by_key(|k| (["pageable", "pinned", "write-combined", "pinned in place"].iter().position(|x| x == k), *k));
+    kinds.dedup();
+    let mut out = Vec::new();
+    for kind in kinds {
+        for (group, dir) in [("h2d", "H2D"), ("d2h", "D2H")] {
+            let mut points: Vec<(f64, f64)> = results
+                .iter()
+                .filter(|r| r.group == group && r.function == kind && r.bytes > 0)
+                .map(|r| (r.bytes as f64, r.gbps()))
+                .collect();
+            points.sort_by(|a, b| a.0.total_cmp(&b.0));
+            if !points.is_empty() {
+                out.push(chart::Series { label: format!("{kind} {dir}"), points });
+            }
+        }
+    }
+    out
+}
+
+/// The rate drawn across: the link's raw rate the benchmark read (`link_gbps`), or, where it could not,
+/// the best pinned copy it measured.
+pub fn ceilings(limits: &Value) -> Vec<chart::Ceiling> {
+    let (label, gbps) = match limits["link_gbps"].as_f64() {
+        Some(l) => ("PCIe link, raw rate per direction", Some(l)),
+        None => {
+            ("best pinned copy measured (the link's rate was not read)", limits["copy_engine_gbps"]["h2d"].as_f64())
+        }
+    };
+    gbps.map(|gbps| chart::Ceiling { label: label.into(), gbps }).into_iter().collect()
 }
 
 /// Every `*/new/benchmark.json` with its `estimates.json` under `dir`.
@@ -203,5 +252,35 @@ mod tests {
         assert!(text.contains("0.967  copies both ways"), "efficiency of 6.0 ms against a 5.8 ms bound: {text}");
         assert!(text.contains("4000 GB/s of a 4800 GB/s peak (83%)"), "{text}");
         let _ = fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn the_picture_has_a_line_per_kind_and_direction_and_the_link_across() {
+        let r = |group: &str, function: &str, bytes: u64, gbps: f64| Result {
+            group: group.into(),
+            function: function.into(),
+            value: String::new(),
+            median_ns: bytes as f64 / gbps,
+            bytes,
+        };
+        let results = [
+            r("h2d", "pinned", 1 << 30, 55.0),
+            r("h2d", "pinned", 4096, 0.7),
+            r("d2h", "pinned", 4096, 0.8),
+            r("h2d", "pageable", 4096, 0.4),
+            r("both", "pinned", 8192, 1.2),
+            r("overlap", "32 chunks", 1 << 29, 80.0),
+        ];
+        let series = rate_series(&results);
+        let labels: Vec<&str> = series.iter().map(|s| s.label.as_str()).collect();
+        assert_eq!(labels, ["pageable H2D", "pinned H2D", "pinned D2H"]);
+        assert_eq!(series[1].points[0], (4096.0, 0.7), "sorted by size: {:?}", series[1]);
+        let limits = serde_json::json!({ "link_gbps": 63.0, "copy_engine_gbps": { "h2d": 55.3 } });
+        assert_eq!(ceilings(&limits)[0].gbps, 63.0);
+        let older = serde_json::json!({ "copy_engine_gbps": { "h2d": 55.3 } });
+        assert!(ceilings(&older)[0].label.starts_with("best pinned copy measured"));
+        let svg = chart::rate_chart("t", &series, &ceilings(&limits));
+        assert_eq!(svg.matches("<polyline").count(), 3);
+        assert!(svg.contains("PCIe link, raw rate per direction: 63.0 GB/s"));
     }
 }
