@@ -145,6 +145,10 @@ fn async_memcpy(args: &Args, out: &Output) -> anyhow::Result<()> {
         });
     }
     report(out, n, iters, r, &versions);
+    for v in &versions {
+        out.figure(format!("{}: GPU time", v.version), &v.gpu); // named for `cargo xtask compare`
+        out.figure(format!("{}: host in the calls", v.version), &v.host_in_calls);
+    }
 
     // One more asynchronous run, whose reference elements computed meanwhile are used for the check.
     let Run { done, .. } = run(false, true)?;

@@ -146,5 +146,6 @@ fn double_buffering(args: &Args, out: &Output) -> anyhow::Result<()> {
     out.say(format!("\nmedian of up to {} runs after {} warm-up", r.repeats, r.warmup));
     out.table(&report.table());
     report.notes().iter().for_each(|l| out.say(l));
+    out.pipeline(&report); // names each run against its bound, and the bound's parts, for `cargo xtask compare`
     out.finish(&Results { device: &gpu.info, plan, work, waits, report, verification: checks })
 }

@@ -40,7 +40,7 @@ fn main() -> ExitCode {
 /// with events on that stream, C back, its first ten elements printed.
 fn async_memory_copy_example_cu(gpu: &Gpu, kernels: &Kernels, out: &Output) -> anyhow::Result<f64> {
     const N: usize = 1 << 20; //                                  1 million elements
-    let rand = |i: usize| (i.wrapping_mul(2654435761) >> 7) % 100; // a fixed stand-in for rand()
+    let rand = |i: usize| ((i + 1).wrapping_mul(2654435761) >> 7) % 100; // a fixed stand-in for rand()
     let h_a = gpu.pinned_from_fn(N, |i| rand(i) as f32 / 10.0)?; // cudaMallocHost(&h_A, size), filled
     let h_b = gpu.pinned_from_fn(N, |i| rand(i + N) as f32 / 10.0)?;
     let mut h_c = gpu.pinned::<f32>(N)?;
@@ -129,6 +129,7 @@ fn vector_add(args: &Args, out: &Output) -> anyhow::Result<()> {
     ));
     out.table(&report.table());
     report.notes().iter().for_each(|l| out.say(l));
+    out.pipeline(&report); // names each run against its bound, and the bound's parts, for `cargo xtask compare`
     out.finish(
         &serde_json::json!({ "device": gpu.info, "plan": plan, "repeats": r, "report": report, "verification": check,
                              "seed_kernel_ms": seed_kernel_ms }),

@@ -45,7 +45,7 @@ fn main() -> ExitCode {
 /// another mapped buffer straight across the bus, no copy; then the host reads the first result.
 fn zero_copy_example_cu(gpu: &Gpu, kernels: &Kernels, out: &Output) -> anyhow::Result<f32> {
     const N: usize = 1 << 20;
-    let rand = |i: usize| ((i.wrapping_mul(2654435761) >> 7) % 100) as f32; // a fixed stand-in for rand() % 100
+    let rand = |i: usize| (((i + 1).wrapping_mul(2654435761) >> 7) % 100) as f32; // a fixed stand-in for rand() % 100
     let mut h_in = gpu.pinned_with::<f32>(N, HostAlloc::MAPPED)?; //  1) cudaHostAlloc(&h_in, size, cudaHostAllocMapped)
     let mut h_out = gpu.pinned_with::<f32>(N, HostAlloc::MAPPED)?; //    cudaHostAlloc(&h_out, ...), zeroed
     common::host::fill(&mut h_in, rand); //                              2) initialize h_in

@@ -368,7 +368,7 @@ pub fn report(cmp: &Comparison, baselines: usize, all: bool) -> String {
         s += &only(&cmp.only_in_b, "B");
     }
     if !cmp.named {
-        s += "note: figures matched by their places in the JSON (these runs name none: runs of an older build)\n";
+        s += "note: figures matched by their places in the JSON (these runs name none: an older build, or a lesson that does not name its figures)\n";
     }
     if baselines == 0 {
         s += &format!(
