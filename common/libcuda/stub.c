@@ -24,6 +24,11 @@ int cuEventRecord(void) { return 34; }
 int cuEventSynchronize(void) { return 34; }
 int cuFuncGetParamInfo(void) { return 34; }
 int cuGetErrorName(void) { return 34; }
+int cuGetProcAddress_v2(void) { return 34; }
+int cuGraphDestroy(void) { return 34; }
+int cuGraphExecDestroy(void) { return 34; }
+int cuGraphInstantiateWithFlags(void) { return 34; }
+int cuGraphLaunch(void) { return 34; }
 int cuInit(void) { return 34; }
 int cuLaunchKernel(void) { return 34; }
 int cuMemAllocManaged(void) { return 34; }
@@ -45,8 +50,10 @@ int cuMemsetD8_v2(void) { return 34; }
 int cuModuleGetFunction(void) { return 34; }
 int cuModuleLoadData(void) { return 34; }
 int cuModuleUnload(void) { return 34; }
+int cuStreamBeginCapture_v2(void) { return 34; }
 int cuStreamCreate(void) { return 34; }
 int cuStreamDestroy_v2(void) { return 34; }
+int cuStreamEndCapture(void) { return 34; }
 int cuStreamGetFlags(void) { return 34; }
 int cuStreamQuery(void) { return 34; }
 int cuStreamSynchronize(void) { return 34; }

@@ -28,7 +28,7 @@ macro_rules! opaque {
     )*};
 }
 opaque!(CUcontext => CUctx_st, CUstream => CUstream_st, CUevent => CUevent_st, CUmodule => CUmod_st,
-        CUfunction => CUfunc_st);
+        CUfunction => CUfunc_st, CUgraph => CUgraph_st, CUgraphExec => CUgraphExec_st);
 
 // The values of cuda.h's enums and flags that we pass in.
 pub const CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: CUdevice_attribute = 16;
@@ -46,6 +46,60 @@ pub const CU_MEMHOSTALLOC_DEVICEMAP: c_uint = 2;
 pub const CU_MEMHOSTALLOC_WRITECOMBINED: c_uint = 4;
 pub const CU_STREAM_DEFAULT: c_uint = 0;
 pub const CU_STREAM_NON_BLOCKING: c_uint = 1;
+/// `CU_STREAM_CAPTURE_MODE_RELAXED`: a capture that prohibits no call on any thread (the stream it
+/// captures is one nothing else knows of).
+pub const CU_STREAM_CAPTURE_MODE_RELAXED: c_int = 2;
+/// `CUmemcpySrcAccessOrder`: the source is read in stream order.
+pub const CU_MEMCPY_SRC_ACCESS_ORDER_STREAM: c_int = 1;
+/// The source may be read out of stream order, and all of it before the call returns.
+pub const CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL: c_int = 2;
+/// The source may be read out of stream order, also after the call returns.
+pub const CU_MEMCPY_SRC_ACCESS_ORDER_ANY: c_int = 3;
+/// `CU_MEM_LOCATION_TYPE_DEVICE` and `_HOST`: where a batch's copies may expect their ends (hints).
+pub const CU_MEM_LOCATION_TYPE_DEVICE: c_int = 1;
+pub const CU_MEM_LOCATION_TYPE_HOST: c_int = 2;
+/// `CU_GET_PROC_ADDRESS_DEFAULT` for [`cuGetProcAddress_v2`].
+pub const CU_GET_PROC_ADDRESS_DEFAULT: u64 = 0;
+/// `CU_GET_PROC_ADDRESS_SUCCESS`: the symbol was found for the version asked.
+pub const CU_GET_PROC_ADDRESS_SUCCESS: c_int = 0;
+
+/// `CUmemLocation`: where memory is (`type` 0, invalid, where no hint is given).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CUmemLocation {
+    pub type_: c_int,
+    pub id: c_int,
+}
+
+/// `CUmemcpyAttributes` (`_v1`, CUDA 12.8): how the copies of a batch that it applies to may access
+/// their sources, location hints (for managed and system memory only), and flags.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CUmemcpyAttributes {
+    pub srcAccessOrder: c_int,
+    pub srcLocHint: CUmemLocation,
+    pub dstLocHint: CUmemLocation,
+    pub flags: c_uint,
+}
+
+/// `PFN_cuMemcpyBatchAsync_v12080` (CUDA 13's `cudaTypedefs.h`): the batched copy as CUDA 12.8
+/// introduced it (drivers from 570 on), with `failIdx`, the index of the copy that failed. CUDA 13's
+/// `cuda.h` maps the name `cuMemcpyBatchAsync` to `cuMemcpyBatchAsync_v2`
+/// (`PFN_cuMemcpyBatchAsync_v13000`, drivers from 580 on), which drops `failIdx`. Neither is linked: a
+/// driver without the symbol would not even load a program that named it, so [`memcpy_batch`] asks
+/// the driver at run time (`cuGetProcAddress` for CUDA 12.8, which returns this form on every driver
+/// that has the call).
+pub type PFN_cuMemcpyBatchAsync_v12080 = unsafe extern "C" fn(
+    dsts: *mut CUdeviceptr,
+    srcs: *mut CUdeviceptr,
+    sizes: *mut usize,
+    count: usize,
+    attrs: *mut CUmemcpyAttributes,
+    attrs_idxs: *mut usize,
+    num_attrs: usize,
+    fail_idx: *mut usize,
+    stream: CUstream,
+) -> CuResult;
 
 /// A driver result: 0 is success, anything else an error code (`CUDA_ERROR_*`).
 pub type CuResult = c_int;
@@ -76,6 +130,15 @@ extern "C" {
     pub fn cuInit(flags: c_uint) -> CuResult;
     pub fn cuGetErrorName(error: CuResult, name: *mut *const c_char) -> CuResult;
     pub fn cuDriverGetVersion(version: *mut c_int) -> CuResult;
+    /// CUDA 12.0's entry point (`PFN_cuGetProcAddress_v12000`, with `symbolStatus`), the one CUDA 13's
+    /// `cuda.h` names `cuGetProcAddress`.
+    pub fn cuGetProcAddress_v2(
+        symbol: *const c_char,
+        pfn: *mut *mut c_void,
+        cuda_version: c_int,
+        flags: u64,
+        symbol_status: *mut c_int,
+    ) -> CuResult;
     pub fn cuDeviceGetCount(count: *mut c_int) -> CuResult;
     pub fn cuDeviceGet(device: *mut CUdevice, ordinal: c_int) -> CuResult;
     pub fn cuDeviceGetName(name: *mut c_char, len: c_int, device: CUdevice) -> CuResult;
@@ -117,6 +180,14 @@ extern "C" {
     pub fn cuStreamQuery(stream: CUstream) -> CuResult;
     pub fn cuStreamGetFlags(stream: CUstream, flags: *mut c_uint) -> CuResult;
     pub fn cuStreamWaitEvent(stream: CUstream, event: CUevent, flags: c_uint) -> CuResult;
+    /// CUDA 10.1's entry point, which CUDA 13's `cuda.h` names `cuStreamBeginCapture`.
+    pub fn cuStreamBeginCapture_v2(stream: CUstream, mode: c_int) -> CuResult;
+    pub fn cuStreamEndCapture(stream: CUstream, graph: *mut CUgraph) -> CuResult;
+    /// What CUDA 13's `cuda.h` names `cuGraphInstantiate`.
+    pub fn cuGraphInstantiateWithFlags(exec: *mut CUgraphExec, graph: CUgraph, flags: u64) -> CuResult;
+    pub fn cuGraphLaunch(exec: CUgraphExec, stream: CUstream) -> CuResult;
+    pub fn cuGraphExecDestroy(exec: CUgraphExec) -> CuResult;
+    pub fn cuGraphDestroy(graph: CUgraph) -> CuResult;
     pub fn cuEventCreate(event: *mut CUevent, flags: c_uint) -> CuResult;
     pub fn cuEventDestroy_v2(event: CUevent) -> CuResult;
     pub fn cuEventRecord(event: CUevent, stream: CUstream) -> CuResult;
@@ -142,6 +213,61 @@ extern "C" {
         params: *mut *mut c_void,
         extra: *mut *mut c_void,
     ) -> CuResult;
+}
+
+/// The CUDA version the driver supports, as `cuDriverGetVersion` gives it: 13000 for 13.0.
+pub fn driver_version() -> Result<c_int, String> {
+    let mut v = 0;
+    // SAFETY: one valid out-pointer.
+    match unsafe { cuDriverGetVersion(&mut v) } {
+        SUCCESS => Ok(v),
+        code => Err(format!("reading the driver's version: {}", error_name(code))),
+    }
+}
+
+/// The CUDA version `cuMemcpyBatchAsync` came with: 12.8.
+pub const BATCH_VERSION: c_int = 12080;
+
+/// The driver's `cuMemcpyBatchAsync` (the CUDA 12.8 form: [`PFN_cuMemcpyBatchAsync_v12080`]), looked
+/// up once; or why this driver has none, in one line.
+pub fn memcpy_batch() -> Result<PFN_cuMemcpyBatchAsync_v12080, String> {
+    static FOUND: std::sync::OnceLock<Result<PFN_cuMemcpyBatchAsync_v12080, String>> = std::sync::OnceLock::new();
+    let found = FOUND.get_or_init(|| {
+        let version = driver_version()?;
+        if version < BATCH_VERSION {
+            return Err(format!(
+                "this driver supports CUDA {}.{}, and cuMemcpyBatchAsync needs CUDA 12.8 (driver 570) or newer",
+                version / 1000,
+                version % 1000 / 10
+            ));
+        }
+        let (mut pfn, mut status) = (std::ptr::null_mut(), -1);
+        // SAFETY: a NUL-terminated name, two valid out-pointers, the driver's own flag, and a version the
+        // driver supports (checked above).
+        let code = unsafe {
+            cuGetProcAddress_v2(
+                c"cuMemcpyBatchAsync".as_ptr(),
+                &mut pfn,
+                BATCH_VERSION,
+                CU_GET_PROC_ADDRESS_DEFAULT,
+                &mut status,
+            )
+        };
+        match (code, status) {
+            // SAFETY: the driver returned this address for `cuMemcpyBatchAsync` at CUDA 12.8, whose
+            // signature is PFN_cuMemcpyBatchAsync_v12080; it is not null.
+            (SUCCESS, CU_GET_PROC_ADDRESS_SUCCESS) if !pfn.is_null() => {
+                Ok(unsafe { std::mem::transmute::<*mut c_void, PFN_cuMemcpyBatchAsync_v12080>(pfn) })
+            }
+            (SUCCESS, _) => Err(format!(
+                "this driver (CUDA {}.{}) has no cuMemcpyBatchAsync for CUDA 12.8 (cuGetProcAddress status {status})",
+                version / 1000,
+                version % 1000 / 10
+            )),
+            (code, _) => Err(format!("looking up cuMemcpyBatchAsync: {}", error_name(code))),
+        }
+    });
+    found.clone()
 }
 
 /// The driver's name for a result code (`CUDA_ERROR_OUT_OF_MEMORY`), or its number.
@@ -196,3 +322,18 @@ impl std::fmt::Display for DriverError {
 }
 
 impl std::error::Error for DriverError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `CUmemcpyAttributes` as cuda.h lays it out: an enum, two `CUmemLocation`s, flags; 24 bytes.
+    #[test]
+    fn the_batch_attributes_are_laid_out_as_in_cuda_h() {
+        assert_eq!(std::mem::size_of::<CUmemLocation>(), 8);
+        assert_eq!(std::mem::size_of::<CUmemcpyAttributes>(), 24);
+        assert_eq!(std::mem::offset_of!(CUmemcpyAttributes, srcLocHint), 4);
+        assert_eq!(std::mem::offset_of!(CUmemcpyAttributes, dstLocHint), 12);
+        assert_eq!(std::mem::offset_of!(CUmemcpyAttributes, flags), 20);
+    }
+}

@@ -50,6 +50,9 @@
 //! - Every buffer, stream, module and pinned allocation keeps its GPU context alive, so they may be
 //!   dropped in any order. Streams, buffers and kernels of another context are refused.
 //! - Only plain numbers ([`Element`]) can be copied back from the GPU, which can write any bits.
+//! - A batch of copies ([`Scope::htod_batch`]) borrows every buffer as one copy would, and is one
+//!   operation over all its ranges; a [`Graph`] of a scope's work is replayed only inside that scope,
+//!   so nothing it names can be freed or touched while it may run.
 //!
 //! | module | what it holds |
 //! | --- | --- |
@@ -59,6 +62,8 @@
 //! | [`stream`] | streams (non-blocking by default) |
 //! | [`view`] | views of the buffers lent to a scope ([`Dev`], [`DevRead`]) |
 //! | [`scope`] | stream scopes: copies, launches, prefetches and events that borrow their buffers |
+//! | [`batch`] | batches of copies in one call (`cuMemcpyBatchAsync`), each buffer borrowed as a single copy's is |
+//! | [`graph`] | CUDA graphs of a scope's copies and launches, captured once and replayed inside the scope |
 //! | [`module`] | PTX modules, kernels, and the launch builder |
 //! | [`staging`] | pageable memory at near-pinned speed through a ring of pinned buffers |
 //!
@@ -68,10 +73,12 @@
 
 #![deny(missing_docs)]
 
+pub mod batch;
 mod context;
 pub mod device;
 #[doc(hidden)]
 pub mod ffi;
+pub mod graph;
 pub mod host;
 pub mod memory;
 pub mod module;
@@ -82,8 +89,10 @@ pub mod view;
 
 /// The error type every fallible call returns, re-exported for programs that use no other.
 pub use anyhow;
+pub use batch::{batch_support, SrcOrder};
 pub use device::{DeviceInfo, Gpu};
 pub use ffi::DriverError;
+pub use graph::{Graph, GraphBuilder};
 pub use host::{pageable, HostAlloc, PinnedBuffer, Registered};
 pub use memory::{Bytes, DeviceBuffer, Element, ManagedBuffer, Room, TooLarge};
 pub use module::{Kernel, Launch, LaunchBuilder, LaunchConfig, Module};

@@ -48,6 +48,7 @@
 
 use std::{
     cell::RefCell,
+    collections::BTreeMap,
     marker::PhantomData,
     ops::Range,
     sync::{
@@ -166,7 +167,14 @@ pub(crate) struct Tracker {
     foreign: bool,
     /// Managed memory: the only kind a prefetch may move.
     managed: bool,
-    accesses: Vec<Access>,
+    /// The accesses remembered, by where their bytes start (and a serial number, to keep several
+    /// that start at one byte): a batch of thousands of small copies must not cost the host a pass
+    /// over every earlier access for each new one.
+    accesses: BTreeMap<(usize, u64), Access>,
+    /// How many accesses of each length are remembered: the longest bounds how far before a range
+    /// an access that overlaps it can start.
+    lengths: BTreeMap<usize, usize>,
+    serial: u64,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -187,6 +195,14 @@ fn covers(outer: &Range<usize>, inner: &Range<usize>) -> bool {
 }
 
 impl Tracker {
+    /// The accesses that may overlap `bytes`: those that start before its end, no further before its
+    /// start than the longest access remembered.
+    fn near<'a>(&'a self, bytes: &Range<usize>) -> impl Iterator<Item = &'a Access> {
+        let longest = self.lengths.last_key_value().map_or(0, |(l, _)| *l);
+        let from = bytes.start.saturating_sub(longest);
+        self.accesses.range((from, 0)..(bytes.end.max(from), 0)).map(|(_, a)| a)
+    }
+
     /// Accesses that conflict with one on `stream` (at least one of the two a write, overlapping
     /// bytes) made on other streams.
     pub fn conflicts<'a>(
@@ -195,18 +211,106 @@ impl Tracker {
         write: bool,
         bytes: &'a Range<usize>,
     ) -> impl Iterator<Item = &'a Access> {
-        self.accesses.iter().filter(move |a| a.stream != stream && (write || a.write) && overlaps(&a.bytes, bytes))
+        self.near(bytes).filter(move |a| a.stream != stream && (write || a.write) && overlaps(&a.bytes, bytes))
     }
 
     /// Remembers an access, forgetting those it makes redundant: a write is ordered after everything
     /// it overlaps, so it stands for what it covers; a read stands for earlier reads of its stream that it covers.
     pub fn record(&mut self, access: Access) {
-        self.accesses.retain(|a| {
-            let covered = covers(&access.bytes, &a.bytes);
-            !(covered && (access.write || (!a.write && a.stream == access.stream)))
-        });
-        self.accesses.push(access);
+        let redundant: Vec<(usize, u64)> = self
+            .accesses
+            .range((access.bytes.start, 0)..=(access.bytes.end, u64::MAX))
+            .filter(|(_, a)| {
+                covers(&access.bytes, &a.bytes) && (access.write || (!a.write && a.stream == access.stream))
+            })
+            .map(|(k, _)| *k)
+            .collect();
+        for k in redundant {
+            if let Some(a) = self.accesses.remove(&k) {
+                self.forget_length(a.bytes.len());
+            }
+        }
+        *self.lengths.entry(access.bytes.len()).or_insert(0) += 1;
+        self.serial += 1;
+        self.accesses.insert((access.bytes.start, self.serial), access);
     }
+
+    fn forget_length(&mut self, len: usize) {
+        if let Some(n) = self.lengths.get_mut(&len) {
+            *n -= 1;
+            if *n == 0 {
+                self.lengths.remove(&len);
+            }
+        }
+    }
+}
+
+/// The ranges one operation touches, checked and merged: sorted by buffer, then by kind (read before
+/// write) and start, with ranges of one kind that overlap or touch made one. Unless the operation's parts
+/// run one after another (`sequential`: a graph captured on one stream), two ranges of one buffer that
+/// overlap with at least one written are refused, in words: the operation's result would race.
+/// Linear in the ranges where they come sorted (a batch over a buffer, in order), n log n otherwise.
+pub(crate) fn normalize(accesses: &[DevAccess], sequential: bool) -> Result<Vec<DevAccess>, String> {
+    if accesses.len() <= 1 {
+        return Ok(accesses.to_vec()); // a copy's one range: nothing to check or merge
+    }
+    let by_place = |a: &DevAccess| (a.buffer, a.bytes.start, a.bytes.end);
+    let mut sorted = accesses.to_vec();
+    if !sorted.windows(2).all(|w| by_place(&w[0]) <= by_place(&w[1])) {
+        sorted.sort_by_key(by_place);
+    }
+    if !sequential {
+        // In order of start (and end), an access overlaps an earlier one of its buffer exactly when it
+        // starts before the furthest end of those: so the furthest-reaching earlier write, and earlier
+        // access of either kind, say whether it conflicts, and with which.
+        #[derive(Clone, Copy)]
+        struct Furthest {
+            buffer: usize,
+            write: Option<usize>,
+            any: Option<usize>,
+        }
+        let mut f = Furthest { buffer: usize::MAX, write: None, any: None };
+        for (i, a) in sorted.iter().enumerate() {
+            if f.buffer != a.buffer {
+                f = Furthest { buffer: a.buffer, write: None, any: None };
+            }
+            let against = if a.write { f.any } else { f.write };
+            if let Some(b) = against.map(|k| &sorted[k]).filter(|b| a.bytes.start < b.bytes.end) {
+                let (x, y) = (&b.bytes, &a.bytes);
+                let what = if a.write && b.write {
+                    "writes overlapping bytes of one buffer twice"
+                } else {
+                    "reads and writes overlapping bytes of one buffer"
+                };
+                return Err(format!(
+                    "{what} ({}..{} and {}..{}), so its result would race",
+                    x.start, x.end, y.start, y.end
+                ));
+            }
+            let further = |k: Option<usize>| match k {
+                Some(k) if sorted[k].bytes.end >= a.bytes.end => Some(k),
+                _ => Some(i),
+            };
+            f.any = further(f.any);
+            if a.write {
+                f.write = further(f.write);
+            }
+        }
+    }
+    let by_kind = |a: &DevAccess| (a.buffer, a.write, a.bytes.start, a.bytes.end);
+    if !sorted.windows(2).all(|w| by_kind(&w[0]) <= by_kind(&w[1])) {
+        sorted.sort_by_key(by_kind);
+    }
+    let mut merged: Vec<DevAccess> = Vec::with_capacity(sorted.len().min(16));
+    for a in sorted {
+        match merged.last_mut() {
+            Some(m) if m.buffer == a.buffer && m.write == a.write && a.bytes.start <= m.bytes.end => {
+                m.bytes.end = m.bytes.end.max(a.bytes.end)
+            }
+            _ => merged.push(a),
+        }
+    }
+    Ok(merged)
 }
 
 /// The ordering known on each stream: `clock[j][k]` is the last operation of stream k (by sequence
@@ -251,9 +355,9 @@ impl Clocks {
 
 /// The work queued on a set of streams, with the buffers it borrows. See the module docs.
 pub struct Scope<'scope, 'env: 'scope> {
-    env: Env<'env>,
-    streams: &'env [Stream],
-    id: u64,
+    pub(crate) env: Env<'env>,
+    pub(crate) streams: &'env [Stream],
+    pub(crate) id: u64,
     state: RefCell<State>,
     _scope: PhantomData<&'scope mut &'scope ()>,
     _env: PhantomData<&'env mut &'env ()>,
@@ -277,6 +381,8 @@ struct State {
     waits: Waits,
     /// The modules of the kernels launched, kept loaded until every stream is synchronized.
     modules: Vec<Arc<Loaded>>,
+    /// What else queued work needs until every stream is synchronized (the executable graphs launched).
+    held: Vec<Box<dyn std::any::Any>>,
     /// Set when an operation was queued but could not be tracked: nothing more may be queued.
     broken: Option<String>,
     /// Operations to put on the built-in timeline once the scope has synchronized.
@@ -294,7 +400,7 @@ pub(crate) struct OpInfo {
 }
 
 impl OpInfo {
-    fn copy(kind: &'static str, what: &'static str, bytes: usize) -> OpInfo {
+    pub(crate) fn copy(kind: &'static str, what: &'static str, bytes: usize) -> OpInfo {
         OpInfo { kind, what, kernel: None, bytes }
     }
 
@@ -350,7 +456,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
 
     fn handle<T>(&self, base: u64, len: usize, foreign: bool, managed: bool) -> Dev<'scope, T> {
         let mut st = self.state.borrow_mut();
-        st.trackers.push(Tracker { foreign, managed, accesses: Vec::new() });
+        st.trackers.push(Tracker { foreign, managed, ..Tracker::default() });
         Dev { scope: self.id, buffer: st.trackers.len() - 1, base, offset: 0, len, _marker: PhantomData }
     }
 
@@ -427,7 +533,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
             To::Device => "prefetch to device",
             To::Host => "prefetch to host",
         };
-        if view.scope == self.id && !self.state.borrow().trackers[view.buffer].managed {
+        if view.scope == self.id && !self.is_managed(view.buffer) {
             bail!("{name}: only managed memory (Gpu::managed) prefetches, and this view is device or mapped memory");
         }
         let (kind, dst) = match to {
@@ -505,6 +611,21 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         st.events[end.index].0.elapsed_ms(&st.events[start.index].0)
     }
 
+    /// Keeps `what` until every stream of the scope is synchronized: what queued work uses.
+    pub(crate) fn hold(&self, what: Box<dyn std::any::Any>) {
+        self.state.borrow_mut().held.push(what);
+    }
+
+    /// Whether the buffer of a handle of this scope was lent from another GPU's context.
+    pub(crate) fn is_foreign(&self, buffer: usize) -> bool {
+        self.state.borrow().trackers[buffer].foreign
+    }
+
+    /// Whether the buffer of a handle of this scope is managed memory.
+    pub(crate) fn is_managed(&self, buffer: usize) -> bool {
+        self.state.borrow().trackers[buffer].managed
+    }
+
     /// How the streams were ordered so far: the program's waits and those the scope added.
     pub fn waits(&self) -> Waits {
         self.state.borrow().waits.clone()
@@ -528,7 +649,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         Ok(true)
     }
 
-    fn stream_index(&self, stream: &Stream) -> anyhow::Result<usize> {
+    pub(crate) fn stream_index(&self, stream: &Stream) -> anyhow::Result<usize> {
         self.streams
             .iter()
             .position(|s| s.raw() == stream.raw())
@@ -542,6 +663,21 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         info: OpInfo,
         op: impl FnOnce(ffi::CUstream) -> CuResult,
     ) -> anyhow::Result<()> {
+        self.enqueue_parts(stream, accesses, false, info, op)
+    }
+
+    /// Queues one operation that touches `accesses` (several, for a batch or a graph), ordered after
+    /// the work on other streams that touches the same bytes and recorded for the work after it.
+    /// `sequential`: its parts run one after another (a graph captured on one stream), so its reads and
+    /// writes of the same bytes do not race.
+    pub(crate) fn enqueue_parts(
+        &self,
+        stream: &Stream,
+        accesses: &[DevAccess],
+        sequential: bool,
+        info: OpInfo,
+        op: impl FnOnce(ffi::CUstream) -> CuResult,
+    ) -> anyhow::Result<()> {
         let name = info.label();
         let mut st = self.state.borrow_mut();
         if let Some(why) = &st.broken {
@@ -551,26 +687,15 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         // The observer's label first: its code may make another context current, as may the closure's.
         let observed = self.env.observer.borrow().as_ref().map(|o| o.observer.label());
         self.env.ctx.ensure_current()?;
-        for (i, a) in accesses.iter().enumerate() {
+        for a in accesses {
             if a.scope != self.id {
                 bail!("{name}: a device handle from another scope");
             }
             if st.trackers[a.buffer].foreign {
                 bail!("{name}: a buffer of another GPU's context");
             }
-            if let Some(b) = accesses[i + 1..]
-                .iter()
-                .find(|b| b.buffer == a.buffer && (a.write || b.write) && overlaps(&a.bytes, &b.bytes))
-            {
-                bail!(
-                    "{name}: reads and writes overlapping bytes of one buffer ({}..{} and {}..{}), so its result would race",
-                    a.bytes.start,
-                    a.bytes.end,
-                    b.bytes.start,
-                    b.bytes.end
-                );
-            }
         }
+        let accesses = normalize(accesses, sequential).map_err(|why| anyhow!("{name}: {why}"))?;
         // Everything that can fail without queuing the operation comes first.
         let end = self.env.events.take()?;
         let start = match observed.is_some() {
@@ -721,6 +846,7 @@ pub(crate) fn run<'env, R>(
             clocks: Clocks::new(streams.len()),
             waits: Waits::default(),
             modules: Vec::new(),
+            held: Vec::new(),
             broken: None,
             pending: Vec::new(),
         }),
@@ -860,7 +986,8 @@ mod tests {
         t.record(acc(1, 0, true, 0..50));
         t.record(acc(2, 1, false, 0..50));
         t.record(acc(3, 2, true, 0..100));
-        assert_eq!(t.accesses, vec![acc(3, 2, true, 0..100)]);
+        assert_eq!(t.accesses.values().cloned().collect::<Vec<_>>(), vec![acc(3, 2, true, 0..100)]);
+        assert_eq!(t.lengths.iter().collect::<Vec<_>>(), [(&100, &1)], "the forgotten lengths too");
         assert_eq!(conflicts(&t, 0, false, 10..20), vec![3]);
     }
 
@@ -870,6 +997,128 @@ mod tests {
         t.record(acc(1, 0, true, 0..100));
         t.record(acc(2, 0, false, 0..100));
         assert_eq!(conflicts(&t, 1, false, 0..100), vec![1], "a reader elsewhere still conflicts with the write");
+    }
+
+    /// A tiny deterministic generator for the randomized tests.
+    fn lcg(state: &mut u64) -> usize {
+        *state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (*state >> 33) as usize
+    }
+
+    /// The tracker as it was, a list searched in full: what the ordered one must agree with.
+    #[derive(Default)]
+    struct Plain(Vec<Access>);
+
+    impl Plain {
+        fn conflicts(&self, stream: usize, write: bool, bytes: &Range<usize>) -> Vec<usize> {
+            let mut v: Vec<usize> = self
+                .0
+                .iter()
+                .filter(|a| a.stream != stream && (write || a.write) && overlaps(&a.bytes, bytes))
+                .map(|a| a.op)
+                .collect();
+            v.sort();
+            v
+        }
+
+        fn record(&mut self, access: Access) {
+            self.0.retain(|a| {
+                let covered = covers(&access.bytes, &a.bytes);
+                !(covered && (access.write || (!a.write && a.stream == access.stream)))
+            });
+            self.0.push(access);
+        }
+    }
+
+    #[test]
+    fn the_ordered_tracker_finds_what_a_full_search_finds() {
+        let mut seed = 7;
+        for _ in 0..200 {
+            let (mut t, mut plain) = (Tracker::default(), Plain::default());
+            for op in 0..40 {
+                let start = lcg(&mut seed) % 100;
+                let len = [0, 1, 4, 16, 60][lcg(&mut seed) % 5];
+                let (stream, write) = (lcg(&mut seed) % 3, lcg(&mut seed) % 2 == 0);
+                let bytes = start..start + len;
+                let mut found = conflicts(&t, stream, write, bytes.clone());
+                found.sort();
+                assert_eq!(found, plain.conflicts(stream, write, &bytes), "op {op}: {stream} {write} {bytes:?}");
+                t.record(acc(op, stream, write, bytes.clone()));
+                plain.record(acc(op, stream, write, bytes));
+            }
+            assert_eq!(t.accesses.len(), plain.0.len());
+        }
+    }
+
+    #[test]
+    fn thousands_of_small_ranges_stay_cheap_to_search() {
+        let mut t = Tracker::default();
+        for i in 0..10_000 {
+            t.record(acc(i, i % 4, true, i * 256..(i + 1) * 256));
+        }
+        assert_eq!(conflicts(&t, 9, false, 5000 * 256 + 10..5001 * 256 + 10), vec![5000, 5001]);
+        assert_eq!(t.near(&(5000 * 256..5000 * 256 + 1)).count(), 2, "only the neighbours are looked at");
+        t.record(acc(10_000, 0, true, 0..10_000 * 256));
+        assert_eq!(t.accesses.len(), 1, "a write over all of them stands for them");
+        assert_eq!(t.lengths.len(), 1);
+    }
+
+    fn dev_access(buffer: usize, write: bool, bytes: Range<usize>) -> DevAccess {
+        DevAccess { scope: 1, buffer, bytes, write }
+    }
+
+    #[test]
+    fn one_operations_ranges_are_checked_and_merged() {
+        let a = |b, w, r| dev_access(b, w, r);
+        // A batch of writes in order, touching: one range.
+        let batch: Vec<_> = (0..1000).map(|i| a(0, true, i * 16..(i + 1) * 16)).collect();
+        let merged = normalize(&batch, false).unwrap();
+        assert_eq!(merged.len(), 1);
+        assert_eq!(merged[0].bytes, 0..16_000);
+        // With gaps, out of order, over two buffers.
+        let m =
+            normalize(&[a(1, true, 40..50), a(0, true, 0..10), a(1, true, 0..10), a(0, true, 10..20)], false).unwrap();
+        let got: Vec<_> = m.iter().map(|x| (x.buffer, x.bytes.clone())).collect();
+        assert_eq!(got, [(0, 0..20), (1, 0..10), (1, 40..50)]);
+        // Two writes of the same bytes race; so do a read and a write; two reads do not.
+        let e = normalize(&[a(0, true, 0..10), a(0, true, 5..6)], false).unwrap_err();
+        assert!(e.starts_with("writes overlapping bytes of one buffer twice (0..10 and 5..6)"), "{e}");
+        let e = normalize(&[a(0, false, 0..10), a(0, true, 9..12)], false).unwrap_err();
+        assert!(e.starts_with("reads and writes overlapping bytes of one buffer"), "{e}");
+        assert_eq!(normalize(&[a(0, false, 0..10), a(0, false, 5..12)], false).unwrap().len(), 1);
+        // One after another (a graph), a write then a read of the same bytes is no race.
+        let m = normalize(&[a(0, true, 0..10), a(0, false, 0..10), a(0, true, 5..20)], true).unwrap();
+        let got: Vec<_> = m.iter().map(|x| (x.write, x.bytes.clone())).collect();
+        assert_eq!(got, [(false, 0..10), (true, 0..20)]);
+    }
+
+    #[test]
+    fn the_check_of_one_operation_agrees_with_every_pair() {
+        let mut seed = 11;
+        for _ in 0..2000 {
+            let n = 1 + lcg(&mut seed) % 6;
+            let v: Vec<DevAccess> = (0..n)
+                .map(|_| {
+                    let start = lcg(&mut seed) % 24;
+                    dev_access(lcg(&mut seed) % 2, lcg(&mut seed) % 2 == 0, start..start + lcg(&mut seed) % 6)
+                })
+                .collect();
+            let pairwise = v.iter().enumerate().any(|(i, x)| {
+                v[i + 1..].iter().any(|y| x.buffer == y.buffer && (x.write || y.write) && overlaps(&x.bytes, &y.bytes))
+            });
+            let got = normalize(&v, false);
+            assert_eq!(got.is_err(), pairwise, "{v:?}");
+            // What is merged covers exactly the bytes of each buffer and kind that the ranges covered.
+            let merged = normalize(&v, true).unwrap();
+            for buffer in 0..2 {
+                for write in [false, true] {
+                    for byte in 0..30 {
+                        let inside = |r: &DevAccess| r.buffer == buffer && r.write == write && r.bytes.contains(&byte);
+                        assert_eq!(v.iter().any(inside), merged.iter().any(inside), "{v:?} -> {merged:?}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]

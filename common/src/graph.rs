@@ -1,0 +1,290 @@
+//! CUDA graphs of a scope's work: copies and launches captured once (stream capture), then replayed as
+//! one operation, as often as wanted, inside the scope that lent their buffers.
+//!
+//! ```no_run
+//! # fn main() -> anyhow::Result<()> {
+//! # let gpu = common::Gpu::init()?;
+//! # let streams = gpu.streams(1)?;
+//! let inputs: Vec<Vec<f32>> = (0..100).map(|i| vec![i as f32; 256]).collect();
+//! let mut outputs: Vec<Vec<f32>> = vec![vec![0.0; 256]; 100];
+//! let mut d = gpu.alloc::<f32>(100 * 256)?;
+//! gpu.scope(&streams, |s| {
+//!     let d = s.device(&mut d);
+//!     let graph = s.graph(|g| {                                  // cudaStreamBeginCapture
+//!         for (i, (input, output)) in inputs.iter().zip(outputs.iter_mut()).enumerate() {
+//!             let part = d.slice(i * 256..(i + 1) * 256);
+//!             g.htod(input, part)?;                              // captured, not run
+//!             g.dtoh(part, output)?;
+//!         }
+//!         Ok(())
+//!     })?;                                                       // cudaStreamEndCapture, cudaGraphInstantiate
+//!     for _ in 0..10 {
+//!         s.launch_graph(&streams[0], &graph)?;                  // cudaGraphLaunch: 200 copies, one call
+//!     }
+//!     Ok(())
+//! })?;                                                           // every stream synchronized: outputs ready
+//! # Ok(()) }
+//! ```
+//!
+//! What makes replaying safe: a [`Graph`] names its scope's buffers, so it is tied to the scope the
+//! way its views are (`Graph<'scope>`, invariant, and the scope's id, checked at each launch). It cannot
+//! leave the scope, so every host buffer it names stays borrowed (sources `&[T]`, destinations
+//! `&mut [T]`) for as long as the graph may run, and the scope synchronizes before those borrows end; it
+//! cannot be launched in another scope, whose buffers and ordering are not the ones it was built with.
+//! Its parts run one after another (captured on one stream), and each launch is one operation of the
+//! scope over every device range the graph touches: ordered after other streams' work on those bytes,
+//! and recorded for the work after it. The driver runs launches of one graph one at a time. A graph and
+//! the modules of its kernels stay alive until every scope that launched it has synchronized.
+
+use std::{
+    cell::{Cell, RefCell},
+    marker::PhantomData,
+    rc::Rc,
+    sync::Arc,
+};
+
+use anyhow::{anyhow, bail, Context as _};
+
+use crate::{
+    context::Context,
+    ffi::{self, check},
+    memory::Element,
+    module::{Launch, Loaded},
+    scope::{normalize, OpInfo, Scope},
+    stream::Stream,
+    view::{Dev, DevAccess, DevRead, Invariant},
+};
+
+/// An executable graph (`CUgraphExec`), destroyed when the last holder is gone.
+struct Exec {
+    raw: ffi::CUgraphExec,
+    ctx: Arc<Context>,
+}
+
+impl Drop for Exec {
+    fn drop(&mut self) {
+        // SAFETY: instantiated once, destroyed once, in its own context; every scope that launched it
+        // held it until its streams were synchronized (and the driver defers the release of a graph
+        // still running until it ends).
+        self.ctx.with_current(|| unsafe { ffi::cuGraphExecDestroy(self.raw) });
+    }
+}
+
+/// Work captured once and replayed by [`Scope::launch_graph`], inside the scope that built it
+/// ([`Scope::graph`]). See the module docs.
+pub struct Graph<'scope> {
+    exec: Rc<Exec>,
+    scope: u64,
+    /// Every device range the graph touches, merged.
+    accesses: Vec<DevAccess>,
+    modules: Vec<Arc<Loaded>>,
+    nodes: usize,
+    bytes: usize,
+    _scope: Invariant<'scope>,
+}
+
+impl Graph<'_> {
+    /// The copies and launches captured.
+    pub fn nodes(&self) -> usize {
+        self.nodes
+    }
+
+    /// The bytes its copies move, each time it runs.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+}
+
+/// What [`Scope::graph`] hands the closure that builds a graph: copies and launches queued on it are
+/// captured, in order, and run only when the graph is launched.
+pub struct GraphBuilder<'s, 'scope, 'env> {
+    scope: &'s Scope<'scope, 'env>,
+    stream: &'s Stream,
+    accesses: RefCell<Vec<DevAccess>>,
+    modules: RefCell<Vec<Arc<Loaded>>>,
+    nodes: Cell<usize>,
+    bytes: Cell<usize>,
+}
+
+impl<'scope> GraphBuilder<'_, 'scope, '_> {
+    /// Captures `cudaMemcpyAsync(dst, src, ..., H2D)`. `src` stays borrowed until the scope ends.
+    pub fn htod<T: Element>(&self, src: &'scope [T], dst: Dev<'scope, T>) -> anyhow::Result<()> {
+        if src.len() != dst.len() {
+            bail!("graph htod: source has {} elements, destination {}", src.len(), dst.len());
+        }
+        let access = self.checked(dst.access(true), "graph htod")?;
+        let bytes = std::mem::size_of_val(src);
+        // SAFETY: the stream is capturing, so nothing runs now: the copy becomes a node of the graph,
+        // which runs only through Scope::launch_graph in this scope, ordered by the range recorded here;
+        // `src` is borrowed for the whole scope, which synchronizes before the borrow ends; `dst` is a
+        // live device range of `bytes` bytes (checked above).
+        let code = unsafe { ffi::cuMemcpyHtoDAsync_v2(dst.ptr(), src.as_ptr().cast(), bytes, self.stream.raw()) };
+        check(code, || "graph htod: capturing the copy".into())?;
+        self.captured(vec![access], bytes);
+        Ok(())
+    }
+
+    /// Captures `cudaMemcpyAsync(dst, src, ..., D2H)`. `dst` stays borrowed mutably until the scope ends:
+    /// every launch of the graph writes it.
+    pub fn dtoh<T: Element>(&self, src: impl Into<DevRead<'scope, T>>, dst: &'scope mut [T]) -> anyhow::Result<()> {
+        let src = *src.into().view();
+        if src.len() != dst.len() {
+            bail!("graph dtoh: source has {} elements, destination {}", src.len(), dst.len());
+        }
+        let access = self.checked(src.access(false), "graph dtoh")?;
+        let bytes = std::mem::size_of_val(dst);
+        // SAFETY: captured, not run (see htod); `dst` is borrowed mutably for the whole scope, so nothing
+        // else touches it while a launch of the graph may write it; `src` is a live device range of
+        // `bytes`; T is an Element, so whatever bits arrive are a valid T.
+        let code = unsafe { ffi::cuMemcpyDtoHAsync_v2(dst.as_mut_ptr().cast(), src.ptr(), bytes, self.stream.raw()) };
+        check(code, || "graph dtoh: capturing the copy".into())?;
+        self.captured(vec![access], bytes);
+        Ok(())
+    }
+
+    /// Captures a kernel launch (see [`Scope::launch`]): refused where its arguments do not match the
+    /// PTX, where it reads and writes overlapping bytes, or where its module is of another context.
+    pub fn launch(&self, mut launch: Launch<'scope>) -> anyhow::Result<()> {
+        let name = launch.kernel.name.clone();
+        if let Some(e) = launch.invalid.take() {
+            bail!("graph: kernel {name}: {e}");
+        }
+        if !launch.kernel.module.ctx.is(self.scope.env.ctx) {
+            bail!("graph: kernel {name}: its module was loaded by another GPU's context");
+        }
+        normalize(&launch.accesses, false).map_err(|why| anyhow!("graph: kernel {name}: {why}"))?;
+        let accesses = std::mem::take(&mut launch.accesses)
+            .into_iter()
+            .map(|a| self.checked(a, "graph launch"))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        // Captured, not run: the launch becomes a node, which runs only through Scope::launch_graph.
+        check(launch.enqueue(self.stream.raw()), || format!("graph: capturing kernel {name}"))?;
+        self.modules.borrow_mut().push(launch.kernel.module.clone());
+        self.captured(accesses, 0);
+        Ok(())
+    }
+
+    /// `access`, if it is of this scope and of a buffer of the scope's context.
+    fn checked(&self, access: DevAccess, what: &str) -> anyhow::Result<DevAccess> {
+        if access.scope != self.scope.id {
+            bail!("{what}: a device handle from another scope");
+        }
+        if self.scope.is_foreign(access.buffer) {
+            bail!("{what}: a buffer of another GPU's context");
+        }
+        Ok(access)
+    }
+
+    fn captured(&self, accesses: Vec<DevAccess>, bytes: usize) {
+        self.accesses.borrow_mut().extend(accesses);
+        self.nodes.set(self.nodes.get() + 1);
+        self.bytes.set(self.bytes.get() + bytes);
+    }
+}
+
+/// A stream capturing, ended (and what it captured destroyed) however the building ends, a panic
+/// included.
+struct Capture {
+    stream: Stream,
+    ended: bool,
+}
+
+impl Capture {
+    fn begin(ctx: &Arc<Context>) -> anyhow::Result<Capture> {
+        let stream = Stream::new(ctx, false)?;
+        // SAFETY: a live stream of this context, and the driver's own mode.
+        check(unsafe { ffi::cuStreamBeginCapture_v2(stream.raw(), ffi::CU_STREAM_CAPTURE_MODE_RELAXED) }, || {
+            "starting a stream capture".into()
+        })?;
+        Ok(Capture { stream, ended: false })
+    }
+
+    /// Ends the capture: the graph captured, or why there is none.
+    fn end(&mut self) -> anyhow::Result<ffi::CUgraph> {
+        self.ended = true;
+        let mut graph = std::ptr::null_mut();
+        // SAFETY: the stream is capturing (begun above, ended once) and the out-pointer is valid.
+        check(unsafe { ffi::cuStreamEndCapture(self.stream.raw(), &mut graph) }, || {
+            "ending the stream capture".into()
+        })?;
+        Ok(graph)
+    }
+}
+
+impl Drop for Capture {
+    fn drop(&mut self) {
+        if !self.ended {
+            if let Ok(graph) = self.end() {
+                // SAFETY: the graph the capture just returned, never instantiated, destroyed once.
+                unsafe { ffi::cuGraphDestroy(graph) };
+            }
+        }
+    }
+}
+
+impl<'scope, 'env> Scope<'scope, 'env> {
+    /// Builds a CUDA graph from what `build` queues on the builder it is handed (stream capture, on a
+    /// stream of the graph's own that nothing else knows of, in relaxed mode: `cudaStreamBeginCapture`,
+    /// the copies and launches, then `cudaStreamEndCapture` and `cudaGraphInstantiate`). Nothing runs
+    /// until [`Scope::launch_graph`]; work `build` queues on the scope itself runs as usual.
+    pub fn graph(
+        &self,
+        build: impl for<'s> FnOnce(&'s GraphBuilder<'s, 'scope, 'env>) -> anyhow::Result<()>,
+    ) -> anyhow::Result<Graph<'scope>> {
+        self.env.ctx.ensure_current()?;
+        let ctx = self.streams[0].context().clone();
+        let mut capture = Capture::begin(&ctx)?;
+        let builder = GraphBuilder {
+            scope: self,
+            stream: &capture.stream,
+            accesses: RefCell::new(Vec::new()),
+            modules: RefCell::new(Vec::new()),
+            nodes: Cell::new(0),
+            bytes: Cell::new(0),
+        };
+        let built = build(&builder);
+        let GraphBuilder { accesses, modules, nodes, bytes, .. } = builder;
+        let graph = capture.end();
+        if let (Err(_), Ok(captured)) = (&built, &graph) {
+            // SAFETY: the graph just captured, never instantiated, destroyed once.
+            unsafe { ffi::cuGraphDestroy(*captured) };
+        }
+        built.context("building a graph")?;
+        let graph = graph?;
+        let mut raw = std::ptr::null_mut();
+        // SAFETY: a graph just captured, and a valid out-pointer; no flags.
+        let made =
+            check(unsafe { ffi::cuGraphInstantiateWithFlags(&mut raw, graph, 0) }, || "instantiating a graph".into());
+        // SAFETY: the graph captured above, destroyed once; the executable graph is independent of it.
+        unsafe { ffi::cuGraphDestroy(graph) };
+        made?;
+        let accesses = normalize(&accesses.into_inner(), true).map_err(|why| anyhow!("graph: {why}"))?;
+        Ok(Graph {
+            exec: Rc::new(Exec { raw, ctx }),
+            scope: self.id,
+            accesses,
+            modules: modules.into_inner(),
+            nodes: nodes.get(),
+            bytes: bytes.get(),
+            _scope: PhantomData,
+        })
+    }
+
+    /// `cudaGraphLaunch(graph, stream)`: runs every copy and launch of `graph`, in the order they were
+    /// captured, as one operation on `stream`, ordered against the other streams' work on the device
+    /// ranges it touches. Refused for a graph of another scope.
+    pub fn launch_graph(&self, stream: &Stream, graph: &Graph<'scope>) -> anyhow::Result<()> {
+        if graph.scope != self.id {
+            bail!("launch_graph: a graph of another scope");
+        }
+        let info = OpInfo { kind: "graph", what: "graph launch", kernel: None, bytes: graph.bytes };
+        // Held before anything is queued, so that no path out of `enqueue_parts` can free it under its run.
+        self.hold(Box::new((graph.exec.clone(), graph.modules.clone())));
+        self.enqueue_parts(stream, &graph.accesses, true, info, |s| {
+            // SAFETY: a graph instantiated in this scope's context, whose every host buffer is borrowed
+            // for the scope and whose device ranges this call orders; it and its modules stay alive until
+            // the scope has synchronized (held above).
+            unsafe { ffi::cuGraphLaunch(graph.exec.raw, s) }
+        })
+    }
+}

@@ -1,0 +1,17 @@
+// Every destination of a download batch is borrowed mutably until the scope ends: the host cannot read one
+// while the GPU may still be writing it.
+use common::Gpu;
+
+fn main() -> common::anyhow::Result<()> {
+    let gpu = Gpu::init()?;
+    let streams = gpu.streams(1)?;
+    let mut d = gpu.alloc::<f32>(8)?;
+    let mut outs = vec![vec![0f32; 4], vec![0f32; 4]];
+    gpu.scope(&streams, |s| {
+        let d = s.device(&mut d);
+        s.dtoh_batch(&streams[0], &[d.slice(0..4), d.slice(4..8)], outs.iter_mut().map(|o| &mut o[..]))?;
+        println!("{}", outs[1][0]);
+        Ok(())
+    })?;
+    Ok(())
+}

@@ -1,0 +1,14 @@
+// A batch's destinations are views of its scope: one scope's views cannot be copied into in another.
+use common::{Gpu, SrcOrder};
+
+fn main() -> common::anyhow::Result<()> {
+    let gpu = Gpu::init()?;
+    let streams = gpu.streams(1)?;
+    let h = vec![1f32; 4];
+    let mut d = gpu.alloc::<f32>(4)?;
+    gpu.scope(&streams, |outer| {
+        let d = outer.device(&mut d);
+        gpu.scope(&streams, |inner| inner.htod_batch(&streams[0], &[&h[..]], &[d], SrcOrder::StreamOrder))
+    })?;
+    Ok(())
+}

@@ -1,0 +1,17 @@
+// Every source of a batch is borrowed until the scope ends, as one copy's is: the driver may read it after
+// the call returns (SrcOrder::Any), so it cannot be freed.
+use common::{Gpu, SrcOrder};
+
+fn main() -> common::anyhow::Result<()> {
+    let gpu = Gpu::init()?;
+    let streams = gpu.streams(1)?;
+    let mut d = gpu.alloc::<f32>(8)?;
+    gpu.scope(&streams, |s| {
+        let d = s.device(&mut d);
+        let (a, b) = (vec![1f32; 4], vec![2f32; 4]);
+        s.htod_batch(&streams[0], &[&a[..], &b[..]], &[d.slice(0..4), d.slice(4..8)], SrcOrder::Any)?;
+        drop(b);
+        Ok(())
+    })?;
+    Ok(())
+}

@@ -1,0 +1,20 @@
+// The builder a graph's closure is handed captures only while that closure runs: it cannot be kept to add
+// copies after the graph was made.
+use common::Gpu;
+
+fn main() -> common::anyhow::Result<()> {
+    let gpu = Gpu::init()?;
+    let streams = gpu.streams(1)?;
+    let h = vec![1f32; 4];
+    let mut d = gpu.alloc::<f32>(4)?;
+    gpu.scope(&streams, |s| {
+        let d = s.device(&mut d);
+        let mut kept = None;
+        let _graph = s.graph(|g| {
+            kept = Some(g);
+            Ok(())
+        })?;
+        kept.unwrap().htod(&h, d)
+    })?;
+    Ok(())
+}

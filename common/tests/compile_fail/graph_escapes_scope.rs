@@ -1,0 +1,16 @@
+// A graph names its scope's buffers, so it cannot leave the scope, to be replayed after they are freed.
+use common::Gpu;
+
+fn main() -> common::anyhow::Result<()> {
+    let gpu = Gpu::init()?;
+    let streams = gpu.streams(1)?;
+    let h = vec![1f32; 4];
+    let mut d = gpu.alloc::<f32>(4)?;
+    let graph = gpu.scope(&streams, |s| {
+        let d = s.device(&mut d);
+        s.graph(|g| g.htod(&h, d))
+    })?;
+    drop(h);
+    gpu.scope(&streams, |s| s.launch_graph(&streams[0], &graph))?;
+    Ok(())
+}

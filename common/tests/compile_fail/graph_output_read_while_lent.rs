@@ -1,0 +1,17 @@
+// A host buffer a graph copies into is written by every replay: the host cannot read it until the scope ends.
+use common::Gpu;
+
+fn main() -> common::anyhow::Result<()> {
+    let gpu = Gpu::init()?;
+    let streams = gpu.streams(1)?;
+    let mut d = gpu.alloc::<f32>(4)?;
+    let mut out = vec![0f32; 4];
+    gpu.scope(&streams, |s| {
+        let d = s.device(&mut d);
+        let graph = s.graph(|g| g.dtoh(d, &mut out))?;
+        s.launch_graph(&streams[0], &graph)?;
+        println!("{}", out[0]);
+        s.launch_graph(&streams[0], &graph)
+    })?;
+    Ok(())
+}

@@ -1,0 +1,17 @@
+// A host buffer a graph copies from stays borrowed until the scope ends: it cannot be freed while the graph
+// may still be replayed.
+use common::Gpu;
+
+fn main() -> common::anyhow::Result<()> {
+    let gpu = Gpu::init()?;
+    let streams = gpu.streams(1)?;
+    let mut d = gpu.alloc::<f32>(4)?;
+    gpu.scope(&streams, |s| {
+        let d = s.device(&mut d);
+        let h = vec![1f32; 4];
+        let graph = s.graph(|g| g.htod(&h, d))?;
+        drop(h);
+        s.launch_graph(&streams[0], &graph)
+    })?;
+    Ok(())
+}
