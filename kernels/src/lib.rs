@@ -6,11 +6,12 @@
 //! and writes, so that [`common::Scope::launch`] can order it against the copies on other streams and
 //! hold its arguments against the PTX. Adding a kernel: its `.cu`, one launcher below, and its CPU twin.
 
-use common::{Dev, Gpu, Kernel, Launch, LaunchBuilder, LaunchConfig, Module};
+use common::{Dev, DevRead, Gpu, Kernel, Launch, LaunchBuilder, LaunchConfig, Module};
 
 const PIPELINE_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/pipeline.ptx"));
 const VECTOR_ADD_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/vector_add.ptx"));
 const ZERO_COPY_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/zero_copy.ptx"));
+const SMALL_COPIES_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/small_copies.ptx"));
 
 /// Threads per block of every launcher.
 pub const BLOCK: u32 = 256;
@@ -25,6 +26,8 @@ pub struct Kernels {
     scale: Kernel,
     accumulate: Kernel,
     chase: Kernel,
+    scatter: Kernel,
+    gather: Kernel,
     /// A kernel of the user's, `NAME(float* data, unsigned long long n)` ([`Kernels::adopt_user`]).
     user: Option<Kernel>,
     sms: u32,
@@ -34,18 +37,21 @@ pub struct Kernels {
 fn ours(launch: LaunchBuilder<'_>) -> Launch<'_> {
     // SAFETY: every kernel of this crate's .cu files touches only the views its launcher declares, in
     // the declared way: each indexes element i < n of views of n elements (grid-stride or one thread
-    // per element, n passed from the views' lengths), and chase bounds every link it reads by the
-    // chain's length. Their CPU twins and the GPU tests hold them to that.
+    // per element, n passed from the views' lengths), chase bounds every link it reads by the chain's
+    // length, and scatter and gather skip every table entry that does not fit inside both buffers (whose
+    // lengths are passed from the views'), reading only the table's first 3 * count elements (count
+    // passed from the table view's length). Their CPU twins and the GPU tests hold them to that.
     unsafe { launch.build() }
 }
 
 impl Kernels {
-    /// Loads the three modules on `gpu` (the driver compiles the PTX for it).
+    /// Loads the four modules on `gpu` (the driver compiles the PTX for it).
     pub fn load(gpu: &Gpu) -> anyhow::Result<Kernels> {
         use anyhow::Context as _;
         let load = |ptx, name| gpu.load_ptx(ptx).with_context(|| format!("loading {name}.ptx (PTX JIT)"));
         let (pipeline, vector_add, zero_copy): (Module, Module, Module) =
             (load(PIPELINE_PTX, "pipeline")?, load(VECTOR_ADD_PTX, "vector_add")?, load(ZERO_COPY_PTX, "zero_copy")?);
+        let small_copies = load(SMALL_COPIES_PTX, "small_copies")?;
         Ok(Kernels {
             process: pipeline.kernel("process")?,
             process_sincos: pipeline.kernel("process_sincos")?,
@@ -55,6 +61,8 @@ impl Kernels {
             scale: zero_copy.kernel("scale")?,
             accumulate: zero_copy.kernel("accumulate")?,
             chase: zero_copy.kernel("chase")?,
+            scatter: small_copies.kernel("scatter")?,
+            gather: small_copies.kernel("gather")?,
             user: None,
             sms: gpu.info.sms,
         })
@@ -129,6 +137,39 @@ impl Kernels {
         })
     }
 
+    /// `scatter<<<..>>>(packed, table, arena)`: each buffer of `table` (`(offset in packed, offset in
+    /// arena, bytes)`, three numbers a buffer) from its place in `packed` to its place in `arena`, all in
+    /// one launch ([`cpu::scatter`]). `packed` may be device memory or mapped host memory (zero-copy).
+    /// `largest`, the largest buffer's bytes, only spreads the work: entries that do not fit in both
+    /// buffers are skipped, whatever the table holds.
+    pub fn scatter<'s>(
+        &self,
+        packed: DevRead<'s, u8>,
+        table: DevRead<'s, u64>,
+        arena: Dev<'s, u8>,
+        largest: usize,
+    ) -> Launch<'s> {
+        let config = entries_grid(table.len() / 3, largest);
+        let launch = self.scatter.launch(config).read(packed).value(packed.len() as u64).read(table);
+        let launch = launch.value((table.len() / 3) as u32).write(arena).value(arena.len() as u64);
+        ours(table_fits(launch, table.len()))
+    }
+
+    /// `gather<<<..>>>(arena, table, packed)`: the reverse of [`Kernels::scatter`], each buffer from its
+    /// place in `arena` back to its place in `packed` ([`cpu::gather`]).
+    pub fn gather<'s>(
+        &self,
+        arena: DevRead<'s, u8>,
+        table: DevRead<'s, u64>,
+        packed: Dev<'s, u8>,
+        largest: usize,
+    ) -> Launch<'s> {
+        let config = entries_grid(table.len() / 3, largest);
+        let launch = self.gather.launch(config).read(arena).value(arena.len() as u64).read(table);
+        let launch = launch.value((table.len() / 3) as u32).write(packed).value(packed.len() as u64);
+        ours(table_fits(launch, table.len()))
+    }
+
     /// Takes a kernel of the user's, declared `extern "C" __global__ void NAME(float* data, unsigned
     /// long long n)`, for [`Kernels::user`]: launched in place over a view, one thread per element.
     ///
@@ -149,6 +190,22 @@ impl Kernels {
             Some(k) => unsafe { k.launch(config).write(data).value(data.len() as u64).build() },
             None => ours(self.process.launch(config).refuse("no kernel of yours was adopted (Kernels::adopt_user)")),
         }
+    }
+}
+
+/// The grid of scatter and gather: a row of blocks per buffer (up to 65535 rows, striding beyond), with
+/// as many blocks in the row as a buffer of `largest` bytes keeps busy at 16 KiB a block (1 to 64).
+fn entries_grid(count: usize, largest: usize) -> LaunchConfig {
+    let across = largest.div_ceil(16 << 10).clamp(1, 64) as u32;
+    LaunchConfig { grid: (across, count.clamp(1, 65535) as u32, 1), block: (BLOCK, 1, 1), shared_bytes: 0 }
+}
+
+/// A table of whole `(offset, offset, bytes)` triples, whose count fits the kernels' 32-bit count.
+fn table_fits(launch: LaunchBuilder<'_>, len: usize) -> LaunchBuilder<'_> {
+    match (len % 3, u32::try_from(len / 3)) {
+        (0, Ok(_)) => launch,
+        (0, Err(_)) => launch.refuse(format!("{} buffers are more than a 32-bit count", len / 3)),
+        _ => launch.refuse(format!("a table of {len} numbers is not whole (offset, offset, bytes) triples")),
     }
 }
 
@@ -189,6 +246,35 @@ pub mod cpu {
         ((start + (accesses as usize % n) * stride % n) % n) as u32
     }
 
+    /// Whether `bytes` at `offset` lie inside a buffer of `len` bytes.
+    fn fits(offset: u64, bytes: u64, len: usize) -> bool {
+        bytes <= len as u64 && offset <= len as u64 - bytes
+    }
+
+    /// What [`super::Kernels::scatter`] does: each `(at, to, bytes)` of `table` copies `packed[at..at +
+    /// bytes]` to `arena[to..to + bytes]`, where both fit.
+    pub fn scatter(packed: &[u8], table: &[u64], arena: &mut [u8]) {
+        for e in table.chunks_exact(3) {
+            let (at, to, bytes) = (e[0], e[1], e[2]);
+            if fits(at, bytes, packed.len()) && fits(to, bytes, arena.len()) {
+                let (at, to, bytes) = (at as usize, to as usize, bytes as usize);
+                arena[to..to + bytes].copy_from_slice(&packed[at..at + bytes]);
+            }
+        }
+    }
+
+    /// What [`super::Kernels::gather`] does: each `(at, from, bytes)` of `table` copies `arena[from..from
+    /// + bytes]` back to `packed[at..at + bytes]`, where both fit.
+    pub fn gather(arena: &[u8], table: &[u64], packed: &mut [u8]) {
+        for e in table.chunks_exact(3) {
+            let (at, from, bytes) = (e[0], e[1], e[2]);
+            if fits(at, bytes, packed.len()) && fits(from, bytes, arena.len()) {
+                let (at, from, bytes) = (at as usize, from as usize, bytes as usize);
+                packed[at..at + bytes].copy_from_slice(&arena[from..from + bytes]);
+            }
+        }
+    }
+
     pub fn heavy_sqrt(mut x: f32, iters: u32) -> f32 {
         for _ in 0..iters {
             x = (x * x + 1.0).sqrt();
@@ -203,7 +289,7 @@ mod tests {
 
     #[test]
     fn the_ptx_targets_the_driver_we_ship_for() {
-        for ptx in [super::PIPELINE_PTX, super::VECTOR_ADD_PTX, super::ZERO_COPY_PTX] {
+        for ptx in [super::PIPELINE_PTX, super::VECTOR_ADD_PTX, super::ZERO_COPY_PTX, super::SMALL_COPIES_PTX] {
             assert!(ptx.contains(".target sm_75"), "PTX must be built for compute_75");
             assert!(ptx.contains(".version 9.0"), "nvcc 13.0 (PTX ISA 9.0) matches the 580 driver");
         }
@@ -231,6 +317,24 @@ mod tests {
             }
             assert_eq!(cpu::chase(n, stride, 123, accesses), q as u32, "{accesses} accesses from 123");
         }
+    }
+
+    #[test]
+    fn scatter_and_gather_twins_move_every_buffer_and_skip_what_does_not_fit() {
+        let packed: Vec<u8> = (0..64).collect();
+        // Buffers of 3, 16 and 5 bytes; the last entry reaches past the arena and is skipped.
+        let table = [0, 32, 3, 3, 0, 16, 19, 100, 5, 60, 40, 10];
+        let mut arena = vec![0u8; 48];
+        cpu::scatter(&packed, &table, &mut arena);
+        assert_eq!(&arena[32..35], &[0, 1, 2]);
+        assert_eq!(&arena[0..16], &packed[3..19]);
+        assert_eq!(&arena[40..48], &[0; 8], "the entry that does not fit moved nothing");
+        let mut back = vec![0u8; 64];
+        cpu::gather(&arena, &table, &mut back);
+        assert_eq!(&back[..19], &packed[..19]);
+        assert_eq!(back[19..].iter().filter(|b| **b != 0).count(), 0);
+        let huge = [u64::MAX, 0, 2, 0, u64::MAX - 1, 2];
+        cpu::scatter(&packed, &huge, &mut arena); // offsets that would overflow fit nowhere
     }
 
     #[test]
