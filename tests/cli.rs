@@ -121,6 +121,16 @@ fn lesson_specific_flags() {
 }
 
 #[test]
+fn small_copies_flags() {
+    bad_flag("small_copies", &["--sizes", "4KiB,0"], "a buffer of at least 1 byte");
+    bad_flag("small_copies", &["--counts", "10,-3"], "'-3' is negative");
+    bad_flag("small_copies", &["--plan", "4KiB*x"], "'4KiB*x': the count 'x' is not a whole number");
+    bad_flag("small_copies", &["--plan", "0*3"], "a buffer of 0 bytes");
+    bad_flag("small_copies", &["--streams", "33"], "--streams 33: at most 32");
+    bad_flag("small_copies", &["--max-total", "1KiB", "--sizes", "4KiB", "--no-model"], "every count and size is over");
+}
+
+#[test]
 fn a_device_that_does_not_exist() {
     // Only the driver knows how many GPUs there are: without one, that is what the line says.
     let (out, context) = run("every_gpu", &["--devices", "99"]);

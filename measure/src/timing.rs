@@ -103,6 +103,34 @@ pub fn measure_parts<const N: usize>(
     Ok(stats.try_into().expect("one Stats per part"))
 }
 
+/// [`measure_parts`] held to a budget, for lessons that time many things: the warm-up runs stop once
+/// they add up to half of `budget_ms` (a run that long is warm after one), and the timed runs, at least
+/// three (or `repeats` if fewer), stop once they add up to `budget_ms`. The first part decides.
+pub fn measure_parts_within<const N: usize>(
+    r: Repeats,
+    budget_ms: f64,
+    mut f: impl FnMut() -> anyhow::Result<[f64; N]>,
+) -> anyhow::Result<[Stats; N]> {
+    let mut warm = 0.0;
+    for _ in 0..r.warmup {
+        if warm >= budget_ms / 2.0 {
+            break;
+        }
+        warm += f()?[0];
+    }
+    let mut samples: Vec<[f64; N]> = Vec::with_capacity(r.repeats);
+    while samples.len() < r.repeats {
+        samples.push(f()?);
+        if samples.len() >= 3 && samples.iter().map(|s| s[0]).sum::<f64>() >= budget_ms {
+            break;
+        }
+    }
+    let stats = (0..N)
+        .map(|k| Stats::from_samples(&samples.iter().map(|s| s[k]).collect::<Vec<_>>()))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    Ok(stats.try_into().expect("one Stats per part"))
+}
+
 /// Host wall-clock laps, for a run whose steps are timed one after another.
 pub struct Laps(Instant);
 
@@ -238,6 +266,25 @@ mod tests {
         std::thread::sleep(std::time::Duration::from_millis(50));
         let first = laps.lap();
         assert!(first >= 50.0 && laps.lap() < first, "a lap counts from the one before");
+    }
+
+    #[test]
+    fn a_budget_cuts_warm_up_and_timed_runs_short() {
+        let r = Repeats { warmup: 2, repeats: 10 };
+        let mut calls = 0;
+        let [s] = measure_parts_within(r, 10.0, || {
+            calls += 1;
+            Ok([20.0])
+        })
+        .unwrap();
+        assert_eq!((calls, s.runs), (1 + 3, 3), "one warm-up of 20 ms, then three runs");
+        let mut calls = 0;
+        let [s] = measure_parts_within(r, 10.0, || {
+            calls += 1;
+            Ok([0.1])
+        })
+        .unwrap();
+        assert_eq!((calls, s.runs), (2 + 10, 10), "short runs: every warm-up and repeat");
     }
 
     #[test]

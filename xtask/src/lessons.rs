@@ -28,7 +28,7 @@ pub struct Seed {
 }
 
 /// Every lesson, once: the only list of them (a tidy test holds `examples/` and README.md to it).
-pub const LESSONS: [Lesson; 14] = [
+pub const LESSONS: [Lesson; 15] = [
     Lesson {
         name: "pinned_memory",
         quick: &["--min", "64KiB", "--max", "4MiB", "--repeats", "2", "--warmup", "1"],
@@ -105,6 +105,24 @@ pub const LESSONS: [Lesson; 14] = [
         name: "planner",
         quick: &["--size", "16MiB", "--iters", "16", "--repeats", "2", "--warmup", "1"],
         profile: &["--repeats", "3", "--warmup", "1"],
+        seed: None,
+    },
+    Lesson {
+        name: "small_copies",
+        quick: &[
+            "--counts",
+            "3,20",
+            "--sizes",
+            "100,4KiB",
+            "--no-model",
+            "--streams",
+            "2",
+            "--repeats",
+            "1",
+            "--warmup",
+            "0",
+        ],
+        profile: &["--counts", "100,1000", "--sizes", "4KiB,64KiB", "--repeats", "3", "--warmup", "1"],
         seed: None,
     },
     Lesson { name: "your_kernel", quick: &[], profile: &[], seed: None },

@@ -1,0 +1,1121 @@
+//! Many small buffers to the GPU and back, every way there is: one `cudaMemcpyAsync` per buffer (on one
+//! stream, or spread over several), one batched call (`cuMemcpyBatchAsync`), packed into one buffer
+//! by the CPU and scattered on the GPU by a kernel, a CUDA graph of the copies replayed, and zero-copy
+//! (a kernel reading every buffer straight from mapped host memory). The small-copies lesson's
+//! apparatus: the sets of buffers, where they lie, the ways, their timing and checking, and the tables.
+//!
+//! Every way does the same round trip: every buffer up into its place in one device arena, then every
+//! buffer back into its own host buffer, as a server does for a request (inputs up, results back).
+//! The host buffers lie apart (in a scrambled order, 64-byte aligned) as separate tensors would; the
+//! arena holds them in order, 256-byte aligned, as `cudaMalloc` would each.
+
+use std::{cell::Cell, ops::Range, time::Instant};
+
+use anyhow::{bail, Context as _};
+use rayon::prelude::*;
+use serde::Serialize;
+
+use common::{DeviceBuffer, Gpu, HostAlloc, PinnedBuffer, Scope, SrcOrder, Stream};
+use kernels::Kernels;
+
+use crate::{
+    fit::CopyCost,
+    report::{fmt_bytes, Table},
+    timing::{measure_best, measure_parts_within, Repeats, Stats},
+};
+
+/// What a measurement of one way may take, after three runs: with a dozen ways over a dozen sets, a
+/// run of milliseconds gets three runs after its checked run, and one of microseconds the usual repeats.
+pub const BUDGET_MS: f64 = 15.0;
+
+/// A set of buffers, by their sizes in bytes, in the order a program names them.
+#[derive(Clone, Debug, Serialize)]
+pub struct Set {
+    pub name: String,
+    pub sizes: Vec<usize>,
+    /// (count, size) where every buffer is as large as the others.
+    pub uniform: Option<(usize, usize)>,
+}
+
+impl Set {
+    /// `count` buffers of `size` bytes.
+    pub fn uniform(count: usize, size: usize) -> Set {
+        Set { name: format!("{count} x {}", fmt_bytes(size)), sizes: vec![size; count], uniform: Some((count, size)) }
+    }
+
+    /// Shaped like a model's tensors, a few large and many small, layer after layer: in each of four
+    /// layers a 2 MiB weight, four of 192 KiB, sixteen of 12 KiB, forty of 1.5 KiB (norms, biases) and
+    /// twenty-five scalars of 4 bytes: 344 buffers, 12 MiB.
+    pub fn model() -> Set {
+        let layer = [(1, 2 << 20), (4, 192 << 10), (16, 12 << 10), (40, 1536), (25, 4)];
+        let sizes = (0..4).flat_map(|_| layer.iter().flat_map(|&(n, s)| std::iter::repeat_n(s, n))).collect();
+        Set { name: "model-like".into(), sizes, uniform: None }
+    }
+
+    /// `1MiB*4,16KiB*64,256B*200` (a size, and how many of it), or `model` ([`Set::model`]).
+    pub fn parse(spec: &str) -> anyhow::Result<Set> {
+        if spec.trim() == "model" {
+            return Ok(Set::model());
+        }
+        let mut sizes = Vec::new();
+        for item in spec.split(',').map(str::trim) {
+            let (size, count) = item.split_once('*').unwrap_or((item, "1"));
+            let size = crate::args::parse_bytes(size).map_err(|e| anyhow::anyhow!("'{item}': {e}"))?;
+            let count = crate::args::parse_count(count).map_err(|e| anyhow::anyhow!("'{item}': the count {e}"))?;
+            if size == 0 {
+                bail!("'{item}': a buffer of 0 bytes");
+            }
+            if count > 1_000_000 {
+                bail!("'{item}': at most 1,000,000 buffers of a size");
+            }
+            sizes.extend(std::iter::repeat_n(size, count));
+        }
+        if sizes.len() > 1_000_000 {
+            bail!("at most 1,000,000 buffers in all");
+        }
+        let name = format!("{} buffers, {} to {}", sizes.len(), fmt_bytes(min(&sizes)), fmt_bytes(max(&sizes)));
+        Ok(Set { name, sizes, uniform: None })
+    }
+
+    pub fn count(&self) -> usize {
+        self.sizes.len()
+    }
+
+    /// All the buffers' bytes.
+    pub fn bytes(&self) -> usize {
+        self.sizes.iter().sum()
+    }
+
+    /// `100 x 4 KiB (400 KiB)`, `model-like (344 buffers, 12.0 MiB)`.
+    pub fn describe(&self) -> String {
+        match self.uniform {
+            Some(_) => format!("{} ({} in all)", self.name, fmt_bytes(self.bytes())),
+            None => format!("{} ({} buffers, {} in all)", self.name, self.count(), fmt_bytes(self.bytes())),
+        }
+    }
+}
+
+/// Every count with every size, but those whose buffers add up to more than `max_total` each way (left
+/// out, and named in the second list), then [`Set::model`] where `model`.
+pub fn grid(counts: &[usize], sizes: &[usize], max_total: usize, model: bool) -> (Vec<Set>, Vec<String>) {
+    let (mut sets, mut left_out) = (Vec::new(), Vec::new());
+    for &count in counts {
+        for &size in sizes {
+            match count.checked_mul(size) {
+                Some(total) if total <= max_total => sets.push(Set::uniform(count, size)),
+                _ => left_out.push(format!("{count} x {}", fmt_bytes(size))),
+            }
+        }
+    }
+    if model {
+        sets.push(Set::model());
+    }
+    (sets, left_out)
+}
+
+fn min(v: &[usize]) -> usize {
+    v.iter().copied().min().unwrap_or(0)
+}
+
+fn max(v: &[usize]) -> usize {
+    v.iter().copied().max().unwrap_or(0)
+}
+
+/// Byte `j` of buffer `i`: what every way must bring back.
+pub fn byte(i: usize, j: usize) -> u8 {
+    (i.wrapping_mul(131).wrapping_add(j.wrapping_mul(7)).wrapping_add(j >> 8) % 251) as u8 + 1
+}
+
+/// What the outputs are filled with before a checked run, so that a copy that did not happen shows.
+pub const POISON: u8 = 0xA5;
+
+fn align(x: usize, to: usize) -> usize {
+    x.div_ceil(to) * to
+}
+
+/// Where each buffer of a set lies: in the host arenas (scrambled, 64-byte aligned), in the device
+/// arena (in order, 256-byte aligned) and in the packed staging buffers (in order, 16-byte aligned).
+#[derive(Clone, Debug)]
+pub struct Layout {
+    pub sizes: Vec<usize>,
+    pub host: Vec<usize>,
+    pub host_len: usize,
+    pub dev: Vec<usize>,
+    pub dev_len: usize,
+    pub packed: Vec<usize>,
+    pub packed_len: usize,
+}
+
+impl Layout {
+    pub fn new(set: &Set) -> Layout {
+        let sizes = set.sizes.clone();
+        let place = |order: &mut dyn Iterator<Item = usize>, to: usize| {
+            let mut at = vec![0; sizes.len()];
+            let mut end = 0;
+            for i in order {
+                at[i] = end;
+                end = align(end + sizes[i], to);
+            }
+            (at, end.max(1))
+        };
+        let mut scrambled: Vec<usize> = (0..sizes.len()).collect();
+        scrambled.sort_by_key(|&i| (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(17));
+        let (host, host_len) = place(&mut scrambled.into_iter(), 64);
+        let (dev, dev_len) = place(&mut (0..sizes.len()), 256);
+        let (packed, packed_len) = place(&mut (0..sizes.len()), 16);
+        Layout { sizes, host, host_len, dev, dev_len, packed, packed_len }
+    }
+
+    pub fn count(&self) -> usize {
+        self.sizes.len()
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.sizes.iter().sum()
+    }
+
+    pub fn largest(&self) -> usize {
+        max(&self.sizes)
+    }
+
+    pub fn host_range(&self, i: usize) -> Range<usize> {
+        self.host[i]..self.host[i] + self.sizes[i]
+    }
+
+    pub fn dev_range(&self, i: usize) -> Range<usize> {
+        self.dev[i]..self.dev[i] + self.sizes[i]
+    }
+
+    pub fn packed_range(&self, i: usize) -> Range<usize> {
+        self.packed[i]..self.packed[i] + self.sizes[i]
+    }
+
+    /// The table of the scatter and gather kernels: (offset in the packed buffer, in the arena, bytes).
+    pub fn packed_table(&self) -> Vec<u64> {
+        (0..self.count()).flat_map(|i| [self.packed[i] as u64, self.dev[i] as u64, self.sizes[i] as u64]).collect()
+    }
+
+    /// The same with the host arena in place of the packed buffer: zero-copy's table.
+    pub fn host_table(&self) -> Vec<u64> {
+        (0..self.count()).flat_map(|i| [self.host[i] as u64, self.dev[i] as u64, self.sizes[i] as u64]).collect()
+    }
+}
+
+/// `buf`'s disjoint `ranges` as slices of their own, in the order given.
+pub fn slices_mut<'a>(buf: &'a mut [u8], ranges: impl Iterator<Item = Range<usize>>) -> Vec<&'a mut [u8]> {
+    let ranges: Vec<Range<usize>> = ranges.collect();
+    let mut order: Vec<usize> = (0..ranges.len()).collect();
+    order.sort_by_key(|&i| ranges[i].start);
+    let mut out: Vec<Option<&'a mut [u8]>> = (0..ranges.len()).map(|_| None).collect();
+    let (mut rest, mut at) = (buf, 0);
+    for i in order {
+        let r = &ranges[i];
+        assert!(r.start >= at, "slices_mut: ranges overlap");
+        let (_, tail) = std::mem::take(&mut rest).split_at_mut(r.start - at);
+        let (mine, tail) = tail.split_at_mut(r.len());
+        out[i] = Some(mine);
+        (rest, at) = (tail, r.end);
+    }
+    out.into_iter().map(|s| s.expect("every range")).collect()
+}
+
+/// CPU threads that pay for copying `bytes` in host memory: one per 2 MiB, up to 8 (and the cores).
+pub fn threads_for(bytes: usize) -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (bytes / (2 << 20)).clamp(1, cores.min(8))
+}
+
+/// Copies `from[i]` into `to[i]` for every buffer, on `threads` threads, each taking a run of buffers
+/// with about as many bytes as the others: the CPU's gather (packing) or scatter (unpacking).
+pub fn copy_buffers(from: &[&[u8]], to: Vec<&mut [u8]>, threads: usize) {
+    if threads <= 1 {
+        from.iter().zip(to).for_each(|(f, t)| t.copy_from_slice(f));
+        return;
+    }
+    let total: usize = from.iter().map(|f| f.len()).sum();
+    let share = total.div_ceil(threads).max(1);
+    let mut groups: Vec<Vec<(&[u8], &mut [u8])>> = vec![Vec::new()];
+    let mut bytes = 0;
+    for (f, t) in from.iter().zip(to) {
+        if bytes >= share {
+            groups.push(Vec::new());
+            bytes = 0;
+        }
+        bytes += f.len();
+        groups.last_mut().unwrap().push((f, t));
+    }
+    groups.into_par_iter().for_each(|g| g.into_iter().for_each(|(f, t)| t.copy_from_slice(f)));
+}
+
+/// One way to move the buffers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Way {
+    /// One `cudaMemcpyAsync` per buffer each way, dealt round-robin to `streams` streams; from and into
+    /// `Vec`s where `pageable`, else pinned memory.
+    Each { streams: usize, pageable: bool },
+    /// One `cuMemcpyBatchAsync` up, its sources read in `order`, and one back.
+    Batch { order: SrcOrder, pageable: bool },
+    /// Packed by the CPU into one pinned buffer, one copy, a kernel that scatters the buffers into the
+    /// arena; and back: a kernel that gathers them, one copy, unpacked by the CPU.
+    Packed,
+    /// A CUDA graph of every copy both ways, built once, replayed.
+    Graph,
+    /// A kernel that reads every buffer from mapped host memory into the arena, and one that writes them
+    /// back.
+    ZeroCopy,
+}
+
+impl Way {
+    /// Every way, with one memcpy per buffer spread over `streams`, and the batched ones where the driver
+    /// has them.
+    pub fn all(streams: usize, batch: bool, zero_copy: bool) -> Vec<Way> {
+        let mut v = vec![Way::Each { streams: 1, pageable: false }];
+        if streams > 1 {
+            v.push(Way::Each { streams, pageable: false });
+        }
+        v.push(Way::Each { streams: 1, pageable: true });
+        if batch {
+            for pageable in [false, true] {
+                v.extend(SrcOrder::ALL.map(|order| Way::Batch { order, pageable }));
+            }
+        }
+        v.extend([Way::Packed, Way::Graph]);
+        if zero_copy {
+            v.push(Way::ZeroCopy);
+        }
+        v
+    }
+
+    /// `memcpy each, 4 streams`, `batch, any order, pageable`.
+    pub fn name(&self) -> String {
+        let from = |pageable: bool| if pageable { ", pageable" } else { "" };
+        match self {
+            Way::Each { streams: 1, pageable } => format!("memcpy each{}", from(*pageable)),
+            Way::Each { streams, pageable } => format!("memcpy each, {streams} streams{}", from(*pageable)),
+            Way::Batch { order, pageable } => format!("batch, {}{}", order.describe(), from(*pageable)),
+            Way::Packed => "packed + scatter kernel".into(),
+            Way::Graph => "graph, replayed".into(),
+            Way::ZeroCopy => "zero-copy kernel".into(),
+        }
+    }
+
+    /// Whether one copy of all the bytes each way is a bound for this way: no run of it can beat it
+    /// beyond timing noise, since it moves the same bytes through the same copies with at least one
+    /// copy's fixed cost each way. Copies from pageable memory (which the driver may write inline for
+    /// small copies), the batched call and the graph's copies (other paths to the copy engines) and
+    /// zero-copy (no copy engine at all) can; for them it is a reference.
+    pub fn bounded(&self) -> bool {
+        matches!(self, Way::Each { pageable: false, .. } | Way::Packed)
+    }
+}
+
+/// Whether every byte came back.
+#[derive(Clone, Debug, Serialize)]
+pub struct Checked {
+    pub buffers: usize,
+    pub bytes: usize,
+    pub wrong_buffers: usize,
+    /// The first wrong buffer, in words.
+    pub first: Option<String>,
+}
+
+impl Checked {
+    fn of<'a>(expected: impl Iterator<Item = &'a [u8]>, got: impl Iterator<Item = &'a [u8]>) -> Checked {
+        let (mut c, mut bytes) = (Checked { buffers: 0, bytes: 0, wrong_buffers: 0, first: None }, 0);
+        for (i, (e, g)) in expected.zip(got).enumerate() {
+            c.buffers += 1;
+            bytes += e.len();
+            if e != g {
+                c.wrong_buffers += 1;
+                if c.first.is_none() {
+                    let j = e.iter().zip(g).position(|(a, b)| a != b).unwrap_or(0);
+                    c.first = Some(format!("buffer {i}, byte {j}: got {:#04x}, expected {:#04x}", g[j], e[j]));
+                }
+            }
+        }
+        c.bytes = bytes;
+        c
+    }
+
+    pub fn ensure(&self, what: &str) -> anyhow::Result<()> {
+        match &self.first {
+            None if self.buffers > 0 => Ok(()),
+            None => bail!("{what}: nothing was checked"),
+            Some(first) => {
+                bail!("{what}: {} of {} buffers came back wrong; the first: {first}", self.wrong_buffers, self.buffers)
+            }
+        }
+    }
+}
+
+/// One way over one set: its times (median of runs), what it moved, and its check.
+#[derive(Clone, Debug, Serialize)]
+pub struct WayRun {
+    pub way: Way,
+    pub name: String,
+    /// The round trip as the caller waits for it: from the first byte packed or the first call until
+    /// every byte is in its host buffer.
+    pub wall: Stats,
+    /// The GPU's time, CUDA events around the work.
+    pub gpu: Stats,
+    /// The host's time in the calls that queue the work (and packing and unpacking, for that way).
+    pub host: Stats,
+    /// Both ways' bytes over the wall time, GB/s.
+    pub gbps: f64,
+    /// GPU time over one copy of all the bytes each way.
+    pub gpu_vs_one_copy: f64,
+    /// Whether that is a bound for this way ([`Way::bounded`]), or a reference.
+    pub bounded: bool,
+    pub check: Checked,
+    /// The graph's capture and instantiation, ms, on the host clock.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub build_ms: Option<f64>,
+}
+
+/// Every way over one set.
+#[derive(Clone, Debug, Serialize)]
+pub struct SetRun {
+    pub set: String,
+    pub count: usize,
+    pub bytes: usize,
+    pub uniform: Option<(usize, usize)>,
+    /// One H2D copy of all the bytes, then one D2H copy of them, ms: the best of runs, GPU time.
+    pub one_copy_ms: f64,
+    pub ways: Vec<WayRun>,
+}
+
+impl SetRun {
+    /// The fastest way by wall time.
+    pub fn fastest(&self) -> &WayRun {
+        self.ways.iter().min_by(|a, b| a.wall.median_ms.total_cmp(&b.wall.median_ms)).expect("a way")
+    }
+
+    /// The fastest of the ways whose name starts with `family` (`memcpy each`, `batch`), pinned ones
+    /// only, by wall time.
+    pub fn best_of(&self, family: &str) -> Option<&WayRun> {
+        self.ways
+            .iter()
+            .filter(|w| w.name.starts_with(family) && !w.name.ends_with("pageable"))
+            .min_by(|a, b| a.wall.median_ms.total_cmp(&b.wall.median_ms))
+    }
+}
+
+/// Pageable copies of the buffers: a `Vec` each, in and out.
+struct Pageable {
+    ins: Vec<Vec<u8>>,
+    outs: Vec<Vec<u8>>,
+}
+
+/// The buffers every way uses, allocated once for the largest set.
+pub struct Rig<'g> {
+    gpu: &'g Gpu,
+    kernels: &'g Kernels,
+    streams: Vec<Stream>,
+    /// The host buffers, as slices of two mapped pinned arenas (mapped for zero-copy; copies run from
+    /// them as from any pinned memory).
+    h_in: PinnedBuffer<u8>,
+    h_out: PinnedBuffer<u8>,
+    /// The packed staging buffers, up and down.
+    up: PinnedBuffer<u8>,
+    down: PinnedBuffer<u8>,
+    d_arena: DeviceBuffer<u8>,
+    d_packed: DeviceBuffer<u8>,
+    d_tables: DeviceBuffer<u64>,
+}
+
+fn ms(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1e3
+}
+
+/// Makes every stream of `streams` wait for the work queued so far on every other one: the end of the
+/// way up, before the way back.
+fn barrier(s: &Scope<'_, '_>, streams: &[Stream]) -> anyhow::Result<()> {
+    let events = streams.iter().map(|st| s.event_record(st)).collect::<anyhow::Result<Vec<_>>>()?;
+    for (j, st) in streams.iter().enumerate() {
+        for (k, e) in events.iter().enumerate() {
+            if j != k {
+                s.stream_wait_event(st, *e)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+impl<'g> Rig<'g> {
+    /// Buffers for every set of `layouts`, and `streams` streams.
+    pub fn new(gpu: &'g Gpu, kernels: &'g Kernels, layouts: &[Layout], streams: usize) -> anyhow::Result<Rig<'g>> {
+        let most = |f: fn(&Layout) -> usize| layouts.iter().map(f).max().unwrap_or(1).max(1);
+        let (host, dev, packed) = (most(|l| l.host_len), most(|l| l.dev_len), most(|l| l.packed_len));
+        let flags = if gpu.info.can_map_host_memory { HostAlloc::MAPPED } else { HostAlloc::DEFAULT };
+        Ok(Rig {
+            gpu,
+            kernels,
+            streams: gpu.streams(streams.max(1))?,
+            h_in: gpu.pinned_with(host, flags)?,
+            h_out: gpu.pinned_with(host, flags)?,
+            up: gpu.pinned(packed)?,
+            down: gpu.pinned(packed.max(dev))?,
+            d_arena: gpu.alloc(dev)?,
+            d_packed: gpu.alloc(packed)?,
+            d_tables: gpu.alloc(most(|l| 6 * l.count()))?,
+        })
+    }
+
+    /// Every way of `ways` over `set`, each checked byte for byte, with one copy of all the bytes each
+    /// way measured beside them.
+    pub fn run_set(&mut self, set: &Set, ways: &[Way], r: Repeats) -> anyhow::Result<SetRun> {
+        let _phase = crate::timeline::phase(&set.name);
+        let l = Layout::new(set);
+        let fits = l.host_len <= self.h_in.len() && l.dev_len <= self.d_arena.len() && l.dev_len <= self.down.len();
+        let fits = fits && l.packed_len <= self.up.len() && 6 * l.count() <= self.d_tables.len();
+        anyhow::ensure!(fits, "{}: the rig was made for smaller sets", set.name);
+        let n = l.count();
+        slices_mut(&mut self.h_in, (0..n).map(|i| l.host_range(i)))
+            .into_par_iter()
+            .enumerate()
+            .for_each(|(i, b)| b.iter_mut().enumerate().for_each(|(j, x)| *x = byte(i, j)));
+        let mut pageable = Pageable {
+            ins: (0..n).into_par_iter().map(|i| (0..l.sizes[i]).map(|j| byte(i, j)).collect()).collect(),
+            outs: l.sizes.iter().map(|s| vec![0; *s]).collect(),
+        };
+        let tables: Vec<u64> = l.packed_table().into_iter().chain(l.host_table()).collect();
+        let (gpu, streams, d_tables) = (self.gpu, &self.streams[..1], &mut self.d_tables);
+        gpu.scope(streams, |s| s.htod(&streams[0], &tables, s.device(d_tables).slice(0..tables.len())))?;
+        let one_copy_ms = self.one_copy(l.bytes(), r)?;
+        let mut runs = Vec::new();
+        for &way in ways {
+            let _phase = crate::timeline::phase(&format!("{}: {}", set.name, way.name()));
+            let run = self.run_way(way, &l, &mut pageable, r, one_copy_ms)?;
+            run.check.ensure(&format!("{} over {}", run.name, set.name))?;
+            runs.push(run);
+        }
+        Ok(SetRun { set: set.name.clone(), count: n, bytes: l.bytes(), uniform: set.uniform, one_copy_ms, ways: runs })
+    }
+
+    /// The best GPU time of one copy of each of `sizes` bytes up, and of each down, as `(bytes, ms)`.
+    pub fn copy_times(&mut self, sizes: &[usize], r: Repeats) -> anyhow::Result<[Vec<(usize, f64)>; 2]> {
+        let Rig { gpu, streams, up, down, d_packed, .. } = self;
+        let s0 = &streams[..1];
+        let (mut ups, mut downs) = (Vec::new(), Vec::new());
+        for &bytes in sizes {
+            anyhow::ensure!(bytes <= up.len() && bytes <= d_packed.len(), "copies of {bytes} bytes in a smaller rig");
+            ups.push((
+                bytes,
+                measure_best(r, 30, 5.0, || {
+                    gpu.timed(s0, |s| s.htod(&s0[0], &up[..bytes], s.device(d_packed).slice(0..bytes)))
+                })?,
+            ));
+            downs.push((
+                bytes,
+                measure_best(r, 30, 5.0, || {
+                    gpu.timed(s0, |s| s.dtoh(&s0[0], s.device(d_packed).slice(0..bytes), &mut down[..bytes]))
+                })?,
+            ));
+        }
+        Ok([ups, downs])
+    }
+
+    /// The wall time of a timed scope on one stream that queues nothing: its fork, join and
+    /// synchronization, what every round trip pays once.
+    pub fn empty_scope(&mut self, r: Repeats) -> anyhow::Result<Stats> {
+        let (gpu, s0) = (self.gpu, &self.streams[..1]);
+        let [wall] = measure_parts_within(r, BUDGET_MS, || {
+            let t = Instant::now();
+            gpu.timed(s0, |_| Ok(()))?;
+            Ok([ms(t)])
+        })?;
+        Ok(wall)
+    }
+
+    /// The best GPU time of the scatter and the gather kernels over `set`, one after the other, in
+    /// device memory (its table uploaded first).
+    pub fn kernel_time(&mut self, set: &Set, r: Repeats) -> anyhow::Result<f64> {
+        let l = Layout::new(set);
+        let Rig { gpu, kernels, streams, d_arena, d_packed, d_tables, .. } = self;
+        anyhow::ensure!(l.dev_len <= d_arena.len() && l.packed_len <= d_packed.len(), "the rig is too small");
+        let (s0, table, n) = (&streams[..1], l.packed_table(), l.count());
+        gpu.scope(s0, |s| s.htod(&s0[0], &table, s.device(d_tables).slice(0..3 * n)))?;
+        measure_best(r, 30, 5.0, || {
+            gpu.timed(s0, |s| {
+                let (packed, arena) = (s.device(d_packed).slice(0..l.packed_len), s.device(d_arena));
+                let table = s.device(d_tables).slice(0..3 * n).read_only();
+                s.launch(&s0[0], kernels.scatter(packed.read_only(), table, arena, l.largest()))?;
+                s.launch(&s0[0], kernels.gather(arena.read_only(), table, packed, l.largest()))
+            })
+        })
+    }
+
+    /// One copy of `bytes` up and one back, GPU time, the best of runs.
+    fn one_copy(&mut self, bytes: usize, r: Repeats) -> anyhow::Result<f64> {
+        let Rig { gpu, streams, up, down, d_packed, .. } = self;
+        let s0 = &streams[..1];
+        measure_best(r, 30, 5.0, || {
+            gpu.timed(s0, |s| {
+                let d = s.device(d_packed).slice(0..bytes);
+                s.htod(&s0[0], &up[..bytes], d)?;
+                s.dtoh(&s0[0], d, &mut down[..bytes])
+            })
+        })
+    }
+
+    fn run_way(
+        &mut self,
+        way: Way,
+        l: &Layout,
+        p: &mut Pageable,
+        r: Repeats,
+        one_copy_ms: f64,
+    ) -> anyhow::Result<WayRun> {
+        let (times, check, build_ms) = match way {
+            Way::Graph => self.graph(l, r)?,
+            _ => {
+                self.poison(l, p)?;
+                self.once(way, l, p)?; // the checked run is the first warm-up
+                let check = self.check(l, way, p);
+                let rest = Repeats { warmup: r.warmup.saturating_sub(1), ..r };
+                let [wall, gpu, host] = measure_parts_within(rest, BUDGET_MS, || self.once(way, l, p))?;
+                ([wall, gpu, host], check, None)
+            }
+        };
+        let [wall, gpu, host] = times;
+        Ok(WayRun {
+            way,
+            name: way.name(),
+            gbps: 2.0 * l.bytes() as f64 / (wall.median_ms * 1e6),
+            gpu_vs_one_copy: gpu.median_ms / one_copy_ms,
+            bounded: way.bounded(),
+            wall,
+            gpu,
+            host,
+            check,
+            build_ms,
+        })
+    }
+
+    /// Fills every output with [`POISON`]: the host buffers, and the arena on the device.
+    fn poison(&mut self, l: &Layout, p: &mut Pageable) -> anyhow::Result<()> {
+        self.h_out[..l.host_len].fill(POISON);
+        p.outs.iter_mut().for_each(|o| o.fill(POISON));
+        self.down.fill(POISON);
+        let Rig { gpu, streams, down, d_arena, .. } = self;
+        let s0 = &streams[..1];
+        gpu.scope(s0, |s| s.htod(&s0[0], &down[..l.dev_len], s.device(d_arena).slice(0..l.dev_len)))
+    }
+
+    fn check(&self, l: &Layout, way: Way, p: &Pageable) -> Checked {
+        let n = l.count();
+        match way {
+            Way::Each { pageable: true, .. } | Way::Batch { pageable: true, .. } => {
+                Checked::of(p.ins.iter().map(|v| &v[..]), p.outs.iter().map(|v| &v[..]))
+            }
+            _ => Checked::of((0..n).map(|i| &self.h_in[l.host_range(i)]), (0..n).map(|i| &self.h_out[l.host_range(i)])),
+        }
+    }
+
+    /// One round trip of `way` (not the graph): [wall, GPU, host] ms.
+    fn once(&mut self, way: Way, l: &Layout, p: &mut Pageable) -> anyhow::Result<[f64; 3]> {
+        let Rig { gpu, kernels, streams, h_in, h_out, up, down, d_arena, d_packed, d_tables } = self;
+        let n = l.count();
+        let host = Cell::new(0.0);
+        let (srcs, outs): (Vec<&[u8]>, Vec<&mut [u8]>) = match way {
+            Way::Each { pageable: true, .. } | Way::Batch { pageable: true, .. } => {
+                (p.ins.iter().map(|v| &v[..]).collect(), p.outs.iter_mut().map(|v| &mut v[..]).collect())
+            }
+            _ => ((0..n).map(|i| &h_in[l.host_range(i)]).collect(), slices_mut(h_out, (0..n).map(|i| l.host_range(i)))),
+        };
+        let t0 = Instant::now();
+        let gpu_ms = match way {
+            Way::Each { streams: k, .. } => {
+                let streams = &streams[..k];
+                gpu.timed(streams, |s| {
+                    let t = Instant::now();
+                    let arena = s.device(d_arena);
+                    for (i, src) in srcs.iter().enumerate() {
+                        s.htod(&streams[i % k], src, arena.slice(l.dev_range(i)))?;
+                        // cudaMemcpyAsync, H2D
+                    }
+                    if k > 1 {
+                        barrier(s, streams)?;
+                    }
+                    for (i, dst) in outs.into_iter().enumerate() {
+                        s.dtoh(&streams[i % k], arena.slice(l.dev_range(i)), dst)?;
+                        // cudaMemcpyAsync, D2H
+                    }
+                    host.set(ms(t));
+                    Ok(())
+                })?
+            }
+            Way::Batch { order, .. } => {
+                let s0 = &streams[..1];
+                gpu.timed(s0, |s| {
+                    let t = Instant::now();
+                    let arena = s.device(d_arena);
+                    let dsts: Vec<_> = (0..n).map(|i| arena.slice(l.dev_range(i))).collect();
+                    s.htod_batch(&s0[0], &srcs, &dsts, order)?; // cuMemcpyBatchAsync, every buffer up
+                    s.dtoh_batch(&s0[0], &dsts, outs)?; //         and back
+                    host.set(ms(t));
+                    Ok(())
+                })?
+            }
+            Way::Packed => {
+                let (len, threads) = (l.packed_len, threads_for(l.bytes()));
+                copy_buffers(&srcs, slices_mut(&mut up[..], (0..n).map(|i| l.packed_range(i))), threads); // pack
+                let packing = ms(t0);
+                let s0 = &streams[..1];
+                let table = 0..3 * n;
+                let gpu_ms = gpu.timed(s0, |s| {
+                    let t = Instant::now();
+                    let (packed, arena) = (s.device(d_packed).slice(0..len), s.device(d_arena));
+                    let table = s.device(d_tables).slice(table).read_only();
+                    s.htod(&s0[0], &up[..len], packed)?; //                                 one copy up
+                    s.launch(&s0[0], kernels.scatter(packed.read_only(), table, arena, l.largest()))?;
+                    s.launch(&s0[0], kernels.gather(arena.read_only(), table, packed, l.largest()))?;
+                    s.dtoh(&s0[0], packed, &mut down[..len])?; //                           one copy back
+                    host.set(packing + ms(t));
+                    Ok(())
+                })?;
+                let t = Instant::now();
+                let packed: Vec<&[u8]> = (0..n).map(|i| &down[l.packed_range(i)]).collect();
+                copy_buffers(&packed, outs, threads); // unpack
+                host.set(host.get() + ms(t));
+                gpu_ms
+            }
+            Way::ZeroCopy => {
+                drop((srcs, outs)); // the kernels reach the host arenas themselves
+                let s0 = &streams[..1];
+                gpu.timed(s0, |s| {
+                    let t = Instant::now();
+                    let (from, to, arena) = (s.mapped(h_in)?, s.mapped(h_out)?, s.device(d_arena));
+                    let table = s.device(d_tables).slice(3 * n..6 * n).read_only();
+                    // The kernels read and write the host's buffers across the link themselves.
+                    s.launch(&s0[0], kernels.scatter(from.read_only(), table, arena, l.largest()))?;
+                    s.launch(&s0[0], kernels.gather(arena.read_only(), table, to, l.largest()))?;
+                    host.set(ms(t));
+                    Ok(())
+                })?
+            }
+            Way::Graph => bail!("the graph is replayed inside one scope: Rig::graph"),
+        };
+        Ok([ms(t0), gpu_ms, host.get()])
+    }
+
+    /// The graph of every copy both ways: built, checked over one launch (the outputs poisoned first),
+    /// then built again and replayed, each replay timed inside the scope (a graph cannot outlive the
+    /// scope whose buffers it names). [wall, GPU, host] stats, the check, and the build's ms.
+    fn graph(&mut self, l: &Layout, r: Repeats) -> anyhow::Result<([Stats; 3], Checked, Option<f64>)> {
+        let none = Pageable { ins: vec![], outs: vec![] };
+        self.poison(l, &mut Pageable { ins: vec![], outs: vec![] })?;
+        self.graph_scope(l, None)?;
+        let check = self.check(l, Way::Graph, &none);
+        let (stats, build_ms) = self.graph_scope(l, Some(r))?;
+        Ok((stats.context("the graph's replays were not timed")?, check, Some(build_ms)))
+    }
+
+    /// One scope: the graph built (its build timed), then launched once, or replayed and timed as `r`
+    /// says.
+    fn graph_scope(&mut self, l: &Layout, r: Option<Repeats>) -> anyhow::Result<(Option<[Stats; 3]>, f64)> {
+        let n = l.count();
+        let Rig { gpu, streams, h_in, h_out, d_arena, .. } = self;
+        let (h_in, s0) = (&h_in[..], &streams[..1]);
+        let outs = slices_mut(h_out, (0..n).map(|i| l.host_range(i)));
+        gpu.scope(s0, |s| {
+            let arena = s.device(d_arena);
+            let t = Instant::now();
+            let graph = s.graph(|g| {
+                for i in 0..n {
+                    g.htod(&h_in[l.host_range(i)], arena.slice(l.dev_range(i)))?;
+                    // captured, not run
+                }
+                for (i, out) in outs.into_iter().enumerate() {
+                    g.dtoh(arena.slice(l.dev_range(i)), out)?;
+                }
+                Ok(())
+            })?; //                                                                cudaGraphInstantiate
+            let build_ms = ms(t);
+            let replay = || -> anyhow::Result<[f64; 3]> {
+                let (start, t) = (s.event_record(&s0[0])?, Instant::now());
+                s.launch_graph(&s0[0], &graph)?; //                                    cudaGraphLaunch
+                let (host, stop) = (ms(t), s.event_record(&s0[0])?);
+                s.synchronize()?;
+                Ok([ms(t), s.elapsed_ms(start, stop)?, host])
+            };
+            let stats = match r {
+                None => replay().map(|_| None)?,
+                Some(r) => Some(measure_parts_within(r, BUDGET_MS, replay)?),
+            };
+            Ok((stats, build_ms))
+        })
+    }
+}
+
+/// µs with sensible precision: `6.4`, `82`, `6,013`.
+pub fn us(ms: f64) -> String {
+    let us = ms * 1e3;
+    match us {
+        u if u < 10.0 => format!("{u:.1}"),
+        u if u < 1e3 => format!("{u:.0}"),
+        u => crate::report::fmt_count(u.round() as usize),
+    }
+}
+
+/// The grid at a glance: a row a set, each way's wall time (µs; batches at their best order, from
+/// pinned memory), one copy each way for scale, and the fastest way.
+pub fn grid_table(runs: &[SetRun]) -> Table {
+    let mut families: Vec<&str> = vec!["memcpy each"];
+    let spread = runs.iter().flat_map(|r| &r.ways).find(|w| matches!(w.way, Way::Each { streams: 2.., .. }));
+    let spread_name = spread.map(|w| w.name.clone());
+    if let Some(name) = &spread_name {
+        families.push(name);
+    }
+    families.extend(["batch", "packed", "graph", "zero-copy"]);
+    let mut headers = vec!["buffers", "all", "one copy each way"];
+    let short: Vec<String> = families
+        .iter()
+        .map(|f| match *f {
+            "memcpy each" => "each".to_string(),
+            f if f.starts_with("memcpy each, ") => format!("each, {}", &f["memcpy each, ".len()..]),
+            f => f.to_string(),
+        })
+        .collect();
+    headers.extend(short.iter().map(String::as_str));
+    headers.push("fastest");
+    let mut t = Table::new(&headers);
+    for run in runs {
+        let mut cells = vec![run.set.clone(), fmt_bytes(run.bytes), us(run.one_copy_ms)];
+        for f in &families {
+            let found = match *f {
+                "memcpy each" => run.ways.iter().find(|w| matches!(w.way, Way::Each { streams: 1, pageable: false })),
+                f if f.starts_with("memcpy each, ") => run.ways.iter().find(|w| w.name == f),
+                f => run.best_of(f),
+            };
+            cells.push(found.map_or("-".into(), |w| us(w.wall.median_ms)));
+        }
+        let (fastest, each) = (run.fastest(), run.best_of("memcpy each"));
+        let gain = each.map_or(String::new(), |e| format!(" ({:.1}x)", e.wall.median_ms / fastest.wall.median_ms));
+        cells.push(format!("{}{gain}", fastest.name));
+        t.row(cells);
+    }
+    t
+}
+
+/// Which way was fastest (wall) where, in a sentence: `zero-copy kernel at 4 of 10 sets (10 x 256 B, ...)`.
+pub fn winners(runs: &[SetRun]) -> String {
+    let mut by_way: Vec<(String, Vec<&str>)> = Vec::new();
+    for run in runs {
+        let name = run.fastest().name.clone();
+        match by_way.iter_mut().find(|(w, _)| *w == name) {
+            Some((_, sets)) => sets.push(&run.set),
+            None => by_way.push((name, vec![&run.set])),
+        }
+    }
+    by_way.sort_by_key(|(_, sets)| std::cmp::Reverse(sets.len()));
+    let parts: Vec<String> = by_way
+        .iter()
+        .map(|(way, sets)| format!("{way} at {} of {} ({})", sets.len(), runs.len(), sets.join(", ")))
+        .collect();
+    format!("fastest by wall time: {}", parts.join("; "))
+}
+
+/// Every way over one set: GPU time, the host's time in the calls, the wall time, GB/s, and the GPU
+/// time against one copy of all the bytes each way (a bound, or a reference: the last column).
+pub fn detail_table(run: &SetRun) -> Table {
+    let mut t = Table::new(&["way", "GPU µs", "host µs", "wall µs", "GB/s", "GPU / one copy", "one copy is"]);
+    for w in &run.ways {
+        t.row(vec![
+            w.name.clone(),
+            us(w.gpu.median_ms),
+            us(w.host.median_ms),
+            us(w.wall.median_ms),
+            format!("{:.2}", w.gbps),
+            format!("{:.2}", w.gpu_vs_one_copy),
+            if w.bounded { "a bound".into() } else { "a reference".into() },
+        ]);
+    }
+    t
+}
+
+/// A way's wall time per buffer over sizes, fitted as `α + size/β` (one count, several sizes).
+fn per_buffer_fit(runs: &[&SetRun], pick: impl Fn(&SetRun) -> Option<f64>) -> Option<CopyCost> {
+    let points: Vec<(usize, f64)> =
+        runs.iter().filter_map(|r| Some((r.uniform?.1, pick(r)? / r.count as f64))).collect();
+    CopyCost::fit(&points).ok()
+}
+
+/// The gain under which a way "stops mattering" against one memcpy per buffer.
+pub const MATTERS: f64 = 1.1;
+
+/// Where batching, packing and graphs stop mattering: for each count of the uniform sets, the smallest
+/// size from which each is less than [`MATTERS`] times faster (wall) than the faster memcpy per buffer
+/// at that size and every larger one tried, and where the fits of both over the sizes (per buffer,
+/// `α + size/β`) say the gain falls under it.
+pub fn crossover_table(runs: &[SetRun]) -> Option<Table> {
+    let mut counts: Vec<usize> = runs.iter().filter_map(|r| r.uniform.map(|u| u.0)).collect();
+    counts.sort_unstable();
+    counts.dedup();
+    let families = ["batch", "packed", "graph"];
+    let mut t = Table::new(&["buffers", "batch", "packed", "graph"]);
+    let mut any = false;
+    for count in counts {
+        let mut rows: Vec<&SetRun> = runs.iter().filter(|r| r.uniform.is_some_and(|u| u.0 == count)).collect();
+        rows.sort_by_key(|r| r.uniform.map(|u| u.1));
+        if rows.len() < 2 {
+            continue;
+        }
+        any = true;
+        let mut cells = vec![format!("{count}")];
+        for family in families {
+            let gain = |r: &SetRun| Some(r.best_of("memcpy each")?.wall.median_ms / r.best_of(family)?.wall.median_ms);
+            let gains: Vec<Option<f64>> = rows.iter().map(|r| gain(r)).collect();
+            if gains.iter().all(Option::is_none) {
+                cells.push("-".into());
+                continue;
+            }
+            let from = (0..rows.len()).find(|&k| gains[k..].iter().all(|g| g.is_some_and(|g| g < MATTERS)));
+            let measured = match from {
+                Some(k) => format!("from {}", fmt_bytes(rows[k].uniform.unwrap().1)),
+                None => {
+                    let last = gains.iter().rev().flatten().next().copied().unwrap_or(f64::NAN);
+                    format!("not by {} ({last:.1}x)", fmt_bytes(rows[rows.len() - 1].uniform.unwrap().1))
+                }
+            };
+            let each = per_buffer_fit(&rows, |r| Some(r.best_of("memcpy each")?.wall.median_ms));
+            let way = per_buffer_fit(&rows, |r| Some(r.best_of(family)?.wall.median_ms));
+            let model = match (each, way) {
+                (Some(e), Some(w)) => {
+                    crossing(&e, &w).map_or("; fits: never".into(), |s| format!("; fits: {}", fmt_bytes(s)))
+                }
+                _ => String::new(),
+            };
+            cells.push(format!("{measured}{model}"));
+        }
+        t.row(cells);
+    }
+    any.then_some(t)
+}
+
+/// The buffer size from which `way` (per buffer `α + s/β`) is less than [`MATTERS`] times faster than
+/// `each`, or `None` where it never is.
+pub fn crossing(each: &CopyCost, way: &CopyCost) -> Option<usize> {
+    let (ae, aw) = (each.alpha_us * 1e-6, way.alpha_us * 1e-6);
+    let (xe, xw) = (1.0 / (each.beta_gbps * 1e9), 1.0 / (way.beta_gbps * 1e9));
+    // each(s) < MATTERS * way(s)  <=>  s (xe - MATTERS xw) < MATTERS aw - ae
+    let (slope, room) = (xe - MATTERS * xw, MATTERS * aw - ae);
+    if room > 0.0 {
+        return Some(0);
+    }
+    (slope < 0.0).then(|| (room / slope).ceil() as usize)
+}
+
+/// The ways that beat one copy of all the bytes each way, where it is a reference, and whether any
+/// way it bounds beat it beyond noise (10%): lines for the notes.
+pub fn beaten(runs: &[SetRun]) -> Vec<String> {
+    let mut lines = Vec::new();
+    for run in runs {
+        for w in run.ways.iter().filter(|w| w.gpu_vs_one_copy < 0.9 || (!w.bounded && w.gpu_vs_one_copy < 1.0)) {
+            lines.push(format!(
+                "{} over {}: GPU time {:.2} of one copy each way ({})",
+                w.name,
+                run.set,
+                w.gpu_vs_one_copy,
+                if w.bounded {
+                    "a bound it should not beat: timing noise, or a slower copy when it was measured"
+                } else {
+                    "a reference, which this way can beat"
+                }
+            ));
+        }
+    }
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sets_parse_and_describe_themselves() {
+        let s = Set::parse("1MiB*4, 16KiB*64,256").unwrap();
+        assert_eq!(s.count(), 69);
+        assert_eq!(s.bytes(), 4 * (1 << 20) + 64 * 16384 + 256);
+        assert_eq!(s.name, "69 buffers, 256 B to 1 MiB");
+        assert_eq!(Set::parse("model").unwrap().count(), 344);
+        assert!(Set::parse("0*4").unwrap_err().to_string().contains("0 bytes"));
+        assert_eq!(Set::parse("4KiB*x").unwrap_err().to_string(), "'4KiB*x': the count 'x' is not a whole number");
+        assert!(Set::parse("4TiB*2").unwrap_err().to_string().contains("unknown unit"));
+        let m = Set::model();
+        assert!(m.bytes() > 11 << 20 && m.bytes() < 13 << 20, "{}", m.bytes());
+        assert_eq!(Set::uniform(100, 4096).describe(), "100 x 4 KiB (400 KiB in all)");
+    }
+
+    #[test]
+    fn the_grid_leaves_out_what_is_too_large_and_ends_with_the_model() {
+        let (sets, left_out) = grid(&[10, 1000], &[256, 1 << 20], 32 << 20, true);
+        let names: Vec<&str> = sets.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["10 x 256 B", "10 x 1 MiB", "1000 x 256 B", "model-like"]);
+        assert_eq!(left_out, ["1000 x 1 MiB"]);
+        assert_eq!(grid(&[usize::MAX], &[2], usize::MAX, false).1.len(), 1, "a total that overflows is left out");
+        assert!(grid(&[1], &[1], 1, false).0.iter().all(|s| s.uniform.is_some()));
+    }
+
+    #[test]
+    fn layouts_keep_buffers_apart_and_aligned() {
+        let l = Layout::new(&Set::model());
+        let n = l.count();
+        for (place, align_to) in [(&l.host, 64), (&l.dev, 256), (&l.packed, 16)] {
+            let mut spans: Vec<(usize, usize)> = (0..n).map(|i| (place[i], place[i] + l.sizes[i])).collect();
+            assert!(spans.iter().all(|s| s.0 % align_to == 0));
+            spans.sort();
+            assert!(spans.windows(2).all(|w| w[0].1 <= w[1].0), "overlapping buffers");
+        }
+        assert!(l.dev.windows(2).all(|w| w[0] < w[1]), "the arena holds them in order");
+        assert!(!l.host.windows(2).all(|w| w[0] < w[1]), "the host buffers lie scrambled");
+        assert!(l.packed_len <= l.bytes() + 16 * n && l.dev_len >= l.bytes());
+        let table = l.packed_table();
+        assert_eq!(table.len(), 3 * n);
+        assert_eq!(&table[3..6], &[l.packed[1] as u64, l.dev[1] as u64, l.sizes[1] as u64]);
+    }
+
+    /// The packed way's data path on the CPU: pack, the kernels' twins, unpack; every byte comes back.
+    #[test]
+    fn the_packed_round_trip_brings_every_byte_back() {
+        let set = Set::parse("4*3,1KiB*5,100*7").unwrap();
+        let l = Layout::new(&set);
+        let n = l.count();
+        let mut h_in = vec![0u8; l.host_len];
+        for (i, b) in slices_mut(&mut h_in, (0..n).map(|i| l.host_range(i))).into_iter().enumerate() {
+            b.iter_mut().enumerate().for_each(|(j, x)| *x = byte(i, j));
+        }
+        for threads in [1, 3] {
+            let (mut up, mut arena, mut down) =
+                (vec![0u8; l.packed_len], vec![0u8; l.dev_len], vec![0u8; l.packed_len]);
+            let srcs: Vec<&[u8]> = (0..n).map(|i| &h_in[l.host_range(i)]).collect();
+            copy_buffers(&srcs, slices_mut(&mut up, (0..n).map(|i| l.packed_range(i))), threads);
+            kernels::cpu::scatter(&up, &l.packed_table(), &mut arena);
+            kernels::cpu::gather(&arena, &l.packed_table(), &mut down);
+            let mut h_out = vec![POISON; l.host_len];
+            let packed: Vec<&[u8]> = (0..n).map(|i| &down[l.packed_range(i)]).collect();
+            copy_buffers(&packed, slices_mut(&mut h_out, (0..n).map(|i| l.host_range(i))), threads);
+            let c = Checked::of((0..n).map(|i| &h_in[l.host_range(i)]), (0..n).map(|i| &h_out[l.host_range(i)]));
+            c.ensure("the packed round trip").unwrap();
+            assert_eq!((c.buffers, c.bytes), (n, set.bytes()));
+            // Zero-copy's table reaches the same arena from the host arena.
+            let mut arena2 = vec![0u8; l.dev_len];
+            kernels::cpu::scatter(&h_in, &l.host_table(), &mut arena2);
+            assert_eq!(arena, arena2);
+        }
+        let wrong = Checked::of([&[1u8, 2][..]].into_iter(), [&[1u8, 3][..]].into_iter());
+        assert!(wrong.ensure("x").unwrap_err().to_string().contains("buffer 0, byte 1: got 0x03, expected 0x02"));
+    }
+
+    #[test]
+    fn slices_come_back_in_the_order_asked() {
+        let mut buf: Vec<u8> = (0..10).collect();
+        let s = slices_mut(&mut buf, [6..8, 0..2, 3..3].into_iter());
+        assert_eq!((&*s[0], &*s[1], s[2].len()), (&[6u8, 7][..], &[0u8, 1][..], 0));
+    }
+
+    #[test]
+    fn ways_name_themselves_and_know_what_bounds_them() {
+        let all = Way::all(4, true, true);
+        assert_eq!(all.len(), 12);
+        let names: Vec<String> = all.iter().map(Way::name).collect();
+        assert!(names.contains(&"memcpy each, 4 streams".to_string()));
+        assert!(names.contains(&"batch, during the call, pageable".to_string()));
+        assert_eq!(Way::all(1, false, false).len(), 4, "no batches where the driver has none");
+        assert!(
+            Way::Packed.bounded() && !Way::ZeroCopy.bounded() && !Way::Each { streams: 1, pageable: true }.bounded()
+        );
+    }
+
+    fn cost(alpha_us: f64, beta_gbps: f64) -> CopyCost {
+        CopyCost { alpha_us, beta_gbps, half_rate_bytes: 0.0, worst_miss: 0.0 }
+    }
+
+    #[test]
+    fn the_crossover_is_where_the_per_buffer_cost_stops_mattering() {
+        // One memcpy per buffer: 6 µs and 55 GB/s; a batch: 1 µs per buffer at the same rate. The batch
+        // is less than 1.1x faster once 6 + s/55e3 < 1.1 (1 + s/55e3) µs: s > 49 * 55e3 / 1 bytes.
+        let s = crossing(&cost(6.0, 55.0), &cost(1.0, 55.0)).unwrap();
+        assert!((s as f64 / (4.9e-6 / 0.1 * 55e9) - 1.0).abs() < 1e-6, "{s}");
+        assert_eq!(crossing(&cost(6.0, 55.0), &cost(6.0, 55.0)), Some(0), "no gain at any size");
+        assert_eq!(crossing(&cost(6.0, 20.0), &cost(1.0, 55.0)), None, "a faster rate always matters");
+    }
+
+    fn stats(ms: f64) -> Stats {
+        Stats { median_ms: ms, min_ms: ms, max_ms: ms, runs: 3, cv: 0.0 }
+    }
+
+    /// A made-up run: one memcpy per buffer at 6 µs + size/55 GB/s each way, a batch at 1.5 µs a buffer,
+    /// packing at 20 µs + 2 µs a buffer, a graph at 3 µs a buffer, zero-copy at 8 µs + size/20 GB/s.
+    fn made_up(count: usize, size: usize) -> SetRun {
+        let bytes = (count * size) as f64;
+        let n = count as f64;
+        let link = bytes / 55e6; // ms each way
+        let times = [
+            (Way::Each { streams: 1, pageable: false }, n * 0.012 + 2.0 * link),
+            (Way::Each { streams: 4, pageable: false }, n * 0.010 + 2.0 * link),
+            (Way::Batch { order: SrcOrder::StreamOrder, pageable: false }, 0.02 + n * 0.0015 + 2.0 * link),
+            (Way::Batch { order: SrcOrder::Any, pageable: true }, 0.02 + n * 0.001 + 2.0 * bytes / 10e6),
+            (Way::Packed, 0.02 + n * 0.002 + 2.0 * link + bytes / 5e6),
+            (Way::Graph, 0.01 + n * 0.003 + 2.0 * link),
+            (Way::ZeroCopy, 0.008 + 2.0 * bytes / 20e6),
+        ];
+        let one_copy_ms = 0.012 + 2.0 * link;
+        let ways = times
+            .iter()
+            .map(|&(way, ms)| WayRun {
+                way,
+                name: way.name(),
+                wall: stats(ms),
+                gpu: stats(ms * 0.9),
+                host: stats(ms * 0.5),
+                gbps: 2.0 * bytes / (ms * 1e6),
+                gpu_vs_one_copy: ms * 0.9 / one_copy_ms,
+                bounded: way.bounded(),
+                check: Checked { buffers: count, bytes: count * size, wrong_buffers: 0, first: None },
+                build_ms: None,
+            })
+            .collect();
+        SetRun {
+            set: Set::uniform(count, size).name,
+            count,
+            bytes: count * size,
+            uniform: Some((count, size)),
+            one_copy_ms,
+            ways,
+        }
+    }
+
+    #[test]
+    fn the_tables_say_who_wins_where_and_where_batching_stops_mattering() {
+        let runs: Vec<SetRun> =
+            [(10, 256), (10, 1 << 20), (10, 16 << 20), (1000, 256), (1000, 4096)].map(|(c, s)| made_up(c, s)).into();
+        let grid = grid_table(&runs).render();
+        let lines: Vec<&str> = grid.lines().collect();
+        assert!(
+            lines[0].starts_with("buffers") && lines[0].contains("each, 4 streams") && lines[0].ends_with("fastest")
+        );
+        assert!(lines[2].starts_with("10 x 256 B") && lines[2].ends_with("zero-copy kernel (12.1x)"), "{}", lines[2]);
+        let w = winners(&runs);
+        assert!(w.starts_with("fastest by wall time: zero-copy kernel at "), "{w}");
+        let cross = crossover_table(&runs).unwrap().render();
+        let row10 = cross.lines().find(|l| l.starts_with("10 ")).unwrap();
+        // 10 buffers: a batch is 1.16x faster at 1 MiB and 1.01x at 16 MiB; packing is slower from 1 MiB.
+        let cells: Vec<&str> = row10.split("  ").map(str::trim).filter(|c| !c.is_empty()).collect();
+        assert!(cells[1].starts_with("from 16 MiB; fits: 1.") && cells[1].ends_with(" MiB"), "{row10}");
+        assert!(cells[2].starts_with("from 1 MiB; fits: "), "{row10}");
+        assert!(cross.lines().any(|l| l.starts_with("1000 ")), "{cross}");
+        let detail = detail_table(&runs[0]).render();
+        assert!(detail.contains("a bound") && detail.contains("a reference"), "{detail}");
+        let notes = beaten(&runs);
+        assert!(notes.iter().any(|l| l.starts_with("zero-copy kernel over 10 x 256 B") && l.contains("a reference")));
+        assert!(notes.iter().all(|l| !l.starts_with("memcpy each,") && !l.starts_with("packed")), "{notes:?}");
+    }
+
+    #[test]
+    fn microseconds_read_at_a_glance() {
+        assert_eq!(us(0.0064), "6.4");
+        assert_eq!(us(0.082), "82");
+        assert_eq!(us(6.013), "6,013");
+    }
+}
