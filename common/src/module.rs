@@ -74,15 +74,19 @@ impl Module {
         check(unsafe { ffi::cuModuleGetFunction(&mut func, self.loaded.raw, c_name.as_ptr()) }, || {
             format!("finding kernel {name}")
         })?;
-        // The driver's own account of the parameters, from the code it compiled: the PTX text read above
-        // must agree with it, or the check of a launch's arguments would rest on a misreading.
-        let driver = param_sizes(func)?;
-        let read: Vec<usize> = params.iter().map(|p| p.bits as usize / 8).collect();
-        if driver != read {
-            bail!(
-                "kernel {name}: the PTX text reads as parameters of {read:?} bytes, but the driver compiled {driver:?}: \
-                 refusing to check launches against a misreading"
-            );
+        // The driver's own account of each parameter the PTX text declares, from the code it compiled:
+        // it must agree, or the check of a launch's arguments would rest on a misreading. (Only those:
+        // asking past the last is an error, which compute-sanitizer reports in every program.)
+        for (i, p) in params.iter().enumerate() {
+            match param_size(func, i)? {
+                Some(size) if size == p.bits as usize / 8 => {}
+                found => bail!(
+                    "kernel {name}: the PTX text reads parameter {i} as {}, but the driver compiled {}: refusing to \
+                     check launches against a misreading",
+                    p.ptx,
+                    found.map_or("no such parameter".into(), |s| format!("{s} bytes"))
+                ),
+            }
         }
         Ok(Kernel { name: name.into(), func, params: params.into(), module: self.loaded.clone() })
     }
@@ -99,17 +103,15 @@ impl std::fmt::Debug for Module {
     }
 }
 
-/// The size in bytes of each parameter of `func`, as the driver compiled it (`cuFuncGetParamInfo`).
-fn param_sizes(func: ffi::CUfunction) -> anyhow::Result<Vec<usize>> {
-    let mut sizes = Vec::new();
-    loop {
-        let (mut offset, mut size) = (0, 0);
-        // SAFETY: a function of a loaded module and two valid out-pointers.
-        match unsafe { ffi::cuFuncGetParamInfo(func, sizes.len(), &mut offset, &mut size) } {
-            ffi::SUCCESS => sizes.push(size),
-            ffi::ERROR_INVALID_VALUE => return Ok(sizes),
-            code => return check(code, || "reading a kernel's parameters".into()).map(|_| sizes),
-        }
+/// The size in bytes of parameter `index` of `func`, as the driver compiled it (`cuFuncGetParamInfo`),
+/// or `None` where it has no such parameter.
+fn param_size(func: ffi::CUfunction, index: usize) -> anyhow::Result<Option<usize>> {
+    let (mut offset, mut size) = (0, 0);
+    // SAFETY: a function of a loaded module and two valid out-pointers.
+    match unsafe { ffi::cuFuncGetParamInfo(func, index, &mut offset, &mut size) } {
+        ffi::SUCCESS => Ok(Some(size)),
+        ffi::ERROR_INVALID_VALUE => Ok(None),
+        code => check(code, || "reading a kernel's parameters".into()).map(|_| None),
     }
 }
 
