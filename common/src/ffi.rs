@@ -160,8 +160,7 @@ extern "C" {
     pub fn cuMemAllocManaged(ptr: *mut CUdeviceptr, bytes: usize, flags: c_uint) -> CuResult;
     /// The CUDA 8 entry point (`PFN_cuMemPrefetchAsync_v8000` in CUDA 13's `cudaTypedefs.h`), which the
     /// 580 driver still exports: CUDA 13's `cuda.h` maps the name to `cuMemPrefetchAsync_v2`, which takes
-    /// a `CUmemLocation` and flags instead of a device. This one is in the libcuda stub (cust_raw's
-    /// bindings declare it); `_v2` is not. `device` is a GPU's handle, or [`DEVICE_CPU`].
+    /// a `CUmemLocation` and flags instead of a device. `device` is a GPU's handle, or [`DEVICE_CPU`].
     pub fn cuMemPrefetchAsync(ptr: CUdeviceptr, bytes: usize, device: CUdevice, stream: CUstream) -> CuResult;
     pub fn cuMemsetD8_v2(dst: CUdeviceptr, value: u8, n: usize) -> CuResult;
     pub fn cuMemsetD32Async(dst: CUdeviceptr, value: c_uint, n: usize, stream: CUstream) -> CuResult;

@@ -20,7 +20,7 @@ pub enum Task {
     /// Say what was found (C compiler, Python, PyPI, driver, GPU, nvcc, nsys, compute-sanitizer); fail if
     /// something needed is missing
     Doctor,
-    /// Remake the committed files: kernels/ptx/*.ptx with nvcc 13.0, common/libcuda/stub.c from cust_raw
+    /// Remake the committed files: the PTX of every .cu with nvcc 13.0, common/libcuda/stub.c from common's ffi.rs
     Generate,
     /// CI's checks beyond the test command: the MSRV build, the build against an installed CUDA toolkit,
     /// and the README's first command, from a clean clone
