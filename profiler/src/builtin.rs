@@ -81,19 +81,7 @@ mod tests {
         trace::{by_phase, parse_gpu_trace_csv, parse_nvtx_csv},
     };
 
-    fn op(stream: &str, kind: Kind, start: f64, end: f64) -> Op {
-        Op {
-            start,
-            end,
-            stream: stream.into(),
-            kind,
-            name: format!("{kind:?}"),
-            bytes: 0,
-            corr: None,
-            src_kind: String::new(),
-            dst_kind: String::new(),
-        }
-    }
+    use crate::trace::test_op as op;
 
     const NSYS: &str = include_str!("../fixtures/h200_overlap_cuda_gpu_trace.csv");
     const BUILTIN: &str = include_str!("../fixtures/h200_overlap_builtin.json");

@@ -130,17 +130,7 @@ mod tests {
     use super::*;
 
     fn op(stream: &str, kind: Kind, start: f64, end: f64, corr: u64) -> Op {
-        Op {
-            start,
-            end,
-            stream: stream.into(),
-            kind,
-            name: if kind == Kind::Kernel { "k".into() } else { format!("{kind:?}") },
-            bytes: if kind == Kind::Kernel { 0 } else { 1000 },
-            corr: Some(corr),
-            src_kind: String::new(),
-            dst_kind: String::new(),
-        }
+        Op { corr: Some(corr), ..crate::trace::test_op(stream, kind, start, end) }
     }
 
     fn summary(span: f64, h2d: f64, kernel: f64, d2h: f64, under: f64, both: f64, idle: f64) -> Summary {

@@ -101,19 +101,7 @@ pub fn agreement(a: &Summary, b: &Summary) -> (f64, f64, f64) {
 mod tests {
     use super::*;
 
-    fn op(stream: &str, kind: Kind, start: f64, end: f64) -> Op {
-        Op {
-            start,
-            end,
-            stream: stream.into(),
-            kind,
-            name: format!("{kind:?}"),
-            bytes: 0,
-            corr: None,
-            src_kind: String::new(),
-            dst_kind: String::new(),
-        }
-    }
+    use crate::trace::test_op as op;
 
     #[test]
     fn summary_of_a_known_pipeline() {

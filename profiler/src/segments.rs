@@ -87,17 +87,7 @@ mod tests {
     };
 
     fn op(stream: &str, kind: Kind, start: f64, end: f64, corr: u64) -> Op {
-        Op {
-            start,
-            end,
-            stream: stream.into(),
-            kind,
-            name: if kind == Kind::Kernel { "k".into() } else { format!("{kind:?}") },
-            bytes: if kind == Kind::Kernel { 0 } else { 1000 },
-            corr: Some(corr),
-            src_kind: String::new(),
-            dst_kind: String::new(),
-        }
+        Op { corr: Some(corr), ..crate::trace::test_op(stream, kind, start, end) }
     }
 
     fn call(name: &str, start: f64, end: f64, corr: u64) -> ApiCall {

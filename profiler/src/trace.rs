@@ -139,23 +139,27 @@ pub fn by_phase(t: &Trace) -> Vec<(String, Vec<&Op>)> {
     out
 }
 
+/// An operation of `kind` on `stream` from `start` to `end`, for the tests of this crate.
+#[cfg(test)]
+pub(crate) fn test_op(stream: &str, kind: Kind, start: f64, end: f64) -> Op {
+    Op {
+        start,
+        end,
+        stream: stream.into(),
+        kind,
+        name: format!("{kind:?}"),
+        bytes: 0,
+        corr: None,
+        src_kind: String::new(),
+        dst_kind: String::new(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn op(stream: &str, kind: Kind, start: f64, end: f64) -> Op {
-        Op {
-            start,
-            end,
-            stream: stream.into(),
-            kind,
-            name: format!("{kind:?}"),
-            bytes: 0,
-            corr: None,
-            src_kind: String::new(),
-            dst_kind: String::new(),
-        }
-    }
+    use super::test_op as op;
 
     #[test]
     fn the_h200_nsys_trace_parses() {
