@@ -208,7 +208,7 @@ fn output_echoing_stderr(cmd: &mut Command) -> anyhow::Result<std::process::Outp
 fn kernels_built_by(profile_dir: &Path) -> anyhow::Result<String> {
     let build = profile_dir.join("build");
     for e in fs::read_dir(&build).with_context(|| format!("reading {}", build.display()))?.flatten() {
-        if e.file_name().to_string_lossy().starts_with("common-") {
+        if e.file_name().to_string_lossy().starts_with("kernels-") {
             if let Ok(text) = fs::read_to_string(e.path().join("output")) {
                 if let Some(l) = text.lines().find_map(|l| l.strip_prefix("kernels: ")) {
                     return Ok(l.to_string());
@@ -216,7 +216,7 @@ fn kernels_built_by(profile_dir: &Path) -> anyhow::Result<String> {
             }
         }
     }
-    bail!("common's build script left no output under {}", build.display())
+    bail!("the kernels crate's build script left no output under {}", build.display())
 }
 
 /// The PyPI toolkit, laid out as the CUDA installer lays out /usr/local/cuda, in target/ci/cuda.
