@@ -204,7 +204,7 @@ fn output_echoing_stderr(cmd: &mut Command) -> anyhow::Result<std::process::Outp
     Ok(std::process::Output { status, stdout, stderr })
 }
 
-/// What common's build script says it used for the kernels (a plain line it prints, which cargo keeps).
+/// What the kernels crate's build script says it used for the kernels (a plain line it prints, which cargo keeps).
 fn kernels_built_by(profile_dir: &Path) -> anyhow::Result<String> {
     let build = profile_dir.join("build");
     for e in fs::read_dir(&build).with_context(|| format!("reading {}", build.display()))?.flatten() {
