@@ -10,14 +10,12 @@ use measure::{
     ChunkPlan,
 };
 
-/// The GPU, and a lock: libtest runs tests on parallel threads, and these share one device and the
-/// process's count of managed memory held (which the room tests read).
+mod support;
+
+/// The GPU with the lessons' kernels and the test binary's lock; managed memory must be usable there.
 fn gpu() -> (Gpu, Kernels, std::sync::MutexGuard<'static, ()>) {
-    static DEVICE: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let lock = DEVICE.lock().unwrap_or_else(|e| e.into_inner());
-    let gpu = Gpu::init().expect("these tests need a GPU");
+    let (gpu, kernels, lock) = support::gpu();
     assert!(gpu.info.managed_memory, "{} lacks concurrent managed access: the H100/H200 have it", gpu.info.name);
-    let kernels = Kernels::load(&gpu).unwrap();
     (gpu, kernels, lock)
 }
 

@@ -3,21 +3,15 @@
 
 use common::ScopeEvent;
 use common::{Gpu, HostAlloc};
-use kernels::{cpu, Kernels};
+use kernels::cpu;
 use measure::{
     verify::{self, input},
     ChunkPlan,
 };
 
-/// The GPU, and a lock: libtest runs tests on parallel threads, and these share one device (and the
-/// leak test reads its free memory).
-fn gpu() -> (Gpu, Kernels, std::sync::MutexGuard<'static, ()>) {
-    static DEVICE: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let lock = DEVICE.lock().unwrap_or_else(|e| e.into_inner());
-    let gpu = Gpu::init().expect("these tests need a GPU");
-    let kernels = Kernels::load(&gpu).unwrap();
-    (gpu, kernels, lock)
-}
+mod support;
+
+use support::gpu;
 
 #[test]
 #[ignore = "needs an NVIDIA GPU; cargo xtask test runs it where a driver is found"]

@@ -3,21 +3,16 @@
 //! every rival and runs it. Each needs an NVIDIA GPU: without one they are reported as ignored, and
 //! `cargo xtask test` runs them where it finds a driver.
 
-use common::Gpu;
-use kernels::{cpu, Kernels};
+use kernels::cpu;
 use measure::{
     small::{Layout, Rig, Set, Way},
     small_plan,
     timing::Repeats,
 };
 
-fn gpu() -> (Gpu, Kernels, std::sync::MutexGuard<'static, ()>) {
-    static DEVICE: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let lock = DEVICE.lock().unwrap_or_else(|e| e.into_inner());
-    let gpu = Gpu::init().expect("these tests need a GPU");
-    let kernels = Kernels::load(&gpu).unwrap();
-    (gpu, kernels, lock)
-}
+mod support;
+
+use support::gpu;
 
 const QUICK: Repeats = Repeats { warmup: 0, repeats: 2 };
 

@@ -678,24 +678,25 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         info: OpInfo,
         op: impl FnOnce(ffi::CUstream) -> CuResult,
     ) -> anyhow::Result<()> {
-        let name = info.label();
+        // The operation in words, made only where a message needs it, not for every operation.
+        let name = || info.label();
         let mut st = self.state.borrow_mut();
         if let Some(why) = &st.broken {
-            bail!("{name}: refused, because an earlier operation of this scope could not be tracked ({why})");
+            bail!("{}: refused, because an earlier operation of this scope could not be tracked ({why})", name());
         }
-        let j = self.stream_index(stream).with_context(|| name.clone())?;
+        let j = self.stream_index(stream).with_context(name)?;
         // The observer's label first: its code may make another context current, as may the closure's.
         let observed = self.env.observer.borrow().as_ref().map(|o| o.observer.label());
         self.env.ctx.ensure_current()?;
         for a in accesses {
             if a.scope != self.id {
-                bail!("{name}: a device handle from another scope");
+                bail!("{}: a device handle from another scope", name());
             }
             if st.trackers[a.buffer].foreign {
-                bail!("{name}: a buffer of another GPU's context");
+                bail!("{}: a buffer of another GPU's context", name());
             }
         }
-        let accesses = normalize(accesses, sequential).map_err(|why| anyhow!("{name}: {why}"))?;
+        let accesses = normalize(accesses, sequential).map_err(|why| anyhow!("{}: {why}", name()))?;
         // Everything that can fail without queuing the operation comes first.
         let end = self.env.events.take()?;
         let start = match observed.is_some() {
@@ -716,7 +717,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
             let (_, _, event) = st.ops[c.op];
             // SAFETY: a live stream and an event recorded after operation `c.op` in this scope.
             check(unsafe { ffi::cuStreamWaitEvent(stream.raw(), st.events[event].0.raw(), 0) }, || {
-                format!("{name}: waiting for another stream")
+                format!("{}: waiting for another stream", name())
             })?;
             let snapshot = st.events[event].1.clone();
             st.clocks.wait(j, &snapshot);
@@ -726,6 +727,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
                 let other = other.label();
                 let a = &accesses[i];
                 let both = a.bytes.start.max(c.bytes.start)..a.bytes.end.min(c.bytes.end);
+                let name = name();
                 st.waits.first_added = Some(format!(
                     "{name} on stream {j} {} bytes {}..{} ({}) of lent buffer {buffer}, which {other} on stream {k} \
                      {} earlier, and nothing ordered the two",
@@ -743,7 +745,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
                 return Err(e);
             }
         }
-        if let Err(e) = check(op(stream.raw()), || format!("{name} on stream {j}")) {
+        if let Err(e) = check(op(stream.raw()), || format!("{} on stream {j}", name())) {
             self.env.events.give([end].into_iter().chain(start));
             return Err(e);
         }
@@ -757,7 +759,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         if let Err(e) = recorded {
             // Later operations could not be ordered after this one: the scope takes no more.
             st.broken = Some(format!("{e:#}"));
-            return Err(e.context(format!("{name}: queued, but its completion cannot be tracked")));
+            return Err(e.context(format!("{}: queued, but its completion cannot be tracked", name())));
         }
         for a in accesses {
             st.trackers[a.buffer].record(Access {

@@ -172,21 +172,17 @@ impl<T: Element> Stager<T> {
     /// work, with DMA beside it.
     pub fn host_side_only(&mut self, host: &mut [T], direction: crate::To) -> anyhow::Result<()> {
         let (n, bytes) = (host.len(), std::mem::size_of_val(host));
-        let (chunk, threads) = self.split(n);
         let (streaming, to_device) = (bytes >= STREAM_DOWNLOADS_FROM, direction == crate::To::Device);
         let at = SendPtr(host.as_mut_ptr());
-        self.run_workers(threads, |t, w| {
-            for (k, i) in (t..n.div_ceil(chunk)).step_by(threads).enumerate() {
-                let range = i * chunk..((i + 1) * chunk).min(n);
-                // SAFETY: `range` is one of this worker's chunks, disjoint from every other worker's, within
-                // `host`, which is borrowed mutably until this returns (run_workers joins first).
-                let part = unsafe { std::slice::from_raw_parts_mut(at.get().add(range.start), range.len()) };
-                let slot = &mut w.slots[k % 2][..range.len()];
-                match (to_device, streaming) {
-                    (true, _) => slot.copy_from_slice(part),
-                    (false, true) => stream_copy(part, slot),
-                    (false, false) => part.copy_from_slice(slot),
-                }
+        self.run(n, |w, k, range| {
+            // SAFETY: `range` is one of this worker's chunks, disjoint from every other worker's, within
+            // `host`, which is borrowed mutably until this returns (run() joins every worker first).
+            let part = unsafe { std::slice::from_raw_parts_mut(at.get().add(range.start), range.len()) };
+            let slot = &mut w.slots[k % 2][..range.len()];
+            match (to_device, streaming) {
+                (true, _) => slot.copy_from_slice(part),
+                (false, true) => stream_copy(part, slot),
+                (false, false) => part.copy_from_slice(slot),
             }
             Ok(())
         })

@@ -149,10 +149,7 @@ impl Kernels {
         arena: Dev<'s, u8>,
         largest: usize,
     ) -> Launch<'s> {
-        let config = entries_grid(table.len() / 3, largest);
-        let launch = self.scatter.launch(config).read(packed).value(packed.len() as u64).read(table);
-        let launch = launch.value((table.len() / 3) as u32).write(arena).value(arena.len() as u64);
-        ours(table_fits(launch, table.len()))
+        by_table(&self.scatter, packed, table, arena, largest)
     }
 
     /// `gather<<<..>>>(arena, table, packed)`: the reverse of [`Kernels::scatter`], each buffer from its
@@ -164,10 +161,7 @@ impl Kernels {
         packed: Dev<'s, u8>,
         largest: usize,
     ) -> Launch<'s> {
-        let config = entries_grid(table.len() / 3, largest);
-        let launch = self.gather.launch(config).read(arena).value(arena.len() as u64).read(table);
-        let launch = launch.value((table.len() / 3) as u32).write(packed).value(packed.len() as u64);
-        ours(table_fits(launch, table.len()))
+        by_table(&self.gather, arena, table, packed, largest)
     }
 
     /// Takes a kernel of the user's, declared `extern "C" __global__ void NAME(float* data, unsigned
@@ -195,6 +189,20 @@ impl Kernels {
 
 /// The grid of scatter and gather: a row of blocks per buffer (up to 65535 rows, striding beyond), with
 /// as many blocks in the row as a buffer of `largest` bytes keeps busy at 16 KiB a block (1 to 64).
+/// `kernel(from, from_len, table, count, to, to_len)`: scatter or gather, whose parameters run alike.
+fn by_table<'s>(
+    kernel: &Kernel,
+    from: DevRead<'s, u8>,
+    table: DevRead<'s, u64>,
+    to: Dev<'s, u8>,
+    largest: usize,
+) -> Launch<'s> {
+    let config = entries_grid(table.len() / 3, largest);
+    let launch = kernel.launch(config).read(from).value(from.len() as u64).read(table);
+    let launch = launch.value((table.len() / 3) as u32).write(to).value(to.len() as u64);
+    ours(table_fits(launch, table.len()))
+}
+
 fn entries_grid(count: usize, largest: usize) -> LaunchConfig {
     let across = largest.div_ceil(16 << 10).clamp(1, 64) as u32;
     LaunchConfig { grid: (across, count.clamp(1, 65535) as u32, 1), block: (BLOCK, 1, 1), shared_bytes: 0 }

@@ -390,18 +390,7 @@ pub fn verdict(ok: bool, text: &str) -> String {
 
 /// `4 KiB`, `64 MiB`, `1.5 GiB`.
 pub fn fmt_bytes(bytes: usize) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = bytes as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u < UNITS.len() - 1 {
-        v /= 1024.0;
-        u += 1;
-    }
-    if v.fract() == 0.0 {
-        format!("{v:.0} {}", UNITS[u])
-    } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
+    common::Bytes(bytes).to_string()
 }
 
 /// `67,108,864`.
