@@ -119,17 +119,17 @@ fn copies(c: &mut Criterion) {
                             gpu.timed(&streams, |s| {
                                 let (u, d) = (s.device(&mut up).slice(0..len), s.device(&mut down).slice(0..len));
                                 match dir {
-                                    "h2d" => (0..k).try_for_each(|_| s.htod(&streams[0], &host[..len], u)),
+                                    "h2d" => (0..k).try_for_each(|_| s.stream(0).htod(&host[..len], u)),
                                     "d2h" => host
                                         .chunks_exact_mut(len)
                                         .take(k as usize)
-                                        .try_for_each(|out| s.dtoh(&streams[0], d, out)),
+                                        .try_for_each(|out| s.stream(0).dtoh(d, out)),
                                     _ => {
                                         // Uploads read the first half of the buffer while downloads write the second.
                                         let (lo, hi) = host.split_at_mut(n / 2);
                                         hi.chunks_exact_mut(len).take(k as usize).try_for_each(|out| {
-                                            s.htod(&streams[0], &lo[..len], u)?;
-                                            s.dtoh(&streams[1], d, out)
+                                            s.stream(0).htod(&lo[..len], u)?;
+                                            s.stream(1).dtoh(d, out)
                                         })
                                     }
                                 }
@@ -200,7 +200,6 @@ fn zero_copy(c: &mut Criterion) {
     let mut h_out = gpu.pinned::<f32>(n).unwrap();
     let (mut d_in, mut d_out) = (gpu.alloc::<f32>(n).unwrap(), gpu.alloc::<f32>(n).unwrap());
     let streams = gpu.streams(1).unwrap();
-    let st = &streams[0];
     let mut g = configure_sizes(c, "zero_copy");
     for bytes in [64 << 10, 1 << 20, 16 << 20, 256 << 20].into_iter().filter(|b| *b <= n * 4) {
         let len = bytes / 4;
@@ -209,9 +208,11 @@ fn zero_copy(c: &mut Criterion) {
             b.iter_custom(|iters| {
                 gpu_time(iters, || {
                     gpu.timed(&streams, |s| {
-                        s.launch(
-                            st,
-                            kernels.scale(s.mapped(&mut m_in)?.slice(0..len), s.mapped(&mut m_out)?.slice(0..len), 2.0),
+                        kernels.scale(
+                            s.stream(0),
+                            s.mapped(&mut m_in)?.slice(0..len),
+                            s.mapped(&mut m_out)?.slice(0..len),
+                            2.0,
                         )
                     })
                 })
@@ -222,9 +223,9 @@ fn zero_copy(c: &mut Criterion) {
                 gpu_time(iters, || {
                     gpu.timed(&streams, |s| {
                         let (i, o) = (s.device(&mut d_in).slice(0..len), s.device(&mut d_out).slice(0..len));
-                        s.htod(st, &h_in[..len], i)?;
-                        s.launch(st, kernels.scale(i, o, 2.0))?;
-                        s.dtoh(st, o, &mut h_out[..len])
+                        s.stream(0).htod(&h_in[..len], i)?;
+                        kernels.scale(s.stream(0), i, o, 2.0)?;
+                        s.stream(0).dtoh(o, &mut h_out[..len])
                     })
                 })
             })
@@ -244,7 +245,7 @@ fn write_limits(gpu: &Gpu, kernels: &Kernels, n: usize, work: Work) {
     let (mut a, mut b) = (gpu.alloc::<f32>(big).unwrap(), gpu.alloc::<f32>(big).unwrap());
     let streams = gpu.streams(8).unwrap();
     let dtod =
-        measure(r, || gpu.timed(&streams[..1], |s| s.dtod(&streams[0], s.device(&mut a), s.device(&mut b)))).unwrap();
+        measure(r, || gpu.timed(&streams[..1], |s| s.stream(0).dtod(s.device(&mut a), s.device(&mut b)))).unwrap();
     let h_in = gpu.pinned_from_fn(n, input).unwrap();
     let mut h_out = gpu.pinned::<f32>(n).unwrap();
     let mut scratch = gpu.alloc::<f32>(2 * n).unwrap();

@@ -47,24 +47,23 @@ fn async_memcpy_cu(gpu: &Gpu, kernels: &Kernels, out: &Output) -> anyhow::Result
     let mut h_back = gpu.pinned::<f32>(N)?; //                     the scope lends h_data to the upload: a second buffer
     let mut d_data = gpu.alloc::<f32>(N)?; //                      cudaMalloc(&d_data, BYTES)
     let streams = gpu.streams(1)?; //                              cudaStreamCreate(&stream)
-    let stream = &streams[0];
 
     // Synchronous (blocking): each call returns when its work is done.
     let sync_ms = gpu.timed(&streams, |s| {
-        let d = s.device(&mut d_data);
-        s.htod(stream, &h_data, d)?; //                            cudaMemcpy(d_data, h_data, BYTES, H2D)
-        s.synchronize()?;
-        s.launch(stream, kernels.heavy_sqrt(d, 100))?; //          processKernel<<<..>>>(d_data, N)
-        s.synchronize()?;
-        s.dtoh(stream, d, &mut h_back)?; //                        cudaMemcpy(h_data, d_data, BYTES, D2H)
-        s.synchronize()
+        let (d, stream) = (s.device(&mut d_data), s.stream(0));
+        stream.htod(&h_data, d)?; //                               cudaMemcpy(d_data, h_data, BYTES, H2D)
+        stream.synchronize()?;
+        kernels.heavy_sqrt(stream, d, 100)?; //                    processKernel<<<..>>>(d_data, N)
+        stream.synchronize()?;
+        stream.dtoh(d, &mut h_back)?; //                           cudaMemcpy(h_data, d_data, BYTES, D2H)
+        stream.synchronize()
     })?;
     // Asynchronous (non-blocking): these return immediately to the CPU.
     let async_ms = gpu.timed(&streams, |s| {
-        let d = s.device(&mut d_data);
-        s.htod(stream, &h_data, d)?; //                            cudaMemcpyAsync(d_data, h_data, BYTES, H2D, stream)
-        s.launch(stream, kernels.heavy_sqrt(d, 100))?; //          processKernel<<<..., 0, stream>>>(d_data, N)
-        s.dtoh(stream, d, &mut h_back) //                          cudaMemcpyAsync(h_data, d_data, BYTES, D2H, stream)
+        let (d, stream) = (s.device(&mut d_data), s.stream(0));
+        stream.htod(&h_data, d)?; //                               cudaMemcpyAsync(d_data, h_data, BYTES, H2D, stream)
+        kernels.heavy_sqrt(stream, d, 100)?; //                    processKernel<<<..., 0, stream>>>(d_data, N)
+        stream.dtoh(d, &mut h_back) //                             cudaMemcpyAsync(h_data, d_data, BYTES, D2H, stream)
     })?; // "Can do CPU work here while GPU is busy!"; then the scope waits (cudaStreamSynchronize)
     out.say(format!("async_memcpy.cu: Sync time:  {sync_ms:.2} ms\nasync_memcpy.cu: Async time: {async_ms:.2} ms"));
     // Every element is 100 rounds of the kernel on 1.0, which the CPU computes once.
@@ -99,19 +98,18 @@ fn async_memcpy(args: &Args, out: &Output) -> anyhow::Result<()> {
     let h_data = gpu.pinned_from_fn(n, input)?;
     let mut h_result = gpu.pinned::<f32>(n)?;
     let streams = gpu.streams(1)?;
-    let stream = &streams[0];
     let mut reference = common::pageable(n, |_| 0f32)?;
     // One run: with `wait` each call blocks until its work is done; without, each returns at once. With
     // `cpu_work` the CPU computes reference elements until the GPU is done.
     let mut run = |wait: bool, cpu_work: bool| -> anyhow::Result<Run> {
         let (mut api_ms, mut free_ms, mut done) = (0.0, 0.0, 0);
         let gpu_ms = gpu.timed(&streams, |s| {
-            let d = s.device(&mut d_data);
+            let (d, stream) = (s.device(&mut d_data), s.stream(0));
             let block = |queued: anyhow::Result<()>| if wait { queued.and_then(|_| s.synchronize()) } else { queued };
             let t = Instant::now();
-            block(s.htod(stream, &h_data, d))?;
-            block(s.launch(stream, kernels.heavy_sqrt(d, iters)))?;
-            block(s.dtoh(stream, d, &mut h_result))?;
+            block(stream.htod(&h_data, d))?;
+            block(kernels.heavy_sqrt(stream, d, iters))?;
+            block(stream.dtoh(d, &mut h_result))?;
             api_ms = t.elapsed().as_secs_f64() * 1e3;
             let t = Instant::now();
             while cpu_work && done < n && !s.is_idle()? {

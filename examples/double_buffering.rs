@@ -70,22 +70,22 @@ fn double_buffering_exercise(
     let mut waits = Waits::default();
     let time = measure(r, || {
         gpu.timed(&three, |s| {
-            let [up, compute, down] = [&three[0], &three[1], &three[2]];
+            let [up, compute, down] = [s.stream(0), s.stream(1), s.stream(2)];
             let d = s.devices(&mut d_buf);
             let mut freed: [Option<ScopeEvent>; 2] = [None, None];
             for (c, out) in plan.iter().zip(plan.split_mut(h_out)) {
                 let (b, buf) = (c.index % 2, d[c.index % 2].slice(0..c.len));
                 if let Some(done) = freed[b] {
-                    s.stream_wait_event(up, done)?; //           cudaStreamWaitEvent(upload, freed[b]): chunk i-2 is out
+                    up.wait_event(done)?; //                     cudaStreamWaitEvent(upload, freed[b]): chunk i-2 is out
                 }
-                s.htod(up, &h_in[c.range()], buf)?; //           cudaMemcpyAsync(buf[b], ..., H2D, upload)
-                let uploaded = s.event_record(up)?; //           cudaEventRecord(uploaded, upload)
-                s.stream_wait_event(compute, uploaded)?; //      cudaStreamWaitEvent(compute, uploaded)
-                s.launch(compute, work.launch(kernels, buf))?; // process<<<..., compute>>>(buf[b], n)
-                let computed = s.event_record(compute)?;
-                s.stream_wait_event(down, computed)?;
-                s.dtoh(down, buf, out)?; //                      cudaMemcpyAsync(..., buf[b], D2H, download)
-                freed[b] = Some(s.event_record(down)?); //       buffer b may be refilled after this
+                up.htod(&h_in[c.range()], buf)?; //              cudaMemcpyAsync(buf[b], ..., H2D, upload)
+                let uploaded = up.record_event()?; //            cudaEventRecord(uploaded, upload)
+                compute.wait_event(uploaded)?; //                cudaStreamWaitEvent(compute, uploaded)
+                work.run(kernels, compute, buf)?; //             process<<<..., compute>>>(buf[b], n)
+                let computed = compute.record_event()?;
+                down.wait_event(computed)?;
+                down.dtoh(buf, out)?; //                         cudaMemcpyAsync(..., buf[b], D2H, download)
+                freed[b] = Some(down.record_event()?); //        buffer b may be refilled after this
             }
             waits = s.waits();
             Ok(())

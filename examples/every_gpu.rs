@@ -166,16 +166,16 @@ fn on_gpu(device: u32, bytes: usize, r: Repeats, step: Option<&Barrier>, t0: Ins
         Ok::<_, anyhow::Error>(s)
     };
     let h2d = in_step(bytes, &mut || {
-        measure(r, || gpu.timed(&streams[..1], |s| s.htod(&streams[0], &h_in, s.device(&mut up))))
+        measure(r, || gpu.timed(&streams[..1], |s| s.stream(0).htod(&h_in, s.device(&mut up))))
     })?;
     let d2h = in_step(bytes, &mut || {
-        measure(r, || gpu.timed(&streams[..1], |s| s.dtoh(&streams[0], s.device(&mut down), &mut h_out)))
+        measure(r, || gpu.timed(&streams[..1], |s| s.stream(0).dtoh(s.device(&mut down), &mut h_out)))
     })?;
     let both = in_step(2 * bytes, &mut || {
         measure(r, || {
             gpu.timed(&streams[..2], |s| {
-                s.htod(&streams[0], &h_in, s.device(&mut up))?;
-                s.dtoh(&streams[1], s.device(&mut down), &mut h_out)
+                s.stream(0).htod(&h_in, s.device(&mut up))?;
+                s.stream(1).dtoh(s.device(&mut down), &mut h_out)
             })
         })
     })?;

@@ -15,7 +15,7 @@
 use std::{process::ExitCode, time::Instant};
 
 use clap::Parser;
-use common::{DeviceBuffer, HostAlloc, Scope, Stream};
+use common::{DeviceBuffer, HostAlloc, Scope};
 use kernels::{cpu, Kernels};
 use measure::{
     args::{parse_bytes, parse_positive_u32, RunArgs},
@@ -84,7 +84,6 @@ fn latency(args: &Args, out: &Output) -> anyhow::Result<()> {
     let gpu = &measure::lesson::gpu(out)?;
     let kernels = Kernels::load(gpu)?; // the lessons' kernels: cuModuleLoadData, cuModuleGetFunction
     let streams = gpu.streams(1)?;
-    let stream = &streams[0];
 
     // One small copy each way, from pinned memory (cudaMallocHost) and pageable memory (malloc).
     let mut pinned = gpu.pinned_from_fn::<u8>(len, |i| i as u8)?;
@@ -94,10 +93,10 @@ fn latency(args: &Args, out: &Output) -> anyhow::Result<()> {
     for (memory, host) in [("pinned", &mut pinned[..]), ("pageable", &mut pageable[..])] {
         for direction in ["H2D", "D2H"] {
             let h2d = direction == "H2D";
-            let gpu_time = measure(r, || gpu.timed(&streams, |s| one_copy(s, stream, h2d, host, &mut d_small)))?;
+            let gpu_time = measure(r, || gpu.timed(&streams, |s| one_copy(s, h2d, host, &mut d_small)))?;
             let host_time = measure(r, || {
                 let t = Instant::now();
-                gpu.scope(&streams, |s| one_copy(s, stream, h2d, host, &mut d_small))?; // queue it, wait for it
+                gpu.scope(&streams, |s| one_copy(s, h2d, host, &mut d_small))?; // queue it, wait for it
                 Ok(t.elapsed().as_secs_f64() * 1e3)
             })?;
             copies.push(CopyLatency { memory, direction, bytes: len, gpu: gpu_time, host: host_time });
@@ -109,7 +108,7 @@ fn latency(args: &Args, out: &Output) -> anyhow::Result<()> {
     mapped.iter_mut().enumerate().for_each(|(i, x)| *x = cpu::chain(i, MAPPED_CHAIN, STRIDE));
     let mut device = gpu.alloc::<u32>(DEVICE_CHAIN)?;
     let chain = common::pageable(DEVICE_CHAIN, |i| cpu::chain(i, DEVICE_CHAIN, STRIDE))?;
-    gpu.scope(&streams, |s| s.htod(stream, &chain, s.device(&mut device)))?;
+    gpu.scope(&streams, |s| s.stream(0).htod(&chain, s.device(&mut device)))?;
     drop(chain);
     let mut d_end = gpu.alloc::<u32>(1)?;
     let mut reads = Vec::new();
@@ -122,14 +121,14 @@ fn latency(args: &Args, out: &Output) -> anyhow::Result<()> {
                 start = cpu::chase(links, STRIDE, from, accesses);
                 gpu.timed(&streams, |s| {
                     let next = if memory == "device" { s.device(&mut device) } else { s.mapped(&mut mapped)? };
-                    s.launch(stream, kernels.chase(next, from, accesses, s.device(&mut d_end)))
+                    kernels.chase(s.stream(0), next, from, accesses, s.device(&mut d_end))
                     // chase<<<1, 1>>>
                 })
             })
         };
         let (launch, half_launch) = (time(n)?, time(n / 2)?);
         let mut end = [0u32];
-        gpu.scope(&streams, |s| s.dtoh(stream, s.device(&mut d_end), &mut end))?;
+        gpu.scope(&streams, |s| s.stream(0).dtoh(s.device(&mut d_end), &mut end))?;
         if end[0] != start {
             anyhow::bail!("the chase in {memory} memory ended at link {}, the CPU's at {start}", end[0]);
         }
@@ -162,16 +161,15 @@ fn latency(args: &Args, out: &Output) -> anyhow::Result<()> {
     out.finish(&serde_json::json!({ "device": gpu.info, "repeats": r, "copies": copies, "reads": reads }))
 }
 
-/// One small copy on `stream`: `cudaMemcpyAsync(d, h, n, H2D, stream)`, or the other way.
+/// One small copy on the scope's stream: `cudaMemcpyAsync(d, h, n, H2D, stream)`, or the other way.
 fn one_copy<'s>(
     s: &'s Scope<'s, '_>,
-    stream: &Stream,
     h2d: bool,
     host: &'s mut [u8],
     d: &'s mut DeviceBuffer<u8>,
 ) -> anyhow::Result<()> {
     match h2d {
-        true => s.htod(stream, host, s.device(d)),
-        false => s.dtoh(stream, s.device(d), host),
+        true => s.stream(0).htod(host, s.device(d)),
+        false => s.stream(0).dtoh(s.device(d), host),
     }
 }

@@ -124,20 +124,20 @@ fn managed_memory(args: &Args, out: &Output) -> anyhow::Result<()> {
             if way < 2 {
                 let data = s.managed(&mut managed);
                 for c in plan.iter() {
-                    let (stream, d) = (&streams[c.stream], data.slice(c.range()));
-                    let prefetch = |to| if way == 1 { s.prefetch(stream, d, to) } else { Ok(()) };
+                    let (stream, d) = (s.stream(c.stream), data.slice(c.range()));
+                    let prefetch = |to| if way == 1 { stream.prefetch(d, to) } else { Ok(()) };
                     prefetch(To::Device)?; //                      cudaMemPrefetchAsync(data + offset, ..., device)
-                    s.launch(stream, work.launch(&kernels, d))?; // process<<<.., streams[i]>>>(data + offset, n)
+                    work.run(&kernels, stream, d)?; //             process<<<.., streams[i]>>>(data + offset, n)
                     prefetch(To::Host)?; // cudaMemPrefetchAsync(data + offset, ..., cudaCpuDeviceId)
                 }
                 return Ok(());
             }
             let d = s.devices(&mut d_data);
             for (c, out) in plan.iter().zip(plan.split_mut(&mut h_out[..plan.elements])) {
-                let (stream, d) = (&streams[c.stream], d[c.stream].slice(0..c.len));
-                s.htod(stream, &h_in[c.range()], d)?; //            cudaMemcpyAsync(d_data[i], h_in + offset, ...)
-                s.launch(stream, work.launch(&kernels, d))?;
-                s.dtoh(stream, d, out)?; //                         cudaMemcpyAsync(h_out + offset, d_data[i], ...)
+                let (stream, d) = (s.stream(c.stream), d[c.stream].slice(0..c.len));
+                stream.htod(&h_in[c.range()], d)?; //               cudaMemcpyAsync(d_data[i], h_in + offset, ...)
+                work.run(&kernels, stream, d)?;
+                stream.dtoh(d, out)?; //                            cudaMemcpyAsync(h_out + offset, d_data[i], ...)
             }
             Ok(())
         })?; // the scope synchronizes every stream: the host may touch the memory again

@@ -65,14 +65,14 @@ fn overlap_pattern_cu(gpu: &Gpu, kernels: &Kernels, out: &Output) -> anyhow::Res
 
     // VERSION 1: No Overlap (Baseline): one stream, and each cudaMemcpy returns when it is done.
     let no_overlap = gpu.timed(&streams[..1], |s| {
-        let d = s.devices(&mut d_data);
+        let (d, stream) = (s.devices(&mut d_data), s.stream(0));
         for (i, out) in h_output.chunks_mut(CHUNK_SIZE).enumerate() {
             let offset = i * CHUNK_SIZE;
-            s.htod(&streams[0], &h_input[offset..offset + CHUNK_SIZE], d[i])?; // cudaMemcpy(d_data[i], ...)
-            s.synchronize()?;
-            s.launch(&streams[0], kernels.process_sincos(d[i], 500))?; //     process<<<(CHUNK+255)/256, 256>>>
-            s.dtoh(&streams[0], d[i], out)?; //                              cudaMemcpy(h_output + offset, ...)
-            s.synchronize()?;
+            stream.htod(&h_input[offset..offset + CHUNK_SIZE], d[i])?; //    cudaMemcpy(d_data[i], ...)
+            stream.synchronize()?;
+            kernels.process_sincos(stream, d[i], 500)?; //                   process<<<(CHUNK+255)/256, 256>>>
+            stream.dtoh(d[i], out)?; //                                      cudaMemcpy(h_output + offset, ...)
+            stream.synchronize()?;
         }
         Ok(())
     })?;
@@ -80,10 +80,10 @@ fn overlap_pattern_cu(gpu: &Gpu, kernels: &Kernels, out: &Output) -> anyhow::Res
     let overlap = gpu.timed(&streams, |s| {
         let d = s.devices(&mut d_data);
         for (i, out) in h_output.chunks_mut(CHUNK_SIZE).enumerate() {
-            let (offset, stream) = (i * CHUNK_SIZE, &streams[i]);
-            s.htod(stream, &h_input[offset..offset + CHUNK_SIZE], d[i])?; // cudaMemcpyAsync(..., streams[i])
-            s.launch(stream, kernels.process_sincos(d[i], 500))?; //         process<<<..., 0, streams[i]>>>
-            s.dtoh(stream, d[i], out)?; //                                   cudaMemcpyAsync(..., streams[i])
+            let (offset, stream) = (i * CHUNK_SIZE, s.stream(i));
+            stream.htod(&h_input[offset..offset + CHUNK_SIZE], d[i])?; //    cudaMemcpyAsync(..., streams[i])
+            kernels.process_sincos(stream, d[i], 500)?; //                   process<<<..., 0, streams[i]>>>
+            stream.dtoh(d[i], out)?; //                                      cudaMemcpyAsync(..., streams[i])
         }
         Ok(()) //                                                         cudaStreamSynchronize(streams[i])
     })?;
@@ -129,10 +129,10 @@ fn overlap(args: &Args, out: &Output) -> anyhow::Result<()> {
         gpu.timed(&streams[..plan.streams], |s| {
             let d = s.devices(d_data);
             for (c, out) in plan.iter().zip(plan.split_mut(h_output)) {
-                let (stream, d) = (&streams[c.stream], d[c.stream].slice(0..c.len));
-                s.htod(stream, &h_input[c.range()], d)?; //     cudaMemcpyAsync(d_data[i], h_input + offset, ...)
-                s.launch(stream, work.launch(&kernels, d))?; // process<<<grid, 256, 0, streams[i]>>>(d_data[i], n)
-                s.dtoh(stream, d, out)?; //                      cudaMemcpyAsync(h_output + offset, d_data[i], ...)
+                let (stream, d) = (s.stream(c.stream), d[c.stream].slice(0..c.len));
+                stream.htod(&h_input[c.range()], d)?; //        cudaMemcpyAsync(d_data[i], h_input + offset, ...)
+                work.run(&kernels, stream, d)?; //              process<<<grid, 256, 0, streams[i]>>>(d_data[i], n)
+                stream.dtoh(d, out)?; //                         cudaMemcpyAsync(h_output + offset, d_data[i], ...)
             }
             Ok(()) // the scope synchronizes every stream before it returns
         })

@@ -72,10 +72,10 @@ fn sweep(args: &Args, out: &Output) -> anyhow::Result<()> {
                 gpu.timed(&streams[..k], |s| {
                     let d = s.devices(&mut d_data);
                     for (c, out) in plan.iter().zip(plan.split_mut(&mut h_output)) {
-                        let (stream, d) = (&streams[c.stream], d[c.stream].slice(0..c.len));
-                        s.htod(stream, &h_input[c.range()], d)?;
-                        s.launch(stream, work.launch(&kernels, d))?;
-                        s.dtoh(stream, d, out)?;
+                        let (stream, d) = (s.stream(c.stream), d[c.stream].slice(0..c.len));
+                        stream.htod(&h_input[c.range()], d)?;
+                        work.run(&kernels, stream, d)?;
+                        stream.dtoh(d, out)?;
                     }
                     Ok(())
                 })

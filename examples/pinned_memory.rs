@@ -64,7 +64,7 @@ fn pinned_memory_cu(gpu: &Gpu, out: &Output) -> anyhow::Result<[f64; 2]> {
     let mut times = [0.0; 2];
     for (t, (name, host)) in times.iter_mut().zip([("Pageable", &h_pageable[..]), ("Pinned", &h_pinned[..])]) {
         // cudaEventRecord(start); cudaMemcpy(d_data, host, BYTES, H2D); cudaEventRecord(stop); ...
-        *t = gpu.timed(&streams, |s| s.htod(&streams[0], host, s.device(&mut d_data)))?;
+        *t = gpu.timed(&streams, |s| s.stream(0).htod(host, s.device(&mut d_data)))?;
         out.say(format!("pinned_memory.cu: {name} H2D: {:.2} ms ({:.2} GB/s)", *t, BYTES as f64 / *t / 1e6));
     }
     Ok(times) //                                                      free, cudaFreeHost, cudaFree: on drop
@@ -89,7 +89,6 @@ fn pinned_memory(args: &Args, out: &Output) -> anyhow::Result<()> {
     let mut kinds: [&mut [f32]; 4] = [&mut pageable, &mut pinned, &mut write_combined, &mut registered];
 
     let streams = gpu.streams(1)?;
-    let stream = &streams[0];
 
     // Time each copy alone with CUDA events on the stream: for each size, each kind both ways.
     let mut results: Vec<Vec<BothWays>> = Vec::new();
@@ -100,10 +99,10 @@ fn pinned_memory(args: &Args, out: &Output) -> anyhow::Result<()> {
         for (name, host) in KINDS.iter().zip(kinds.iter_mut()) {
             let _p = phase(&format!("{name} {}", fmt_bytes(bytes)));
             let h2d = measure(args.run.repeats(), || {
-                gpu.timed(&streams, |s| s.htod(stream, &host[..len], s.device(&mut d_data).slice(0..len)))
+                gpu.timed(&streams, |s| s.stream(0).htod(&host[..len], s.device(&mut d_data).slice(0..len)))
             })?;
             let d2h = measure(args.run.repeats(), || {
-                gpu.timed(&streams, |s| s.dtoh(stream, s.device(&mut d_data).slice(0..len), &mut host[..len]))
+                gpu.timed(&streams, |s| s.stream(0).dtoh(s.device(&mut d_data).slice(0..len), &mut host[..len]))
             })?;
             row.push(BothWays { h2d, d2h });
         }
@@ -183,9 +182,9 @@ fn pinned_memory(args: &Args, out: &Output) -> anyhow::Result<()> {
     // The round trip: each kind up to the device, cleared, and back down; every element must survive.
     let mut checks = Vec::new();
     for (name, host) in KINDS.iter().zip(kinds.iter_mut()) {
-        gpu.scope(&streams, |s| s.htod(stream, &host[..], s.device(&mut d_data)))?;
+        gpu.scope(&streams, |s| s.stream(0).htod(&host[..], s.device(&mut d_data)))?;
         host.fill(0.0);
-        gpu.scope(&streams, |s| s.dtoh(stream, s.device(&mut d_data), &mut host[..]))?;
+        gpu.scope(&streams, |s| s.stream(0).dtoh(s.device(&mut d_data), &mut host[..]))?;
         let check = verify::exact(host, input);
         out.say(format!("{name:>16}: round trip {}", check.summary()));
         check.ensure()?;

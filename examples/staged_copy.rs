@@ -63,7 +63,6 @@ fn staged_copy(args: &Args, out: &Output) -> anyhow::Result<()> {
     let mut pinned = gpu.pinned_from_fn(n, input)?;
     let mut stager = gpu.stager::<f32>(threads, args.slot)?;
     let streams = gpu.streams(1)?;
-    let stream = &streams[0];
 
     // Each method moves `len` elements one way; all are timed on the host clock, from the call to the
     // data being in place, since staging is driven by the host.
@@ -80,13 +79,15 @@ fn staged_copy(args: &Args, out: &Output) -> anyhow::Result<()> {
         let phase_up = phase(&format!("upload {}", fmt_bytes(bytes)));
         let up = [
             time(&mut || {
-                gpu.scope(&streams, |s| s.htod(stream, &pageable[..len], s.device(&mut d_data).slice(0..len)))
+                gpu.scope(&streams, |s| s.stream(0).htod(&pageable[..len], s.device(&mut d_data).slice(0..len)))
             })?,
-            time(&mut || gpu.scope(&streams, |s| s.htod(stream, &pinned[..len], s.device(&mut d_data).slice(0..len))))?,
+            time(&mut || {
+                gpu.scope(&streams, |s| s.stream(0).htod(&pinned[..len], s.device(&mut d_data).slice(0..len)))
+            })?,
             time(&mut || {
                 // cudaHostRegister, the copy, cudaHostUnregister
                 gpu.pin_in_place(&mut pageable[..len], |locked| {
-                    gpu.scope(&streams, |s| s.htod(stream, locked, s.device(&mut d_data).slice(0..len)))
+                    gpu.scope(&streams, |s| s.stream(0).htod(locked, s.device(&mut d_data).slice(0..len)))
                 })?
             })?,
             time(&mut || stager.upload(&pageable[..len], &mut d_data))?,
@@ -96,14 +97,14 @@ fn staged_copy(args: &Args, out: &Output) -> anyhow::Result<()> {
         let _phase_down = phase(&format!("download {}", fmt_bytes(bytes)));
         let down = [
             time(&mut || {
-                gpu.scope(&streams, |s| s.dtoh(stream, s.device(&mut d_data).slice(0..len), &mut landing[..len]))
+                gpu.scope(&streams, |s| s.stream(0).dtoh(s.device(&mut d_data).slice(0..len), &mut landing[..len]))
             })?,
             time(&mut || {
-                gpu.scope(&streams, |s| s.dtoh(stream, s.device(&mut d_data).slice(0..len), &mut pinned[..len]))
+                gpu.scope(&streams, |s| s.stream(0).dtoh(s.device(&mut d_data).slice(0..len), &mut pinned[..len]))
             })?,
             time(&mut || {
                 gpu.pin_in_place(&mut landing[..len], |locked| {
-                    gpu.scope(&streams, |s| s.dtoh(stream, s.device(&mut d_data).slice(0..len), locked))
+                    gpu.scope(&streams, |s| s.stream(0).dtoh(s.device(&mut d_data).slice(0..len), locked))
                 })?
             })?,
             time(&mut || stager.download(&d_data, &mut landing[..len]))?,

@@ -46,17 +46,17 @@ fn async_memory_copy_example_cu(gpu: &Gpu, kernels: &Kernels, out: &Output) -> a
     let mut h_c = gpu.pinned::<f32>(N)?;
     let (mut d_a, mut d_b, mut d_c) = (gpu.alloc::<f32>(N)?, gpu.alloc::<f32>(N)?, gpu.alloc::<f32>(N)?); // cudaMalloc
     let streams = gpu.streams(2)?; //                              cudaStreamCreate(&stream1), (&stream2)
-    let stream1 = &streams[0];
     let ms = gpu.scope(&streams, |s| {
         let (a, b, c) = (s.device(&mut d_a), s.device(&mut d_b), s.device(&mut d_c));
-        s.htod(stream1, &h_a, a)?; //                              cudaMemcpyAsync(d_A, h_A, size, H2D, stream1)
-        s.htod(stream1, &h_b, b)?; //                              cudaMemcpyAsync(d_B, h_B, size, H2D, stream1)
-        let start = s.event_record(stream1)?; //                   cudaEventRecord(start, stream1)
-        s.launch(stream1, kernels.vector_add(a, b, c))?; //        vectorAddKernel<<<blocks, 256, 0, stream1>>>(...)
-        let stop = s.event_record(stream1)?; //                    cudaEventRecord(stop, stream1)
-        s.synchronize()?; //                                       cudaStreamSynchronize(stream1)
+        let stream1 = s.stream(0);
+        stream1.htod(&h_a, a)?; //                                 cudaMemcpyAsync(d_A, h_A, size, H2D, stream1)
+        stream1.htod(&h_b, b)?; //                                 cudaMemcpyAsync(d_B, h_B, size, H2D, stream1)
+        let start = stream1.record_event()?; //                    cudaEventRecord(start, stream1)
+        kernels.vector_add(stream1, a, b, c)?; //                  vectorAddKernel<<<blocks, 256, 0, stream1>>>(...)
+        let stop = stream1.record_event()?; //                     cudaEventRecord(stop, stream1)
+        stream1.synchronize()?; //                                 cudaStreamSynchronize(stream1)
         let ms = s.elapsed_ms(start, stop)?; //                    cudaEventElapsedTime(&ms, start, stop)
-        s.dtoh(stream1, c, &mut h_c)?; //                          cudaMemcpyAsync(h_C, d_C, size, D2H, stream1)
+        stream1.dtoh(c, &mut h_c)?; //                             cudaMemcpyAsync(h_C, d_C, size, D2H, stream1)
         Ok(ms)
     })?; //                                                        cudaStreamSynchronize(stream1)
     out.say(format!("asyncMemoryCopyExample.cu: Kernel Execution Time (Stream1): {ms:.6} ms"));
@@ -87,11 +87,11 @@ fn vector_add(args: &Args, out: &Output) -> anyhow::Result<()> {
         gpu.timed(&streams[..plan.streams], |s| {
             let (a, b, c) = (s.device(&mut d_a), s.device(&mut d_b), s.device(&mut d_c));
             for (k, out) in plan.iter().zip(plan.split_mut(h_c)) {
-                let (stream, r) = (&streams[k.stream], k.range());
-                s.htod(stream, &h_a[r.clone()], a.slice(r.clone()))?; // cudaMemcpyAsync(d_A + offset, ...)
-                s.htod(stream, &h_b[r.clone()], b.slice(r.clone()))?; // cudaMemcpyAsync(d_B + offset, ...)
-                s.launch(stream, kernels.vector_add(a.slice(r.clone()), b.slice(r.clone()), c.slice(r.clone())))?;
-                s.dtoh(stream, c.slice(r), out)?; //                     cudaMemcpyAsync(h_C + offset, ...)
+                let (stream, r) = (s.stream(k.stream), k.range());
+                stream.htod(&h_a[r.clone()], a.slice(r.clone()))?; //   cudaMemcpyAsync(d_A + offset, ...)
+                stream.htod(&h_b[r.clone()], b.slice(r.clone()))?; //   cudaMemcpyAsync(d_B + offset, ...)
+                kernels.vector_add(stream, a.slice(r.clone()), b.slice(r.clone()), c.slice(r.clone()))?;
+                stream.dtoh(c.slice(r), out)?; //                       cudaMemcpyAsync(h_C + offset, ...)
             }
             Ok(())
         })

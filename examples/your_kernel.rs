@@ -25,15 +25,15 @@ fn main() -> anyhow::Result<()> {
 
     let waits = gpu.scope(&streams, |s| {
         let (input, output) = (s.device(&mut d_in), s.device(&mut d_out)); // lent until the scope ends
-        s.htod(&streams[0], &h_in, input)?; //                 cudaMemcpyAsync(d_in, h_in, .., H2D, streams[0])
-        let uploaded = s.event_record(&streams[0])?; //        cudaEventRecord(uploaded, streams[0])
-        s.stream_wait_event(&streams[1], uploaded)?; //        cudaStreamWaitEvent(streams[1], uploaded)
+        let (copy, work) = (s.stream(0), s.stream(1)); //      streams[0] and streams[1]
+        copy.htod(&h_in, input)?; //                           cudaMemcpyAsync(d_in, h_in, .., H2D, streams[0])
+        let uploaded = copy.record_event()?; //                cudaEventRecord(uploaded, streams[0])
+        work.wait_event(uploaded)?; //                         cudaStreamWaitEvent(streams[1], uploaded)
         let config = LaunchConfig::for_elements(n, 256); //    <<<(n + 255) / 256, 256>>>
 
         // SAFETY: smooth reads in[0..n) and writes out[0..n), and nothing else (your_kernel.cu).
-        let launch = unsafe { smooth.launch(config).read(input).write(output).value(n as u64).build() };
-        s.launch(&streams[1], launch)?; //                     smooth<<<grid, 256, 0, streams[1]>>>(d_in, d_out, n)
-        s.dtoh(&streams[1], output, &mut h_out)?; //           cudaMemcpyAsync(h_out, d_out, .., D2H, streams[1])
+        unsafe { work.kernel(&smooth, config).read(input).write(output).value(n as u64).launch()? }; // smooth<<<..>>>
+        work.dtoh(output, &mut h_out)?; //                     cudaMemcpyAsync(h_out, d_out, .., D2H, streams[1])
         Ok(s.waits())
     })?; //                                                    every stream synchronized: h_out is ready
 

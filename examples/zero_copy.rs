@@ -52,7 +52,7 @@ fn zero_copy_example_cu(gpu: &Gpu, kernels: &Kernels, out: &Output) -> anyhow::R
     let streams = gpu.streams(1)?;
     gpu.scope(&streams, |s| {
         let (d_in, d_out) = (s.mapped(&mut h_in)?, s.mapped(&mut h_out)?); // 3) cudaHostGetDevicePointer, twice
-        s.launch(&streams[0], kernels.scale(d_in, d_out, 2.0)) //         4) zeroCopyKernel<<<..>>>(d_in, d_out, N)
+        kernels.scale(s.stream(0), d_in, d_out, 2.0) // 4) zeroCopyKernel<<<..>>>(d_in, d_out, N)
     })?; //                                                                  cudaDeviceSynchronize()
     out.say(format!("day43_ZeroCopyExample.cu: h_out[0]= {:.6}", h_out[0])); // 5) no explicit memcpy
     verify::exact(&h_out, |i| rand(i) * 2.0).ensure()?;
@@ -91,7 +91,6 @@ fn zero_copy(args: &Args, out: &Output) -> anyhow::Result<()> {
     let mut h_out = gpu.pinned::<f32>(n)?;
     let (mut d_in, mut d_out) = (gpu.alloc::<f32>(n)?, gpu.alloc::<f32>(n)?);
     let streams = gpu.streams(1)?;
-    let stream = &streams[0];
 
     let mut rows = Vec::new();
     for &bytes in &sizes {
@@ -105,9 +104,9 @@ fn zero_copy(args: &Args, out: &Output) -> anyhow::Result<()> {
             let zero = measure(r, || {
                 gpu.timed(&streams, |s| {
                     let (i, o) = (s.mapped(&mut mapped_in)?.slice(0..len), s.mapped(&mut mapped_out)?.slice(0..len));
-                    s.launch(stream, kernels.scale(i, o, 2.0))?; //               zeroCopyKernel<<<..>>>(d_in, d_out, N)
+                    kernels.scale(s.stream(0), i, o, 2.0)?; //    zeroCopyKernel<<<..>>>(d_in, d_out, N)
                     if passes == 2 {
-                        s.launch(stream, kernels.accumulate(i, o))?; //           reads d_in across the bus again
+                        kernels.accumulate(s.stream(0), i, o)?; // reads d_in across the bus again
                     }
                     Ok(())
                 })
@@ -116,12 +115,12 @@ fn zero_copy(args: &Args, out: &Output) -> anyhow::Result<()> {
             let copy = measure(r, || {
                 gpu.timed(&streams, |s| {
                     let (i, o) = (s.device(&mut d_in).slice(0..len), s.device(&mut d_out).slice(0..len));
-                    s.htod(stream, &h_in[..len], i)?;
-                    s.launch(stream, kernels.scale(i, o, 2.0))?;
+                    s.stream(0).htod(&h_in[..len], i)?;
+                    kernels.scale(s.stream(0), i, o, 2.0)?;
                     if passes == 2 {
-                        s.launch(stream, kernels.accumulate(i, o))?; //           reads device memory again
+                        kernels.accumulate(s.stream(0), i, o)?; // reads device memory again
                     }
-                    s.dtoh(stream, o, &mut h_out[..len])
+                    s.stream(0).dtoh(o, &mut h_out[..len])
                 })
             })?;
             let expected = |i| {

@@ -1,4 +1,4 @@
-//! GPU tests of managed memory (`Gpu::managed`, `Scope::managed`, `Scope::prefetch`): what the types
+//! GPU tests of managed memory (`Gpu::managed`, `Scope::managed`, `ScopeStream::prefetch`): what the types
 //! cannot rule out at compile time (those are `compile_fail/managed_*.rs`), tried at run time. Each needs
 //! an NVIDIA GPU: without one they are reported as ignored, and `cargo xtask test` runs them
 //! (`--include-ignored`) where it finds a driver.
@@ -38,13 +38,13 @@ fn kernels_on_managed_memory_on_demand_and_prefetched() {
             .scope(&streams, |s| {
                 let data = s.managed(&mut m);
                 for c in plan.iter() {
-                    let (st, d) = (&streams[c.stream], data.slice(c.range()));
+                    let (st, d) = (s.stream(c.stream), data.slice(c.range()));
                     if prefetch {
-                        s.prefetch(st, d, To::Device)?;
+                        st.prefetch(d, To::Device)?;
                     }
-                    s.launch(st, kernels.process(d, iters))?;
+                    kernels.process(st, d, iters)?;
                     if prefetch {
-                        s.prefetch(st, d, To::Host)?;
+                        st.prefetch(d, To::Host)?;
                     }
                 }
                 Ok(s.waits())
@@ -70,9 +70,9 @@ fn a_prefetch_is_ordered_like_a_write() {
     let ordering = gpu
         .scope(&streams, |s| {
             let d = s.managed(&mut m);
-            s.prefetch(&streams[0], d, To::Device)?;
-            s.launch(&streams[1], kernels.process(d, iters))?; // waits for the prefetch
-            s.prefetch(&streams[0], d, To::Host)?; // waits for the kernel
+            s.stream(0).prefetch(d, To::Device)?;
+            kernels.process(s.stream(1), d, iters)?; // waits for the prefetch
+            s.stream(0).prefetch(d, To::Host)?; // waits for the kernel
             Ok(s.waits())
         })
         .unwrap();
@@ -86,24 +86,21 @@ fn a_prefetch_is_ordered_like_a_write() {
 /// driver sees them, as is a stream the scope does not hold. An empty prefetch does nothing.
 #[test]
 #[ignore = "needs an NVIDIA GPU; cargo xtask test runs it where a driver is found"]
-fn only_managed_memory_prefetches_on_the_scopes_streams() {
+fn only_managed_memory_prefetches() {
     let (gpu, _, _lock) = gpu();
     let streams = gpu.streams(1).unwrap();
-    let other = gpu.streams(1).unwrap();
     let mut d = gpu.alloc::<f32>(16).unwrap();
     let mut mapped = gpu.pinned_with::<f32>(16, HostAlloc::MAPPED).unwrap();
     let mut m = gpu.managed::<f32>(16).unwrap();
     m.copy_from_slice(&[7.0; 16]);
     gpu.scope(&streams, |s| {
         for view in [s.device(&mut d), s.mapped(&mut mapped)?] {
-            let err = s.prefetch(&streams[0], view, To::Device).unwrap_err();
+            let err = s.stream(0).prefetch(view, To::Device).unwrap_err();
             assert!(format!("{err:#}").contains("only managed memory"), "{err:#}");
         }
         let view = s.managed(&mut m);
-        let err = s.prefetch(&other[0], view, To::Host).unwrap_err();
-        assert!(format!("{err:#}").contains("not one of the scope's streams"), "{err:#}");
-        s.prefetch(&streams[0], view.slice(3..3), To::Device)?;
-        s.prefetch(&streams[0], view.slice(3..3), To::Host)
+        s.stream(0).prefetch(view.slice(3..3), To::Device)?;
+        s.stream(0).prefetch(view.slice(3..3), To::Host)
     })
     .unwrap();
     assert_eq!(&m[..], &[7.0; 16]);
@@ -123,10 +120,10 @@ fn copies_to_from_and_through_managed_memory() {
     let mut d = gpu.alloc::<f32>(n).unwrap();
     gpu.scope(&streams, |s| {
         let (v, v2) = (s.managed(&mut m), s.managed(&mut m2));
-        s.fill(&streams[1], v2, f32::NAN)?;
-        s.htod(&streams[0], &h, v)?; //                    pinned -> managed
-        s.dtod(&streams[0], v, v2)?; //                    managed -> managed, after the fill (the scope orders it)
-        s.dtoh(&streams[1], v2, &mut back) //              managed -> pinned
+        s.stream(1).fill(v2, f32::NAN)?;
+        s.stream(0).htod(&h, v)?; //                    pinned -> managed
+        s.stream(0).dtod(v, v2)?; //                    managed -> managed, after the fill (the scope orders it)
+        s.stream(1).dtoh(v2, &mut back) //              managed -> pinned
     })
     .unwrap();
     verify::exact(&back, input).ensure().unwrap();
@@ -135,9 +132,9 @@ fn copies_to_from_and_through_managed_memory() {
     back.fill(0.0);
     gpu.scope(&streams, |s| {
         let d = s.device(&mut d);
-        s.htod(&streams[0], &m, d)?; //                   managed (as host memory) -> device
-        s.dtoh(&streams[0], d, &mut m2)?; //              device -> managed (as host memory)
-        s.dtoh(&streams[0], d, &mut back)
+        s.stream(0).htod(&m, d)?; //                   managed (as host memory) -> device
+        s.stream(0).dtoh(d, &mut m2)?; //              device -> managed (as host memory)
+        s.stream(0).dtoh(d, &mut back)
     })
     .unwrap();
     verify::exact(&m2, input).ensure().unwrap();
@@ -201,8 +198,8 @@ fn managed_memory_outlives_the_gpu_that_made_it() {
     let streams = gpu.streams(1).unwrap();
     gpu.scope(&streams, |s| {
         let d = s.managed(&mut m);
-        s.prefetch(&streams[0], d, To::Device)?;
-        s.launch(&streams[0], kernels.process(d, 3))
+        s.stream(0).prefetch(d, To::Device)?;
+        kernels.process(s.stream(0), d, 3)
     })
     .unwrap();
     verify::exact(&m, |i| cpu::process(input(i), 3)).ensure().unwrap();
@@ -225,8 +222,8 @@ fn an_error_or_a_panic_mid_scope_returns_only_when_the_gpu_is_done() {
     fill(&mut m, input);
     let err = gpu
         .scope(&streams, |s| {
-            s.launch(&streams[1], kernels.process(s.managed(&mut m), iters))?;
-            s.prefetch(&streams[0], s.device(&mut d), To::Host)
+            kernels.process(s.stream(1), s.managed(&mut m), iters)?;
+            s.stream(0).prefetch(s.device(&mut d), To::Host)
         })
         .unwrap_err();
     assert!(format!("{err:#}").contains("only managed memory"), "{err:#}");
@@ -235,7 +232,7 @@ fn an_error_or_a_panic_mid_scope_returns_only_when_the_gpu_is_done() {
     fill(&mut m, input);
     let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let _ = gpu.scope(&streams, |s| {
-            s.launch(&streams[0], kernels.process(s.managed(&mut m), iters))?;
+            kernels.process(s.stream(0), s.managed(&mut m), iters)?;
             panic!("a bug in the program, mid-scope");
             #[allow(unreachable_code)]
             Ok(())

@@ -60,17 +60,17 @@ fn scatter_and_gather_match_their_cpu_twins() {
         gpu.alloc::<u64>(table.len() - 2).unwrap(),
     );
     let streams = gpu.streams(1).unwrap();
-    let st = &streams[0];
     let mut back = vec![0u8; packed.len()];
     gpu.scope(&streams, |s| {
         let (p, a, t) = (s.device(&mut d_packed), s.device(&mut d_arena), s.device(&mut d_table));
-        s.htod(st, &packed, p)?;
-        s.htod(st, &poison, a)?;
-        s.htod(st, &table[..table.len() - 2], t)?; // 6 whole entries
-        s.launch(st, kernels.scatter(p.read_only(), t.read_only(), a, 65536))?;
-        s.dtoh(st, a, &mut arena)?;
-        s.launch(st, kernels.gather(a.read_only(), t.read_only(), p, 65536))?;
-        s.dtoh(st, p, &mut back)
+        let st = s.stream(0);
+        st.htod(&packed, p)?;
+        st.htod(&poison, a)?;
+        st.htod(&table[..table.len() - 2], t)?; // 6 whole entries
+        kernels.scatter(st, p.read_only(), t.read_only(), a, 65536)?;
+        st.dtoh(a, &mut arena)?;
+        kernels.gather(st, a.read_only(), t.read_only(), p, 65536)?;
+        st.dtoh(p, &mut back)
     })
     .unwrap();
     let mut expected = vec![0xEEu8; 70_100];
@@ -83,7 +83,7 @@ fn scatter_and_gather_match_their_cpu_twins() {
     let e = gpu
         .scope(&streams, |s| {
             let (p, a, t) = (s.device(&mut d_packed), s.device(&mut d_arena), s.device(&mut d_table));
-            s.launch(st, kernels.scatter(p.read_only(), t.slice(0..17).read_only(), a, 1))
+            kernels.scatter(s.stream(0), p.read_only(), t.slice(0..17).read_only(), a, 1)
         })
         .unwrap_err();
     assert!(format!("{e:#}").contains("not whole (offset, offset, bytes) triples"), "{e:#}");

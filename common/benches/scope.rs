@@ -1,115 +1,316 @@
-//! What the scope's bookkeeping costs the host per operation, beside the bare driver call.
+//! What safety costs the host per operation: the scope against the bare driver calls, in one run.
 //!
-//!     cargo bench -p common --bench scope
+//!     cargo bench -p common --bench scope [-- --rounds 21] [-- --json FILE]
 //!
-//! Each benchmark queues tiny 4-byte memsets (GPU work that takes next to nothing, so the host's
-//! enqueue cost is what is timed, on the host clock) and synchronizes outside the timed part:
-//! - `bare`: `cuMemsetD32Async` on a raw stream, nothing else;
-//! - `bare + event`: the same and a `cuEventRecord` after each, which is what tracking adds on the GPU side;
-//! - `scope, one stream`: `Scope::fill`, which checks, records an event and remembers the access;
-//! - `scope, 4 streams, disjoint`: four streams writing their own ranges, no waits needed;
-//! - `scope, 4 streams, conflicting`: four streams writing one range, a cross-stream wait per operation.
+//! Every case is a batch of operations queued on the host clock (synchronized outside the timed part);
+//! the cases run in turn, round after round, so that the scope and the bare calls it is held against
+//! see the same machine. Each ratio is taken within a round, and the median over the rounds is
+//! reported with its range. The cases:
+//! - 4-byte memsets (GPU work that takes next to nothing, so the host's cost is what is timed): bare
+//!   `cuMemsetD32Async`; bare and an event after each (with timing, as the scope once recorded; without,
+//!   as it records its fences); the scope on one stream; four streams writing their own bytes, bare and
+//!   through the scope; four streams writing one range, through the scope (which must order each
+//!   after the last) and bare with what the scope must do (wait for the last one's event, the call,
+//!   an event without timing).
+//! - "memcpy each": 100 and 1000 buffers of 4 KiB up from pinned memory into one device arena and back,
+//!   one copy per buffer, on one stream and on four, bare and through the scope.
+//! - The parts: `cuCtxGetCurrent` (the scope checks its context is current before each operation) and
+//!   the scope's bookkeeping alone, without the driver.
 
-use std::time::{Duration, Instant};
+use std::{
+    cell::RefCell,
+    time::{Duration, Instant},
+};
 
-use common::ffi;
-use common::Gpu;
-use criterion::{criterion_group, criterion_main, Criterion};
+use common::{ffi, Gpu};
 
-/// Operations per timed batch: a scope holds its events until it ends, so batches stay bounded.
-const BATCH: u64 = 512;
+/// Operations per memset batch.
+const BATCH: usize = 512;
 
-fn batches(iters: u64, mut batch: impl FnMut(u64) -> Duration) -> Duration {
-    let (mut left, mut total) = (iters, Duration::ZERO);
-    while left > 0 {
-        let n = left.min(BATCH);
-        total += batch(n);
-        left -= n;
-    }
-    total
+/// A batch runner: returns (host time, operations).
+type Run<'a> = Box<dyn FnMut() -> (Duration, usize) + 'a>;
+
+/// One case: a name, what it is held against (a case of the same round), and its batch.
+struct Case<'a> {
+    name: String,
+    against: Option<usize>,
+    run: Run<'a>,
+    per_op_us: Vec<f64>,
 }
 
-fn enqueue(c: &mut Criterion) {
+/// Bare memsets on stream i % lanes; with an event after each, of either kind; or, `chained`, each
+/// waiting for the event of the one before (on another stream), as the scope orders writes of one range.
+fn bare(raw: &Raw, lanes: usize, event: Option<bool>, chained: bool) -> Run<'_> {
+    Box::new(move || {
+        let t = Instant::now();
+        for i in 0..BATCH {
+            let s = raw.streams[i % lanes];
+            let at = if chained { 0 } else { 4 * (i as u64 % 4096) };
+            // SAFETY: 4 bytes inside the raw arena on a raw stream; live events of ours.
+            unsafe {
+                if chained && i > 0 {
+                    ffi::cuStreamWaitEvent(s, raw.untimed[i - 1], 0);
+                }
+                ffi::cuMemsetD32Async(raw.mem + at, 1, 1, s);
+                match event {
+                    Some(true) => ffi::cuEventRecord(raw.timed[i], s),
+                    Some(false) => ffi::cuEventRecord(raw.untimed[i], s),
+                    None => ffi::SUCCESS,
+                };
+            }
+        }
+        let dt = t.elapsed();
+        raw.sync();
+        (dt, BATCH)
+    })
+}
+
+/// Memsets through the scope, on stream i % lanes, each of its own 4 bytes or all of the same.
+fn scope_memsets<'a>(
+    gpu: &'a Gpu,
+    streams: &'a [common::Stream],
+    d: &'a RefCell<common::DeviceBuffer<f32>>,
+    lanes: usize,
+    one_range: bool,
+) -> Run<'a> {
+    Box::new(move || {
+        let mut d = d.borrow_mut();
+        let t = gpu
+            .scope(streams, |s| {
+                let v = s.device(&mut d);
+                let t = Instant::now();
+                for i in 0..BATCH {
+                    let at = if one_range { 0 } else { i % 4096 };
+                    s.stream(i % lanes).fill(v.slice(at..at + 1), 1.0)?;
+                }
+                Ok(t.elapsed())
+            })
+            .unwrap();
+        (t, BATCH)
+    })
+}
+
+/// memcpy each, bare: buffer i up from its pinned slice into the arena and back, on stream i % lanes.
+fn bare_copies(raw: &Raw, (up, down): (u64, u64), n: usize, lanes: usize) -> Run<'_> {
+    Box::new(move || {
+        let t = Instant::now();
+        for i in 0..n {
+            let (s, at) = (raw.streams[i % lanes], (i * 4096) as u64);
+            // SAFETY: 4 KiB inside the raw arena and inside the pinned buffers, which outlive the copies
+            // (synchronized below).
+            unsafe { ffi::cuMemcpyHtoDAsync_v2(raw.mem + at, (up + at) as *const _, 4096, s) };
+        }
+        for i in 0..n {
+            let (s, at) = (raw.streams[i % lanes], (i * 4096) as u64);
+            // SAFETY: as above.
+            unsafe { ffi::cuMemcpyDtoHAsync_v2((down + at) as *mut _, raw.mem + at, 4096, s) };
+        }
+        let dt = t.elapsed();
+        raw.sync();
+        (dt, 2 * n)
+    })
+}
+
+/// memcpy each through the scope.
+fn scope_copies<'a>(
+    (gpu, streams): (&'a Gpu, &'a [common::Stream]),
+    arena: &'a RefCell<common::DeviceBuffer<u8>>,
+    (h_up, h_down): (&'a [u8], &'a RefCell<common::PinnedBuffer<u8>>),
+    n: usize,
+    lanes: usize,
+) -> Run<'a> {
+    Box::new(move || {
+        let (mut arena, mut h_down) = (arena.borrow_mut(), h_down.borrow_mut());
+        let t = gpu
+            .scope(streams, |s| {
+                let a = s.device(&mut arena);
+                let t = Instant::now();
+                for (i, src) in h_up.chunks_exact(4096).take(n).enumerate() {
+                    s.stream(i % lanes).htod(src, a.slice(i * 4096..(i + 1) * 4096))?;
+                }
+                for (i, dst) in h_down.chunks_exact_mut(4096).take(n).enumerate() {
+                    s.stream(i % lanes).dtoh(a.slice(i * 4096..(i + 1) * 4096), dst)?;
+                }
+                Ok(t.elapsed())
+            })
+            .unwrap();
+        (t, 2 * n)
+    })
+}
+
+fn add<'a>(cases: &mut Vec<Case<'a>>, name: &str, against: Option<&str>, run: Run<'a>) {
+    let against = against.map(|a| cases.iter().position(|c| c.name == a).expect("an earlier case"));
+    cases.push(Case { name: name.into(), against, run, per_op_us: Vec::new() });
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+/// Raw driver resources for the bare cases: streams, a device arena, and events with and without
+/// timing, released when dropped.
+struct Raw {
+    streams: Vec<ffi::CUstream>,
+    mem: u64,
+    timed: Vec<ffi::CUevent>,
+    untimed: Vec<ffi::CUevent>,
+}
+
+impl Raw {
+    fn new(streams: usize, bytes: usize, events: usize) -> Raw {
+        let mut raw = Raw { streams: vec![std::ptr::null_mut(); streams], mem: 0, timed: vec![], untimed: vec![] };
+        raw.timed = vec![std::ptr::null_mut(); events];
+        raw.untimed = vec![std::ptr::null_mut(); events];
+        // SAFETY: valid out-pointers in the current context (the Gpu's); released in Drop.
+        unsafe {
+            for s in &mut raw.streams {
+                assert_eq!(ffi::cuStreamCreate(s, ffi::CU_STREAM_NON_BLOCKING), ffi::SUCCESS);
+            }
+            assert_eq!(ffi::cuMemAlloc_v2(&mut raw.mem, bytes), ffi::SUCCESS);
+            for e in &mut raw.timed {
+                assert_eq!(ffi::cuEventCreate(e, 0), ffi::SUCCESS);
+            }
+            for e in &mut raw.untimed {
+                assert_eq!(ffi::cuEventCreate(e, ffi::CU_EVENT_DISABLE_TIMING), ffi::SUCCESS);
+            }
+        }
+        raw
+    }
+
+    fn sync(&self) {
+        for s in &self.streams {
+            // SAFETY: a live stream of ours.
+            unsafe { ffi::cuStreamSynchronize(*s) };
+        }
+    }
+}
+
+impl Drop for Raw {
+    fn drop(&mut self) {
+        self.sync();
+        // SAFETY: each made in new(), released once, after their work finished.
+        unsafe {
+            for e in self.timed.iter().chain(&self.untimed) {
+                ffi::cuEventDestroy_v2(*e);
+            }
+            ffi::cuMemFree_v2(self.mem);
+            for s in &self.streams {
+                ffi::cuStreamDestroy_v2(*s);
+            }
+        }
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let flag = |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned();
+    let rounds: usize = flag("--rounds").and_then(|r| r.parse().ok()).unwrap_or(21);
     let gpu = match Gpu::init() {
         Ok(g) => g,
         Err(e) => {
-            eprintln!("scope benchmarks skipped: {e:#}");
+            eprintln!("scope benchmark skipped: {e:#}");
             return;
         }
     };
-    let mut g = c.benchmark_group("enqueue");
-    g.sample_size(20).warm_up_time(Duration::from_millis(300)).measurement_time(Duration::from_secs(1));
-
-    // The bare driver: a raw stream, raw memory and events of our own, in the Gpu's (current) context.
-    let (mut raw_stream, mut raw_mem) = (std::ptr::null_mut(), 0);
-    let mut raw_events = vec![std::ptr::null_mut(); BATCH as usize];
-    // SAFETY: valid out-pointers in the current context; released at the end of this function.
-    unsafe {
-        assert_eq!(ffi::cuStreamCreate(&mut raw_stream, 1), ffi::SUCCESS);
-        assert_eq!(ffi::cuMemAlloc_v2(&mut raw_mem, 4 * 4096), ffi::SUCCESS);
-        for e in &mut raw_events {
-            assert_eq!(ffi::cuEventCreate(e, 0), ffi::SUCCESS);
-        }
-    }
-    for with_event in [false, true] {
-        let name = if with_event { "bare + event" } else { "bare" };
-        g.bench_function(name, |b| {
-            b.iter_custom(|iters| {
-                batches(iters, |n| {
-                    let t = Instant::now();
-                    for (i, event) in raw_events.iter().enumerate().take(n as usize) {
-                        // SAFETY: 4 bytes inside the raw allocation, on the raw stream; a live event.
-                        unsafe {
-                            ffi::cuMemsetD32Async(raw_mem + 4 * (i as u64 % 4096), 1, 1, raw_stream);
-                            if with_event {
-                                ffi::cuEventRecord(*event, raw_stream);
-                            }
-                        }
-                    }
-                    let dt = t.elapsed();
-                    // SAFETY: the raw stream.
-                    unsafe { ffi::cuStreamSynchronize(raw_stream) };
-                    dt
-                })
-            })
-        });
-    }
-
+    let raw = Raw::new(4, 4 << 20, BATCH);
     let streams = gpu.streams(4).unwrap();
-    let mut d = gpu.alloc::<f32>(4096).unwrap();
-    for (name, lanes, conflicting) in [
-        ("scope, one stream", 1, false),
-        ("scope, 4 streams, disjoint", 4, false),
-        ("scope, 4 streams, conflicting", 4, true),
-    ] {
-        g.bench_function(name, |b| {
-            b.iter_custom(|iters| {
-                batches(iters, |n| {
-                    gpu.scope(&streams, |s| {
-                        let d = s.device(&mut d);
-                        let t = Instant::now();
-                        for i in 0..n as usize {
-                            let at = if conflicting { 0 } else { i % 4096 };
-                            s.fill(&streams[i % lanes], d.slice(at..at + 1), 1.0)?;
-                        }
-                        Ok(t.elapsed())
-                    })
-                    .unwrap()
-                })
-            })
-        });
-    }
-    g.finish();
-    // SAFETY: the raw resources made above, each released once, after their work finished.
-    unsafe {
-        ffi::cuStreamSynchronize(raw_stream);
-        for e in raw_events {
-            ffi::cuEventDestroy_v2(e);
+    // Each case lends these to its own scope, one case at a time.
+    let d = RefCell::new(gpu.alloc::<f32>(4096).unwrap());
+    let arena = RefCell::new(gpu.alloc::<u8>(1000 * 4096).unwrap());
+    let h_up = gpu.pinned_from_fn(1000 * 4096, |i| i as u8).unwrap();
+    let h_down = RefCell::new(gpu.pinned::<u8>(1000 * 4096).unwrap());
+    let (up_ptr, down_ptr) = (h_up.as_ptr() as u64, h_down.borrow_mut().as_mut_ptr() as u64);
+    let mut cases: Vec<Case> = Vec::new();
+    add(&mut cases, "memset: bare", None, bare(&raw, 1, None, false));
+    add(&mut cases, "memset: bare + event (timing)", Some("memset: bare"), bare(&raw, 1, Some(true), false));
+    add(&mut cases, "memset: bare + event (no timing)", Some("memset: bare"), bare(&raw, 1, Some(false), false));
+    add(&mut cases, "memset: scope, one stream", Some("memset: bare"), scope_memsets(&gpu, &streams, &d, 1, false));
+    add(&mut cases, "memset: bare, 4 streams", None, bare(&raw, 4, None, false));
+    let disjoint = scope_memsets(&gpu, &streams, &d, 4, false);
+    add(&mut cases, "memset: scope, 4 streams, disjoint", Some("memset: bare, 4 streams"), disjoint);
+    add(&mut cases, "memset: bare, 4 streams, wait + call + event", None, bare(&raw, 4, Some(false), true));
+    let one_range = scope_memsets(&gpu, &streams, &d, 4, true);
+    add(
+        &mut cases,
+        "memset: scope, 4 streams, one range",
+        Some("memset: bare, 4 streams, wait + call + event"),
+        one_range,
+    );
+    for n in [100, 1000] {
+        for lanes in [1, 4] {
+            let streams_word = if lanes == 1 { "1 stream" } else { "4 streams" };
+            let bare_name = format!("memcpy each: {n} x 4 KiB, bare, {streams_word}");
+            add(&mut cases, &bare_name, None, bare_copies(&raw, (up_ptr, down_ptr), n, lanes));
+            let scope_name = format!("memcpy each: {n} x 4 KiB, scope, {streams_word}");
+            let run = scope_copies((&gpu, &streams), &arena, (&h_up, &h_down), n, lanes);
+            add(&mut cases, &scope_name, Some(&bare_name), run);
         }
-        ffi::cuMemFree_v2(raw_mem);
-        ffi::cuStreamDestroy_v2(raw_stream);
+    }
+    // The parts of the scope's cost.
+    add(
+        &mut cases,
+        "part: cuCtxGetCurrent",
+        None,
+        Box::new(|| {
+            let mut ctx = std::ptr::null_mut();
+            let t = Instant::now();
+            for _ in 0..BATCH {
+                // SAFETY: a valid out-pointer.
+                unsafe { ffi::cuCtxGetCurrent(&mut ctx) };
+            }
+            (t.elapsed(), BATCH)
+        }),
+    );
+    for (ops, lanes) in [(10, 1), (1000, 1), (10_000, 1), (10_000, 4)] {
+        let name = format!("part: bookkeeping alone, {ops} ops on {lanes} stream{}", if lanes == 1 { "" } else { "s" });
+        add(&mut cases, &name, None, Box::new(move || (common::order::bookkeeping_time(ops, lanes), ops)));
+    }
+
+    eprintln!("scope benchmark: {} cases, {rounds} rounds after 3 to warm up, in turn", cases.len());
+    let mut ratios: Vec<Vec<f64>> = vec![Vec::new(); cases.len()];
+    for round in 0..rounds + 3 {
+        let mut this: Vec<f64> = Vec::with_capacity(cases.len());
+        for c in cases.iter_mut() {
+            let (t, ops) = (c.run)();
+            this.push(t.as_secs_f64() * 1e6 / ops as f64);
+        }
+        if round < 3 {
+            continue;
+        }
+        for (i, c) in cases.iter_mut().enumerate() {
+            c.per_op_us.push(this[i]);
+            if let Some(a) = c.against {
+                ratios[i].push(this[i] / this[a]);
+            }
+        }
+    }
+    println!("{:<60} {:>10} {:>10} {:>22}", "case", "µs per op", "spread", "ratio (min..max)");
+    let names: Vec<String> = cases.iter().map(|c| c.name.clone()).collect();
+    let mut json = Vec::new();
+    for (i, c) in cases.iter_mut().enumerate() {
+        let mut v = c.per_op_us.clone();
+        let (lo, hi) = (v.iter().copied().fold(f64::MAX, f64::min), v.iter().copied().fold(0.0, f64::max));
+        let med = median(&mut v);
+        let ratio = match c.against {
+            Some(a) => {
+                let mut r = ratios[i].clone();
+                let (rlo, rhi) = (r.iter().copied().fold(f64::MAX, f64::min), r.iter().copied().fold(0.0, f64::max));
+                let m = median(&mut r);
+                json.push(format!(
+                    "{{\"case\":\"{}\",\"against\":\"{}\",\"us_per_op\":{med:.4},\"ratio\":{m:.4},\"ratio_min\":{rlo:.4},\"ratio_max\":{rhi:.4}}}",
+                    c.name, names[a]
+                ));
+                format!("{m:.3}x ({rlo:.2}..{rhi:.2})")
+            }
+            None => {
+                json.push(format!("{{\"case\":\"{}\",\"us_per_op\":{med:.4}}}", c.name));
+                String::new()
+            }
+        };
+        println!("{:<60} {:>10.3} {:>10} {:>22}", c.name, med, format!("{lo:.2}-{hi:.2}"), ratio);
+    }
+    if let Some(path) = flag("--json") {
+        std::fs::write(&path, format!("[{}]\n", json.join(",\n"))).unwrap();
     }
 }
-
-criterion_group!(benches, enqueue);
-criterion_main!(benches);

@@ -10,11 +10,11 @@
 //! let mut back: Vec<Vec<f32>> = vec![vec![0.0; 1024]; 100];
 //! let mut d = gpu.alloc::<f32>(100 * 1024)?;
 //! gpu.scope(&streams, |s| {
-//!     let d = s.device(&mut d);
+//!     let (d, st) = (s.device(&mut d), s.stream(0));
 //!     let dsts: Vec<_> = (0..100).map(|i| d.slice(i * 1024..(i + 1) * 1024)).collect();
 //!     let srcs: Vec<&[f32]> = tensors.iter().map(|t| &t[..]).collect();
-//!     s.htod_batch(&streams[0], &srcs, &dsts, SrcOrder::Any)?; // one call for 100 copies
-//!     s.dtoh_batch(&streams[0], &dsts, back.iter_mut().map(|b| &mut b[..])) // and one back
+//!     st.htod_batch(&srcs, &dsts, SrcOrder::Any)?;                 // one call for 100 copies
+//!     st.dtoh_batch(&dsts, back.iter_mut().map(|b| &mut b[..]))   // and one back
 //! })?;
 //! # Ok(()) }
 //! ```
@@ -39,8 +39,8 @@ use serde::Serialize;
 use crate::{
     ffi::{self, CUmemcpyAttributes},
     memory::Element,
-    scope::{OpInfo, Scope},
-    stream::Stream,
+    order::OpInfo,
+    scope::ScopeStream,
     view::{Dev, DevRead},
 };
 
@@ -149,16 +149,15 @@ unsafe fn queue(
     code
 }
 
-impl<'scope> Scope<'scope, '_> {
+impl<'scope> ScopeStream<'scope, '_> {
     /// `cuMemcpyBatchAsync`: copy `i` uploads `srcs[i]` into `dsts[i]`, all queued by one call on
-    /// `stream`, in no particular order among themselves. `order` says whether the driver may read the
+    /// this stream, in no particular order among themselves. `order` says whether the driver may read the
     /// sources out of stream order (sound for any source: the scope keeps every source unwritten until
     /// it ends). Refused before anything is queued where the lists differ in length, a copy's source and
     /// destination differ in length, two destinations overlap, or the driver has no batched copy
     /// ([`batch_support`]). From pageable memory too.
     pub fn htod_batch<T: Element>(
-        &self,
-        stream: &Stream,
+        self,
         srcs: &[&'scope [T]],
         dsts: &[Dev<'scope, T>],
         order: SrcOrder,
@@ -180,25 +179,24 @@ impl<'scope> Scope<'scope, '_> {
         let bytes = entries.iter().map(|e| e.2).sum();
         let failed = Cell::new(None);
         let info = OpInfo::copy("H2D", "memcpy batch HtoD", bytes);
-        let attrs = attributes(Way::Up, order, self.env.ctx.device());
-        let queued = self.enqueue_parts(stream, &accesses, false, info, |s| {
+        let attrs = attributes(Way::Up, order, self.scope().env.ctx.device());
+        let queued = self.scope().enqueue(self.index(), &accesses, false, info, |s| {
             // SAFETY: each source is borrowed for the whole scope, which synchronizes before the borrow
             // ends, and nothing can write it meanwhile (a GPU write into host memory needs a mutable
             // borrow), so it may be read in or out of stream order; each destination is a live device
             // range of the source's length (checked above) that this scope orders, and no two overlap
-            // (enqueue_parts refuses them).
+            // (enqueue refuses them).
             unsafe { queue(batch, &entries, attrs, &failed, s) }
         });
         with_failed_copy(queued, failed.get())
     }
 
     /// `cuMemcpyBatchAsync` the other way: copy `i` downloads `srcs[i]` into the `i`th destination, all
-    /// queued by one call on `stream`, reading the device in stream order. Refused before anything is
+    /// queued by one call on this stream, reading the device in stream order. Refused before anything is
     /// queued where the lists differ in length, a copy's source and destination differ in length, or the
     /// driver has no batched copy ([`batch_support`]). Into pageable memory too.
     pub fn dtoh_batch<T: Element, D: Copy + Into<DevRead<'scope, T>>>(
-        &self,
-        stream: &Stream,
+        self,
         srcs: &[D],
         dsts: impl IntoIterator<Item = &'scope mut [T]>,
     ) -> anyhow::Result<()> {
@@ -221,8 +219,8 @@ impl<'scope> Scope<'scope, '_> {
         let bytes = entries.iter().map(|e| e.2).sum();
         let failed = Cell::new(None);
         let info = OpInfo::copy("D2H", "memcpy batch DtoH", bytes);
-        let attrs = attributes(Way::Down, SrcOrder::StreamOrder, self.env.ctx.device());
-        let queued = self.enqueue_parts(stream, &accesses, false, info, |s| {
+        let attrs = attributes(Way::Down, SrcOrder::StreamOrder, self.scope().env.ctx.device());
+        let queued = self.scope().enqueue(self.index(), &accesses, false, info, |s| {
             // SAFETY: each destination is borrowed mutably for the whole scope, which synchronizes before
             // the borrow ends, so nothing else reads or writes it, and no two alias (each is a `&mut` of
             // its own); each source is a live device range of the destination's length that this scope

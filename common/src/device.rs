@@ -11,7 +11,7 @@ use crate::{
     host::{fill, pin_in_place, HostAlloc, PinnedBuffer, Registered},
     memory::{memory_info, room, DeviceBuffer, Element, ManagedBuffer, Room},
     module::Module,
-    scope::{self, Env, Observer, Observing, Scope},
+    scope::{self, Env, Observer, Observing, Scope, State},
     stream::{Event, EventPool, Stream},
 };
 
@@ -25,6 +25,8 @@ pub struct Gpu {
     pub info: DeviceInfo,
     events: EventPool,
     observer: RefCell<Option<Observing>>,
+    /// What the last scope allocated for its bookkeeping, for the next to reuse.
+    spare: RefCell<Option<Box<State>>>,
     ctx: Arc<Context>,
 }
 
@@ -72,7 +74,7 @@ impl Gpu {
     pub fn init_device(ordinal: u32) -> anyhow::Result<Gpu> {
         let ctx = Context::primary(ordinal)?;
         let info = DeviceInfo::query(ordinal, ctx.device())?;
-        Ok(Gpu { info, events: EventPool::new(&ctx), observer: RefCell::new(None), ctx })
+        Ok(Gpu { info, events: EventPool::new(&ctx), observer: RefCell::new(None), spare: RefCell::new(None), ctx })
     }
 
     /// Loads a PTX module (the text of a `.ptx` file, or `include_str!` of one) into this GPU's context;
@@ -92,7 +94,7 @@ impl Gpu {
     /// events placed around it (for a timeline of your own; see [`Observer`]). It costs an event pair per
     /// operation while set; unset, nothing. The observer is dropped with the `Gpu`.
     pub fn observe(&mut self, observer: Box<dyn Observer + Send>) -> anyhow::Result<()> {
-        let origin = Event::new(&self.ctx)?;
+        let origin = Event::new(&self.ctx, true)?;
         let s = Stream::new(&self.ctx, false)?;
         origin.record(&s)?;
         s.synchronize()?;
@@ -169,7 +171,8 @@ impl Gpu {
         pin_in_place(&self.ctx, slice, f)
     }
 
-    /// Runs `f`, which queues work on `streams`, then synchronizes them all (also on error or panic).
+    /// Runs `f`, which queues work on `streams` (each as [`Scope::stream`]), then synchronizes them all
+    /// (also on error or panic).
     pub fn scope<'env, R>(
         &'env self,
         streams: &'env [Stream],
@@ -195,7 +198,7 @@ impl Gpu {
     }
 
     fn env(&self) -> Env<'_> {
-        Env { ctx: &self.ctx, events: &self.events, observer: &self.observer }
+        Env { ctx: &self.ctx, events: &self.events, observer: &self.observer, spare: &self.spare }
     }
 
     pub(crate) fn context(&self) -> &Arc<Context> {

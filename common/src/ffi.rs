@@ -46,6 +46,14 @@ pub const CU_MEMHOSTALLOC_DEVICEMAP: c_uint = 2;
 pub const CU_MEMHOSTALLOC_WRITECOMBINED: c_uint = 4;
 pub const CU_STREAM_DEFAULT: c_uint = 0;
 pub const CU_STREAM_NON_BLOCKING: c_uint = 1;
+/// `CU_EVENT_DISABLE_TIMING`: an event that records no time, cheaper to record and wait on.
+pub const CU_EVENT_DISABLE_TIMING: c_uint = 2;
+/// `CU_LAUNCH_PARAM_END`, `CU_LAUNCH_PARAM_BUFFER_POINTER` and `CU_LAUNCH_PARAM_BUFFER_SIZE`: the
+/// markers of `cuLaunchKernel`'s `extra` list, which passes the arguments as one buffer (cuda.h defines
+/// them as the pointers 0, 1 and 2).
+pub const CU_LAUNCH_PARAM_END: usize = 0;
+pub const CU_LAUNCH_PARAM_BUFFER_POINTER: usize = 1;
+pub const CU_LAUNCH_PARAM_BUFFER_SIZE: usize = 2;
 /// `CU_STREAM_CAPTURE_MODE_RELAXED`: a capture that prohibits no call on any thread (the stream it
 /// captures is one nothing else knows of).
 pub const CU_STREAM_CAPTURE_MODE_RELAXED: c_int = 2;

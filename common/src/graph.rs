@@ -19,7 +19,7 @@
 //!         Ok(())
 //!     })?;                                                       // cudaStreamEndCapture, cudaGraphInstantiate
 //!     for _ in 0..10 {
-//!         s.launch_graph(&streams[0], &graph)?;                  // cudaGraphLaunch: 200 copies, one call
+//!         s.stream(0).replay(&graph)?;                           // cudaGraphLaunch: 200 copies, one call
 //!     }
 //!     Ok(())
 //! })?;                                                           // every stream synchronized: outputs ready
@@ -47,10 +47,12 @@ use anyhow::{anyhow, bail, Context as _};
 
 use crate::{
     context::Context,
-    ffi::{self, check},
+    ffi::{self, check, CuResult},
+    launch::{Enqueue, LaunchBuilder, LaunchConfig, Queue, QueueSealed},
     memory::Element,
-    module::{Launch, Loaded},
-    scope::{normalize, OpInfo, Scope},
+    module::{Kernel, Loaded},
+    order::{normalize, OpInfo},
+    scope::{Scope, ScopeStream},
     stream::Stream,
     view::{Dev, DevAccess, DevRead, Invariant},
 };
@@ -70,7 +72,7 @@ impl Drop for Exec {
     }
 }
 
-/// Work captured once and replayed by [`Scope::launch_graph`], inside the scope that built it
+/// Work captured once and replayed by [`ScopeStream::replay`], inside the scope that built it
 /// ([`Scope::graph`]). See the module docs.
 pub struct Graph<'scope> {
     exec: Rc<Exec>,
@@ -115,7 +117,7 @@ impl<'scope> GraphBuilder<'_, 'scope, '_> {
         let access = self.checked(dst.access(true), "graph htod")?;
         let bytes = std::mem::size_of_val(src);
         // SAFETY: the stream is capturing, so nothing runs now: the copy becomes a node of the graph,
-        // which runs only through Scope::launch_graph in this scope, ordered by the range recorded here;
+        // which runs only through ScopeStream::replay in this scope, ordered by the range recorded here;
         // `src` is borrowed for the whole scope, which synchronizes before the borrow ends; `dst` is a
         // live device range of `bytes` bytes (checked above).
         let code = unsafe { ffi::cuMemcpyHtoDAsync_v2(dst.ptr(), src.as_ptr().cast(), bytes, self.stream.raw()) };
@@ -142,26 +144,11 @@ impl<'scope> GraphBuilder<'_, 'scope, '_> {
         Ok(())
     }
 
-    /// Captures a kernel launch (see [`Scope::launch`]): refused where its arguments do not match the
-    /// PTX, where it reads and writes overlapping bytes, or where its module is of another context.
-    pub fn launch(&self, mut launch: Launch<'scope>) -> anyhow::Result<()> {
-        let name = launch.kernel.name.clone();
-        if let Some(e) = launch.invalid.take() {
-            bail!("graph: kernel {name}: {e}");
-        }
-        if !launch.kernel.module.ctx.is(self.scope.env.ctx) {
-            bail!("graph: kernel {name}: its module was loaded by another GPU's context");
-        }
-        normalize(&launch.accesses, false).map_err(|why| anyhow!("graph: kernel {name}: {why}"))?;
-        let accesses = std::mem::take(&mut launch.accesses)
-            .into_iter()
-            .map(|a| self.checked(a, "graph launch"))
-            .collect::<anyhow::Result<Vec<_>>>()?;
-        // Captured, not run: the launch becomes a node, which runs only through Scope::launch_graph.
-        check(launch.enqueue(self.stream.raw()), || format!("graph: capturing kernel {name}"))?;
-        self.modules.borrow_mut().push(launch.kernel.module.clone());
-        self.captured(accesses, 0);
-        Ok(())
+    /// Captures a kernel launch (see [`ScopeStream::kernel`]): declare its arguments, then
+    /// [`LaunchBuilder::launch`]. Refused where its arguments do not match the kernel's parameters,
+    /// where it reads and writes overlapping bytes, or where its module is of another context.
+    pub fn kernel<'q>(&'q self, kernel: &'q Kernel, config: LaunchConfig) -> LaunchBuilder<'q, 'scope> {
+        LaunchBuilder::new((self, 0), kernel, config)
     }
 
     /// `access`, if it is of this scope and of a buffer of the scope's context.
@@ -179,6 +166,41 @@ impl<'scope> GraphBuilder<'_, 'scope, '_> {
         self.accesses.borrow_mut().extend(accesses);
         self.nodes.set(self.nodes.get() + 1);
         self.bytes.set(self.bytes.get() + bytes);
+    }
+}
+
+impl<'scope> Enqueue<'scope> for GraphBuilder<'_, 'scope, '_> {
+    fn scope_id(&self) -> u64 {
+        self.scope.id
+    }
+
+    fn launch(
+        &self,
+        _stream: usize,
+        kernel: &Kernel,
+        accesses: &[DevAccess],
+        queue: &mut dyn FnMut(ffi::CUstream) -> CuResult,
+    ) -> anyhow::Result<()> {
+        let name = &kernel.name;
+        if !kernel.module.ctx.is(self.scope.env.ctx) {
+            bail!("graph: kernel {name}: its module was loaded by another GPU's context");
+        }
+        normalize(accesses, false, &mut Vec::new()).map_err(|why| anyhow!("graph: kernel {name}: {why}"))?;
+        let accesses =
+            accesses.iter().map(|a| self.checked(a.clone(), "graph launch")).collect::<anyhow::Result<Vec<_>>>()?;
+        // Captured, not run: the launch becomes a node, which runs only through ScopeStream::replay.
+        check(queue(self.stream.raw()), || format!("graph: capturing kernel {name}"))?;
+        self.modules.borrow_mut().push(kernel.module.clone());
+        self.captured(accesses, 0);
+        Ok(())
+    }
+}
+
+impl QueueSealed for &GraphBuilder<'_, '_, '_> {}
+
+impl<'scope> Queue<'scope> for &GraphBuilder<'_, 'scope, '_> {
+    fn kernel<'q>(&'q self, kernel: &'q Kernel, config: LaunchConfig) -> LaunchBuilder<'q, 'scope> {
+        GraphBuilder::kernel(self, kernel, config)
     }
 }
 
@@ -226,7 +248,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     /// Builds a CUDA graph from what `build` queues on the builder it is handed (stream capture, on a
     /// stream of the graph's own that nothing else knows of, in relaxed mode: `cudaStreamBeginCapture`,
     /// the copies and launches, then `cudaStreamEndCapture` and `cudaGraphInstantiate`). Nothing runs
-    /// until [`Scope::launch_graph`]; work `build` queues on the scope itself runs as usual.
+    /// until [`ScopeStream::replay`]; work `build` queues on the scope itself runs as usual.
     pub fn graph(
         &self,
         build: impl for<'s> FnOnce(&'s GraphBuilder<'s, 'scope, 'env>) -> anyhow::Result<()>,
@@ -258,7 +280,9 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         // SAFETY: the graph captured above, destroyed once; the executable graph is independent of it.
         unsafe { ffi::cuGraphDestroy(graph) };
         made?;
-        let accesses = normalize(&accesses.into_inner(), true).map_err(|why| anyhow!("graph: {why}"))?;
+        let mut normalized = Vec::new();
+        normalize(&accesses.into_inner(), true, &mut normalized).map_err(|why| anyhow!("graph: {why}"))?;
+        let accesses = normalized;
         Ok(Graph {
             exec: Rc::new(Exec { raw, ctx }),
             scope: self.id,
@@ -269,18 +293,21 @@ impl<'scope, 'env> Scope<'scope, 'env> {
             _scope: PhantomData,
         })
     }
+}
 
+impl<'scope> ScopeStream<'scope, '_> {
     /// `cudaGraphLaunch(graph, stream)`: runs every copy and launch of `graph`, in the order they were
-    /// captured, as one operation on `stream`, ordered against the other streams' work on the device
+    /// captured, as one operation on this stream, ordered against the other streams' work on the device
     /// ranges it touches. Refused for a graph of another scope.
-    pub fn launch_graph(&self, stream: &Stream, graph: &Graph<'scope>) -> anyhow::Result<()> {
-        if graph.scope != self.id {
-            bail!("launch_graph: a graph of another scope");
+    pub fn replay(self, graph: &Graph<'scope>) -> anyhow::Result<()> {
+        let scope = self.scope();
+        if graph.scope != scope.id {
+            bail!("replay: a graph of another scope");
         }
         let info = OpInfo { kind: "graph", what: "graph launch", kernel: None, bytes: graph.bytes };
-        // Held before anything is queued, so that no path out of `enqueue_parts` can free it under its run.
-        self.hold(Box::new((graph.exec.clone(), graph.modules.clone())));
-        self.enqueue_parts(stream, &graph.accesses, true, info, |s| {
+        // Held before anything is queued, so that no path out of `enqueue` can free it under its run.
+        scope.hold(Box::new((graph.exec.clone(), graph.modules.clone())));
+        scope.enqueue(self.index(), &graph.accesses, true, info, |s| {
             // SAFETY: a graph instantiated in this scope's context, whose every host buffer is borrowed
             // for the scope and whose device ranges this call orders; it and its modules stay alive until
             // the scope has synchronized (held above).

@@ -20,13 +20,13 @@
 //!     let streams = gpu.streams(2)?;                           // cudaStreamNonBlocking
 //!     gpu.scope(&streams, |s| {
 //!         let (dx, dy) = (s.device(&mut d_x), s.device(&mut d_y)); // lent to the scope until it ends
-//!         s.htod(&streams[0], &x, dx)?;                        // cudaMemcpyAsync on stream 0
-//!         s.htod(&streams[1], &y, dy)?;                        // ... and on stream 1
+//!         let (copy, work) = (s.stream(0), s.stream(1));      // the scope's streams
+//!         copy.htod(&x, dx)?;                                  // cudaMemcpyAsync on stream 0
+//!         work.htod(&y, dy)?;                                  // ... and on stream 1
 //!         let cfg = LaunchConfig::for_elements(n, 256);
 //!         // SAFETY: saxpy reads x[0..n) and writes y[0..n), nothing else.
-//!         let launch = unsafe { saxpy.launch(cfg).read(dx).write(dy).value(2.0f32).value(n as u64).build() };
-//!         s.launch(&streams[1], launch)?;                      // waits for stream 0's copy of x by itself
-//!         s.dtoh(&streams[1], dy, &mut out)                    // cudaMemcpyAsync back
+//!         unsafe { work.kernel(&saxpy, cfg).read(dx).write(dy).value(2.0f32).value(n as u64).launch()? };
+//!         work.dtoh(dy, &mut out)                              // waits for stream 0's copy of x by itself
 //!     })?;                                                     // every stream synchronized: y is ready
 //!     assert!(out.iter().enumerate().all(|(i, v)| *v == 2.0 * i as f32 + 1.0));
 //!     Ok(())
@@ -41,16 +41,18 @@
 //!   release that memory.
 //! - Device buffers are lent to the scope (`&mut`) and addressed by views ([`Dev`], [`DevRead`]) that
 //!   cannot leave it. Work on another stream that touches the same bytes is ordered after the earlier
-//!   work: by your own [`Scope::event_record`]/[`Scope::stream_wait_event`] pairs (recognized
+//!   work: by your own [`ScopeStream::record_event`]/[`ScopeStream::wait_event`] pairs (recognized
 //!   transitively), or else by a wait the scope adds and reports ([`Scope::waits`]). One operation
-//!   whose input and output overlap is refused.
+//!   whose input and output overlap is refused. The events this takes are recorded only where another
+//!   stream touches the same bytes, so ordering costs nothing where nothing needs ordering.
+//! - Work goes on the scope's own streams ([`Scope::stream`]): no other stream can be named.
 //! - A kernel of your own is launched with its arguments declared as views read, views written, or
-//!   values, held against its `.entry` in the PTX; [`LaunchBuilder::build`] is the one `unsafe` call,
-//!   where you promise the kernel stays inside what it was given.
+//!   values, held against its parameters as the driver compiled them; [`LaunchBuilder::launch`] is the
+//!   one `unsafe` call, where you promise the kernel stays inside what it was given.
 //! - Every buffer, stream, module and pinned allocation keeps its GPU context alive, so they may be
 //!   dropped in any order. Streams, buffers and kernels of another context are refused.
 //! - Only plain numbers ([`Element`]) can be copied back from the GPU, which can write any bits.
-//! - A batch of copies ([`Scope::htod_batch`]) borrows every buffer as one copy would, and is one
+//! - A batch of copies ([`ScopeStream::htod_batch`]) borrows every buffer as one copy would, and is one
 //!   operation over all its ranges; a [`Graph`] of a scope's work is replayed only inside that scope,
 //!   so nothing it names can be freed or touched while it may run.
 //!
@@ -61,10 +63,11 @@
 //! | [`host`] | pinned host memory (`cuMemHostAlloc` flags: write-combined, mapped, portable), pinned in place |
 //! | [`stream`] | streams (non-blocking by default) |
 //! | [`view`] | views of the buffers lent to a scope ([`Dev`], [`DevRead`]) |
-//! | [`scope`] | stream scopes: copies, launches, prefetches and events that borrow their buffers |
+//! | [`scope`] | stream scopes and their streams: copies, prefetches and events that borrow their buffers |
+//! | [`launch`] | launches of any kernel: arguments held against its parameters, one `unsafe` call |
 //! | [`batch`] | batches of copies in one call (`cuMemcpyBatchAsync`), each buffer borrowed as a single copy's is |
 //! | [`graph`] | CUDA graphs of a scope's copies and launches, captured once and replayed inside the scope |
-//! | [`module`] | PTX modules, kernels, and the launch builder |
+//! | [`module`] | PTX modules and their kernels |
 //! | [`staging`] | pageable memory at near-pinned speed through a ring of pinned buffers |
 //!
 //! The crate links against `libcuda.so`; where a machine has no NVIDIA driver, its build script
@@ -80,8 +83,11 @@ pub mod device;
 pub mod ffi;
 pub mod graph;
 pub mod host;
+pub mod launch;
 pub mod memory;
 pub mod module;
+#[doc(hidden)]
+pub mod order;
 pub mod scope;
 pub mod staging;
 pub mod stream;
@@ -94,9 +100,10 @@ pub use device::{DeviceInfo, Gpu};
 pub use ffi::DriverError;
 pub use graph::{Graph, GraphBuilder};
 pub use host::{pageable, HostAlloc, PinnedBuffer, Registered};
+pub use launch::{LaunchBuilder, LaunchConfig, Queue, Value};
 pub use memory::{Bytes, DeviceBuffer, Element, ManagedBuffer, Room, TooLarge};
-pub use module::{Kernel, Launch, LaunchBuilder, LaunchConfig, Module};
-pub use scope::{Observer, Scope, ScopeEvent, TimedOp, To, Waits};
+pub use module::{Kernel, Module};
+pub use scope::{Observer, Scope, ScopeEvent, ScopeStream, TimedOp, To, Waits};
 pub use staging::Stager;
 pub use stream::Stream;
 pub use view::{Dev, DevRead};

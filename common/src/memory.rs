@@ -263,7 +263,7 @@ pub(crate) fn managed_support(device: sys::CUdevice) -> anyhow::Result<()> {
 /// `len` elements of managed memory (`cudaMallocManaged(.., cudaMemAttachGlobal)`), zeroed, freed on
 /// drop: one address for the CPU and the GPU. The driver moves each page to whichever touches it (a
 /// page fault each time it is not there), or ahead of time where a scope prefetches it
-/// ([`crate::Scope::prefetch`]).
+/// ([`crate::ScopeStream::prefetch`]).
 ///
 /// The host reads and writes it as a slice, but only while no scope holds it: a scope takes it by
 /// `&mut` ([`crate::Scope::managed`]) and synchronizes every stream before it gives it back. Made by

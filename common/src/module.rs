@@ -1,23 +1,21 @@
 //! Kernels of your own: a PTX module, its kernels looked up by name, and launches built argument by
 //! argument, each declared as a view the kernel reads, a view it writes, or a value.
 //!
-//! Loading and looking up are safe. Building the launch ends in [`LaunchBuilder::build`], which is
-//! `unsafe`: it is the one promise no type can check, that the kernel touches only the views it was
-//! given, in the way they were declared (and, within them, stays in bounds). Everything else is checked:
-//! the argument list against the kernel's `.entry` signature in the PTX (count, pointer or value,
-//! width) when it is built, and by the scope when it is queued, the views' scope, their overlap
-//! (one launch may not read and write the same bytes), the context, and the ordering against other
-//! streams, exactly as for copies.
+//! Loading and looking up are safe. A launch ([`crate::ScopeStream::kernel`], see [`crate::launch`])
+//! ends in [`crate::LaunchBuilder::launch`], which is `unsafe`: it is the one promise no type can check,
+//! that the kernel touches only the views it was given, in the way they were declared (and, within
+//! them, stays in bounds). Everything else is checked: the argument list against the kernel's
+//! parameters (count, size, number or float, pointer or value where known), the views' scope, their
+//! overlap (one launch may not read and write the same bytes), the context, and the ordering against
+//! other streams, exactly as for copies.
 
-use std::{ffi::CString, marker::PhantomData, sync::Arc};
+use std::{ffi::CString, sync::Arc};
 
 use anyhow::{bail, Context as _};
 
 use crate::{
     context::Context,
     ffi::{self, check},
-    memory::Element,
-    view::{Dev, DevAccess, DevRead},
 };
 
 /// A loaded module; unloaded when the last [`Module`], [`Kernel`] or queued launch of it is gone.
@@ -79,7 +77,7 @@ impl Module {
         // asking past the last is an error, which compute-sanitizer reports in every program.)
         for (i, p) in params.iter().enumerate() {
             match param_size(func, i)? {
-                Some(size) if size == p.bits as usize / 8 => {}
+                Some(size) if size == p.size as usize => {}
                 found => bail!(
                     "kernel {name}: the PTX text reads parameter {i} as {}, but the driver compiled {}: refusing to \
                      check launches against a misreading",
@@ -88,7 +86,8 @@ impl Module {
                 ),
             }
         }
-        Ok(Kernel { name: name.into(), func, params: params.into(), module: self.loaded.clone() })
+        let param_bytes = params.last().map_or(0, |p| p.offset + p.size);
+        Ok(Kernel { name: name.into(), func, params: params.into(), param_bytes, module: self.loaded.clone() })
     }
 
     /// The names of the kernels the PTX declares (`.entry`).
@@ -120,8 +119,10 @@ fn param_size(func: ffi::CUfunction, index: usize) -> anyhow::Result<Option<usiz
 #[derive(Clone)]
 pub struct Kernel {
     pub(crate) name: Arc<str>,
-    func: ffi::CUfunction,
-    params: Arc<[Param]>,
+    pub(crate) func: ffi::CUfunction,
+    pub(crate) params: Arc<[Param]>,
+    /// The size of the parameter buffer: the end of the last parameter.
+    pub(crate) param_bytes: u32,
     pub(crate) module: Arc<Loaded>,
 }
 
@@ -142,118 +143,41 @@ impl Kernel {
     pub fn name(&self) -> &str {
         &self.name
     }
-
-    /// A launch of this kernel with `config`; declare its arguments in order, then
-    /// [`LaunchBuilder::build`] it.
-    pub fn launch<'scope>(&self, config: LaunchConfig) -> LaunchBuilder<'scope> {
-        LaunchBuilder {
-            kernel: self.clone(),
-            config,
-            args: Vec::new(),
-            accesses: Vec::new(),
-            invalid: None,
-            _scope: PhantomData,
-        }
-    }
 }
 
-/// A launch's grid, block and dynamic shared memory: `<<<grid, block, shared_bytes>>>`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LaunchConfig {
-    /// Blocks in x, y, z.
-    pub grid: (u32, u32, u32),
-    /// Threads per block in x, y, z.
-    pub block: (u32, u32, u32),
-    /// Dynamic shared memory per block, in bytes.
-    pub shared_bytes: u32,
-}
-
-impl LaunchConfig {
-    /// One thread per element in blocks of `block` threads: `(n + block - 1) / block` blocks (at least
-    /// one). A grid too large for the GPU is refused when the launch is queued.
-    pub fn for_elements(n: usize, block: u32) -> LaunchConfig {
-        let blocks = n.div_ceil(block.max(1) as usize).max(1);
-        LaunchConfig { grid: (u32::try_from(blocks).unwrap_or(u32::MAX), 1, 1), block: (block, 1, 1), shared_bytes: 0 }
-    }
-
-    /// `blocks` blocks of `block` threads.
-    pub fn linear(blocks: u32, block: u32) -> LaunchConfig {
-        LaunchConfig { grid: (blocks, 1, 1), block: (block, 1, 1), shared_bytes: 0 }
-    }
-}
-
-/// A value a kernel takes by value: `u32`, `i32`, `u64`, `i64`, `f32`, `f64`. Sealed.
-pub trait Value: Copy + sealed::Sealed {
-    #[doc(hidden)]
-    fn arg(self) -> Arg;
-}
-mod sealed {
-    pub trait Sealed {}
-}
-macro_rules! value {
-    ($($t:ty => $v:ident),*) => {$(
-        impl sealed::Sealed for $t {}
-        impl Value for $t {
-            fn arg(self) -> Arg {
-                Arg::$v(self)
-            }
-        }
-    )*};
-}
-value!(u32 => U32, i32 => I32, u64 => U64, i64 => I64, f32 => F32, f64 => F64);
-
-/// One argument as it is passed.
-#[doc(hidden)]
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Arg {
-    Ptr(u64),
-    U32(u32),
-    I32(i32),
-    U64(u64),
-    I64(i64),
-    F32(f32),
-    F64(f64),
-}
-
-impl Arg {
-    /// Whether a parameter the PTX declares can take this argument.
-    fn fits(&self, p: &Param) -> bool {
-        match self {
-            Arg::Ptr(_) => p.bits == 64 && p.class == Class::Int,
-            Arg::U32(_) | Arg::I32(_) => p.bits == 32 && p.class == Class::Int && !p.ptr,
-            Arg::U64(_) | Arg::I64(_) => p.bits == 64 && p.class == Class::Int && !p.ptr,
-            Arg::F32(_) => p.bits == 32 && p.class == Class::Float,
-            Arg::F64(_) => p.bits == 64 && p.class == Class::Float,
-        }
-    }
-
-    fn describe(&self) -> &'static str {
-        match self {
-            Arg::Ptr(_) => "a device view",
-            Arg::U32(_) => "u32",
-            Arg::I32(_) => "i32",
-            Arg::U64(_) => "u64",
-            Arg::I64(_) => "i64",
-            Arg::F32(_) => "f32",
-            Arg::F64(_) => "f64",
-        }
-    }
-}
-
-/// A kernel parameter as the PTX declares it: `.param .u64 x` (or `.param .u64 .ptr .global x`).
+/// A kernel parameter: as the PTX declares it (`.param .u64 x`, `.param .u64 .ptr .global x`), where
+/// the driver put it, and how large it is.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Param {
-    ptx: String,
-    bits: u32,
-    class: Class,
-    /// Declared a pointer (`.ptr`): only a device view may be passed.
-    ptr: bool,
+    /// The type as the PTX spells it, for messages: `.u64`, `.f32`, `.u64 .ptr`.
+    pub ptx: String,
+    /// Byte offset in the parameter buffer.
+    pub offset: u32,
+    /// Bytes.
+    pub size: u32,
+    /// Alignment in the parameter buffer.
+    pub align: u32,
+    pub class: Class,
+    pub pointer: Pointer,
 }
 
+/// What a parameter holds, as the PTX declares it.
 #[derive(Clone, Copy, Debug, PartialEq)]
-enum Class {
+pub(crate) enum Class {
+    /// `.u`, `.s` or `.b` of 8 to 64 bits: an integer, or an address.
     Int,
+    /// `.f32`, `.f64`.
     Float,
+    /// An array or structure of bytes.
+    Bytes,
+}
+
+/// Whether a parameter is a pointer: the PTX says so only with `.ptr`, a C prototype always.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Pointer {
+    Yes,
+    No,
+    Unknown,
 }
 
 /// The parameter types of kernel `name` as the PTX text declares them (`.u64`, `.f32`, ...), or why a
@@ -297,7 +221,20 @@ fn entries(ptx: &str) -> Vec<(String, Result<Vec<Param>, String>)> {
         let Some(open) = rest.find('(') else { break };
         let name = rest[..open].trim().to_string();
         let close = rest[open..].find(')').map_or(rest.len(), |c| open + c);
-        let params = rest[open + 1..close].split(',').map(str::trim).filter(|p| !p.is_empty()).map(param).collect();
+        let params = rest[open + 1..close]
+            .split(',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .map(param)
+            .collect::<Result<Vec<Param>, String>>()
+            .map(|mut ps| {
+                let mut end = 0u32;
+                for p in &mut ps {
+                    p.offset = end.next_multiple_of(p.align);
+                    end = p.offset + p.size;
+                }
+                ps
+            });
         match out.iter_mut().find(|(n, _)| *n == name) {
             Some((_, earlier)) => *earlier = Err("the PTX declares it twice".into()),
             None => out.push((name, params)),
@@ -315,138 +252,15 @@ fn param(decl: &str) -> Result<Param, String> {
     match parsed {
         Some((kind, bits @ (32 | 64))) if !decl.contains('[') => Ok(Param {
             ptx: ty.unwrap().to_string(),
-            bits,
+            offset: 0,
+            size: bits / 8,
+            align: bits / 8,
             class: if kind == b'f' { Class::Float } else { Class::Int },
-            ptr: words.contains(&".ptr"),
+            pointer: if words.contains(&".ptr") { Pointer::Yes } else { Pointer::Unknown },
         }),
         _ => Err(format!(
             "its parameter `{decl}` is not a 32- or 64-bit number or pointer, which is all a launch passes"
         )),
-    }
-}
-
-/// A launch being declared: [`Kernel::launch`], then each argument in the kernel's order, then
-/// [`LaunchBuilder::build`].
-pub struct LaunchBuilder<'scope> {
-    kernel: Kernel,
-    config: LaunchConfig,
-    args: Vec<Arg>,
-    accesses: Vec<DevAccess>,
-    invalid: Option<String>,
-    _scope: PhantomData<fn(&'scope ()) -> &'scope ()>,
-}
-
-impl<'scope> LaunchBuilder<'scope> {
-    /// A view the kernel reads (and does not write): a `const T*` parameter.
-    pub fn read<T: Element>(mut self, view: impl Into<DevRead<'scope, T>>) -> Self {
-        let view = *view.into().view();
-        self.accesses.push(view.access(false));
-        self.args.push(Arg::Ptr(view.ptr()));
-        self
-    }
-
-    /// A view the kernel writes, and may read: a `T*` parameter.
-    pub fn write<T: Element>(mut self, view: Dev<'scope, T>) -> Self {
-        self.accesses.push(view.access(true));
-        self.args.push(Arg::Ptr(view.ptr()));
-        self
-    }
-
-    /// A value passed by value: `u32`, `i32`, `u64` (for `size_t` and `unsigned long long`), `i64`,
-    /// `f32`, `f64`.
-    pub fn value(mut self, v: impl Value) -> Self {
-        self.args.push(v.arg());
-        self
-    }
-
-    /// Refuses the launch, saying why, when it is queued: for checks of a launcher's own (lengths that
-    /// must agree, say).
-    pub fn refuse(mut self, why: impl Into<String>) -> Self {
-        self.invalid.get_or_insert(why.into());
-        self
-    }
-
-    /// The launch, its arguments held against the kernel's parameters ([`crate::Scope::launch`] refuses
-    /// it if they do not match, naming the first that does not).
-    ///
-    /// # Safety
-    /// The kernel, run with this configuration and these arguments, reads only the views declared with
-    /// [`LaunchBuilder::read`] and writes only those declared with [`LaunchBuilder::write`], within each
-    /// view's elements. The scope holds every view's buffer and orders the launch against other work on
-    /// exactly those bytes; what the kernel does beyond them nothing can see or stop, and may race with
-    /// other work, corrupt memory the host is reading, or fault the context.
-    pub unsafe fn build(self) -> Launch<'scope> {
-        let params = &self.kernel.params;
-        let mismatch = if self.args.len() != params.len() {
-            Some(format!("takes {} arguments and was given {}", params.len(), self.args.len()))
-        } else {
-            self.args.iter().zip(params.iter()).enumerate().find(|(_, (a, p))| !a.fits(p)).map(|(i, (a, p))| {
-                let declared = if p.ptr { format!("{} .ptr", p.ptx) } else { p.ptx.clone() };
-                format!("argument {i} is {}, but the PTX declares it {declared}", a.describe())
-            })
-        };
-        let (g, b) = (self.config.grid, self.config.block);
-        let too_big = (g.0 > i32::MAX as u32 || g.1 > 65535 || g.2 > 65535 || g.0 == 0 || g.1 == 0 || g.2 == 0)
-            .then(|| format!("a grid of {g:?} blocks is more than a GPU runs (x up to 2^31-1, y and z up to 65535)"));
-        let empty = (b.0 == 0 || b.1 == 0 || b.2 == 0).then(|| "a block of no threads".to_string());
-        let invalid = self.invalid.or(mismatch).or(too_big).or(empty);
-        Launch {
-            kernel: self.kernel,
-            config: self.config,
-            args: self.args,
-            accesses: self.accesses,
-            invalid,
-            _scope: PhantomData,
-        }
-    }
-}
-
-/// A kernel launch ready for [`crate::Scope::launch`]: made by [`LaunchBuilder::build`].
-pub struct Launch<'scope> {
-    pub(crate) kernel: Kernel,
-    config: LaunchConfig,
-    args: Vec<Arg>,
-    pub(crate) accesses: Vec<DevAccess>,
-    pub(crate) invalid: Option<String>,
-    // The views are the scope's; so is the launch.
-    _scope: PhantomData<fn(&'scope ()) -> &'scope ()>,
-}
-
-impl Launch<'_> {
-    pub(crate) fn enqueue(&mut self, stream: ffi::CUstream) -> ffi::CuResult {
-        let mut params: Vec<*mut std::ffi::c_void> = self
-            .args
-            .iter_mut()
-            .map(|a| match a {
-                Arg::Ptr(v) | Arg::U64(v) => v as *mut u64 as *mut _,
-                Arg::I64(v) => v as *mut i64 as *mut _,
-                Arg::U32(v) => v as *mut u32 as *mut _,
-                Arg::I32(v) => v as *mut i32 as *mut _,
-                Arg::F32(v) => v as *mut f32 as *mut _,
-                Arg::F64(v) => v as *mut f64 as *mut _,
-            })
-            .collect();
-        let (g, b) = (self.config.grid, self.config.block);
-        // SAFETY: `params` points at one value per parameter, each of the width the PTX declares
-        // (checked in build(), and a launch that failed the check never reaches here); every pointer
-        // is a live device range lent to the scope that orders this launch; the caller of build()
-        // promised the kernel stays within them; the function's module is loaded in the scope's
-        // context (checked by Scope::launch) and stays loaded until the scope has synchronized.
-        unsafe {
-            ffi::cuLaunchKernel(
-                self.kernel.func,
-                g.0,
-                g.1,
-                g.2,
-                b.0,
-                b.1,
-                b.2,
-                self.config.shared_bytes,
-                stream,
-                params.as_mut_ptr(),
-                std::ptr::null_mut(),
-            )
-        }
     }
 }
 
@@ -475,10 +289,16 @@ mod tests {
         let names: Vec<&str> = e.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(names, ["saxpy", "by_struct", "empty"]);
         let saxpy = e[0].1.as_ref().unwrap();
-        let shape: Vec<(u32, Class, bool)> = saxpy.iter().map(|p| (p.bits, p.class, p.ptr)).collect();
+        let shape: Vec<(u32, u32, Class, Pointer)> =
+            saxpy.iter().map(|p| (p.offset, p.size, p.class, p.pointer)).collect();
         assert_eq!(
             shape,
-            [(64, Class::Int, false), (64, Class::Int, true), (32, Class::Float, false), (32, Class::Int, false)]
+            [
+                (0, 8, Class::Int, Pointer::Unknown),
+                (8, 8, Class::Int, Pointer::Yes),
+                (16, 4, Class::Float, Pointer::Unknown),
+                (20, 4, Class::Int, Pointer::Unknown)
+            ]
         );
         assert!(e[1].1.as_ref().unwrap_err().contains("by_struct_param_0[16]"), "{:?}", e[1].1);
         assert_eq!(e[2].1, Ok(vec![]));
@@ -493,25 +313,5 @@ mod tests {
         let twice = ".entry k(.param .u64 a)\n{ ret; }\n.entry k(.param .u32 a)\n{ ret; }";
         assert_eq!(entries(twice)[0].1, Err("the PTX declares it twice".to_string()));
         assert!(param(".param .u32 nº").is_ok() && param("nº .param .u32 n").is_ok(), "no panic on other letters");
-    }
-
-    #[test]
-    fn arguments_fit_by_kind_and_width() {
-        let p = |s: &str| param(s).unwrap();
-        assert!(Arg::Ptr(0).fits(&p(".param .u64 x")));
-        assert!(Arg::U64(1).fits(&p(".param .u64 x")), "a pointer and a 64-bit count look alike in PTX");
-        assert!(!Arg::U64(1).fits(&p(".param .u64 .ptr .global x")), "but .ptr says which");
-        assert!(!Arg::U32(1).fits(&p(".param .u64 x")));
-        assert!(!Arg::F32(1.0).fits(&p(".param .u32 x")));
-        assert!(Arg::I32(-1).fits(&p(".param .s32 x")));
-        assert!(Arg::F64(1.0).fits(&p(".param .f64 x")));
-        assert!(param(".param .u8 x").is_err() && param(".param .b8 x[4]").is_err());
-    }
-
-    #[test]
-    fn grids_for_elements() {
-        assert_eq!(LaunchConfig::for_elements(1000, 256).grid, (4, 1, 1));
-        assert_eq!(LaunchConfig::for_elements(0, 256).grid, (1, 1, 1), "at least one block");
-        assert_eq!(LaunchConfig::for_elements(usize::MAX, 256).grid.0, u32::MAX, "refused when queued");
     }
 }

@@ -259,7 +259,7 @@ impl<T: Element> Worker<T> {
 
     fn record(&mut self, slot: usize) -> anyhow::Result<()> {
         if self.done[slot].is_none() {
-            self.done[slot] = Some(Event::new(self.stream.context())?);
+            self.done[slot] = Some(Event::new(self.stream.context(), false)?);
         }
         self.done[slot].as_ref().unwrap().record(&self.stream)
     }

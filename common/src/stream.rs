@@ -74,9 +74,11 @@ impl Drop for Stream {
     }
 }
 
-/// A CUDA event with timing (`cudaEventCreate`).
+/// A CUDA event (`cudaEventCreate`): with timing, for [`Event::elapsed_ms`], or without
+/// (`CU_EVENT_DISABLE_TIMING`), which is all ordering needs and costs the driver less to record and wait on.
 pub(crate) struct Event {
     raw: sys::CUevent,
+    timing: bool,
     ctx: Arc<Context>,
 }
 
@@ -85,12 +87,13 @@ pub(crate) struct Event {
 unsafe impl Send for Event {}
 
 impl Event {
-    pub fn new(ctx: &Arc<Context>) -> anyhow::Result<Event> {
+    pub fn new(ctx: &Arc<Context>, timing: bool) -> anyhow::Result<Event> {
         let mut raw = std::ptr::null_mut();
-        // SAFETY: valid out-pointer; default flags; the context is pushed for the call.
-        let code = ctx.with_current(|| unsafe { ffi::cuEventCreate(&mut raw, 0) });
+        let flags = if timing { 0 } else { sys::CU_EVENT_DISABLE_TIMING };
+        // SAFETY: valid out-pointer; the driver's own flags; the context is pushed for the call.
+        let code = ctx.with_current(|| unsafe { ffi::cuEventCreate(&mut raw, flags) });
         check(code.unwrap_or(ffi::ERROR_INVALID_CONTEXT), || "creating an event".into())?;
-        Ok(Event { raw, ctx: ctx.clone() })
+        Ok(Event { raw, timing, ctx: ctx.clone() })
     }
 
     /// `cudaEventRecord(event, stream)`.
@@ -103,8 +106,11 @@ impl Event {
         check(unsafe { ffi::cuEventRecord(self.raw, stream) }, || "recording an event".into())
     }
 
-    /// Milliseconds from `start` to this event; both must have completed.
+    /// Milliseconds from `start` to this event; both must have completed, and both have timing.
     pub fn elapsed_ms(&self, start: &Event) -> anyhow::Result<f64> {
+        if !(self.timing && start.timing) {
+            anyhow::bail!("an event recorded for ordering only has no time to read");
+        }
         let mut ms = 0f32;
         // SAFETY: two live events and a valid out-pointer.
         check(unsafe { ffi::cuEventElapsedTime(&mut ms, start.raw, self.raw) }, || "reading the GPU timer".into())?;
@@ -129,25 +135,42 @@ impl Drop for Event {
     }
 }
 
-/// Events of one context kept for reuse: creating one costs more than recording it.
+/// Events of one context kept for reuse, with timing and without: creating one costs more than
+/// recording it.
 pub(crate) struct EventPool {
     ctx: Arc<Context>,
-    free: RefCell<Vec<Event>>,
+    timed: RefCell<Vec<Event>>,
+    untimed: RefCell<Vec<Event>>,
 }
 
 impl EventPool {
     pub fn new(ctx: &Arc<Context>) -> EventPool {
-        EventPool { ctx: ctx.clone(), free: RefCell::new(Vec::new()) }
+        EventPool { ctx: ctx.clone(), timed: RefCell::new(Vec::new()), untimed: RefCell::new(Vec::new()) }
     }
 
-    pub fn take(&self) -> anyhow::Result<Event> {
-        match self.free.borrow_mut().pop() {
+    /// An event with timing: for `elapsed_ms`, the observer and timed scopes.
+    pub fn timed(&self) -> anyhow::Result<Event> {
+        match self.timed.borrow_mut().pop() {
             Some(e) => Ok(e),
-            None => Event::new(&self.ctx),
+            None => Event::new(&self.ctx, true),
+        }
+    }
+
+    /// An event without timing: for ordering streams.
+    pub fn untimed(&self) -> anyhow::Result<Event> {
+        match self.untimed.borrow_mut().pop() {
+            Some(e) => Ok(e),
+            None => Event::new(&self.ctx, false),
         }
     }
 
     pub fn give(&self, events: impl IntoIterator<Item = Event>) {
-        self.free.borrow_mut().extend(events)
+        let (mut timed, mut untimed) = (self.timed.borrow_mut(), self.untimed.borrow_mut());
+        for e in events {
+            match e.timing {
+                true => timed.push(e),
+                false => untimed.push(e),
+            }
+        }
     }
 }

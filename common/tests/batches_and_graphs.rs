@@ -48,10 +48,10 @@ fn a_batch_over_ranges_another_stream_writes_is_ordered_by_the_scope() {
     let waits = gpu
         .scope(&streams, |s| {
             let v = s.device(&mut d);
-            s.htod(&streams[1], &start, v)?;
-            s.launch(&streams[1], k.busy(v, 3000))?; // long enough that an unordered download would see zeros or input
+            s.stream(1).htod(&start, v)?;
+            k.busy(s.stream(1), v, 3000)?; // long enough that an unordered download would see zeros or input
             let parts: Vec<_> = (0..N).map(|i| v.slice(i * LEN..(i + 1) * LEN)).collect();
-            s.dtoh_batch(&streams[0], &parts, back.iter_mut().map(|b| &mut b[..]))?;
+            s.stream(0).dtoh_batch(&parts, back.iter_mut().map(|b| &mut b[..]))?;
             Ok(s.waits())
         })
         .unwrap();
@@ -74,9 +74,9 @@ fn a_batch_over_ranges_another_stream_writes_is_ordered_by_the_scope() {
                 let (dx, dy) = (s.device(&mut x), s.device(&mut y));
                 let parts: Vec<_> = (0..N).map(|i| dx.slice(i * LEN..(i + 1) * LEN)).collect();
                 let srcs: Vec<&[f32]> = tensors.iter().map(|t| &t[..]).collect();
-                s.htod_batch(&streams[0], &srcs, &parts, order)?;
-                s.launch(&streams[1], k.saxpy(dx, dy, 2.0))?; // y = 2x + 0
-                s.dtoh(&streams[1], dy, &mut out)?;
+                s.stream(0).htod_batch(&srcs, &parts, order)?;
+                k.saxpy(s.stream(1), dx, dy, 2.0)?; // y = 2x + 0
+                s.stream(1).dtoh(dy, &mut out)?;
                 Ok(s.waits())
             })
             .unwrap();
@@ -100,25 +100,25 @@ fn a_batch_whose_lists_do_not_match_is_refused() {
     let ones = vec![1u32; 64];
     let untouched = |d: &mut common::DeviceBuffer<u32>| {
         let mut now = vec![7u32; 64];
-        gpu.scope(&streams, |s| s.dtoh(&streams[0], s.device(d), &mut now)).unwrap();
+        gpu.scope(&streams, |s| s.stream(0).dtoh(s.device(d), &mut now)).unwrap();
         assert!(now.iter().all(|v| *v == 0), "the refused batch wrote the buffer");
     };
     let (a, b) = (&ones[..8], &ones[..9]);
     let e = gpu.scope(&streams, |s| {
         let v = s.device(&mut d);
-        s.htod_batch(&streams[0], &[a, a], &[v.slice(0..8)], SrcOrder::StreamOrder)
+        s.stream(0).htod_batch(&[a, a], &[v.slice(0..8)], SrcOrder::StreamOrder)
     });
     assert!(format!("{:#}", e.unwrap_err()).contains("htod_batch: 2 sources but 1 destinations"));
     untouched(&mut d);
     let e = gpu.scope(&streams, |s| {
         let v = s.device(&mut d);
-        s.htod_batch(&streams[0], &[a, b], &[v.slice(0..8), v.slice(8..16)], SrcOrder::Any)
+        s.stream(0).htod_batch(&[a, b], &[v.slice(0..8), v.slice(8..16)], SrcOrder::Any)
     });
     assert!(format!("{:#}", e.unwrap_err()).contains("htod_batch: copy 1: source has 9 elements, destination 8"));
     untouched(&mut d);
     let e = gpu.scope(&streams, |s| {
         let v = s.device(&mut d);
-        s.htod_batch(&streams[0], &[a, a], &[v.slice(0..8), v.slice(4..12)], SrcOrder::StreamOrder)
+        s.stream(0).htod_batch(&[a, a], &[v.slice(0..8), v.slice(4..12)], SrcOrder::StreamOrder)
     });
     let e = format!("{:#}", e.unwrap_err());
     assert!(e.contains("writes overlapping bytes of one buffer twice"), "{e}");
@@ -127,7 +127,7 @@ fn a_batch_whose_lists_do_not_match_is_refused() {
     let e = gpu
         .scope(&streams, |s| {
             let v = s.device(&mut d);
-            s.dtoh_batch(&streams[0], &[v.slice(0..8)], host.iter_mut().map(|h| &mut h[..]))
+            s.stream(0).dtoh_batch(&[v.slice(0..8)], host.iter_mut().map(|h| &mut h[..]))
         })
         .unwrap_err();
     assert!(format!("{e:#}").contains("dtoh_batch: 1 sources but 2 destinations"), "{e:#}");
@@ -149,13 +149,13 @@ fn a_graph_replayed_gives_the_right_bytes() {
     let (nodes, waits) = gpu
         .scope(&streams, |s| {
             let v = s.device(&mut d);
-            s.htod(&streams[1], &h, v)?; // on another stream: the first launch must wait for it
+            s.stream(1).htod(&h, v)?; // on another stream: the first launch must wait for it
             let graph = s.graph(|g| {
-                g.launch(k.busy(v, 100))?; // captured, not run
+                k.busy(g, v, 100)?; // captured, not run
                 g.dtoh(v, &mut back)
             })?;
             for _ in 0..3 {
-                s.launch_graph(&streams[0], &graph)?;
+                s.stream(0).replay(&graph)?;
             }
             Ok((graph.nodes(), s.waits()))
         })
@@ -169,10 +169,10 @@ fn a_graph_replayed_gives_the_right_bytes() {
     let e = gpu
         .scope(&streams, |s| {
             let v = s.device(&mut d);
-            s.graph(|g| g.launch(k.saxpy(v.slice(0..512), v.slice(256..768), 1.0))).map(|_| ())
+            s.graph(|g| k.saxpy(g, v.slice(0..512), v.slice(256..768), 1.0)).map(|_| ())
         })
         .unwrap_err();
     assert!(format!("{e:#}").contains("reads and writes overlapping bytes"), "{e:#}");
     // A failed build leaves no capture behind: the scope after it works.
-    gpu.scope(&streams, |s| s.htod(&streams[0], &h, s.device(&mut d))).unwrap();
+    gpu.scope(&streams, |s| s.stream(0).htod(&h, s.device(&mut d))).unwrap();
 }

@@ -18,11 +18,11 @@ fn a_kernel_fault_is_reported_with_what_was_being_done() {
     let err = gpu
         .scope(&streams, |s| {
             let d = s.device(&mut d);
-            s.htod(&streams[0], &h_in, d)?;
+            s.stream(0).htod(&h_in, d)?;
             // SAFETY: this test process expects the fault and ends with it; the write lands 1 TiB below
             // a fresh allocation, where this context maps nothing.
-            s.launch(&streams[0], unsafe { kernels.fault(d) })?;
-            s.dtoh(&streams[1], d, &mut h_out) // ordered after the fault: it never runs
+            unsafe { kernels.fault(s.stream(0), d) }?;
+            s.stream(1).dtoh(d, &mut h_out) // ordered after the fault: it never runs
         })
         .unwrap_err();
     let msg = format!("{err:#}");
@@ -33,7 +33,7 @@ fn a_kernel_fault_is_reported_with_what_was_being_done() {
     assert!(said_what.iter().any(|w| msg.contains(w)), "the error should say what was being done: {msg}");
     assert!(!msg.contains('\n'), "{msg}");
     // The context is dead: a new scope says so instead of running.
-    assert!(gpu.scope(&streams, |s| s.dtoh(&streams[0], s.device(&mut d), &mut h_out)).is_err());
+    assert!(gpu.scope(&streams, |s| s.stream(0).dtoh(s.device(&mut d), &mut h_out)).is_err());
     // Everything drops here, on a broken context, in an order that once freed the context first.
     drop((gpu, h_in, h_out, d, streams));
 }

@@ -4,7 +4,7 @@
 
 mod support;
 
-use common::{Dev, Gpu, Launch, LaunchConfig};
+use common::{Dev, Gpu, LaunchConfig, ScopeStream};
 use support::{busy_cpu, TestKernels, PTX};
 
 fn gpu() -> (Gpu, std::sync::MutexGuard<'static, ()>) {
@@ -30,13 +30,12 @@ fn a_kernel_of_ones_own_on_two_streams_is_ordered_by_the_scope() {
     let waits = gpu
         .scope(&streams, |s| {
             let (dx, dy) = (s.device(&mut d_x), s.device(&mut d_y));
-            s.htod(&streams[0], &x, dx)?;
-            s.htod(&streams[1], &y, dy)?;
+            s.stream(0).htod(&x, dx)?;
+            s.stream(1).htod(&y, dy)?;
             let cfg = LaunchConfig::for_elements(n, 256);
             // SAFETY: saxpy reads x[0..n) and writes y[0..n).
-            let launch = unsafe { saxpy.launch(cfg).read(dx).write(dy).value(2.0f32).value(n as u64).build() };
-            s.launch(&streams[1], launch)?;
-            s.dtoh(&streams[1], dy, &mut out)?;
+            unsafe { s.stream(1).kernel(&saxpy, cfg).read(dx).write(dy).value(2.0f32).value(n as u64).launch()? };
+            s.stream(1).dtoh(dy, &mut out)?;
             Ok(s.waits())
         })
         .unwrap();
@@ -60,29 +59,33 @@ fn arguments_that_do_not_match_the_ptx_are_refused_before_anything_runs() {
     let streams = gpu.streams(1).unwrap();
     let (mut a, mut b) = (gpu.alloc::<f32>(64).unwrap(), gpu.alloc::<f32>(64).unwrap());
     let cfg = LaunchConfig::for_elements(64, 64);
-    let mut refused = |f: &dyn for<'s> Fn(Dev<'s, f32>, Dev<'s, f32>) -> Launch<'s>| -> String {
+    type Launcher<'k> = dyn for<'s, 'e> Fn(ScopeStream<'s, 'e>, Dev<'s, f32>, Dev<'s, f32>) -> anyhow::Result<()> + 'k;
+    let mut refused = |f: &Launcher| -> String {
         let mut b_host = vec![7f32; 64];
-        let e = gpu.scope(&streams, |s| s.launch(&streams[0], f(s.device(&mut a), s.device(&mut b)))).unwrap_err();
+        let e = gpu.scope(&streams, |s| f(s.stream(0), s.device(&mut a), s.device(&mut b))).unwrap_err();
         // Nothing ran: b is still zeros.
-        gpu.scope(&streams, |s| s.dtoh(&streams[0], s.device(&mut b), &mut b_host)).unwrap();
+        gpu.scope(&streams, |s| s.stream(0).dtoh(s.device(&mut b), &mut b_host)).unwrap();
         assert!(b_host.iter().all(|v| *v == 0.0), "the refused launch wrote b");
         format!("{e:#}")
     };
     // SAFETY: refused before it is queued (as the test checks).
-    let e = refused(&|x, y| unsafe { saxpy.launch(cfg).read(x).write(y).value(2.0f32).build() });
+    let e = refused(&|st, x, y| unsafe { st.kernel(&saxpy, cfg).read(x).write(y).value(2.0f32).launch() });
     assert!(e.contains("kernel saxpy: takes 4 arguments and was given 3"), "{e}");
     // SAFETY: refused before it is queued (as the test checks).
-    let e = refused(&|x, y| unsafe { saxpy.launch(cfg).read(x).write(y).value(64u64).value(64u64).build() });
+    let e = refused(&|st, x, y| unsafe { st.kernel(&saxpy, cfg).read(x).write(y).value(64u64).value(64u64).launch() });
     assert!(e.contains("argument 2 is u64, but the PTX declares it .f32"), "{e}");
     // SAFETY: refused before it is queued (as the test checks).
-    let e = refused(&|x, y| unsafe { saxpy.launch(cfg).read(x).write(y).value(2.0f32).value(64u32).build() });
+    let e = refused(&|st, x, y| unsafe { st.kernel(&saxpy, cfg).read(x).write(y).value(2.0f32).value(64u32).launch() });
     assert!(e.contains("argument 3 is u32, but the PTX declares it .u64"), "{e}");
     // SAFETY: refused before it is queued (as the test checks).
-    let e = refused(&|_, y| unsafe { saxpy.launch(cfg).value(1.0f64).write(y).value(2.0f32).value(64u64).build() });
+    let e = refused(&|st, _, y| unsafe {
+        st.kernel(&saxpy, cfg).value(1.0f64).write(y).value(2.0f32).value(64u64).launch()
+    });
     assert!(e.contains("argument 0 is f64"), "{e}");
     let huge = LaunchConfig::for_elements(usize::MAX, 1);
     // SAFETY: refused before it is queued (as the test checks).
-    let e = refused(&|x, y| unsafe { saxpy.launch(huge).read(x).write(y).value(2.0f32).value(64u64).build() });
+    let e =
+        refused(&|st, x, y| unsafe { st.kernel(&saxpy, huge).read(x).write(y).value(2.0f32).value(64u64).launch() });
     assert!(e.contains("is more than a GPU runs"), "{e}");
 }
 
@@ -97,13 +100,13 @@ fn overlapping_read_and_write_views_are_refused() {
     let e = gpu
         .scope(&streams, |s| {
             let v = s.device(&mut d);
-            s.launch(&streams[0], k.saxpy(v.slice(0..512), v.slice(256..768), 1.0))
+            k.saxpy(s.stream(0), v.slice(0..512), v.slice(256..768), 1.0)
         })
         .unwrap_err();
     assert!(format!("{e:#}").contains("reads and writes overlapping bytes"), "{e:#}");
     gpu.scope(&streams, |s| {
         let v = s.device(&mut d);
-        s.launch(&streams[0], k.saxpy(v.slice(0..512), v.slice(512..1024), 1.0))
+        k.saxpy(s.stream(0), v.slice(0..512), v.slice(512..1024), 1.0)
     })
     .unwrap();
 }
@@ -123,10 +126,10 @@ fn a_module_dropped_inside_the_scope_stays_loaded_until_the_work_is_done() {
         let module = gpu.load_ptx(PTX)?;
         let k = TestKernels::load(&gpu);
         let v = s.device(&mut d);
-        s.htod(&streams[0], &h, v)?;
-        s.launch(&streams[0], k.busy(v, 2000))?;
+        s.stream(0).htod(&h, v)?;
+        k.busy(s.stream(0), v, 2000)?;
         drop((module, k)); // every handle of the module is gone while the kernel may run
-        s.dtoh(&streams[0], v, &mut back)
+        s.stream(0).dtoh(v, &mut back)
     })
     .unwrap();
     let wrong = (0..n).filter(|&i| back[i] != busy_cpu(h[i], 2000)).count();

@@ -29,10 +29,10 @@ fn legacy_copy_ms() -> f64 {
 /// (kernel ms, legacy copy ms) for a long kernel on `streams[0]` with a legacy copy queued behind it.
 fn copy_behind_a_kernel(gpu: &Gpu, kernels: &TestKernels, streams: &[Stream], iters: u32) -> (f64, f64) {
     let mut d = gpu.alloc::<f32>(1 << 22).unwrap();
-    let kernel = gpu.timed(streams, |s| s.launch(&streams[0], kernels.busy(s.device(&mut d), iters))).unwrap();
+    let kernel = gpu.timed(streams, |s| kernels.busy(s.stream(0), s.device(&mut d), iters)).unwrap();
     let copy = gpu
         .scope(streams, |s| {
-            s.launch(&streams[0], kernels.busy(s.device(&mut d), iters))?;
+            kernels.busy(s.stream(0), s.device(&mut d), iters)?;
             Ok(legacy_copy_ms())
         })
         .unwrap();
@@ -49,7 +49,7 @@ fn non_blocking_streams_do_not_hold_back_the_legacy_stream_and_blocking_ones_do(
     assert_eq!(blocking[0].driver_flags().unwrap(), 0);
     // A kernel of at least 50 ms: time 2000 rounds, then scale.
     let mut d = gpu.alloc::<f32>(1 << 22).unwrap();
-    let trial = gpu.timed(&free, |s| s.launch(&free[0], kernels.busy(s.device(&mut d), 2000))).unwrap();
+    let trial = gpu.timed(&free, |s| kernels.busy(s.stream(0), s.device(&mut d), 2000)).unwrap();
     let iters = (2000.0 * 60.0 / trial).clamp(2000.0, 5e7) as u32;
     let (kernel, copy) = copy_behind_a_kernel(&gpu, &kernels, &free, iters);
     eprintln!("non-blocking stream: kernel {kernel:.1} ms, legacy copy behind it waited {copy:.3} ms");

@@ -2,11 +2,12 @@
 //! each with a typed launcher that goes through `common`'s launch builder, exactly as a kernel of your
 //! own does, and its CPU twin in [`cpu`] for checking results.
 //!
-//! A launcher returns a [`Launch`]: the kernel, its grid and arguments, and which device ranges it reads
-//! and writes, so that [`common::Scope::launch`] can order it against the copies on other streams and
-//! hold its arguments against the PTX. Adding a kernel: its `.cu`, one launcher below, and its CPU twin.
+//! A launcher queues its kernel on a stream of a scope (or a graph being captured), declaring which
+//! device ranges it reads and writes, so that the scope orders it against the copies on other streams
+//! and holds its arguments against the kernel's parameters: `kernels.process(stream, data, iters)?`.
+//! Adding a kernel: its `.cu`, one launcher below, and its CPU twin.
 
-use common::{Dev, DevRead, Gpu, Kernel, Launch, LaunchBuilder, LaunchConfig, Module};
+use common::{Dev, DevRead, Gpu, Kernel, LaunchBuilder, LaunchConfig, Module, Queue};
 
 const PIPELINE_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/pipeline.ptx"));
 const VECTOR_ADD_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/vector_add.ptx"));
@@ -33,15 +34,15 @@ pub struct Kernels {
     sms: u32,
 }
 
-/// The one place this crate promises what `common` cannot check.
-fn ours(launch: LaunchBuilder<'_>) -> Launch<'_> {
+/// The one place this crate promises what `common` cannot check: queues the launch.
+fn ours(launch: LaunchBuilder<'_, '_>) -> anyhow::Result<()> {
     // SAFETY: every kernel of this crate's .cu files touches only the views its launcher declares, in
     // the declared way: each indexes element i < n of views of n elements (grid-stride or one thread
     // per element, n passed from the views' lengths), chase bounds every link it reads by the chain's
     // length, and scatter and gather skip every table entry that does not fit inside both buffers (whose
     // lengths are passed from the views'), reading only the table's first 3 * count elements (count
     // passed from the table view's length). Their CPU twins and the GPU tests hold them to that.
-    unsafe { launch.build() }
+    unsafe { launch.launch() }
 }
 
 impl Kernels {
@@ -74,18 +75,18 @@ impl Kernels {
     }
 
     /// `process<<<..>>>(data, n, iters)`: `iters` rounds of `x = x * A + B` in place ([`cpu::process`]).
-    pub fn process<'s>(&self, data: Dev<'s, f32>, iters: u32) -> Launch<'s> {
-        ours(self.process.launch(self.grid(data.len())).write(data).value(data.len() as u64).value(iters))
+    pub fn process<'s>(&self, on: impl Queue<'s>, data: Dev<'s, f32>, iters: u32) -> anyhow::Result<()> {
+        ours(on.kernel(&self.process, self.grid(data.len())).write(data).value(data.len() as u64).value(iters))
     }
 
     /// `iters` rounds of `sinf(x) * cosf(x) + 1`, one thread per element, `(n + 255) / 256` blocks of 256
     /// as overlap_pattern.cu launches its kernel. For 500 rounds, that program's kernel itself (which
     /// takes an `int` count of elements).
-    pub fn process_sincos<'s>(&self, data: Dev<'s, f32>, iters: u32) -> Launch<'s> {
+    pub fn process_sincos<'s>(&self, on: impl Queue<'s>, data: Dev<'s, f32>, iters: u32) -> anyhow::Result<()> {
         let config = LaunchConfig::for_elements(data.len(), BLOCK);
         if iters == 500 {
             let n = i32::try_from(data.len());
-            let launch = self.overlap_pattern_process.launch(config).write(data).value(n.unwrap_or(i32::MAX));
+            let launch = on.kernel(&self.overlap_pattern_process, config).write(data).value(n.unwrap_or(i32::MAX));
             return ours(match n {
                 Ok(_) => launch,
                 Err(_) => {
@@ -93,17 +94,23 @@ impl Kernels {
                 }
             });
         }
-        ours(self.process_sincos.launch(config).write(data).value(data.len() as u64).value(iters))
+        ours(on.kernel(&self.process_sincos, config).write(data).value(data.len() as u64).value(iters))
     }
 
     /// The kernel of async_memcpy.cu: `iters` rounds of `x = sqrt(x * x + 1)`, in place.
-    pub fn heavy_sqrt<'s>(&self, data: Dev<'s, f32>, iters: u32) -> Launch<'s> {
-        ours(self.heavy_sqrt.launch(self.grid(data.len())).write(data).value(data.len() as u64).value(iters))
+    pub fn heavy_sqrt<'s>(&self, on: impl Queue<'s>, data: Dev<'s, f32>, iters: u32) -> anyhow::Result<()> {
+        ours(on.kernel(&self.heavy_sqrt, self.grid(data.len())).write(data).value(data.len() as u64).value(iters))
     }
 
     /// `c = a + b`.
-    pub fn vector_add<'s>(&self, a: Dev<'s, f32>, b: Dev<'s, f32>, c: Dev<'s, f32>) -> Launch<'s> {
-        let launch = self.vector_add.launch(self.grid(c.len())).read(a).read(b).write(c).value(c.len() as u64);
+    pub fn vector_add<'s>(
+        &self,
+        on: impl Queue<'s>,
+        a: Dev<'s, f32>,
+        b: Dev<'s, f32>,
+        c: Dev<'s, f32>,
+    ) -> anyhow::Result<()> {
+        let launch = on.kernel(&self.vector_add, self.grid(c.len())).read(a).read(b).write(c).value(c.len() as u64);
         ours(match a.len() == c.len() && b.len() == c.len() {
             true => launch,
             false => launch.refuse(format!("lengths differ: a {}, b {}, c {}", a.len(), b.len(), c.len())),
@@ -111,14 +118,15 @@ impl Kernels {
     }
 
     /// `out = input * a` (zero-copy's kernel).
-    pub fn scale<'s>(&self, input: Dev<'s, f32>, out: Dev<'s, f32>, a: f32) -> Launch<'s> {
-        let launch = self.scale.launch(self.grid(out.len())).read(input).write(out).value(out.len() as u64).value(a);
+    pub fn scale<'s>(&self, on: impl Queue<'s>, input: Dev<'s, f32>, out: Dev<'s, f32>, a: f32) -> anyhow::Result<()> {
+        let launch =
+            on.kernel(&self.scale, self.grid(out.len())).read(input).write(out).value(out.len() as u64).value(a);
         ours(same_length(launch, input.len(), out.len()))
     }
 
     /// `out += input`: a second pass over the same input.
-    pub fn accumulate<'s>(&self, input: Dev<'s, f32>, out: Dev<'s, f32>) -> Launch<'s> {
-        let launch = self.accumulate.launch(self.grid(out.len())).read(input).write(out).value(out.len() as u64);
+    pub fn accumulate<'s>(&self, on: impl Queue<'s>, input: Dev<'s, f32>, out: Dev<'s, f32>) -> anyhow::Result<()> {
+        let launch = on.kernel(&self.accumulate, self.grid(out.len())).read(input).write(out).value(out.len() as u64);
         ours(same_length(launch, input.len(), out.len()))
     }
 
@@ -126,9 +134,16 @@ impl Kernels {
     /// in `next` (device or mapped host memory; see [`cpu::chain`]) from link `start`, and writes where
     /// it ends to `out[0]` ([`cpu::chase`]). The kernel bounds every link it reads by the chain's length,
     /// so whatever `next` holds, it reads only `next`.
-    pub fn chase<'s>(&self, next: Dev<'s, u32>, start: u32, accesses: u32, out: Dev<'s, u32>) -> Launch<'s> {
+    pub fn chase<'s>(
+        &self,
+        on: impl Queue<'s>,
+        next: Dev<'s, u32>,
+        start: u32,
+        accesses: u32,
+        out: Dev<'s, u32>,
+    ) -> anyhow::Result<()> {
         let len = u32::try_from(next.len());
-        let launch = self.chase.launch(LaunchConfig::linear(1, 1)).read(next).value(len.unwrap_or(u32::MAX));
+        let launch = on.kernel(&self.chase, LaunchConfig::linear(1, 1)).read(next).value(len.unwrap_or(u32::MAX));
         let launch = launch.value(start).value(accesses).write(out);
         ours(match (next.len(), out.len()) {
             (0, _) | (_, 0) => launch.refuse("an empty chain or output"),
@@ -144,24 +159,26 @@ impl Kernels {
     /// buffers are skipped, whatever the table holds.
     pub fn scatter<'s>(
         &self,
+        on: impl Queue<'s>,
         packed: DevRead<'s, u8>,
         table: DevRead<'s, u64>,
         arena: Dev<'s, u8>,
         largest: usize,
-    ) -> Launch<'s> {
-        by_table(&self.scatter, packed, table, arena, largest)
+    ) -> anyhow::Result<()> {
+        by_table(on, &self.scatter, (packed, table, arena), largest)
     }
 
     /// `gather<<<..>>>(arena, table, packed)`: the reverse of [`Kernels::scatter`], each buffer from its
     /// place in `arena` back to its place in `packed` ([`cpu::gather`]).
     pub fn gather<'s>(
         &self,
+        on: impl Queue<'s>,
         arena: DevRead<'s, u8>,
         table: DevRead<'s, u64>,
         packed: Dev<'s, u8>,
         largest: usize,
-    ) -> Launch<'s> {
-        by_table(&self.gather, arena, table, packed, largest)
+    ) -> anyhow::Result<()> {
+        by_table(on, &self.gather, (arena, table, packed), largest)
     }
 
     /// Takes a kernel of the user's, declared `extern "C" __global__ void NAME(float* data, unsigned
@@ -177,12 +194,12 @@ impl Kernels {
     }
 
     /// The user's kernel on `data`, in place; refused where none was adopted.
-    pub fn user<'s>(&self, data: Dev<'s, f32>) -> Launch<'s> {
+    pub fn user<'s>(&self, on: impl Queue<'s>, data: Dev<'s, f32>) -> anyhow::Result<()> {
         let config = LaunchConfig::for_elements(data.len(), BLOCK);
         match &self.user {
             // SAFETY: the caller of adopt_user promised the kernel touches only data[0..n).
-            Some(k) => unsafe { k.launch(config).write(data).value(data.len() as u64).build() },
-            None => ours(self.process.launch(config).refuse("no kernel of yours was adopted (Kernels::adopt_user)")),
+            Some(k) => unsafe { on.kernel(k, config).write(data).value(data.len() as u64).launch() },
+            None => anyhow::bail!("no kernel of yours was adopted (Kernels::adopt_user)"),
         }
     }
 }
@@ -191,14 +208,13 @@ impl Kernels {
 /// as many blocks in the row as a buffer of `largest` bytes keeps busy at 16 KiB a block (1 to 64).
 /// `kernel(from, from_len, table, count, to, to_len)`: scatter or gather, whose parameters run alike.
 fn by_table<'s>(
+    on: impl Queue<'s>,
     kernel: &Kernel,
-    from: DevRead<'s, u8>,
-    table: DevRead<'s, u64>,
-    to: Dev<'s, u8>,
+    (from, table, to): (DevRead<'s, u8>, DevRead<'s, u64>, Dev<'s, u8>),
     largest: usize,
-) -> Launch<'s> {
+) -> anyhow::Result<()> {
     let config = entries_grid(table.len() / 3, largest);
-    let launch = kernel.launch(config).read(from).value(from.len() as u64).read(table);
+    let launch = on.kernel(kernel, config).read(from).value(from.len() as u64).read(table);
     let launch = launch.value((table.len() / 3) as u32).write(to).value(to.len() as u64);
     ours(table_fits(launch, table.len()))
 }
@@ -209,7 +225,7 @@ fn entries_grid(count: usize, largest: usize) -> LaunchConfig {
 }
 
 /// A table of whole `(offset, offset, bytes)` triples, whose count fits the kernels' 32-bit count.
-fn table_fits(launch: LaunchBuilder<'_>, len: usize) -> LaunchBuilder<'_> {
+fn table_fits<'q, 's>(launch: LaunchBuilder<'q, 's>, len: usize) -> LaunchBuilder<'q, 's> {
     match (len % 3, u32::try_from(len / 3)) {
         (0, Ok(_)) => launch,
         (0, Err(_)) => launch.refuse(format!("{} buffers are more than a 32-bit count", len / 3)),
@@ -217,7 +233,7 @@ fn table_fits(launch: LaunchBuilder<'_>, len: usize) -> LaunchBuilder<'_> {
     }
 }
 
-fn same_length(launch: LaunchBuilder<'_>, input: usize, out: usize) -> LaunchBuilder<'_> {
+fn same_length<'q, 's>(launch: LaunchBuilder<'q, 's>, input: usize, out: usize) -> LaunchBuilder<'q, 's> {
     match input == out {
         true => launch,
         false => launch.refuse(format!("lengths differ: input {input}, out {out}")),

@@ -20,14 +20,12 @@ fn round_trip(gpu: &Gpu, n: usize) -> anyhow::Result<String> {
     let streams = gpu.streams(2)?;
     gpu.scope(&streams, |s| {
         let (dx, dy) = (s.device(&mut dx), s.device(&mut dy));
-        s.htod(&streams[0], &x, dx)?;
-        s.htod(&streams[1], &y, dy)?;
+        s.stream(0).htod(&x, dx)?;
+        s.stream(1).htod(&y, dy)?;
+        let cfg = LaunchConfig::for_elements(n, 256);
         // SAFETY: saxpy reads x[0..n) and writes y[0..n).
-        let launch = unsafe {
-            saxpy.launch(LaunchConfig::for_elements(n, 256)).read(dx).write(dy).value(2.0f32).value(n as u64).build()
-        };
-        s.launch(&streams[1], launch)?;
-        s.dtoh(&streams[1], dy, &mut out)
+        unsafe { s.stream(1).kernel(&saxpy, cfg).read(dx).write(dy).value(2.0f32).value(n as u64).launch()? };
+        s.stream(1).dtoh(dy, &mut out)
     })?;
     let wrong = out.iter().enumerate().filter(|(i, v)| **v != 2.0 * *i as f32 + 1.0).count();
     anyhow::ensure!(wrong == 0, "{wrong} of {n} elements differ from the CPU's");

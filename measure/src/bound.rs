@@ -177,18 +177,18 @@ impl Steps {
 
     /// The chunk's kernel on `range` of `d`, the first half of the scratch buffer; `c = a + b` reads
     /// its inputs from the second half, which only downloads read.
-    fn launch<'s>(
+    fn run<'s>(
         self,
         kernels: &Kernels,
+        on: common::ScopeStream<'s, '_>,
         d: common::Dev<'s, f32>,
-        range: std::ops::Range<usize>,
-        n: usize,
-    ) -> common::Launch<'s> {
+        (range, n): (std::ops::Range<usize>, usize),
+    ) -> anyhow::Result<()> {
         match self {
-            Steps::InPlace(work) => work.launch(kernels, d.slice(range)),
+            Steps::InPlace(work) => work.run(kernels, on, d.slice(range)),
             Steps::VectorAdd => {
                 let input = d.slice(n + range.start..n + range.end);
-                kernels.vector_add(input, input, d.slice(range))
+                kernels.vector_add(on, input, input, d.slice(range))
             }
         }
     }
@@ -229,29 +229,29 @@ pub fn measure_costs(
     // No part can use more streams than two per chunk (every upload and every download on its own),
     // and fanning out to more would cost the parts waits the run does not pay.
     let streams = &streams[..streams.len().min(2 * plan.chunks).max(1)];
-    let (k, s0) = (streams.len(), &streams[0]);
+    let k = streams.len();
     // The streams that run kernels or downloads besides the first, which must wait for it.
-    let fan_out = &streams[1..k.min(plan.chunks)];
-    let on = |c: &crate::Chunk| &streams[c.index % k];
+    let fan_out = 1..k.min(plan.chunks);
+    let on = |c: &crate::Chunk| c.index % k;
     let first = plan.chunk(0);
     let last = plan.chunk(plan.chunks - 1);
     let smallest = plan.elements / plan.chunks;
     // One chunk alone, for the notes.
     let one = &streams[..1];
     let upload_ms =
-        part(r, || gpu.timed(one, |s| s.htod(s0, &h_in[..smallest], s.device(scratch).slice(0..smallest))))?;
+        part(r, || gpu.timed(one, |s| s.stream(0).htod(&h_in[..smallest], s.device(scratch).slice(0..smallest))))?;
     let kernel_ms =
-        part(r, || gpu.timed(one, |s| s.launch(s0, steps.launch(kernels, s.device(scratch), 0..smallest, n))))?;
+        part(r, || gpu.timed(one, |s| steps.run(kernels, s.stream(0), s.device(scratch), (0..smallest, n))))?;
     let download_ms =
-        part(r, || gpu.timed(one, |s| s.dtoh(s0, s.device(scratch).slice(0..smallest), &mut h_out[..smallest])))?;
+        part(r, || gpu.timed(one, |s| s.stream(0).dtoh(s.device(scratch).slice(0..smallest), &mut h_out[..smallest])))?;
     let chain_ms = part(r, || {
         gpu.timed(one, |s| {
-            let d = s.device(scratch);
+            let (d, s0) = (s.device(scratch), s.stream(0));
             for _ in 0..uploads {
-                s.htod(s0, &h_in[..smallest], d.slice(0..smallest))?;
+                s0.htod(&h_in[..smallest], d.slice(0..smallest))?;
             }
-            s.launch(s0, steps.launch(kernels, d, 0..smallest, n))?;
-            s.dtoh(s0, d.slice(0..smallest), &mut h_out[..smallest])
+            steps.run(kernels, s0, d, (0..smallest, n))?;
+            s0.dtoh(d.slice(0..smallest), &mut h_out[..smallest])
         })
     })?;
     // Every upload at once, then the last chunk's kernel and download behind its upload.
@@ -260,26 +260,26 @@ pub fn measure_costs(
             let d = s.device(scratch);
             for c in plan.iter() {
                 for _ in 0..uploads {
-                    s.htod(on(&c), &h_in[c.range()], d.slice(c.range()))?;
+                    s.stream(on(&c)).htod(&h_in[c.range()], d.slice(c.range()))?;
                 }
             }
-            s.launch(on(&last), steps.launch(kernels, d, last.range(), n))?;
-            s.dtoh(on(&last), d.slice(last.range()), &mut h_out[last.range()])
+            steps.run(kernels, s.stream(on(&last)), d, (last.range(), n))?;
+            s.stream(on(&last)).dtoh(d.slice(last.range()), &mut h_out[last.range()])
         })
     })?;
     // The first chunk's upload and kernel, then every download at once (from the second half of the
     // scratch buffer, which nothing writes, so that only the first kernel orders them).
     let downloads_ms = part(r, || {
         gpu.timed(streams, |s| {
-            let d = s.device(scratch);
+            let (d, s0) = (s.device(scratch), s.stream(0));
             for _ in 0..uploads {
-                s.htod(s0, &h_in[first.range()], d.slice(first.range()))?;
+                s0.htod(&h_in[first.range()], d.slice(first.range()))?;
             }
-            s.launch(s0, steps.launch(kernels, d, first.range(), n))?;
-            let computed = s.event_record(s0)?;
-            fan_out.iter().try_for_each(|st| s.stream_wait_event(st, computed))?;
+            steps.run(kernels, s0, d, (first.range(), n))?;
+            let computed = s0.record_event()?;
+            fan_out.clone().try_for_each(|i| s.stream(i).wait_event(computed))?;
             for (c, out) in plan.iter().zip(plan.split_mut(h_out)) {
-                s.dtoh(on(&c), d.slice(n + c.offset..n + c.offset + c.len), out)?;
+                s.stream(on(&c)).dtoh(d.slice(n + c.offset..n + c.offset + c.len), out)?;
             }
             Ok(())
         })
@@ -291,12 +291,12 @@ pub fn measure_costs(
             let d = s.device(scratch);
             let half = (k / 2).max(1);
             for (c, out) in plan.iter().zip(plan.split_mut(h_out)) {
-                let up = &streams[c.index % half];
-                let down = &streams[(half + c.index % (k - half).max(1)).min(k - 1)];
+                let up = s.stream(c.index % half);
+                let down = s.stream((half + c.index % (k - half).max(1)).min(k - 1));
                 for _ in 0..uploads {
-                    s.htod(up, &h_in[c.range()], d.slice(c.range()))?;
+                    up.htod(&h_in[c.range()], d.slice(c.range()))?;
                 }
-                s.dtoh(down, d.slice(n + c.offset..n + c.offset + c.len), out)?;
+                down.dtoh(d.slice(n + c.offset..n + c.offset + c.len), out)?;
             }
             Ok(())
         })
@@ -304,16 +304,16 @@ pub fn measure_costs(
     // The first chunk's upload, then every kernel at once, then the last chunk's download behind its kernel.
     let kernels_ms = part(r, || {
         gpu.timed(streams, |s| {
-            let d = s.device(scratch);
+            let (d, s0) = (s.device(scratch), s.stream(0));
             for _ in 0..uploads {
-                s.htod(s0, &h_in[first.range()], d.slice(first.range()))?;
+                s0.htod(&h_in[first.range()], d.slice(first.range()))?;
             }
-            let uploaded = s.event_record(s0)?;
-            fan_out.iter().try_for_each(|st| s.stream_wait_event(st, uploaded))?;
+            let uploaded = s0.record_event()?;
+            fan_out.clone().try_for_each(|i| s.stream(i).wait_event(uploaded))?;
             for c in plan.iter() {
-                s.launch(on(&c), steps.launch(kernels, d, c.range(), n))?;
+                steps.run(kernels, s.stream(on(&c)), d, (c.range(), n))?;
             }
-            s.dtoh(on(&last), d.slice(last.range()), &mut h_out[last.range()])
+            s.stream(on(&last)).dtoh(d.slice(last.range()), &mut h_out[last.range()])
         })
     })?;
     // The busiest lane: chunks 0, L, 2L, ... one after another on one stream.
@@ -321,13 +321,13 @@ pub fn measure_costs(
     for &l in lanes {
         let ms = part(r, || {
             gpu.timed(one, |s| {
-                let d = s.device(scratch);
+                let (d, s0) = (s.device(scratch), s.stream(0));
                 for (c, out) in plan.iter().zip(plan.split_mut(h_out)).filter(|(c, _)| c.index % l.max(1) == 0) {
                     for _ in 0..uploads {
-                        s.htod(s0, &h_in[c.range()], d.slice(c.range()))?;
+                        s0.htod(&h_in[c.range()], d.slice(c.range()))?;
                     }
-                    s.launch(s0, steps.launch(kernels, d, c.range(), n))?;
-                    s.dtoh(s0, d.slice(c.range()), out)?;
+                    steps.run(kernels, s0, d, (c.range(), n))?;
+                    s0.dtoh(d.slice(c.range()), out)?;
                 }
                 Ok(())
             })

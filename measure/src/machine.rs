@@ -235,7 +235,7 @@ fn under_load<R>(gpu: &Gpu, read: impl FnOnce() -> R) -> anyhow::Result<Option<R
     gpu.scope(&streams, |s| {
         let d = s.device(&mut dst);
         for _ in 0..32 {
-            s.htod(&streams[0], &src, d)?;
+            s.stream(0).htod(&src, d)?;
         }
         std::thread::sleep(std::time::Duration::from_millis(3));
         Ok(read.take().map(|f| f()))

@@ -59,13 +59,12 @@ impl CopyTimes {
         let (h_in, h_out) = (&h_in[..len], &mut h_out[..len]);
         // A phase of its own, unless the caller has named what these copies are for.
         let _phase = crate::timeline::current_phase().is_empty().then(|| crate::timeline::phase("copies alone"));
-        let h2d = measure(r, || gpu.timed(&streams[..1], |s| s.htod(&streams[0], h_in, s.device(up).slice(0..len))))?;
-        let d2h =
-            measure(r, || gpu.timed(&streams[..1], |s| s.dtoh(&streams[0], s.device(down).slice(0..len), h_out)))?;
+        let h2d = measure(r, || gpu.timed(&streams[..1], |s| s.stream(0).htod(h_in, s.device(up).slice(0..len))))?;
+        let d2h = measure(r, || gpu.timed(&streams[..1], |s| s.stream(0).dtoh(s.device(down).slice(0..len), h_out)))?;
         let both = measure(r, || {
             gpu.timed(streams, |s| {
-                s.htod(&streams[0], h_in, s.device(up).slice(0..len))?;
-                s.dtoh(&streams[1], s.device(down).slice(0..len), h_out)
+                s.stream(0).htod(h_in, s.device(up).slice(0..len))?;
+                s.stream(1).dtoh(s.device(down).slice(0..len), h_out)
             })
         })?;
         Ok(CopyTimes { bytes: len * 4, h2d, d2h, both })
@@ -78,9 +77,8 @@ impl CopyTimes {
 pub fn calibrate_process(gpu: &Gpu, kernels: &Kernels, len: usize, target_ms: f64, r: Repeats) -> anyhow::Result<u32> {
     let mut d = gpu.alloc::<f32>(len)?;
     let streams = gpu.streams(1)?;
-    let mut time = |iters: u32| {
-        measure(r, || gpu.timed(&streams, |s| s.launch(&streams[0], kernels.process(s.device(&mut d), iters))))
-    };
+    let mut time =
+        |iters: u32| measure(r, || gpu.timed(&streams, |s| kernels.process(s.stream(0), s.device(&mut d), iters)));
     let mut iters = 256u32;
     for _ in 0..2 {
         let t = time(iters)?.median_ms;
@@ -126,12 +124,12 @@ pub fn run_pipeline(
     gpu.timed(streams, |s| {
         let d = s.devices(&mut bufs[..layout.buffers]);
         for (c, out) in plan.iter().zip(plan.split_mut(h_out)) {
-            let (buf, own) = (d[c.index % layout.buffers].slice(0..c.len), &streams[c.index % layout.buffers]);
+            let (buf, own) = (d[c.index % layout.buffers].slice(0..c.len), s.stream(c.index % layout.buffers));
             let (up, compute, down) =
-                if layout.by_engine { (&streams[0], &streams[1], &streams[2]) } else { (own, own, own) };
-            s.htod(up, &h_in[c.range()], buf)?;
-            s.launch(compute, work.launch(kernels, buf))?;
-            s.dtoh(down, buf, out)?;
+                if layout.by_engine { (s.stream(0), s.stream(1), s.stream(2)) } else { (own, own, own) };
+            up.htod(&h_in[c.range()], buf)?;
+            work.run(kernels, compute, buf)?;
+            down.dtoh(buf, out)?;
         }
         Ok(())
     })

@@ -96,17 +96,17 @@ impl FittedCosts {
         for &len in &sizes {
             let t = |s: Stats| (len * 4, s.min_ms); // the best of the repeats: the least noise
             ups.push(t(measure(r, || {
-                gpu.timed(s0, |s| s.htod(&s0[0], &h_in[..len], s.device(&mut up).slice(0..len)))
+                gpu.timed(s0, |s| s.stream(0).htod(&h_in[..len], s.device(&mut up).slice(0..len)))
             })?));
             downs.push(t(measure(r, || {
-                gpu.timed(s0, |s| s.dtoh(&s0[0], s.device(&mut down).slice(0..len), &mut h_out[..len]))
+                gpu.timed(s0, |s| s.stream(0).dtoh(s.device(&mut down).slice(0..len), &mut h_out[..len]))
             })?));
         }
         let len = sizes[0]; // the largest: the rate with both directions busy, not their per-copy cost
         let both = measure(r, || {
             gpu.timed(&streams, |s| {
-                s.htod(&streams[0], &h_in[..len], s.device(&mut up).slice(0..len))?;
-                s.dtoh(&streams[1], s.device(&mut down).slice(0..len), &mut h_out[..len])
+                s.stream(0).htod(&h_in[..len], s.device(&mut up).slice(0..len))?;
+                s.stream(1).dtoh(s.device(&mut down).slice(0..len), &mut h_out[..len])
             })
         })?;
         let (upload, download) = (CopyCost::fit(&ups)?, CopyCost::fit(&downs)?);
@@ -213,11 +213,10 @@ pub fn kernel_times(
     let streams = gpu.streams(1)?;
     let s0 = &streams[..];
     let input = common::pageable(d.len(), crate::verify::input)?;
-    gpu.scope(s0, |s| s.htod(&s0[0], &input, s.device(&mut d)))?;
+    gpu.scope(s0, |s| s.stream(0).htod(&input, s.device(&mut d)))?;
     let mut out = Vec::new();
     for &len in sizes {
-        let t =
-            measure(r, || gpu.timed(s0, |s| s.launch(&s0[0], work.launch(kernels, s.device(&mut d).slice(0..len)))))?;
+        let t = measure(r, || gpu.timed(s0, |s| work.run(kernels, s.stream(0), s.device(&mut d).slice(0..len))))?;
         out.push((len * 4, t.min_ms));
     }
     Ok(out)

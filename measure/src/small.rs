@@ -429,12 +429,12 @@ fn ms(t: Instant) -> f64 {
 
 /// Makes every stream of `streams` wait for the work queued so far on every other one: the end of the
 /// way up, before the way back.
-fn barrier(s: &Scope<'_, '_>, streams: &[Stream]) -> anyhow::Result<()> {
-    let events = streams.iter().map(|st| s.event_record(st)).collect::<anyhow::Result<Vec<_>>>()?;
-    for (j, st) in streams.iter().enumerate() {
+fn barrier<'s>(s: &'s Scope<'s, '_>) -> anyhow::Result<()> {
+    let events = s.streams().map(|st| st.record_event()).collect::<anyhow::Result<Vec<_>>>()?;
+    for st in s.streams() {
         for (k, e) in events.iter().enumerate() {
-            if j != k {
-                s.stream_wait_event(st, *e)?;
+            if st.index() != k {
+                st.wait_event(*e)?;
             }
         }
     }
@@ -480,7 +480,7 @@ impl<'g> Rig<'g> {
         };
         let tables: Vec<u64> = l.packed_table().into_iter().chain(l.host_table()).collect();
         let (gpu, streams, d_tables) = (self.gpu, &self.streams[..1], &mut self.d_tables);
-        gpu.scope(streams, |s| s.htod(&streams[0], &tables, s.device(d_tables).slice(0..tables.len())))?;
+        gpu.scope(streams, |s| s.stream(0).htod(&tables, s.device(d_tables).slice(0..tables.len())))?;
         let one_copy_ms = self.one_copy(l.bytes(), r)?;
         let mut runs = Vec::new();
         for &way in ways {
@@ -502,13 +502,13 @@ impl<'g> Rig<'g> {
             ups.push((
                 bytes,
                 measure_best(r, 30, 5.0, || {
-                    gpu.timed(s0, |s| s.htod(&s0[0], &up[..bytes], s.device(d_packed).slice(0..bytes)))
+                    gpu.timed(s0, |s| s.stream(0).htod(&up[..bytes], s.device(d_packed).slice(0..bytes)))
                 })?,
             ));
             downs.push((
                 bytes,
                 measure_best(r, 30, 5.0, || {
-                    gpu.timed(s0, |s| s.dtoh(&s0[0], s.device(d_packed).slice(0..bytes), &mut down[..bytes]))
+                    gpu.timed(s0, |s| s.stream(0).dtoh(s.device(d_packed).slice(0..bytes), &mut down[..bytes]))
                 })?,
             ));
         }
@@ -534,13 +534,13 @@ impl<'g> Rig<'g> {
         let Rig { gpu, kernels, streams, d_arena, d_packed, d_tables, .. } = self;
         anyhow::ensure!(l.dev_len <= d_arena.len() && l.packed_len <= d_packed.len(), "the rig is too small");
         let (s0, table, n) = (&streams[..1], l.packed_table(), l.count());
-        gpu.scope(s0, |s| s.htod(&s0[0], &table, s.device(d_tables).slice(0..3 * n)))?;
+        gpu.scope(s0, |s| s.stream(0).htod(&table, s.device(d_tables).slice(0..3 * n)))?;
         measure_best(r, 30, 5.0, || {
             gpu.timed(s0, |s| {
                 let (packed, arena) = (s.device(d_packed).slice(0..l.packed_len), s.device(d_arena));
                 let table = s.device(d_tables).slice(0..3 * n).read_only();
-                s.launch(&s0[0], kernels.scatter(packed.read_only(), table, arena, l.largest()))?;
-                s.launch(&s0[0], kernels.gather(arena.read_only(), table, packed, l.largest()))
+                kernels.scatter(s.stream(0), packed.read_only(), table, arena, l.largest())?;
+                kernels.gather(s.stream(0), arena.read_only(), table, packed, l.largest())
             })
         })
     }
@@ -552,8 +552,8 @@ impl<'g> Rig<'g> {
         measure_best(r, 30, 5.0, || {
             gpu.timed(s0, |s| {
                 let d = s.device(d_packed).slice(0..bytes);
-                s.htod(&s0[0], &up[..bytes], d)?;
-                s.dtoh(&s0[0], d, &mut down[..bytes])
+                s.stream(0).htod(&up[..bytes], d)?;
+                s.stream(0).dtoh(d, &mut down[..bytes])
             })
         })
     }
@@ -599,7 +599,7 @@ impl<'g> Rig<'g> {
         self.down.fill(POISON);
         let Rig { gpu, streams, down, d_arena, .. } = self;
         let s0 = &streams[..1];
-        gpu.scope(s0, |s| s.htod(&s0[0], &down[..l.dev_len], s.device(d_arena).slice(0..l.dev_len)))
+        gpu.scope(s0, |s| s.stream(0).htod(&down[..l.dev_len], s.device(d_arena).slice(0..l.dev_len)))
     }
 
     fn check(&self, l: &Layout, way: Way, p: &Pageable) -> Checked {
@@ -631,14 +631,14 @@ impl<'g> Rig<'g> {
                     let t = Instant::now();
                     let arena = s.device(d_arena);
                     for (i, src) in srcs.iter().enumerate() {
-                        s.htod(&streams[i % k], src, arena.slice(l.dev_range(i)))?;
+                        s.stream(i % k).htod(src, arena.slice(l.dev_range(i)))?;
                         // cudaMemcpyAsync, H2D
                     }
                     if k > 1 {
-                        barrier(s, streams)?;
+                        barrier(s)?;
                     }
                     for (i, dst) in outs.into_iter().enumerate() {
-                        s.dtoh(&streams[i % k], arena.slice(l.dev_range(i)), dst)?;
+                        s.stream(i % k).dtoh(arena.slice(l.dev_range(i)), dst)?;
                         // cudaMemcpyAsync, D2H
                     }
                     host.set(ms(t));
@@ -651,8 +651,8 @@ impl<'g> Rig<'g> {
                     let t = Instant::now();
                     let arena = s.device(d_arena);
                     let dsts: Vec<_> = (0..n).map(|i| arena.slice(l.dev_range(i))).collect();
-                    s.htod_batch(&s0[0], &srcs, &dsts, order)?; // cuMemcpyBatchAsync, every buffer up
-                    s.dtoh_batch(&s0[0], &dsts, outs)?; //         and back
+                    s.stream(0).htod_batch(&srcs, &dsts, order)?; // cuMemcpyBatchAsync, every buffer up
+                    s.stream(0).dtoh_batch(&dsts, outs)?; //         and back
                     host.set(ms(t));
                     Ok(())
                 })?
@@ -667,10 +667,11 @@ impl<'g> Rig<'g> {
                     let t = Instant::now();
                     let (packed, arena) = (s.device(d_packed).slice(0..len), s.device(d_arena));
                     let table = s.device(d_tables).slice(table).read_only();
-                    s.htod(&s0[0], &up[..len], packed)?; //                                 one copy up
-                    s.launch(&s0[0], kernels.scatter(packed.read_only(), table, arena, l.largest()))?;
-                    s.launch(&s0[0], kernels.gather(arena.read_only(), table, packed, l.largest()))?;
-                    s.dtoh(&s0[0], packed, &mut down[..len])?; //                           one copy back
+                    let st = s.stream(0);
+                    st.htod(&up[..len], packed)?; //                                        one copy up
+                    kernels.scatter(st, packed.read_only(), table, arena, l.largest())?;
+                    kernels.gather(st, arena.read_only(), table, packed, l.largest())?;
+                    st.dtoh(packed, &mut down[..len])?; //                                  one copy back
                     host.set(packing + ms(t));
                     Ok(())
                 })?;
@@ -688,8 +689,8 @@ impl<'g> Rig<'g> {
                     let (from, to, arena) = (s.mapped(h_in)?, s.mapped(h_out)?, s.device(d_arena));
                     let table = s.device(d_tables).slice(3 * n..6 * n).read_only();
                     // The kernels read and write the host's buffers across the link themselves.
-                    s.launch(&s0[0], kernels.scatter(from.read_only(), table, arena, l.largest()))?;
-                    s.launch(&s0[0], kernels.gather(arena.read_only(), table, to, l.largest()))?;
+                    kernels.scatter(s.stream(0), from.read_only(), table, arena, l.largest())?;
+                    kernels.gather(s.stream(0), arena.read_only(), table, to, l.largest())?;
                     host.set(ms(t));
                     Ok(())
                 })?
@@ -733,9 +734,9 @@ impl<'g> Rig<'g> {
             })?; //                                                                cudaGraphInstantiate
             let build_ms = ms(t);
             let replay = || -> anyhow::Result<[f64; 3]> {
-                let (start, t) = (s.event_record(&s0[0])?, Instant::now());
-                s.launch_graph(&s0[0], &graph)?; //                                    cudaGraphLaunch
-                let (host, stop) = (ms(t), s.event_record(&s0[0])?);
+                let (start, t) = (s.stream(0).record_event()?, Instant::now());
+                s.stream(0).replay(&graph)?; //                                        cudaGraphLaunch
+                let (host, stop) = (ms(t), s.stream(0).record_event()?);
                 s.synchronize()?;
                 Ok([ms(t), s.elapsed_ms(start, stop)?, host])
             };

@@ -1,7 +1,7 @@
 //! The per-chunk work of the pipeline lessons: which kernel runs on each chunk in place, and how its
 //! result is checked against the CPU.
 
-use common::{Dev, Launch};
+use common::{Dev, ScopeStream};
 use kernels::{cpu, Kernels};
 
 use crate::{verify, ChunkPlan};
@@ -21,11 +21,11 @@ pub enum Work {
 
 impl Work {
     /// This work's launch on `data`, in place.
-    pub fn launch<'s>(self, kernels: &Kernels, data: Dev<'s, f32>) -> Launch<'s> {
+    pub fn run<'s>(self, kernels: &Kernels, on: ScopeStream<'s, '_>, data: Dev<'s, f32>) -> anyhow::Result<()> {
         match self {
-            Work::Process(i) => kernels.process(data, i),
-            Work::SinCos(i) => kernels.process_sincos(data, i),
-            Work::User => kernels.user(data),
+            Work::Process(i) => kernels.process(on, data, i),
+            Work::SinCos(i) => kernels.process_sincos(on, data, i),
+            Work::User => kernels.user(on, data),
         }
     }
 

@@ -178,8 +178,8 @@ const LAYERS: [(&str, &[&str]); 3] = [
     (
         "common/src",
         &[
-            "ffi", "context", "memory", "host", "stream", "view", "module", "scope", "batch", "graph", "device",
-            "staging",
+            "ffi", "context", "memory", "host", "stream", "view", "order", "module", "launch", "scope", "batch",
+            "graph", "device", "staging",
         ],
     ),
     (

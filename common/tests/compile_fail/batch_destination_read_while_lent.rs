@@ -9,7 +9,7 @@ fn main() -> common::anyhow::Result<()> {
     let mut outs = vec![vec![0f32; 4], vec![0f32; 4]];
     gpu.scope(&streams, |s| {
         let d = s.device(&mut d);
-        s.dtoh_batch(&streams[0], &[d.slice(0..4), d.slice(4..8)], outs.iter_mut().map(|o| &mut o[..]))?;
+        s.stream(0).dtoh_batch(&[d.slice(0..4), d.slice(4..8)], outs.iter_mut().map(|o| &mut o[..]))?;
         println!("{}", outs[1][0]);
         Ok(())
     })?;

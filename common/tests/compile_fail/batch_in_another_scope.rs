@@ -8,7 +8,7 @@ fn main() -> common::anyhow::Result<()> {
     let mut d = gpu.alloc::<f32>(4)?;
     gpu.scope(&streams, |outer| {
         let d = outer.device(&mut d);
-        gpu.scope(&streams, |inner| inner.htod_batch(&streams[0], &[&h[..]], &[d], SrcOrder::StreamOrder))
+        gpu.scope(&streams, |inner| inner.stream(0).htod_batch(&[&h[..]], &[d], SrcOrder::StreamOrder))
     })?;
     Ok(())
 }

@@ -9,7 +9,7 @@ fn main() -> common::anyhow::Result<()> {
     gpu.scope(&streams, |s| {
         let d = s.device(&mut d);
         let (a, b) = (vec![1f32; 4], vec![2f32; 4]);
-        s.htod_batch(&streams[0], &[&a[..], &b[..]], &[d.slice(0..4), d.slice(4..8)], SrcOrder::Any)?;
+        s.stream(0).htod_batch(&[&a[..], &b[..]], &[d.slice(0..4), d.slice(4..8)], SrcOrder::Any)?;
         drop(b);
         Ok(())
     })?;

@@ -8,7 +8,7 @@ fn main() -> common::anyhow::Result<()> {
     gpu.scope(&streams, |s| {
         let a = s.device(&mut d);
         let b = s.device(&mut d);
-        s.dtod(&streams[0], a, b)
+        s.stream(0).dtod(a, b)
     })?;
     Ok(())
 }

@@ -4,7 +4,7 @@ use common::Gpu;
 fn main() -> common::anyhow::Result<()> {
     let gpu = Gpu::init()?;
     let streams = gpu.streams(2)?;
-    let e = gpu.scope(&streams, |s| s.event_record(&streams[0]))?;
-    gpu.scope(&streams, |s| s.stream_wait_event(&streams[1], e))?;
+    let e = gpu.scope(&streams, |s| s.stream(0).record_event())?;
+    gpu.scope(&streams, |s| s.stream(1).wait_event(e))?;
     Ok(())
 }

@@ -11,6 +11,6 @@ fn main() -> common::anyhow::Result<()> {
         s.graph(|g| g.htod(&h, d))
     })?;
     drop(h);
-    gpu.scope(&streams, |s| s.launch_graph(&streams[0], &graph))?;
+    gpu.scope(&streams, |s| s.stream(0).replay(&graph))?;
     Ok(())
 }

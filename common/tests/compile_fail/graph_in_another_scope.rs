@@ -10,7 +10,7 @@ fn main() -> common::anyhow::Result<()> {
     gpu.scope(&streams, |outer| {
         let d = outer.device(&mut d);
         let graph = outer.graph(|g| g.htod(&h, d))?;
-        gpu.scope(&streams, |inner| inner.launch_graph(&streams[0], &graph))
+        gpu.scope(&streams, |inner| inner.stream(0).replay(&graph))
     })?;
     Ok(())
 }

@@ -9,9 +9,9 @@ fn main() -> common::anyhow::Result<()> {
     gpu.scope(&streams, |s| {
         let d = s.device(&mut d);
         let graph = s.graph(|g| g.dtoh(d, &mut out))?;
-        s.launch_graph(&streams[0], &graph)?;
+        s.stream(0).replay(&graph)?;
         println!("{}", out[0]);
-        s.launch_graph(&streams[0], &graph)
+        s.stream(0).replay(&graph)
     })?;
     Ok(())
 }

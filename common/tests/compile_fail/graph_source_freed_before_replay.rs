@@ -11,7 +11,7 @@ fn main() -> common::anyhow::Result<()> {
         let h = vec![1f32; 4];
         let graph = s.graph(|g| g.htod(&h, d))?;
         drop(h);
-        s.launch_graph(&streams[0], &graph)
+        s.stream(0).replay(&graph)
     })?;
     Ok(())
 }

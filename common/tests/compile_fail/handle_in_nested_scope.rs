@@ -8,7 +8,7 @@ fn main() -> common::anyhow::Result<()> {
     let mut d = gpu.alloc::<f32>(4)?;
     gpu.scope(&streams, |outer| {
         let d = outer.device(&mut d);
-        gpu.scope(&streams, |inner| inner.htod(&streams[0], &h, d))
+        gpu.scope(&streams, |inner| inner.stream(0).htod(&h, d))
     })?;
     Ok(())
 }

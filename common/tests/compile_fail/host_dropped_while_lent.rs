@@ -7,7 +7,7 @@ fn main() -> common::anyhow::Result<()> {
     let v = vec![1.0f32; 4];
     let mut d = gpu.alloc::<f32>(4)?;
     gpu.scope(&streams, |s| {
-        s.htod(&streams[0], &v, s.device(&mut d))?;
+        s.stream(0).htod(&v, s.device(&mut d))?;
         drop(v);
         Ok(())
     })?;

@@ -7,8 +7,8 @@ fn main() -> common::anyhow::Result<()> {
     let mut h = gpu.pinned::<f32>(4)?;
     let (mut a, mut b) = (gpu.alloc::<f32>(4)?, gpu.alloc::<f32>(4)?);
     gpu.scope(&streams, |s| {
-        s.dtoh(&streams[0], s.device(&mut a), &mut h)?;
-        s.dtoh(&streams[1], s.device(&mut b), &mut h)
+        s.stream(0).dtoh(s.device(&mut a), &mut h)?;
+        s.stream(1).dtoh(s.device(&mut b), &mut h)
     })?;
     Ok(())
 }

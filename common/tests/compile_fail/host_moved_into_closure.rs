@@ -4,8 +4,7 @@ fn main() -> common::anyhow::Result<()> {
     let streams = gpu.streams(1)?;
     let mut d = gpu.alloc::<f32>(4)?;
     let h = vec![1f32; 4];
-    let st = &streams;
     let dd = &mut d;
-    gpu.scope(&streams, move |s| s.htod(&st[0], &h, s.device(dd)))?;
+    gpu.scope(&streams, move |s| s.stream(0).htod(&h, s.device(dd)))?;
     Ok(())
 }

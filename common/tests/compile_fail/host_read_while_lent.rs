@@ -7,7 +7,7 @@ fn main() -> common::anyhow::Result<()> {
     let mut h = gpu.pinned::<f32>(4)?;
     let mut d = gpu.alloc::<f32>(4)?;
     gpu.scope(&streams, |s| {
-        s.dtoh(&streams[0], s.device(&mut d), &mut h)?;
+        s.stream(0).dtoh(s.device(&mut d), &mut h)?;
         println!("{}", h[0]);
         Ok(())
     })?;

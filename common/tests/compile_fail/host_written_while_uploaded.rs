@@ -5,7 +5,7 @@ fn main() -> common::anyhow::Result<()> {
     let mut h = gpu.pinned::<f32>(4)?;
     let mut d = gpu.alloc::<f32>(4)?;
     gpu.scope(&streams, |s| {
-        s.htod(&streams[0], &h, s.device(&mut d))?;
+        s.stream(0).htod(&h, s.device(&mut d))?;
         h[0] = 2.0;
         Ok(())
     })?;

@@ -9,7 +9,7 @@ fn main() -> common::anyhow::Result<()> {
         let x = outer.device(&mut a);
         gpu.scope(&streams, |inner| {
             let y = inner.device(&mut b);
-            inner.launch(&streams[0], unsafe { k.launch(LaunchConfig::linear(1, 1)).read(x).write(y).build() })
+            unsafe { inner.stream(0).kernel(&k, LaunchConfig::linear(1, 1)).read(x).write(y).launch() }
         })
     })?;
     Ok(())

@@ -1,4 +1,4 @@
-// A launch of a kernel of one's own is built only in `unsafe`: the promise that the kernel stays inside
+// A launch of a kernel of one's own is queued only in `unsafe`: the promise that the kernel stays inside
 // the views it was given is the caller's.
 use common::{Gpu, LaunchConfig};
 
@@ -9,7 +9,7 @@ fn main() -> common::anyhow::Result<()> {
     let mut d = gpu.alloc::<f32>(4)?;
     gpu.scope(&streams, |s| {
         let d = s.device(&mut d);
-        s.launch(&streams[0], k.launch(LaunchConfig::linear(1, 4)).write(d).value(4u64).build())
+        s.stream(0).kernel(&k, LaunchConfig::linear(1, 4)).write(d).value(4u64).launch()
     })?;
     Ok(())
 }

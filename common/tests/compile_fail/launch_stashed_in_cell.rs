@@ -1,4 +1,4 @@
-// A launch holding views cannot be stashed in a Cell outside the scope and queued in a later scope.
+// A launch being declared cannot be stashed in a Cell outside the scope and launched in a later scope.
 use std::cell::Cell;
 use common::LaunchConfig;
 fn main() -> common::anyhow::Result<()> {
@@ -8,9 +8,9 @@ fn main() -> common::anyhow::Result<()> {
     let mut d = gpu.alloc::<f32>(4)?;
     let stash = Cell::new(None);
     gpu.scope(&streams, |s| {
-        stash.set(Some(unsafe { k.launch(LaunchConfig::linear(1, 1)).write(s.device(&mut d)).build() }));
+        stash.set(Some(s.stream(0).kernel(&k, LaunchConfig::linear(1, 1)).write(s.device(&mut d))));
         Ok(())
     })?;
-    gpu.scope(&streams, |s| s.launch(&streams[0], stash.take().unwrap()))?;
+    gpu.scope(&streams, |_s| unsafe { stash.take().unwrap().launch() })?;
     Ok(())
 }

@@ -7,7 +7,7 @@ fn main() -> common::anyhow::Result<()> {
     let streams = gpu.streams(1)?;
     let mut m = gpu.managed::<f32>(4)?;
     gpu.scope(&streams, |s| {
-        s.launch(&streams[0], unsafe { k.launch(LaunchConfig::linear(1, 1)).write(s.managed(&mut m)).build() })?;
+        unsafe { s.stream(0).kernel(&k, LaunchConfig::linear(1, 1)).write(s.managed(&mut m)).launch() }?;
         drop(m);
         Ok(())
     })?;

@@ -9,8 +9,8 @@ fn main() -> common::anyhow::Result<()> {
     gpu.scope(&streams, |s| {
         let a = s.managed(&mut m);
         let b = s.managed(&mut m);
-        s.launch(&streams[0], unsafe { k.launch(LaunchConfig::linear(1, 1)).write(a).build() })?;
-        s.launch(&streams[1], unsafe { k.launch(LaunchConfig::linear(1, 1)).write(b).build() })
+        unsafe { s.stream(0).kernel(&k, LaunchConfig::linear(1, 1)).write(a).launch() }?;
+        unsafe { s.stream(1).kernel(&k, LaunchConfig::linear(1, 1)).write(b).launch() }
     })?;
     Ok(())
 }

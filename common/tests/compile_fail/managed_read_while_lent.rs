@@ -8,9 +8,9 @@ fn main() -> common::anyhow::Result<()> {
     let mut m = gpu.managed::<f32>(4)?;
     gpu.scope(&streams, |s| {
         let d = s.managed(&mut m);
-        s.prefetch(&streams[0], d, To::Device)?;
+        s.stream(0).prefetch(d, To::Device)?;
         println!("{}", m[0]);
-        s.launch(&streams[0], unsafe { k.launch(LaunchConfig::linear(1, 1)).write(d).build() })
+        unsafe { s.stream(0).kernel(&k, LaunchConfig::linear(1, 1)).write(d).launch() }
     })?;
     Ok(())
 }

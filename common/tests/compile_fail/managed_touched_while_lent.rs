@@ -8,7 +8,7 @@ fn main() -> common::anyhow::Result<()> {
     let mut m = gpu.managed::<f32>(4)?;
     gpu.scope(&streams, |s| {
         let d = s.managed(&mut m);
-        s.launch(&streams[0], unsafe { k.launch(LaunchConfig::linear(1, 1)).write(d).build() })?;
+        unsafe { s.stream(0).kernel(&k, LaunchConfig::linear(1, 1)).write(d).launch() }?;
         m[0] = 1.0;
         Ok(())
     })?;

@@ -6,6 +6,6 @@ fn main() -> common::anyhow::Result<()> {
     let streams = gpu.streams(1)?;
     let mut m = gpu.managed::<f32>(4)?;
     let leaked = gpu.scope(&streams, |s| Ok(s.managed(&mut m)))?;
-    gpu.scope(&streams, |s| s.prefetch(&streams[0], leaked, To::Device))?;
+    gpu.scope(&streams, |s| s.stream(0).prefetch(leaked, To::Device))?;
     Ok(())
 }

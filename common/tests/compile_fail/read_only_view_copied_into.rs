@@ -6,6 +6,6 @@ fn main() -> common::anyhow::Result<()> {
     let streams = gpu.streams(1)?;
     let h = vec![1.0f32; 4];
     let mut d = gpu.alloc::<f32>(4)?;
-    gpu.scope(&streams, |s| s.htod(&streams[0], &h, s.device(&mut d).read_only()))?;
+    gpu.scope(&streams, |s| s.stream(0).htod(&h, s.device(&mut d).read_only()))?;
     Ok(())
 }

@@ -7,7 +7,7 @@ fn main() -> common::anyhow::Result<()> {
     gpu.scope(&streams, |s| {
         let r = s.device(&mut d).read_only();
         let w: common::Dev<f32> = r.into();
-        s.htod(&streams[0], &h, w)
+        s.stream(0).htod(&h, w)
     })?;
     Ok(())
 }

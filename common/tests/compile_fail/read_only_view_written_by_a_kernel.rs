@@ -8,7 +8,7 @@ fn main() -> common::anyhow::Result<()> {
     let mut d = gpu.alloc::<f32>(4)?;
     gpu.scope(&streams, |s| {
         let input = s.device(&mut d).read_only();
-        s.launch(&streams[0], unsafe { k.launch(LaunchConfig::linear(1, 4)).write(input).build() })
+        unsafe { s.stream(0).kernel(&k, LaunchConfig::linear(1, 4)).write(input).launch() }
     })?;
     Ok(())
 }

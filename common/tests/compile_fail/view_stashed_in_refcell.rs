@@ -7,6 +7,6 @@ fn main() -> common::anyhow::Result<()> {
     let h = vec![0f32; 4];
     let stash = RefCell::new(None);
     gpu.scope(&streams, |s| { *stash.borrow_mut() = Some(s.device(&mut d)); Ok(()) })?;
-    gpu.scope(&streams, |s| s.htod(&streams[0], &h, stash.borrow().unwrap()))?;
+    gpu.scope(&streams, |s| s.stream(0).htod(&h, stash.borrow().unwrap()))?;
     Ok(())
 }

@@ -2,7 +2,7 @@
 //! through the launch builder as a user's kernels are.
 #![allow(dead_code)]
 
-use common::{Dev, Gpu, Kernel, Launch, LaunchConfig};
+use common::{Dev, Gpu, Kernel, LaunchConfig, Queue};
 
 /// The PTX of `tests/kernels.cu`.
 pub const PTX: &str = include_str!("../ptx/kernels.ptx");
@@ -34,18 +34,18 @@ impl TestKernels {
     }
 
     /// `busy` over `x`, in place.
-    pub fn busy<'s>(&self, x: Dev<'s, f32>, iters: u32) -> Launch<'s> {
+    pub fn busy<'s>(&self, on: impl Queue<'s>, x: Dev<'s, f32>, iters: u32) -> anyhow::Result<()> {
         let config = LaunchConfig::for_elements(x.len(), 256);
         // SAFETY: busy(x, n, iters) reads and writes x[i] for i < n only.
-        unsafe { self.busy.launch(config).write(x).value(x.len() as u64).value(iters).build() }
+        unsafe { on.kernel(&self.busy, config).write(x).value(x.len() as u64).value(iters).launch() }
     }
 
     /// `y = a * x + y`.
-    pub fn saxpy<'s>(&self, x: Dev<'s, f32>, y: Dev<'s, f32>, a: f32) -> Launch<'s> {
+    pub fn saxpy<'s>(&self, on: impl Queue<'s>, x: Dev<'s, f32>, y: Dev<'s, f32>, a: f32) -> anyhow::Result<()> {
         let config = LaunchConfig::for_elements(y.len(), 256);
         // SAFETY: saxpy reads x[i] and writes y[i] for i < n only; n is y's length, and x is as long
         // (the tests that call it make them so).
-        unsafe { self.saxpy.launch(config).read(x).write(y).value(a).value(y.len() as u64).build() }
+        unsafe { on.kernel(&self.saxpy, config).read(x).write(y).value(a).value(y.len() as u64).launch() }
     }
 
     /// The kernel that writes 1 TiB below `data`.
@@ -53,8 +53,8 @@ impl TestKernels {
     /// # Safety
     /// Where nothing is mapped there, the GPU stops it and the context is dead for the rest of the
     /// process; where something is, it is corrupted. Only for a test process that expects the fault.
-    pub unsafe fn fault<'s>(&self, data: Dev<'s, f32>) -> Launch<'s> {
+    pub unsafe fn fault<'s>(&self, on: impl Queue<'s>, data: Dev<'s, f32>) -> anyhow::Result<()> {
         // SAFETY: the caller accepts the fault (see above).
-        unsafe { self.fault.launch(LaunchConfig::linear(1, 32)).write(data).build() }
+        unsafe { on.kernel(&self.fault, LaunchConfig::linear(1, 32)).write(data).launch() }
     }
 }

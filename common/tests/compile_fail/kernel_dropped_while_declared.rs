@@ -1,0 +1,14 @@
+// The kernel a launch is declared for cannot be dropped before it is launched: the declaration borrows it.
+use common::LaunchConfig;
+fn main() -> common::anyhow::Result<()> {
+    let gpu = common::Gpu::init()?;
+    let k = gpu.load_ptx("")?.kernel("k")?;
+    let streams = gpu.streams(1)?;
+    let mut d = gpu.alloc::<f32>(4)?;
+    gpu.scope(&streams, |s| {
+        let b = s.stream(0).kernel(&k, LaunchConfig::linear(1, 1)).write(s.device(&mut d));
+        drop(k);
+        unsafe { b.launch() }
+    })?;
+    Ok(())
+}

@@ -1,0 +1,10 @@
+// A stream of a scope cannot leave it: work queued on it after the scope ended would outlive the borrows.
+fn main() -> common::anyhow::Result<()> {
+    let gpu = common::Gpu::init()?;
+    let streams = gpu.streams(1)?;
+    let mut d = gpu.alloc::<f32>(4)?;
+    let h = vec![1f32; 4];
+    let (stream, view) = gpu.scope(&streams, |s| Ok((s.stream(0), s.device(&mut d))))?;
+    stream.htod(&h, view)?;
+    Ok(())
+}

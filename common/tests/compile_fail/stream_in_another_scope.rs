@@ -1,0 +1,12 @@
+// A stream of one scope cannot queue work on another scope's views, even one nested inside it.
+fn main() -> common::anyhow::Result<()> {
+    let gpu = common::Gpu::init()?;
+    let streams = gpu.streams(1)?;
+    let mut d = gpu.alloc::<f32>(4)?;
+    let h = vec![1f32; 4];
+    gpu.scope(&streams, |outer| {
+        let stream = outer.stream(0);
+        gpu.scope(&streams, |inner| stream.htod(&h, inner.device(&mut d)))
+    })?;
+    Ok(())
+}
