@@ -20,7 +20,7 @@
 //! on one stream before queueing on another what depends on it, and only for the first time a range is
 //! shared.
 
-use std::{collections::BTreeMap, ops::Range, sync::Arc};
+use std::{ops::Range, sync::Arc};
 
 use crate::{memory::Bytes, view::DevAccess};
 
@@ -86,14 +86,39 @@ impl Waits {
     }
 }
 
-/// One access remembered: operation `op` (an index into `Book::ops`), the `seq`th of `stream`.
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) struct Access {
-    pub op: u32,
-    pub stream: u32,
+/// When an operation touched a range: its sequence number on its stream (0: never) and its index in
+/// `Book::ops`.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct Stamp {
     pub seq: u64,
-    pub write: bool,
-    pub bytes: Range<usize>,
+    pub op: u32,
+}
+
+/// What one stream did to one range of a buffer that later work on other streams may have to wait
+/// for: its last write that nothing has superseded, and its last read since. A reader elsewhere waits
+/// for the write, a writer elsewhere for both.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Entry {
+    pub start: usize,
+    pub end: usize,
+    pub stream: u32,
+    pub write: Stamp,
+    pub read: Stamp,
+}
+
+impl Entry {
+    fn bytes(&self) -> Range<usize> {
+        self.start..self.end
+    }
+
+    /// What an access on another stream must wait for here (`seq` 0: nothing): a write waits for the
+    /// later of the write and the read, a read for the write. `true` with it where it is a write.
+    pub fn conflict(&self, write: bool) -> (Stamp, bool) {
+        match write && self.read.seq > self.write.seq {
+            true => (self.read, false),
+            false => (self.write, true),
+        }
+    }
 }
 
 pub(crate) fn overlaps(a: &Range<usize>, b: &Range<usize>) -> bool {
@@ -104,22 +129,117 @@ fn covers(outer: &Range<usize>, inner: &Range<usize>) -> bool {
     outer.start <= inner.start && inner.end <= outer.end
 }
 
-/// Per lent buffer: the accesses whose completion later operations on other streams may have to wait for.
+/// Entries of one buffer in order of where they start, in chunks of at most [`Entries::CHUNK`]: a
+/// search is two binary searches, an insertion moves at most a chunk, and a batch of thousands of small
+/// copies in order appends to the last chunk.
+#[derive(Default, Debug)]
+struct Entries {
+    chunks: Vec<Vec<Entry>>,
+    /// Where the first entry of each chunk starts.
+    firsts: Vec<usize>,
+}
+
+/// A place in [`Entries`]: (chunk, index in it).
+type Pos = (usize, usize);
+
+impl Entries {
+    const CHUNK: usize = 64;
+
+    /// The first place whose entry starts at `key` or after (one past the last chunk where none does).
+    fn lower_bound(&self, key: usize) -> Pos {
+        // Most searches are near the end (work appended in order): the last chunk first.
+        let c = match self.firsts.last() {
+            Some(&last) if last < key => self.firsts.len(),
+            _ => self.firsts.partition_point(|&f| f < key),
+        };
+        if c == 0 {
+            return (0, 0);
+        }
+        let i = self.chunks[c - 1].partition_point(|e| e.start < key);
+        if i == self.chunks[c - 1].len() {
+            (c, 0)
+        } else {
+            (c - 1, i)
+        }
+    }
+
+    /// Calls `f` with each entry from `pos` on, in order, until it returns false.
+    fn scan(&self, (c, i): Pos, mut f: impl FnMut(Pos, &Entry) -> bool) {
+        let mut i = i;
+        for (ci, chunk) in self.chunks.iter().enumerate().skip(c) {
+            for (ii, e) in chunk.iter().enumerate().skip(i) {
+                if !f((ci, ii), e) {
+                    return;
+                }
+            }
+            i = 0;
+        }
+    }
+
+    fn get_mut(&mut self, (c, i): Pos) -> &mut Entry {
+        &mut self.chunks[c][i]
+    }
+
+    /// Inserts `e` after the entries that start where it does or before.
+    fn insert(&mut self, e: Entry) {
+        if self.chunks.is_empty() {
+            self.chunks.push(Vec::with_capacity(Self::CHUNK + 1));
+            self.firsts.push(e.start);
+        }
+        let last = self.chunks.len() - 1;
+        // Appending in order is the common case: no search.
+        let (c, i) = match self.chunks[last].last() {
+            Some(x) if x.start <= e.start => (last, self.chunks[last].len()),
+            _ => {
+                let c = self.firsts.partition_point(|&f| f <= e.start).max(1) - 1;
+                (c, self.chunks[c].partition_point(|x| x.start <= e.start))
+            }
+        };
+        let chunk = &mut self.chunks[c];
+        chunk.insert(i, e);
+        if i == 0 {
+            self.firsts[c] = e.start;
+        }
+        if chunk.len() > Self::CHUNK {
+            let mut tail = Vec::with_capacity(Self::CHUNK + 1);
+            tail.extend(chunk.drain(Self::CHUNK / 2..));
+            self.firsts.insert(c + 1, tail[0].start);
+            self.chunks.insert(c + 1, tail);
+        }
+    }
+
+    /// Removes the entry at `pos`; places after it in its chunk (and, if the chunk empties, in later
+    /// chunks) move.
+    fn remove(&mut self, (c, i): Pos) {
+        let chunk = &mut self.chunks[c];
+        chunk.remove(i);
+        if chunk.is_empty() {
+            self.chunks.remove(c);
+            self.firsts.remove(c);
+        } else if i == 0 {
+            self.firsts[c] = chunk[0].start;
+        }
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.chunks.iter().map(Vec::len).sum()
+    }
+}
+
+/// Per lent buffer: what each stream did to which bytes, that later operations on other streams may
+/// have to wait for.
 #[derive(Default, Debug)]
 pub(crate) struct Tracker {
     /// Lent from another context: every operation on it is refused.
     pub foreign: bool,
     /// Managed memory: the only kind a prefetch may move.
     pub managed: bool,
-    /// The accesses remembered, by where their bytes start (and a serial number, to keep several that
-    /// start at one byte): thousands of small copies must not cost the host a pass over every earlier
-    /// access for each new one.
-    accesses: BTreeMap<(usize, u64), Access>,
-    /// The longest access remembered: how far before a range an access that overlaps it can start. It
-    /// never needs to shrink: an access is forgotten only when one that covers it, so at least as long,
+    entries: Entries,
+    /// The longest entry remembered: how far before a range an entry that overlaps it can start. It
+    /// never needs to shrink: an entry is forgotten only when one that covers it, so at least as long,
     /// is remembered.
     longest: usize,
-    serial: u64,
 }
 
 impl Tracker {
@@ -127,37 +247,86 @@ impl Tracker {
         Tracker { foreign, managed, ..Tracker::default() }
     }
 
-    /// The accesses that may overlap `bytes`: those that start before its end, no further before its
-    /// start than the longest access remembered.
-    pub fn near<'a>(&'a self, bytes: &Range<usize>) -> impl Iterator<Item = &'a Access> {
-        let from = bytes.start.saturating_sub(self.longest);
-        self.accesses.range((from, 0)..(bytes.end.max(from), 0)).map(|(_, a)| a)
+    /// Calls `f` with every entry that overlaps `bytes`.
+    pub fn overlapping(&self, bytes: &Range<usize>, mut f: impl FnMut(&Entry)) {
+        let from = self.entries.lower_bound(bytes.start.saturating_sub(self.longest));
+        self.entries.scan(from, |_, e| {
+            if e.start >= bytes.end {
+                return false;
+            }
+            if overlaps(&e.bytes(), bytes) {
+                f(e);
+            }
+            true
+        });
     }
 
-    /// Remembers an access, forgetting those it makes redundant: a write is ordered after everything
-    /// it overlaps, so it stands for what it covers; a read stands for earlier reads of its stream that
-    /// it covers. `scratch` is a vector to reuse.
-    pub fn record(&mut self, access: Access, scratch: &mut Vec<(usize, u64)>) {
-        scratch.clear();
-        scratch.extend(
-            self.accesses
-                .range((access.bytes.start, 0)..=(access.bytes.end, u64::MAX))
-                .filter(|(_, a)| {
-                    covers(&access.bytes, &a.bytes) && (access.write || (!a.write && a.stream == access.stream))
-                })
-                .map(|(k, _)| *k),
-        );
-        for k in scratch.iter() {
-            self.accesses.remove(k);
+    /// Remembers that `stream` wrote (or read) `bytes` at `stamp`, forgetting what that makes redundant:
+    /// a write is ordered after everything it overlaps, so it stands for what it covers, on every
+    /// stream; a read stands for the reads of its stream that it covers, and one of exactly the bytes a
+    /// write of its stream wrote joins that write's entry. `scratch` is a vector to reuse.
+    pub fn record(&mut self, stream: u32, write: bool, bytes: &Range<usize>, stamp: Stamp, scratch: &mut Vec<Pos>) {
+        if bytes.is_empty() {
+            return; // no bytes: nothing to order against, ever
         }
-        self.longest = self.longest.max(access.bytes.len());
-        self.serial += 1;
-        self.accesses.insert((access.bytes.start, self.serial), access);
+        scratch.clear();
+        let mut joined = None;
+        // Entries it covers start inside it.
+        self.entries.scan(self.entries.lower_bound(bytes.start), |pos, e| {
+            if e.start >= bytes.end {
+                return false;
+            }
+            if !covers(bytes, &e.bytes()) {
+                return true;
+            }
+            if write {
+                scratch.push(pos);
+            } else if e.stream == stream {
+                if e.write.seq == 0 {
+                    scratch.push(pos);
+                } else if e.start == bytes.start && e.end == bytes.end {
+                    joined = Some(pos);
+                }
+            }
+            true
+        });
+        if let Some(pos) = joined {
+            self.entries.get_mut(pos).read = stamp;
+            for &pos in scratch.iter().rev() {
+                self.entries.remove(pos);
+            }
+            return;
+        }
+        let new = match write {
+            true => Entry { start: bytes.start, end: bytes.end, stream, write: stamp, read: Stamp::default() },
+            false => Entry { start: bytes.start, end: bytes.end, stream, write: Stamp::default(), read: stamp },
+        };
+        self.longest = self.longest.max(bytes.len());
+        // Where the first entry it replaces starts where it does, it takes that entry's place.
+        match scratch.first() {
+            Some(&first) if self.entries.chunks[first.0][first.1].start == bytes.start => {
+                for &pos in scratch[1..].iter().rev() {
+                    self.entries.remove(pos);
+                }
+                *self.entries.get_mut(first) = new;
+            }
+            _ => {
+                for &pos in scratch.iter().rev() {
+                    self.entries.remove(pos);
+                }
+                self.entries.insert(new);
+            }
+        }
     }
 
     #[cfg(test)]
     pub fn len(&self) -> usize {
-        self.accesses.len()
+        self.entries.len()
+    }
+
+    #[cfg(test)]
+    fn all(&self) -> Vec<Entry> {
+        self.entries.chunks.iter().flatten().copied().collect()
     }
 }
 
@@ -292,9 +461,11 @@ pub(crate) struct Need {
     pub stream: usize,
     pub seq: u64,
     op: u32,
-    /// Index of the operation's own access (in `Book::normalized`) and the earlier one it meets.
+    /// Index of the operation's own access (in `Book::normalized`), and the earlier one it meets:
+    /// its bytes, and whether that was a write.
     mine: usize,
-    theirs: Access,
+    theirs: Range<usize>,
+    theirs_wrote: bool,
 }
 
 /// The scope's whole bookkeeping: see the module docs.
@@ -315,7 +486,7 @@ pub(crate) struct Book {
     pub needs: Vec<Need>,
     /// The operation being planned's ranges, checked and merged.
     pub normalized: Vec<DevAccess>,
-    redundant: Vec<(usize, u64)>,
+    redundant: Vec<Pos>,
 }
 
 impl Book {
@@ -347,27 +518,26 @@ impl Book {
         normalize(accesses, sequential, &mut self.normalized)?;
         self.needs.clear();
         let mut shared = false;
+        let (clocks, needs) = (&self.clocks, &mut self.needs);
         for (i, a) in self.normalized.iter().enumerate() {
-            for c in self.trackers[a.buffer].near(&a.bytes) {
-                if c.stream as usize == j || !overlaps(&c.bytes, &a.bytes) {
-                    continue;
+            self.trackers[a.buffer].overlapping(&a.bytes, |e| {
+                let k = e.stream as usize;
+                if k == j {
+                    return;
                 }
                 shared = true;
-                if !(a.write || c.write) || self.clocks.ordered(j, c.stream as usize, c.seq) {
-                    continue;
+                let (stamp, wrote) = e.conflict(a.write);
+                if stamp.seq == 0 || clocks.ordered(j, k, stamp.seq) {
+                    return;
                 }
-                match self.needs.iter_mut().find(|n| n.stream == c.stream as usize) {
-                    Some(n) if n.seq >= c.seq => {}
-                    Some(n) => *n = Need { stream: n.stream, seq: c.seq, op: c.op, mine: i, theirs: c.clone() },
-                    None => self.needs.push(Need {
-                        stream: c.stream as usize,
-                        seq: c.seq,
-                        op: c.op,
-                        mine: i,
-                        theirs: c.clone(),
-                    }),
+                let need =
+                    Need { stream: k, seq: stamp.seq, op: stamp.op, mine: i, theirs: e.bytes(), theirs_wrote: wrote };
+                match needs.iter_mut().find(|n| n.stream == k) {
+                    Some(n) if n.seq >= stamp.seq => {}
+                    Some(n) => *n = need,
+                    None => needs.push(need),
                 }
-            }
+            });
         }
         // Newest first: waiting for a later operation may order the earlier ones of other streams too.
         self.needs.sort_unstable_by_key(|n| std::cmp::Reverse(n.op));
@@ -403,8 +573,8 @@ impl Book {
         self.waits.added += 1;
         if self.waits.first_added.is_none() {
             let (a, c) = (&self.normalized[need.mine], &need.theirs);
-            let other = self.ops[c.op as usize].label();
-            let both = a.bytes.start.max(c.bytes.start)..a.bytes.end.min(c.bytes.end);
+            let other = self.ops[need.op as usize].label();
+            let both = a.bytes.start.max(c.start)..a.bytes.end.min(c.end);
             self.waits.first_added = Some(format!(
                 "{} on stream {j} {} bytes {}..{} ({}) of lent buffer {}, which {other} on stream {} {} earlier, \
                  and nothing ordered the two",
@@ -414,8 +584,8 @@ impl Book {
                 both.end,
                 Bytes(both.len()),
                 a.buffer,
-                c.stream,
-                if c.write { "writes" } else { "reads" }
+                need.stream,
+                if need.theirs_wrote { "writes" } else { "reads" }
             ));
         }
     }
@@ -425,9 +595,9 @@ impl Book {
         let seq = self.clocks.queue(j);
         let op = self.ops.len();
         self.ops.push(info);
+        let stamp = Stamp { seq, op: op as u32 };
         for a in &self.normalized {
-            let access = Access { op: op as u32, stream: j as u32, seq, write: a.write, bytes: a.bytes.clone() };
-            self.trackers[a.buffer].record(access, &mut self.redundant);
+            self.trackers[a.buffer].record(j as u32, a.write, &a.bytes, stamp, &mut self.redundant);
         }
         op
     }
@@ -460,26 +630,27 @@ pub fn bookkeeping_time(ops: usize, streams: usize) -> std::time::Duration {
 mod tests {
     use super::*;
 
-    fn acc(op: u32, stream: u32, write: bool, bytes: Range<usize>) -> Access {
-        Access { op, stream, seq: op as u64 + 1, write, bytes }
+    /// Operation `op` (sequence number op + 1) on `stream`.
+    fn rec(t: &mut Tracker, op: u32, stream: u32, write: bool, bytes: Range<usize>) {
+        t.record(stream, write, &bytes, Stamp { seq: op as u64 + 1, op }, &mut Vec::new());
     }
 
-    /// The accesses of other streams that conflict with one on `stream`.
+    /// The operations of other streams that one on `stream` must wait for, one per entry it meets.
     fn conflicts(t: &Tracker, stream: u32, write: bool, bytes: Range<usize>) -> Vec<u32> {
-        t.near(&bytes)
-            .filter(|a| a.stream != stream && (write || a.write) && overlaps(&a.bytes, &bytes))
-            .map(|a| a.op)
-            .collect()
-    }
-
-    fn record(t: &mut Tracker, a: Access) {
-        t.record(a, &mut Vec::new());
+        let mut v = Vec::new();
+        t.overlapping(&bytes, |e| {
+            let (stamp, _) = e.conflict(write);
+            if e.stream != stream && stamp.seq > 0 {
+                v.push(stamp.op)
+            }
+        });
+        v
     }
 
     #[test]
     fn same_stream_never_conflicts() {
         let mut t = Tracker::default();
-        record(&mut t, acc(0, 0, true, 0..100));
+        rec(&mut t, 0, 0, true, 0..100);
         assert!(conflicts(&t, 0, false, 0..100).is_empty());
         assert!(conflicts(&t, 0, true, 0..100).is_empty());
     }
@@ -487,7 +658,7 @@ mod tests {
     #[test]
     fn read_after_write_on_another_stream_conflicts() {
         let mut t = Tracker::default();
-        record(&mut t, acc(7, 0, true, 0..100));
+        rec(&mut t, 7, 0, true, 0..100);
         assert_eq!(conflicts(&t, 1, false, 50..60), vec![7]);
         assert_eq!(conflicts(&t, 1, true, 99..200), vec![7]);
         assert!(conflicts(&t, 1, false, 100..200).is_empty(), "disjoint ranges are independent");
@@ -496,7 +667,7 @@ mod tests {
     #[test]
     fn reads_do_not_conflict_with_reads() {
         let mut t = Tracker::default();
-        record(&mut t, acc(1, 0, false, 0..100));
+        rec(&mut t, 1, 0, false, 0..100);
         assert!(conflicts(&t, 1, false, 0..100).is_empty());
         assert_eq!(conflicts(&t, 1, true, 0..10), vec![1], "write after read");
     }
@@ -504,19 +675,24 @@ mod tests {
     #[test]
     fn a_covering_write_replaces_what_it_covers() {
         let mut t = Tracker::default();
-        record(&mut t, acc(1, 0, true, 0..50));
-        record(&mut t, acc(2, 1, false, 0..50));
-        record(&mut t, acc(3, 2, true, 0..100));
-        assert_eq!(t.accesses.values().cloned().collect::<Vec<_>>(), vec![acc(3, 2, true, 0..100)]);
+        rec(&mut t, 1, 0, true, 0..50);
+        rec(&mut t, 2, 1, false, 0..50);
+        rec(&mut t, 3, 2, true, 0..100);
+        let only = Entry { start: 0, end: 100, stream: 2, write: Stamp { seq: 4, op: 3 }, read: Stamp::default() };
+        assert_eq!(t.all(), vec![only]);
         assert_eq!(conflicts(&t, 0, false, 10..20), vec![3]);
     }
 
     #[test]
-    fn a_read_keeps_an_earlier_write_of_its_own_stream() {
+    fn a_read_of_what_its_stream_wrote_joins_the_write() {
         let mut t = Tracker::default();
-        record(&mut t, acc(1, 0, true, 0..100));
-        record(&mut t, acc(2, 0, false, 0..100));
-        assert_eq!(conflicts(&t, 1, false, 0..100), vec![1], "a reader elsewhere still conflicts with the write");
+        rec(&mut t, 1, 0, true, 0..100);
+        rec(&mut t, 2, 0, false, 0..100);
+        assert_eq!(t.len(), 1, "one entry: the write and the read since");
+        assert_eq!(conflicts(&t, 1, false, 0..100), vec![1], "a reader elsewhere waits for the write alone");
+        assert_eq!(conflicts(&t, 1, true, 0..100), vec![2], "a writer elsewhere for the read too");
+        rec(&mut t, 3, 0, false, 0..50);
+        assert_eq!(conflicts(&t, 1, true, 0..10), vec![2, 3], "a read of part of it is an entry of its own");
     }
 
     /// A tiny deterministic generator for the randomized tests.
@@ -525,48 +701,75 @@ mod tests {
         (*state >> 33) as usize
     }
 
-    /// The tracker as it was, a list searched in full: what the ordered one must agree with.
+    /// One access as the tracker once kept them, a list searched in full: what the chunked one must
+    /// agree with.
+    #[derive(Clone)]
+    struct Access {
+        stream: u32,
+        seq: u64,
+        write: bool,
+        bytes: Range<usize>,
+    }
+
     #[derive(Default)]
     struct Plain(Vec<Access>);
 
     impl Plain {
-        fn conflicts(&self, stream: u32, write: bool, bytes: &Range<usize>) -> Vec<u32> {
-            let mut v: Vec<u32> = self
-                .0
-                .iter()
-                .filter(|a| a.stream != stream && (write || a.write) && overlaps(&a.bytes, bytes))
-                .map(|a| a.op)
-                .collect();
-            v.sort();
-            v
-        }
-
         fn record(&mut self, access: Access) {
+            if access.bytes.is_empty() {
+                return;
+            }
             self.0.retain(|a| {
                 let covered = covers(&access.bytes, &a.bytes);
                 !(covered && (access.write || (!a.write && a.stream == access.stream)))
             });
             self.0.push(access);
         }
+
+        /// For each other stream, the last of its operations that one on `stream` must wait for.
+        fn needs(&self, stream: u32, write: bool, bytes: &Range<usize>) -> Vec<(u32, u64)> {
+            let mut m = std::collections::BTreeMap::new();
+            for a in self.0.iter().filter(|a| a.stream != stream && (write || a.write) && overlaps(&a.bytes, bytes)) {
+                let e = m.entry(a.stream).or_insert(0);
+                *e = a.seq.max(*e);
+            }
+            m.into_iter().collect()
+        }
+    }
+
+    fn needs(t: &Tracker, stream: u32, write: bool, bytes: &Range<usize>) -> Vec<(u32, u64)> {
+        let mut m = std::collections::BTreeMap::new();
+        t.overlapping(bytes, |e| {
+            let (stamp, _) = e.conflict(write);
+            if e.stream != stream && stamp.seq > 0 {
+                let s = m.entry(e.stream).or_insert(0);
+                *s = stamp.seq.max(*s);
+            }
+        });
+        m.into_iter().collect()
     }
 
     #[test]
-    fn the_ordered_tracker_finds_what_a_full_search_finds() {
+    fn the_chunked_tracker_needs_what_a_full_search_finds() {
         let mut seed = 7;
-        for _ in 0..200 {
+        for round in 0..300 {
             let (mut t, mut plain) = (Tracker::default(), Plain::default());
-            for op in 0..40 {
-                let start = lcg(&mut seed) % 100;
+            // Some rounds are long enough to split chunks many times over.
+            let ops = if round % 10 == 0 { 2000 } else { 60 };
+            let span = if round % 10 == 0 { 4000 } else { 100 };
+            for op in 0..ops {
+                let start = lcg(&mut seed) % span;
                 let len = [0, 1, 4, 16, 60][lcg(&mut seed) % 5];
                 let (stream, write) = ((lcg(&mut seed) % 3) as u32, lcg(&mut seed) % 2 == 0);
                 let bytes = start..start + len;
-                let mut found = conflicts(&t, stream, write, bytes.clone());
-                found.sort();
-                assert_eq!(found, plain.conflicts(stream, write, &bytes), "op {op}: {stream} {write} {bytes:?}");
-                record(&mut t, acc(op, stream, write, bytes.clone()));
-                plain.record(acc(op, stream, write, bytes));
+                assert_eq!(needs(&t, stream, write, &bytes), plain.needs(stream, write, &bytes), "op {op}");
+                rec(&mut t, op, stream, write, bytes.clone());
+                plain.record(Access { stream, seq: op as u64 + 1, write, bytes });
             }
-            assert_eq!(t.len(), plain.0.len());
+            let all = t.all();
+            assert!(all.windows(2).all(|w| w[0].start <= w[1].start), "in order");
+            assert!(t.entries.chunks.iter().all(|c| !c.is_empty() && c.len() <= Entries::CHUNK));
+            assert_eq!(t.entries.firsts, t.entries.chunks.iter().map(|c| c[0].start).collect::<Vec<_>>());
         }
     }
 
@@ -575,11 +778,16 @@ mod tests {
         let mut t = Tracker::default();
         for i in 0..10_000u32 {
             let i = i as usize;
-            record(&mut t, acc(i as u32, i as u32 % 4, true, i * 256..(i + 1) * 256));
+            rec(&mut t, i as u32, i as u32 % 4, true, i * 256..(i + 1) * 256);
         }
         assert_eq!(conflicts(&t, 9, false, 5000 * 256 + 10..5001 * 256 + 10), vec![5000, 5001]);
-        assert_eq!(t.near(&(5000 * 256..5000 * 256 + 1)).count(), 2, "only the neighbours are looked at");
-        record(&mut t, acc(10_000, 0, true, 0..10_000 * 256));
+        let mut looked = 0;
+        t.entries.scan(t.entries.lower_bound(5000 * 256 - t.longest), |_, e| {
+            looked += 1;
+            e.start < 5000 * 256 + 1
+        });
+        assert!(looked <= 3, "only the neighbours are looked at: {looked}");
+        rec(&mut t, 10_000, 0, true, 0..10_000 * 256);
         assert_eq!(t.len(), 1, "a write over all of them stands for them");
     }
 
@@ -829,8 +1037,13 @@ mod tests {
             for i in 0..10_000 {
                 let up = dev_access(arena, true, i * 4096..(i + 1) * 4096);
                 assert_eq!(run(&mut book, i % 4, &[up]), (0, 0, 0));
-                let near = book.trackers[arena].near(&(i * 4096..(i + 1) * 4096)).count();
-                assert!(near <= 2, "op {i} looked at {near} accesses");
+                let t = &book.trackers[arena];
+                let mut near = 0;
+                t.entries.scan(t.entries.lower_bound((i * 4096).saturating_sub(t.longest)), |_, e| {
+                    near += 1;
+                    e.start < (i + 1) * 4096
+                });
+                assert!(near <= 2, "op {i} looked at {near} entries");
             }
             let per_op = (allocations() - before) as f64 / 10_000.0;
             if round == 1 {
