@@ -103,7 +103,7 @@ pub use host::{pageable, HostAlloc, PinnedBuffer, Registered};
 pub use launch::{LaunchBuilder, LaunchConfig, Queue, Value};
 pub use memory::{Bytes, DeviceBuffer, Element, ManagedBuffer, Room, TooLarge};
 pub use module::{Kernel, Module};
-pub use scope::{Observer, Scope, ScopeEvent, ScopeStream, TimedOp, To, Waits};
+pub use scope::{Landing, Observer, Scope, ScopeEvent, ScopeStream, TimedOp, To, Waits};
 pub use staging::Stager;
 pub use stream::Stream;
 pub use view::{Dev, DevRead};

@@ -177,6 +177,19 @@ struct Pending {
     label: String,
 }
 
+/// A download whose destination is handed back, for the host to read, once it has landed
+/// ([`ScopeStream::dtoh_landing`]). Until [`Landing::wait`] says so, the destination stays the scope's;
+/// dropped or forgotten, it stays the scope's until the scope ends.
+#[must_use = "the destination is handed back only by wait(); dropped, it stays the scope's until the scope ends"]
+pub struct Landing<'scope, 'env, T> {
+    scope: &'scope Scope<'scope, 'env>,
+    fence: usize,
+    stream: usize,
+    ptr: *mut T,
+    len: usize,
+    _marker: PhantomData<&'scope mut [T]>,
+}
+
 /// One stream of a scope ([`Scope::stream`]): what copies, launches, prefetches and events are queued
 /// on. Copy it freely; it cannot leave the scope.
 #[derive(Clone, Copy)]
@@ -418,6 +431,20 @@ impl<'scope, 'env> ScopeStream<'scope, 'env> {
         })
     }
 
+    /// [`ScopeStream::dtoh`], and an event after it, so that [`Landing::wait`] can hand `dst` back to the
+    /// host once the copy has landed, while the scope's other work goes on: to use the first part of a
+    /// download while the rest arrives.
+    pub fn dtoh_landing<T: Element>(
+        self,
+        src: impl Into<DevRead<'scope, T>>,
+        dst: &'scope mut [T],
+    ) -> anyhow::Result<Landing<'scope, 'env, T>> {
+        let (ptr, len) = (dst.as_mut_ptr(), dst.len());
+        self.dtoh(src, dst)?;
+        let fence = self.scope.fence(&mut self.scope.state.borrow_mut(), self.index)?;
+        Ok(Landing { scope: self.scope, fence, stream: self.index, ptr, len, _marker: PhantomData })
+    }
+
     /// `cudaMemcpyAsync(dst, src, ..., cudaMemcpyDeviceToDevice, stream)`. The ranges may not overlap.
     pub fn dtod<T: Element>(self, src: impl Into<DevRead<'scope, T>>, dst: Dev<'scope, T>) -> anyhow::Result<()> {
         let src = *src.into().view();
@@ -518,6 +545,24 @@ impl<'scope, 'env> ScopeStream<'scope, 'env> {
     /// it failed.
     pub fn synchronize(self) -> anyhow::Result<()> {
         synchronize_all(self.scope.env.ctx, std::iter::once(&self.scope.streams[self.index]))
+    }
+}
+
+impl<'scope, T: Element> Landing<'scope, '_, T> {
+    /// Blocks until the download has landed (`cudaEventSynchronize`), then hands its destination back
+    /// to the host. Where the stream failed, the destination stays the scope's (which settles it as it
+    /// ends) and the error is returned.
+    pub fn wait(self) -> anyhow::Result<&'scope mut [T]> {
+        let st = self.scope.state.borrow();
+        // SAFETY: a live event recorded in this scope after the copy.
+        check(unsafe { ffi::cuEventSynchronize(st.fences[self.fence].raw()) }, || {
+            format!("waiting for a download on stream {} to land", self.stream)
+        })?;
+        // SAFETY: `dst` was lent to this download for 'scope and moved into it, so nothing else holds it;
+        // the GPU's one access to it was that copy, which the event shows has finished; T is an Element,
+        // so whatever bits arrived are a valid T. Nothing queued later can touch it: that takes a borrow,
+        // which only this reference gives.
+        Ok(unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) })
     }
 }
 

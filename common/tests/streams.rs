@@ -1,6 +1,7 @@
 //! Streams really are what they say: `Gpu::streams` makes non-blocking streams, which run concurrently
 //! with the legacy default stream, and `Gpu::blocking_streams` makes streams that synchronize with it.
 //! Another library's `cudaMemcpy` (legacy default stream) during a long kernel shows the difference.
+//! And a download can be handed back to the host mid-scope, as it lands (`dtoh_landing`).
 
 use std::time::Instant;
 
@@ -64,4 +65,38 @@ fn non_blocking_streams_do_not_hold_back_the_legacy_stream_and_blocking_ones_do(
         copy > kernel / 2.0,
         "a copy on the legacy stream waited only {copy} ms for a {kernel} ms kernel on a blocking stream"
     );
+}
+
+/// A download handed back as it lands (`dtoh_landing`): each piece is the host's, with the right
+/// bytes, while the scope's later work (a long kernel queued behind it) still runs.
+#[test]
+#[ignore = "needs an NVIDIA GPU; cargo xtask test runs it where a driver is found"]
+fn a_landing_hands_its_piece_back_while_later_work_runs() {
+    let gpu = common::Gpu::init().expect("these tests need a GPU");
+    let k = TestKernels::load(&gpu);
+    let streams = gpu.streams(2).unwrap();
+    let n = 1 << 20;
+    let h = gpu.pinned_from_fn(n, |i| (i % 1000) as f32).unwrap();
+    let mut back = gpu.pinned::<f32>(n).unwrap();
+    let (mut d, mut busy) = (gpu.alloc::<f32>(n).unwrap(), gpu.alloc::<f32>(1 << 16).unwrap());
+    let (sum, idle_when_landed) = gpu
+        .scope(&streams, |s| {
+            let (v, st) = (s.device(&mut d), s.stream(0));
+            st.htod(&h, v)?;
+            let (first, second) = back.split_at_mut(n / 2);
+            let a = st.dtoh_landing(v.slice(0..n / 2), first)?;
+            let b = s.stream(1).dtoh_landing(v.slice(n / 2..n), second)?; // the scope orders it after the upload
+            k.busy(st, s.device(&mut busy), 2_000_000)?; // milliseconds: still running when the pieces land
+            let first = a.wait()?;
+            let second = b.wait()?;
+            let idle = s.is_idle()?;
+            let sum: f64 = first.iter().chain(second.iter()).map(|x| *x as f64).sum();
+            first[0] = -1.0; // the host's to write again
+            Ok((sum, idle))
+        })
+        .unwrap();
+    let expected: f64 = (0..n).map(|i| (i % 1000) as f64).sum();
+    assert_eq!(sum, expected, "every landed element");
+    assert!(!idle_when_landed, "the pieces were handed back while the kernel queued after them still ran");
+    assert_eq!(back[0], -1.0);
 }

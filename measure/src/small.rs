@@ -219,32 +219,134 @@ pub fn slices_mut<'a>(buf: &'a mut [u8], ranges: impl Iterator<Item = Range<usiz
     out.into_iter().map(|s| s.expect("every range")).collect()
 }
 
-/// CPU threads that pay for copying `bytes` in host memory: one per 2 MiB, up to 8 (and the cores).
-pub fn threads_for(bytes: usize) -> usize {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    (bytes / (2 << 20)).clamp(1, cores.min(8))
+/// Packs every buffer of `srcs` into `up` (the packed buffer), piece by piece on the thread pool, as
+/// the packed way does: for measuring what the CPU's side of it costs alone.
+pub fn pack_all(l: &Layout, srcs: &[&[u8]], up: &mut [u8]) {
+    let pieces = pieces(l);
+    let bounds: Vec<Range<usize>> = pieces.iter().map(|p| piece_bytes(l, p)).collect();
+    let regions = slices_mut(up, bounds.iter().cloned());
+    rayon::in_place_scope(|pool| {
+        for ((region, piece), bytes) in regions.into_iter().zip(&pieces).zip(&bounds) {
+            let from = &srcs[piece.clone()];
+            pool.spawn(move |_| pack(l, piece, from, region, bytes.start));
+        }
+    });
 }
 
-/// Copies `from[i]` into `to[i]` for every buffer, on `threads` threads, each taking a run of buffers
-/// with about as many bytes as the others: the CPU's gather (packing) or scatter (unpacking).
-pub fn copy_buffers(from: &[&[u8]], to: Vec<&mut [u8]>, threads: usize) {
-    if threads <= 1 {
-        from.iter().zip(to).for_each(|(f, t)| t.copy_from_slice(f));
-        return;
-    }
-    let total: usize = from.iter().map(|f| f.len()).sum();
-    let share = total.div_ceil(threads).max(1);
-    let mut groups: Vec<Vec<(&[u8], &mut [u8])>> = vec![Vec::new()];
-    let mut bytes = 0;
-    for (f, t) in from.iter().zip(to) {
-        if bytes >= share {
-            groups.push(Vec::new());
-            bytes = 0;
+/// The packed way moves a set in pieces of this many bytes or more (at most [`MAX_PIECES`]): each
+/// piece costs a copy's fixed time each way, and the pieces let the CPU pack one while another is on
+/// its way, and unpack one while the next arrives.
+pub const PIECE_BYTES: usize = 512 << 10;
+pub const MAX_PIECES: usize = 16;
+
+/// The pieces the packed way cuts a set into: runs of consecutive buffers of about equal bytes.
+pub fn pieces(l: &Layout) -> Vec<Range<usize>> {
+    let wanted = (l.packed_len / PIECE_BYTES).clamp(1, MAX_PIECES);
+    let share = l.bytes().div_ceil(wanted).max(1);
+    let (mut out, mut start, mut bytes) = (Vec::new(), 0, 0);
+    for (i, size) in l.sizes.iter().enumerate() {
+        bytes += size;
+        if bytes >= share && out.len() + 1 < wanted {
+            out.push(start..i + 1);
+            (start, bytes) = (i + 1, 0);
         }
-        bytes += f.len();
-        groups.last_mut().unwrap().push((f, t));
     }
-    groups.into_par_iter().for_each(|g| g.into_iter().for_each(|(f, t)| t.copy_from_slice(f)));
+    if start < l.count() || out.is_empty() {
+        out.push(start..l.count());
+    }
+    out
+}
+
+/// The bytes of the packed buffer that a piece of buffers occupies.
+fn piece_bytes(l: &Layout, piece: &Range<usize>) -> Range<usize> {
+    match piece.is_empty() {
+        true => 0..0,
+        false => l.packed[piece.start]..l.packed_range(piece.end - 1).end,
+    }
+}
+
+/// The table rows of the packed way (the first `3 n` numbers of the tables on the device).
+fn s_table(n: usize) -> Range<usize> {
+    0..3 * n
+}
+
+/// Copies the buffers `from[k]` of `piece` into their places in `region`, the piece's part of the packed
+/// buffer (which starts at `base`), or back out of it.
+fn pack(l: &Layout, piece: &Range<usize>, from: &[&[u8]], region: &mut [u8], base: usize) {
+    for (k, src) in from.iter().enumerate() {
+        let r = l.packed_range(piece.start + k);
+        region[r.start - base..r.end - base].copy_from_slice(src);
+    }
+}
+
+fn unpack(l: &Layout, piece: &Range<usize>, region: &[u8], to: Vec<&mut [u8]>, base: usize) {
+    for (k, dst) in to.into_iter().enumerate() {
+        let r = l.packed_range(piece.start + k);
+        dst.copy_from_slice(&region[r.start - base..r.end - base]);
+    }
+}
+
+/// The packed way's round trip, its CPU work pipelined with the copies: the pieces are packed on the
+/// thread pool, and each goes up as soon as it is packed; the kernels scatter every buffer into the
+/// arena and gather it back; each piece comes back on its own, and is unpacked on the pool as soon as it
+/// has landed, while the next is on its way. Returns the GPU time, ms.
+fn packed_round_trip(
+    (gpu, kernels, s0): (&Gpu, &Kernels, &[Stream]),
+    l: &Layout,
+    (srcs, outs): (&[&[u8]], Vec<&mut [u8]>),
+    (up, down): (&mut [u8], &mut [u8]),
+    (d_packed, d_arena, d_tables, table): (
+        &mut DeviceBuffer<u8>,
+        &mut DeviceBuffer<u8>,
+        &mut DeviceBuffer<u64>,
+        Range<usize>,
+    ),
+) -> anyhow::Result<f64> {
+    let pieces = pieces(l);
+    let bounds: Vec<Range<usize>> = pieces.iter().map(|p| piece_bytes(l, p)).collect();
+    let ups = slices_mut(up, bounds.iter().cloned());
+    let downs = slices_mut(down, bounds.iter().cloned());
+    let mut outs = outs.into_iter();
+    let outs: Vec<Vec<&mut [u8]>> = pieces.iter().map(|p| outs.by_ref().take(p.len()).collect()).collect();
+    let (tx, rx) = std::sync::mpsc::channel::<(usize, &mut [u8])>();
+    rayon::in_place_scope(|pool| {
+        for (p, region) in ups.into_iter().enumerate() {
+            let (tx, piece, base) = (tx.clone(), pieces[p].clone(), bounds[p].start);
+            let from = &srcs[piece.clone()];
+            pool.spawn(move |_| {
+                pack(l, &piece, from, region, base);
+                let _ = tx.send((p, region));
+            });
+        }
+        drop(tx);
+        gpu.timed(s0, |s| {
+            let (packed, arena, st) = (s.device(d_packed).slice(0..l.packed_len), s.device(d_arena), s.stream(0));
+            let table = s.device(d_tables).slice(table).read_only();
+            let mut packed_pieces: Vec<Option<&mut [u8]>> = (0..pieces.len()).map(|_| None).collect();
+            for (p, bytes) in bounds.iter().enumerate() {
+                while packed_pieces[p].is_none() {
+                    let (q, region) = rx.recv().context("a packing thread stopped")?;
+                    packed_pieces[q] = Some(region);
+                }
+                let region: &[u8] = packed_pieces[p].take().expect("received");
+                st.htod(region, packed.slice(bytes.clone()))?; //                   cudaMemcpyAsync, a piece up
+            }
+            kernels.scatter(st, packed.read_only(), table, arena, l.largest())?;
+            kernels.gather(st, arena.read_only(), table, packed, l.largest())?;
+            let landings = downs
+                .into_iter()
+                .zip(&bounds)
+                .map(|(region, bytes)| st.dtoh_landing(packed.slice(bytes.clone()), region)) // a piece back
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            rayon::in_place_scope(|pool| {
+                for ((landing, to), (piece, bytes)) in landings.into_iter().zip(outs).zip(pieces.iter().zip(&bounds)) {
+                    let region = landing.wait()?; //                                     landed: the host's again
+                    pool.spawn(move |_| unpack(l, piece, region, to, bytes.start));
+                }
+                Ok(())
+            })
+        })
+    })
 }
 
 /// One way to move the buffers.
@@ -658,28 +760,14 @@ impl<'g> Rig<'g> {
                 })?
             }
             Way::Packed => {
-                let (len, threads) = (l.packed_len, threads_for(l.bytes()));
-                copy_buffers(&srcs, slices_mut(&mut up[..], (0..n).map(|i| l.packed_range(i))), threads); // pack
-                let packing = ms(t0);
-                let s0 = &streams[..1];
-                let table = 0..3 * n;
-                let gpu_ms = gpu.timed(s0, |s| {
-                    let t = Instant::now();
-                    let (packed, arena) = (s.device(d_packed).slice(0..len), s.device(d_arena));
-                    let table = s.device(d_tables).slice(table).read_only();
-                    let st = s.stream(0);
-                    st.htod(&up[..len], packed)?; //                                        one copy up
-                    kernels.scatter(st, packed.read_only(), table, arena, l.largest())?;
-                    kernels.gather(st, arena.read_only(), table, packed, l.largest())?;
-                    st.dtoh(packed, &mut down[..len])?; //                                  one copy back
-                    host.set(packing + ms(t));
-                    Ok(())
-                })?;
-                let t = Instant::now();
-                let packed: Vec<&[u8]> = (0..n).map(|i| &down[l.packed_range(i)]).collect();
-                copy_buffers(&packed, outs, threads); // unpack
-                host.set(host.get() + ms(t));
-                gpu_ms
+                let table = s_table(n);
+                packed_round_trip(
+                    (gpu, kernels, &streams[..1]),
+                    l,
+                    (&srcs, outs),
+                    (up, down),
+                    (d_packed, d_arena, d_tables, table),
+                )?
             }
             Way::ZeroCopy => {
                 drop((srcs, outs)); // the kernels reach the host arenas themselves
@@ -697,7 +785,9 @@ impl<'g> Rig<'g> {
             }
             Way::Graph => bail!("the graph is replayed inside one scope: Rig::graph"),
         };
-        Ok([ms(t0), gpu_ms, host.get()])
+        let wall = ms(t0);
+        // The packed way's host is busy from the first byte packed to the last unpacked.
+        Ok([wall, gpu_ms, if way == Way::Packed { wall } else { host.get() }])
     }
 
     /// The graph of every copy both ways: built, checked over one launch (the outputs poisoned first),
@@ -986,16 +1076,20 @@ mod tests {
         for (i, b) in slices_mut(&mut h_in, (0..n).map(|i| l.host_range(i))).into_iter().enumerate() {
             b.iter_mut().enumerate().for_each(|(j, x)| *x = byte(i, j));
         }
-        for threads in [1, 3] {
+        {
             let (mut up, mut arena, mut down) =
                 (vec![0u8; l.packed_len], vec![0u8; l.dev_len], vec![0u8; l.packed_len]);
             let srcs: Vec<&[u8]> = (0..n).map(|i| &h_in[l.host_range(i)]).collect();
-            copy_buffers(&srcs, slices_mut(&mut up, (0..n).map(|i| l.packed_range(i))), threads);
+            pack_all(&l, &srcs, &mut up);
             kernels::cpu::scatter(&up, &l.packed_table(), &mut arena);
             kernels::cpu::gather(&arena, &l.packed_table(), &mut down);
             let mut h_out = vec![POISON; l.host_len];
-            let packed: Vec<&[u8]> = (0..n).map(|i| &down[l.packed_range(i)]).collect();
-            copy_buffers(&packed, slices_mut(&mut h_out, (0..n).map(|i| l.host_range(i))), threads);
+            let mut outs = slices_mut(&mut h_out, (0..n).map(|i| l.host_range(i))).into_iter();
+            for piece in pieces(&l) {
+                let bytes = piece_bytes(&l, &piece);
+                let to: Vec<&mut [u8]> = outs.by_ref().take(piece.len()).collect();
+                unpack(&l, &piece, &down[bytes.clone()], to, bytes.start);
+            }
             let c = Checked::of((0..n).map(|i| &h_in[l.host_range(i)]), (0..n).map(|i| &h_out[l.host_range(i)]));
             c.ensure("the packed round trip").unwrap();
             assert_eq!((c.buffers, c.bytes), (n, set.bytes()));
@@ -1006,6 +1100,20 @@ mod tests {
         }
         let wrong = Checked::of([&[1u8, 2][..]].into_iter(), [&[1u8, 3][..]].into_iter());
         assert!(wrong.ensure("x").unwrap_err().to_string().contains("buffer 0, byte 1: got 0x03, expected 0x02"));
+    }
+
+    /// A set is cut into pieces of about equal bytes, every buffer in one, in order.
+    #[test]
+    fn the_packed_way_cuts_sets_into_pieces_of_whole_buffers() {
+        for spec in ["4", "4KiB*1000", "1MiB*10", "model", "3MiB*1,4*100", "1KiB*5000"] {
+            let l = Layout::new(&Set::parse(spec).unwrap());
+            let p = pieces(&l);
+            assert_eq!(p.first().unwrap().start, 0, "{spec}");
+            assert_eq!(p.last().unwrap().end, l.count(), "{spec}");
+            assert!(p.windows(2).all(|w| w[0].end == w[1].start && !w[0].is_empty()), "{spec}: {p:?}");
+            assert!(p.len() <= MAX_PIECES && p.len() <= (l.packed_len / PIECE_BYTES).max(1), "{spec}: {}", p.len());
+        }
+        assert_eq!(pieces(&Layout::new(&Set::uniform(1000, 4096))).len(), 7, "4 MiB: pieces of 512 KiB or more");
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! the host spends queueing one copy through the scope, and a round trip's fork, join and
 //! synchronization; a batch's and a graph's GPU time and host time as a fixed part plus a part per
 //! buffer (from 16 and 256 buffers of 256 B); the CPU's packing rate (one thread over buffers of 256 B
-//! to 256 KiB, per buffer and per byte, and all the threads the lesson uses over 16 MiB); the scatter
+//! to 256 KiB, per buffer and per byte, and the pool's threads together over 16 MiB in pieces); the scatter
 //! and gather kernels', and zero-copy's, as a launch and a rate over the bytes. Each way's round trip
 //! is then the sum of its parts (the GPU's and the host's overlapping where they do):
 //!
@@ -14,8 +14,8 @@
 //! | --- | --- | --- |
 //! | memcpy each | Σ (α↑ + s/β↑ + α↓ + s/β↓) | the larger of the GPU and 2n calls, and the scope |
 //! | batch | fixed + n · per buffer + B/β↑ + B/β↓ | the larger of the GPU and the two calls, and the scope |
-//! | packed | a copy of the packed bytes each way + the kernels | packing, the larger of the GPU and 4 calls, unpacking, the scope |
-//! | graph | fixed + n · per buffer + B/β↑ + B/β↓ | the launch, then the GPU, and the scope |
+//! | packed | each piece's copy up once it is packed (the pieces packed on the pool's threads, a wave at a time), the kernels, each piece's copy back | the last piece unpacked once it landed, and the scope |
+//! | graph | fixed + n · per buffer + B/β↑ + B/β↓ | the larger of the launch and the GPU (the GPU starts while the launch goes on), and the scope |
 //! | zero-copy | the kernels over mapped memory | the larger of the GPU and two calls, and the scope |
 
 use serde::Serialize;
@@ -26,7 +26,7 @@ use kernels::Kernels;
 use crate::{
     fit::CopyCost,
     report::Table,
-    small::{copy_buffers, threads_for, us, Layout, Rig, Set, SetRun, Way},
+    small::{pack_all, pieces, us, Layout, Rig, Set, SetRun, Way},
     timing::{host_ms, Repeats},
 };
 
@@ -68,7 +68,8 @@ pub struct Costs {
     pub graph_host: Linear,
     /// The CPU copying buffers into one (or out of it), one thread: α per buffer, β its rate.
     pub pack: CopyCost,
-    /// The threads the packed way uses over 16 MiB, and the rate they reach, GB/s.
+    /// The threads the packed way packs on (the pool's), and the rate they reach together over 16 MiB
+    /// in pieces, GB/s.
     pub pack_threads: usize,
     pub pack_threads_gbps: f64,
     /// The scatter and the gather kernels together, in device memory: α their launches, β their rate
@@ -107,17 +108,21 @@ pub fn calibration_sets() -> (Set, Set, [Set; 3]) {
     (Set::uniform(16, 256), Set::uniform(256, 256), spread)
 }
 
-/// Packing `set` on the CPU with `threads` threads (host buffers to a packed one), the best of a few, ms.
-fn pack_ms(set: &Set, threads: usize) -> f64 {
+/// Packing `set` on the CPU (host buffers to a packed one), the best of a few, ms: on one thread, or
+/// piece by piece on the pool as the packed way does (`pool`).
+fn pack_ms(set: &Set, pool: bool) -> f64 {
     let l = Layout::new(set);
     let n = l.count();
     let from: Vec<Vec<u8>> = l.sizes.iter().map(|s| vec![1u8; *s]).collect();
     let refs: Vec<&[u8]> = from.iter().map(|v| &v[..]).collect();
     let mut to = vec![0u8; l.packed_len];
     (0..5)
-        .map(|_| {
-            let slices = crate::small::slices_mut(&mut to, (0..n).map(|i| l.packed_range(i)));
-            host_ms(|| copy_buffers(&refs, slices, threads)).1
+        .map(|_| match pool {
+            true => host_ms(|| pack_all(&l, &refs, &mut to)).1,
+            false => {
+                let slices = crate::small::slices_mut(&mut to, (0..n).map(|i| l.packed_range(i)));
+                host_ms(|| refs.iter().zip(slices).for_each(|(f, t)| t.copy_from_slice(f))).1
+            }
         })
         .fold(f64::INFINITY, f64::min)
 }
@@ -150,15 +155,15 @@ impl Costs {
         let mut pack_points = Vec::new();
         for set in &spread {
             kernel_points.push((set.bytes(), rig.kernel_time(set, r)?));
-            pack_points.push((set.sizes[0], pack_ms(set, 1) / set.count() as f64));
+            pack_points.push((set.sizes[0], pack_ms(set, false) / set.count() as f64));
             if zero_copy {
                 let run = rig.run_set(set, &[Way::ZeroCopy], r)?;
                 zero_points.push((set.bytes(), run.ways[0].gpu.min_ms));
             }
         }
-        let big = &spread[2];
-        let pack_threads = threads_for(big.bytes());
-        let pack_threads_gbps = big.bytes() as f64 / (pack_ms(big, pack_threads) * 1e6);
+        let big = Set::uniform(16, 1 << 20);
+        let pack_threads = rayon::current_num_threads().min(pieces(&Layout::new(&big)).len());
+        let pack_threads_gbps = big.bytes() as f64 / (pack_ms(&big, true) * 1e6);
         let nothing = CopyCost { alpha_us: f64::NAN, beta_gbps: f64::NAN, half_rate_bytes: f64::NAN, worst_miss: 0.0 };
         Ok(Costs {
             up: CopyCost::fit(&ups)?,
@@ -182,13 +187,42 @@ impl Costs {
         bytes as f64 * (1.0 / self.up.beta_gbps + 1.0 / self.down.beta_gbps) * 1e-6
     }
 
-    /// Packing (or unpacking) `set` as the packed way does it, ms.
-    pub fn pack_ms(&self, set: &Set) -> f64 {
-        let (n, bytes) = (set.count() as f64, set.bytes());
-        match threads_for(bytes) {
-            1 => self.pack.ms(bytes) + (n - 1.0) * self.pack.alpha_us * 1e-3,
-            t => n * self.pack.alpha_us * 1e-3 / t as f64 + bytes as f64 / (self.pack_threads_gbps * 1e6),
+    /// Packing (or unpacking) one piece of `buffers` buffers and `bytes` bytes while `busy` threads pack
+    /// at once, ms: a buffer's fixed cost each, and the bytes at one thread's rate, or at the threads'
+    /// share of what they reach together, whichever is slower.
+    pub fn piece_ms(&self, buffers: usize, bytes: usize, busy: usize) -> f64 {
+        let share = self.pack_threads_gbps / busy.max(1) as f64;
+        let gbps = if share.is_finite() { self.pack.beta_gbps.min(share) } else { self.pack.beta_gbps };
+        buffers as f64 * self.pack.alpha_us * 1e-3 + bytes as f64 / (gbps * 1e6)
+    }
+
+    /// The packed way's round trip over `set`, as it runs it (see `small::packed_round_trip`): the
+    /// pieces packed on the pool, each copied up once packed; the kernels; each piece copied back, and
+    /// unpacked once landed. (GPU span, host calls, wall), ms.
+    pub fn packed_ms(&self, set: &Set) -> (f64, f64, f64) {
+        let l = Layout::new(set);
+        let pieces = pieces(&l);
+        let threads = self.pack_threads.clamp(1, pieces.len());
+        let call = self.call_us * 1e-3;
+        let (mut copied, mut host) = (0.0f64, 0.0);
+        for (p, piece) in pieces.iter().enumerate() {
+            let bytes: usize = l.sizes[piece.clone()].iter().sum();
+            // Pieces are packed `threads` at a time; this one is ready when its wave is done.
+            let ready = ((p / threads) + 1) as f64 * self.piece_ms(piece.len(), bytes, threads);
+            host += call;
+            copied = copied.max(ready).max(host) + self.up.ms(bytes);
         }
+        let kernels = self.kernels.ms(l.bytes());
+        host += 2.0 * call;
+        let mut landed = copied.max(host) + kernels;
+        let mut unpacked = 0.0f64;
+        for piece in &pieces {
+            let bytes: usize = l.sizes[piece.clone()].iter().sum();
+            landed += self.down.ms(bytes);
+            unpacked = unpacked.max(landed) + self.piece_ms(piece.len(), bytes, 1) / threads as f64;
+        }
+        host += 2.0 * pieces.len() as f64 * call;
+        (landed, host, unpacked.max(landed) + self.scope_us * 1e-3)
     }
 
     /// What the model says `way` takes over `set`.
@@ -206,16 +240,12 @@ impl Costs {
                 let host = self.batch_host.ms(n);
                 (gpu, host, gpu.max(host) + scope)
             }
-            Way::Packed => {
-                let packed = Layout::new(set).packed_len;
-                let gpu = self.up.ms(packed) + self.down.ms(packed) + self.kernels.ms(bytes);
-                let pack = self.pack_ms(set);
-                (gpu, 2.0 * pack + 4.0 * call, 2.0 * pack + gpu.max(4.0 * call) + scope)
-            }
+            Way::Packed => self.packed_ms(set),
             Way::Graph => {
+                // cudaGraphLaunch hands the nodes over as it goes: the GPU starts before the call returns.
                 let gpu = self.graph_gpu.ms(n) + self.bytes_ms(bytes);
                 let host = self.graph_host.ms(n);
-                (gpu, host, host + gpu + scope)
+                (gpu, host, host.max(gpu) + scope)
             }
             Way::ZeroCopy => {
                 let gpu = self.zero_copy.ms(bytes);
@@ -387,10 +417,19 @@ mod tests {
     #[test]
     fn packing_uses_threads_where_they_pay() {
         let c = h200();
+        // One piece: packed on one thread, then its copies and the kernels, then unpacked.
         let small = Set::uniform(100, 1024);
-        assert!((c.pack_ms(&small) - (100.0 * 0.05e-3 + 102400.0 / 10e6)).abs() < 1e-9);
+        let one = c.piece_ms(100, 102_400, 1);
+        assert!((one - (100.0 * 0.05e-3 + 102_400.0 / 10e6)).abs() < 1e-9);
+        let (gpu, _, wall) = c.packed_ms(&small);
+        assert!(wall > gpu + one && gpu > one, "{gpu} {wall}");
+        // Sixteen pieces on eight threads, pipelined with their copies: far less than packing it all on one
+        // thread, then copying, then unpacking.
         let big = Set::uniform(64, 1 << 20);
-        assert!(c.pack_ms(&big) < (64 << 20) as f64 / 10e6, "eight threads beat one");
+        let (_, _, wall) = c.packed_ms(&big);
+        let serial = 2.0 * (64 << 20) as f64 / 10e6 + 2.0 * c.up.ms(64 << 20);
+        assert!(wall < 0.6 * serial, "{wall} against {serial}");
+        assert!(c.piece_ms(4, 4 << 20, 8) > c.piece_ms(4, 4 << 20, 1), "threads share what they reach together");
     }
 
     #[test]

@@ -1,0 +1,10 @@
+// A landing cannot leave its scope to be waited for after the scope ended.
+fn main() -> common::anyhow::Result<()> {
+    let gpu = common::Gpu::init()?;
+    let streams = gpu.streams(1)?;
+    let mut d = gpu.alloc::<f32>(4)?;
+    let mut h = vec![0f32; 4];
+    let landing = gpu.scope(&streams, |s| s.stream(0).dtoh_landing(s.device(&mut d), &mut h))?;
+    landing.wait()?;
+    Ok(())
+}

@@ -1,0 +1,13 @@
+// A landing forgotten (never waited for) leaves its destination the scope's until the scope ends.
+fn main() -> common::anyhow::Result<()> {
+    let gpu = common::Gpu::init()?;
+    let streams = gpu.streams(1)?;
+    let mut d = gpu.alloc::<f32>(4)?;
+    let mut h = vec![0f32; 4];
+    gpu.scope(&streams, |s| {
+        std::mem::forget(s.stream(0).dtoh_landing(s.device(&mut d), &mut h)?);
+        h[0] = 1.0;
+        Ok(())
+    })?;
+    Ok(())
+}

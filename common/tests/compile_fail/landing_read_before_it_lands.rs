@@ -1,0 +1,14 @@
+// A download's destination cannot be read before Landing::wait hands it back.
+fn main() -> common::anyhow::Result<()> {
+    let gpu = common::Gpu::init()?;
+    let streams = gpu.streams(1)?;
+    let mut d = gpu.alloc::<f32>(4)?;
+    let mut h = vec![0f32; 4];
+    gpu.scope(&streams, |s| {
+        let landing = s.stream(0).dtoh_landing(s.device(&mut d), &mut h)?;
+        println!("{}", h[0]);
+        landing.wait()?;
+        Ok(())
+    })?;
+    Ok(())
+}
