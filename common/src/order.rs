@@ -604,21 +604,34 @@ impl Book {
 }
 
 /// The bookkeeping alone, without the driver, for the scope's benchmark: plans and notes `ops`
-/// operations in a book of `streams` streams, operation i on stream i % streams over the i-th of `ops`
-/// disjoint ranges of one buffer of 4 KiB each (a batch of small copies), and returns how long that
-/// took. The book is made and warmed first, as a scope's is reused.
+/// operations in a book of `streams` streams, operation i on stream i % streams, each over its own 4
+/// KiB of one buffer (a batch of small copies), or, `one_range`, all over the same 4 bytes (so that each
+/// waits for a fence after the one before, and is followed by one); returns how long that took. The
+/// book is made and warmed first, as a scope's is reused.
 #[doc(hidden)]
-pub fn bookkeeping_time(ops: usize, streams: usize) -> std::time::Duration {
+pub fn bookkeeping_time(ops: usize, streams: usize, one_range: bool) -> std::time::Duration {
     let mut book = Book::default();
+    let name = || String::from("an operation");
     let pass = |book: &mut Book| {
         book.reset(streams);
         let buffer = book.lend(false, false);
         let t = std::time::Instant::now();
         for i in 0..ops {
-            let a = [DevAccess { scope: 1, buffer, bytes: i * 4096..(i + 1) * 4096, write: true }];
+            let bytes = if one_range { 0..4 } else { i * 4096..(i + 1) * 4096 };
+            let a = [DevAccess { scope: 1, buffer, bytes, write: true }];
             let j = i % streams;
-            let _ = std::hint::black_box(book.plan(j, &a, false));
+            let shared = book.plan(j, &a, false).unwrap_or(false);
+            for n in 0..book.needs.len() {
+                let need = book.needs[n].clone();
+                if !book.clocks.ordered(j, need.stream, need.seq) {
+                    let f = book.fence_after(need.stream, need.seq).unwrap_or_else(|| book.add_fence(need.stream));
+                    book.waited(j, f, Some((&need, &name)));
+                }
+            }
             book.queued(j, OpInfo::copy("H2D", "memcpy HtoD", 4096));
+            if shared {
+                book.add_fence(j);
+            }
         }
         t.elapsed()
     };

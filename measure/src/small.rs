@@ -219,16 +219,34 @@ pub fn slices_mut<'a>(buf: &'a mut [u8], ranges: impl Iterator<Item = Range<usiz
     out.into_iter().map(|s| s.expect("every range")).collect()
 }
 
-/// Packs every buffer of `srcs` into `up` (the packed buffer), piece by piece on the thread pool, as
-/// the packed way does: for measuring what the CPU's side of it costs alone.
-pub fn pack_all(l: &Layout, srcs: &[&[u8]], up: &mut [u8]) {
+/// Packs every buffer of `srcs` into `up` (the packed buffer), piece by piece on the thread pool (or
+/// on this thread), as the packed way does: for measuring what the CPU's side of it costs alone.
+pub fn pack_all(l: &Layout, srcs: &[&[u8]], up: &mut [u8], pool: bool) {
     let pieces = pieces(l);
     let bounds: Vec<Range<usize>> = pieces.iter().map(|p| piece_bytes(l, p)).collect();
     let regions = slices_mut(up, bounds.iter().cloned());
-    rayon::in_place_scope(|pool| {
+    rayon::in_place_scope(|scope| {
         for ((region, piece), bytes) in regions.into_iter().zip(&pieces).zip(&bounds) {
             let from = &srcs[piece.clone()];
-            pool.spawn(move |_| pack(l, piece, from, region, bytes.start));
+            match pool {
+                true => scope.spawn(move |_| pack(l, piece, from, region, bytes.start)),
+                false => pack(l, piece, from, region, bytes.start),
+            }
+        }
+    });
+}
+
+/// The other way: every buffer out of `down` into `outs`, piece by piece.
+pub fn unpack_all(l: &Layout, down: &[u8], outs: Vec<&mut [u8]>, pool: bool) {
+    let mut outs = outs.into_iter();
+    rayon::in_place_scope(|scope| {
+        for piece in pieces(l) {
+            let bytes = piece_bytes(l, &piece);
+            let (region, to): (&[u8], Vec<&mut [u8]>) = (&down[bytes.clone()], outs.by_ref().take(piece.len()).collect());
+            match pool {
+                true => scope.spawn(move |_| unpack(l, &piece, region, to, bytes.start)),
+                false => unpack(l, &piece, region, to, bytes.start),
+            }
         }
     });
 }
@@ -241,7 +259,9 @@ pub const MAX_PIECES: usize = 16;
 
 /// The pieces the packed way cuts a set into: runs of consecutive buffers of about equal bytes.
 pub fn pieces(l: &Layout) -> Vec<Range<usize>> {
-    let wanted = (l.packed_len / PIECE_BYTES).clamp(1, MAX_PIECES);
+    // TEMPORARY: SMALL_COPIES_PIECE_KIB overrides the piece size, for experiments.
+    let piece = std::env::var("SMALL_COPIES_PIECE_KIB").ok().and_then(|v| v.parse::<usize>().ok()).map_or(PIECE_BYTES, |k| k << 10);
+    let wanted = (l.packed_len / piece).clamp(1, MAX_PIECES);
     let share = l.bytes().div_ceil(wanted).max(1);
     let (mut out, mut start, mut bytes) = (Vec::new(), 0, 0);
     for (i, size) in l.sizes.iter().enumerate() {
@@ -286,36 +306,92 @@ fn unpack(l: &Layout, piece: &Range<usize>, region: &[u8], to: Vec<&mut [u8]>, b
     }
 }
 
-/// The packed way's round trip, its CPU work pipelined with the copies: the pieces are packed on the
-/// thread pool, and each goes up as soon as it is packed; the kernels scatter every buffer into the
-/// arena and gather it back; each piece comes back on its own, and is unpacked on the pool as soon as it
-/// has landed, while the next is on its way. Returns the GPU time, ms.
+/// Pieces of one side of the packed way's CPU work, claimed one at a time by whichever thread is free:
+/// the pool's threads, and the caller's while it would otherwise wait. A sleeping pool takes tens of
+/// microseconds to wake; the caller starts at once.
+struct Claims<'a> {
+    next: std::sync::atomic::AtomicUsize,
+    regions: Vec<std::sync::Mutex<Option<&'a mut [u8]>>>,
+}
+
+impl<'a> Claims<'a> {
+    fn new(regions: Vec<&'a mut [u8]>) -> Self {
+        Claims { next: 0.into(), regions: regions.into_iter().map(|r| std::sync::Mutex::new(Some(r))).collect() }
+    }
+
+    /// The next piece nobody has claimed, with its region.
+    fn claim(&self) -> Option<(usize, &'a mut [u8])> {
+        let p = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let region = self.regions.get(p)?.lock().unwrap_or_else(|e| e.into_inner()).take()?;
+        Some((p, region))
+    }
+}
+
+/// Landed pieces waiting to be unpacked, for the pool's threads and the caller's.
+struct Landed<'a> {
+    queue: std::sync::Mutex<(std::collections::VecDeque<(usize, &'a [u8], Vec<&'a mut [u8]>)>, bool)>,
+    ready: std::sync::Condvar,
+}
+
+impl<'a> Landed<'a> {
+    fn push(&self, job: (usize, &'a [u8], Vec<&'a mut [u8]>)) {
+        self.queue.lock().unwrap_or_else(|e| e.into_inner()).0.push_back(job);
+        self.ready.notify_one();
+    }
+
+    fn close(&self) {
+        self.queue.lock().unwrap_or_else(|e| e.into_inner()).1 = true;
+        self.ready.notify_all();
+    }
+
+    /// The next piece to unpack; `None` once closed and empty (or, `wait` false, when empty).
+    fn take(&self, wait: bool) -> Option<(usize, &'a [u8], Vec<&'a mut [u8]>)> {
+        let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if let Some(job) = q.0.pop_front() {
+                return Some(job);
+            }
+            if q.1 || !wait {
+                return None;
+            }
+            q = self.ready.wait(q).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+/// The packed way's round trip, its CPU work pipelined with the copies: the pieces are packed by the
+/// pool's threads and this one, and each goes up as soon as it is packed; the kernels scatter every
+/// buffer into the arena and gather it back; each piece comes back on its own and is unpacked as soon
+/// as it has landed, while the next is on its way. Returns the GPU time, ms.
 fn packed_round_trip(
     (gpu, kernels, s0): (&Gpu, &Kernels, &[Stream]),
     l: &Layout,
     (srcs, outs): (&[&[u8]], Vec<&mut [u8]>),
     (up, down): (&mut [u8], &mut [u8]),
-    (d_packed, d_arena, d_tables, table): (
-        &mut DeviceBuffer<u8>,
-        &mut DeviceBuffer<u8>,
-        &mut DeviceBuffer<u64>,
-        Range<usize>,
-    ),
+    (d_packed, d_arena, d_tables, table): (&mut DeviceBuffer<u8>, &mut DeviceBuffer<u8>, &mut DeviceBuffer<u64>, Range<usize>),
 ) -> anyhow::Result<f64> {
     let pieces = pieces(l);
     let bounds: Vec<Range<usize>> = pieces.iter().map(|p| piece_bytes(l, p)).collect();
-    let ups = slices_mut(up, bounds.iter().cloned());
+    let helpers = rayon::current_num_threads().min(pieces.len()).saturating_sub(1);
+    let claims = Claims::new(slices_mut(up, bounds.iter().cloned()));
     let downs = slices_mut(down, bounds.iter().cloned());
     let mut outs = outs.into_iter();
     let outs: Vec<Vec<&mut [u8]>> = pieces.iter().map(|p| outs.by_ref().take(p.len()).collect()).collect();
+    fn packs<F: for<'r> Fn((usize, &'r mut [u8])) -> (usize, &'r mut [u8])>(f: F) -> F {
+        f // names the lifetime the closure hands back: the region it was given
+    }
+    let pack_one = packs(|(p, region)| {
+        pack(l, &pieces[p], &srcs[pieces[p].clone()], region, bounds[p].start);
+        (p, region)
+    });
     let (tx, rx) = std::sync::mpsc::channel::<(usize, &mut [u8])>();
     rayon::in_place_scope(|pool| {
-        for (p, region) in ups.into_iter().enumerate() {
-            let (tx, piece, base) = (tx.clone(), pieces[p].clone(), bounds[p].start);
-            let from = &srcs[piece.clone()];
+        for _ in 0..helpers {
+            let (tx, claims, pack_one) = (tx.clone(), &claims, &pack_one);
             pool.spawn(move |_| {
-                pack(l, &piece, from, region, base);
-                let _ = tx.send((p, region));
+                while let Some(claimed) = claims.claim() {
+                    let _ = tx.send(pack_one(claimed));
+                }
             });
         }
         drop(tx);
@@ -325,10 +401,14 @@ fn packed_round_trip(
             let mut packed_pieces: Vec<Option<&mut [u8]>> = (0..pieces.len()).map(|_| None).collect();
             for (p, bytes) in bounds.iter().enumerate() {
                 while packed_pieces[p].is_none() {
-                    let (q, region) = rx.recv().context("a packing thread stopped")?;
+                    // Pack the next piece nobody has taken, or else wait for a thread that has.
+                    let (q, region) = match claims.claim() {
+                        Some(claimed) => pack_one(claimed),
+                        None => rx.recv().context("a packing thread stopped")?,
+                    };
                     packed_pieces[q] = Some(region);
                 }
-                let region: &[u8] = packed_pieces[p].take().expect("received");
+                let region: &[u8] = packed_pieces[p].take().expect("packed");
                 st.htod(region, packed.slice(bytes.clone()))?; //                   cudaMemcpyAsync, a piece up
             }
             kernels.scatter(st, packed.read_only(), table, arena, l.largest())?;
@@ -338,12 +418,31 @@ fn packed_round_trip(
                 .zip(&bounds)
                 .map(|(region, bytes)| st.dtoh_landing(packed.slice(bytes.clone()), region)) // a piece back
                 .collect::<anyhow::Result<Vec<_>>>()?;
+            let landed = Landed { queue: Default::default(), ready: Default::default() };
+            let unpack_one = |(p, region, to): (usize, &[u8], Vec<&mut [u8]>)| unpack(l, &pieces[p], region, to, bounds[p].start);
+            // The helpers wake while the GPU works, and wait for pieces to land.
             rayon::in_place_scope(|pool| {
-                for ((landing, to), (piece, bytes)) in landings.into_iter().zip(outs).zip(pieces.iter().zip(&bounds)) {
-                    let region = landing.wait()?; //                                     landed: the host's again
-                    pool.spawn(move |_| unpack(l, piece, region, to, bytes.start));
+                for _ in 0..helpers {
+                    let (landed, unpack_one) = (&landed, &unpack_one);
+                    pool.spawn(move |_| {
+                        while let Some(job) = landed.take(true) {
+                            unpack_one(job);
+                        }
+                    });
                 }
-                Ok(())
+                let waited = landings.into_iter().zip(outs).enumerate().try_for_each(|(p, (landing, to))| {
+                    let region = landing.wait()?; //                                     landed: the host's again
+                    landed.push((p, region, to));
+                    if helpers == 0 {
+                        landed.take(false).map(unpack_one);
+                    }
+                    anyhow::Ok(())
+                });
+                landed.close();
+                while let Some(job) = landed.take(false) {
+                    unpack_one(job);
+                }
+                waited
             })
         })
     })
@@ -645,6 +744,23 @@ impl<'g> Rig<'g> {
                 kernels.gather(s.stream(0), arena.read_only(), table, packed, l.largest())
             })
         })
+    }
+
+    /// The packed way's CPU side alone over `set`, in the rig's own buffers (the host buffers, and the
+    /// pinned packed ones): packing and unpacking, on one thread or piece by piece on the pool, the best of
+    /// five, ms.
+    pub fn cpu_side(&mut self, set: &Set, pool: bool) -> (f64, f64) {
+        let l = Layout::new(set);
+        let n = l.count();
+        let Rig { h_in, h_out, up, down, .. } = self;
+        let best = |f: &mut dyn FnMut() -> f64| (0..5).map(|_| f()).fold(f64::INFINITY, f64::min);
+        let srcs: Vec<&[u8]> = (0..n).map(|i| &h_in[l.host_range(i)]).collect();
+        let pack = best(&mut || crate::timing::host_ms(|| pack_all(&l, &srcs, &mut up[..], pool)).1);
+        let unpack = best(&mut || {
+            let outs = slices_mut(&mut h_out[..], (0..n).map(|i| l.host_range(i)));
+            crate::timing::host_ms(|| unpack_all(&l, &down[..], outs, pool)).1
+        });
+        (pack, unpack)
     }
 
     /// One copy of `bytes` up and one back, GPU time, the best of runs.
@@ -1080,16 +1196,11 @@ mod tests {
             let (mut up, mut arena, mut down) =
                 (vec![0u8; l.packed_len], vec![0u8; l.dev_len], vec![0u8; l.packed_len]);
             let srcs: Vec<&[u8]> = (0..n).map(|i| &h_in[l.host_range(i)]).collect();
-            pack_all(&l, &srcs, &mut up);
+            pack_all(&l, &srcs, &mut up, true);
             kernels::cpu::scatter(&up, &l.packed_table(), &mut arena);
             kernels::cpu::gather(&arena, &l.packed_table(), &mut down);
             let mut h_out = vec![POISON; l.host_len];
-            let mut outs = slices_mut(&mut h_out, (0..n).map(|i| l.host_range(i))).into_iter();
-            for piece in pieces(&l) {
-                let bytes = piece_bytes(&l, &piece);
-                let to: Vec<&mut [u8]> = outs.by_ref().take(piece.len()).collect();
-                unpack(&l, &piece, &down[bytes.clone()], to, bytes.start);
-            }
+            unpack_all(&l, &down, slices_mut(&mut h_out, (0..n).map(|i| l.host_range(i))), false);
             let c = Checked::of((0..n).map(|i| &h_in[l.host_range(i)]), (0..n).map(|i| &h_out[l.host_range(i)]));
             c.ensure("the packed round trip").unwrap();
             assert_eq!((c.buffers, c.bytes), (n, set.bytes()));

@@ -4,15 +4,15 @@
 //!
 //! The costs: one copy each way as `t = α + n/β` ([`CopyCost`], single copies from 256 B to 4 MiB); what
 //! the host spends queueing one copy through the scope, and a round trip's fork, join and
-//! synchronization; a batch's and a graph's GPU time and host time as a fixed part plus a part per
-//! buffer (from 16 and 256 buffers of 256 B); the CPU's packing rate (one thread over buffers of 256 B
+//! synchronization; one copy per buffer's, a batch's and a graph's GPU time and host time as a fixed
+//! part plus a part per buffer (from 16 and 1024 buffers of 256 B); the CPU's packing rate (one thread over buffers of 256 B
 //! to 256 KiB, per buffer and per byte, and the pool's threads together over 16 MiB in pieces); the scatter
 //! and gather kernels', and zero-copy's, as a launch and a rate over the bytes. Each way's round trip
 //! is then the sum of its parts (the GPU's and the host's overlapping where they do):
 //!
 //! | way | GPU | wall |
 //! | --- | --- | --- |
-//! | memcpy each | Σ (α↑ + s/β↑ + α↓ + s/β↓) | the larger of the GPU and 2n calls, and the scope |
+//! | memcpy each | fixed + n · per buffer + B/β↑ + B/β↓ | the larger of the GPU and the 2n calls, and the scope |
 //! | batch | fixed + n · per buffer + B/β↑ + B/β↓ | the larger of the GPU and the two calls, and the scope |
 //! | packed | each piece's copy up once it is packed (the pieces packed on the pool's threads, a wave at a time), the kernels, each piece's copy back | the last piece unpacked once it landed, and the scope |
 //! | graph | fixed + n · per buffer + B/β↑ + B/β↓ | the larger of the launch and the GPU (the GPU starts while the launch goes on), and the scope |
@@ -26,8 +26,8 @@ use kernels::Kernels;
 use crate::{
     fit::CopyCost,
     report::Table,
-    small::{pack_all, pieces, us, Layout, Rig, Set, SetRun, Way},
-    timing::{host_ms, Repeats},
+    small::{pieces, us, Layout, Rig, Set, SetRun, Way},
+    timing::Repeats,
 };
 
 /// A cost with a fixed part and a part per buffer, in µs.
@@ -57,6 +57,10 @@ pub struct Costs {
     pub down: CopyCost,
     /// The host's time to queue one copy through the scope, µs.
     pub call_us: f64,
+    /// One copy per buffer each way: GPU, and the host in the calls; the bytes' time at the copies'
+    /// rates comes on top.
+    pub each_gpu: Linear,
+    pub each_host: Linear,
     /// A round trip's fork, join and synchronization: a timed scope that queues nothing, wall µs.
     pub scope_us: f64,
     /// A batch up and one back (stream order): GPU, and the host in the two calls; the bytes' time at
@@ -66,12 +70,15 @@ pub struct Costs {
     /// A graph of every copy both ways, replayed: GPU, and the host in `cudaGraphLaunch`.
     pub graph_gpu: Linear,
     pub graph_host: Linear,
-    /// The CPU copying buffers into one (or out of it), one thread: α per buffer, β its rate.
+    /// The CPU copying the host's buffers into the pinned packed one, and out of it, one thread: α per
+    /// buffer, β its rate.
     pub pack: CopyCost,
-    /// The threads the packed way packs on (the pool's), and the rate they reach together over 16 MiB
+    pub unpack: CopyCost,
+    /// The threads the packed way packs on (the pool's), and the rates they reach together over 16 MiB
     /// in pieces, GB/s.
     pub pack_threads: usize,
     pub pack_threads_gbps: f64,
+    pub unpack_threads_gbps: f64,
     /// The scatter and the gather kernels together, in device memory: α their launches, β their rate
     /// over the buffers' bytes.
     pub kernels: CopyCost,
@@ -101,30 +108,11 @@ pub fn rivals(zero_copy: bool, batch: bool) -> Vec<Way> {
     v
 }
 
-/// The sets the costs are measured on: 16 and 256 buffers of 256 B (fixed and per-buffer parts), and 64
-/// buffers of 256 B, 16 KiB and 256 KiB (rates).
-pub fn calibration_sets() -> (Set, Set, [Set; 3]) {
+/// The sets the costs are measured on: 16 and 1024 buffers of 256 B (fixed and per-buffer parts), 64
+/// buffers of 256 B, 16 KiB and 256 KiB (rates), and 16 of 1 MiB (the CPU's threads together).
+pub fn calibration_sets() -> (Set, Set, [Set; 3], Set) {
     let spread = [256, 16 << 10, 256 << 10].map(|s| Set::uniform(64, s));
-    (Set::uniform(16, 256), Set::uniform(256, 256), spread)
-}
-
-/// Packing `set` on the CPU (host buffers to a packed one), the best of a few, ms: on one thread, or
-/// piece by piece on the pool as the packed way does (`pool`).
-fn pack_ms(set: &Set, pool: bool) -> f64 {
-    let l = Layout::new(set);
-    let n = l.count();
-    let from: Vec<Vec<u8>> = l.sizes.iter().map(|s| vec![1u8; *s]).collect();
-    let refs: Vec<&[u8]> = from.iter().map(|v| &v[..]).collect();
-    let mut to = vec![0u8; l.packed_len];
-    (0..5)
-        .map(|_| match pool {
-            true => host_ms(|| pack_all(&l, &refs, &mut to)).1,
-            false => {
-                let slices = crate::small::slices_mut(&mut to, (0..n).map(|i| l.packed_range(i)));
-                host_ms(|| refs.iter().zip(slices).for_each(|(f, t)| t.copy_from_slice(f))).1
-            }
-        })
-        .fold(f64::INFINITY, f64::min)
+    (Set::uniform(16, 256), Set::uniform(1024, 256), spread, Set::uniform(16, 1 << 20))
 }
 
 impl Costs {
@@ -133,7 +121,7 @@ impl Costs {
         let _phase = crate::timeline::phase("small copies: costs");
         let [ups, downs] = rig.copy_times(&[256, 4 << 10, 64 << 10, 1 << 20, 4 << 20], r)?;
         let scope_us = rig.empty_scope(r)?.median_ms * 1e3;
-        let (few, many, spread) = calibration_sets();
+        let (few, many, spread, big) = calibration_sets();
         let mut tiny = vec![Way::Each { streams: 1, pageable: false }, Way::Graph];
         if batch {
             tiny.push(Way::Batch { order: SrcOrder::StreamOrder, pageable: false });
@@ -152,31 +140,37 @@ impl Costs {
         let batch_way = Way::Batch { order: SrcOrder::StreamOrder, pageable: false };
         let mut kernel_points = Vec::new();
         let mut zero_points = Vec::new();
-        let mut pack_points = Vec::new();
+        let (mut pack_points, mut unpack_points) = (Vec::new(), Vec::new());
         for set in &spread {
             kernel_points.push((set.bytes(), rig.kernel_time(set, r)?));
-            pack_points.push((set.sizes[0], pack_ms(set, false) / set.count() as f64));
+            let (pack, unpack) = rig.cpu_side(set, false);
+            pack_points.push((set.sizes[0], pack / set.count() as f64));
+            unpack_points.push((set.sizes[0], unpack / set.count() as f64));
             if zero_copy {
                 let run = rig.run_set(set, &[Way::ZeroCopy], r)?;
                 zero_points.push((set.bytes(), run.ways[0].gpu.min_ms));
             }
         }
-        let big = Set::uniform(16, 1 << 20);
         let pack_threads = rayon::current_num_threads().min(pieces(&Layout::new(&big)).len());
-        let pack_threads_gbps = big.bytes() as f64 / (pack_ms(&big, true) * 1e6);
+        let (pack, unpack) = rig.cpu_side(&big, true);
+        let (pack_threads_gbps, unpack_threads_gbps) = (big.bytes() as f64 / (pack * 1e6), big.bytes() as f64 / (unpack * 1e6));
         let nothing = CopyCost { alpha_us: f64::NAN, beta_gbps: f64::NAN, half_rate_bytes: f64::NAN, worst_miss: 0.0 };
         Ok(Costs {
             up: CopyCost::fit(&ups)?,
             down: CopyCost::fit(&downs)?,
             call_us,
+            each_gpu: line(each, false),
+            each_host: line(each, true),
             scope_us,
             batch_gpu: line(batch_way, false),
             batch_host: line(batch_way, true),
             graph_gpu: line(Way::Graph, false),
             graph_host: line(Way::Graph, true),
             pack: CopyCost::fit(&pack_points)?,
+            unpack: CopyCost::fit(&unpack_points)?,
             pack_threads,
             pack_threads_gbps,
+            unpack_threads_gbps,
             kernels: CopyCost::fit(&kernel_points)?,
             zero_copy: if zero_copy { CopyCost::fit(&zero_points)? } else { nothing },
         })
@@ -191,9 +185,18 @@ impl Costs {
     /// at once, ms: a buffer's fixed cost each, and the bytes at one thread's rate, or at the threads'
     /// share of what they reach together, whichever is slower.
     pub fn piece_ms(&self, buffers: usize, bytes: usize, busy: usize) -> f64 {
-        let share = self.pack_threads_gbps / busy.max(1) as f64;
-        let gbps = if share.is_finite() { self.pack.beta_gbps.min(share) } else { self.pack.beta_gbps };
-        buffers as f64 * self.pack.alpha_us * 1e-3 + bytes as f64 / (gbps * 1e6)
+        Self::cpu_ms(&self.pack, self.pack_threads_gbps, (buffers, bytes, busy))
+    }
+
+    /// Unpacking one piece, likewise.
+    pub fn unpiece_ms(&self, buffers: usize, bytes: usize, busy: usize) -> f64 {
+        Self::cpu_ms(&self.unpack, self.unpack_threads_gbps, (buffers, bytes, busy))
+    }
+
+    fn cpu_ms(one: &CopyCost, together_gbps: f64, (buffers, bytes, busy): (usize, usize, usize)) -> f64 {
+        let share = together_gbps / busy.max(1) as f64;
+        let gbps = if share.is_finite() { one.beta_gbps.min(share) } else { one.beta_gbps };
+        buffers as f64 * one.alpha_us * 1e-3 + bytes as f64 / (gbps * 1e6)
     }
 
     /// The packed way's round trip over `set`, as it runs it (see `small::packed_round_trip`): the
@@ -219,7 +222,7 @@ impl Costs {
         for piece in &pieces {
             let bytes: usize = l.sizes[piece.clone()].iter().sum();
             landed += self.down.ms(bytes);
-            unpacked = unpacked.max(landed) + self.piece_ms(piece.len(), bytes, 1) / threads as f64;
+            unpacked = unpacked.max(landed) + self.unpiece_ms(piece.len(), bytes, 1);
         }
         host += 2.0 * pieces.len() as f64 * call;
         (landed, host, unpacked.max(landed) + self.scope_us * 1e-3)
@@ -231,8 +234,10 @@ impl Costs {
         let call = self.call_us * 1e-3;
         let (gpu_ms, host_ms, wall_ms) = match way {
             Way::Each { .. } => {
-                let gpu: f64 = set.sizes.iter().map(|&s| self.up.ms(s) + self.down.ms(s)).sum();
-                let host = 2.0 * n as f64 * call;
+                // Copies back to back on one stream overlap part of each one's fixed cost: a line through
+                // the run's own, not a copy's α taken n times.
+                let gpu = self.each_gpu.ms(n) + self.bytes_ms(bytes);
+                let host = self.each_host.ms(n);
                 (gpu, host, gpu.max(host) + scope)
             }
             Way::Batch { .. } => {
@@ -271,8 +276,16 @@ impl Costs {
         }
         v.push(format!("a graph replayed: GPU {}, host {}", line(&self.graph_gpu), line(&self.graph_host)));
         v.push(format!(
-            "packing on the CPU: {:.2} µs a buffer at {:.1} GB/s on one thread, {:.1} GB/s on {}",
-            self.pack.alpha_us, self.pack.beta_gbps, self.pack_threads_gbps, self.pack_threads
+            "packing on the CPU: {:.2} µs a buffer at {:.1} GB/s on one thread, {:.1} GB/s on {}; unpacking {:.2} µs \
+             a buffer at {:.1} GB/s, {:.1} GB/s on {}",
+            self.pack.alpha_us,
+            self.pack.beta_gbps,
+            self.pack_threads_gbps,
+            self.pack_threads,
+            self.unpack.alpha_us,
+            self.unpack.beta_gbps,
+            self.unpack_threads_gbps,
+            self.pack_threads
         ));
         v.push(format!("scatter and gather kernels: {}", copy(&self.kernels)));
         if self.zero_copy.alpha_us.is_finite() {
@@ -352,8 +365,8 @@ impl Plan {
 
 /// Plans `set` on `gpu`: the rig for it and the calibration sets, the costs, the plan.
 pub fn plan(gpu: &Gpu, kernels: &Kernels, set: &Set, ways: &[Way], streams: usize, r: Repeats) -> anyhow::Result<Plan> {
-    let (few, many, spread) = calibration_sets();
-    let layouts: Vec<Layout> = [set, &few, &many].into_iter().chain(&spread).map(Layout::new).collect();
+    let (few, many, spread, big) = calibration_sets();
+    let layouts: Vec<Layout> = [set, &few, &many, &big].into_iter().chain(&spread).map(Layout::new).collect();
     let mut rig = Rig::new(gpu, kernels, &layouts, streams)?;
     Plan::make(&mut rig, set, ways, r)
 }
@@ -374,14 +387,18 @@ mod tests {
             up: cost(6.0, 55.0),
             down: cost(5.5, 55.0),
             call_us: 4.0,
+            each_gpu: Linear { fixed_us: 4.0, per_buffer_us: 6.0 },
+            each_host: Linear { fixed_us: 2.0, per_buffer_us: 8.0 },
             scope_us: 10.0,
             batch_gpu: Linear { fixed_us: 10.0, per_buffer_us: 1.0 },
             batch_host: Linear { fixed_us: 5.0, per_buffer_us: 0.3 },
             graph_gpu: Linear { fixed_us: 5.0, per_buffer_us: 2.5 },
             graph_host: Linear { fixed_us: 4.0, per_buffer_us: 0.01 },
             pack: cost(0.05, 10.0),
+            unpack: cost(0.05, 10.0),
             pack_threads: 8,
             pack_threads_gbps: 40.0,
+            unpack_threads_gbps: 40.0,
             kernels: cost(8.0, 400.0),
             zero_copy: cost(8.0, 25.0),
         }
@@ -404,8 +421,8 @@ mod tests {
         };
         let tiny = Set::uniform(1000, 256);
         let each = c.predict(Way::Each { streams: 1, pageable: false }, &tiny);
-        assert!((each.gpu_ms - 1000.0 * (11.5e-3 + 512.0 / 55e6)).abs() < 1e-9, "{each:?}");
-        assert!(each.wall_ms > 7.9, "2000 calls of 4 µs hold the host: {each:?}");
+        assert!((each.gpu_ms - (4e-3 + 1000.0 * (6e-3 + 512.0 / 55e6))).abs() < 1e-9, "{each:?}");
+        assert!((each.host_ms - (2e-3 + 8.0)).abs() < 1e-9 && each.wall_ms > each.host_ms, "the host holds it: {each:?}");
         assert!(!matches!(best(&tiny).way, Way::Each { .. }), "{:?}", best(&tiny));
         // Four buffers of 16 MiB: the per-copy cost is lost in the bytes; one memcpy each is within 10%
         // of the best.
