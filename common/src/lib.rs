@@ -75,6 +75,8 @@
 
 pub mod batch;
 mod context;
+#[doc(hidden)]
+pub mod cubin;
 pub mod device;
 #[doc(hidden)]
 pub mod ffi;
@@ -82,6 +84,9 @@ pub mod graph;
 pub mod host;
 pub mod memory;
 pub mod module;
+mod prototype;
+#[doc(hidden)]
+pub mod ptx;
 pub mod scope;
 pub mod staging;
 pub mod stream;
