@@ -41,14 +41,17 @@ pub struct Layout {
     /// The size of the parameter space in bytes: where the last parameter ends.
     pub bytes: u32,
     /// Where the parameter space starts in its constant bank (`EIATTR_PARAM_CBANK`), where recorded:
-    /// parameters aligned to more than 16 bytes are aligned in the bank, not in the space.
+    /// parameters aligned to more than 16 bytes are aligned in the bank, mostly (see [`agree`]).
     pub bank_offset: Option<u32>,
 }
 
 /// Whether the PTX text's reading of a kernel's parameters agrees with its cubin's records: as many,
-/// each of the same size, and each placed where the text's alignment allows (in the constant bank,
-/// where the cubin says where the parameters start in it). Where they disagree, one of the two
-/// readings is wrong, and no launch should be checked against either.
+/// each of the same size, and each placed where the text's alignment allows. ptxas 13.0 aligns a
+/// parameter in the constant bank (`bank_offset + offset`: sm_90's parameters start at 0x210, sm_75's
+/// at 0x160, so that an `.align 256` parameter after a byte lands at 240 or 160), except where it
+/// moves a large parameter space elsewhere in the bank (sm_75 and sm_80, past about 4 KiB, to
+/// 0x1a80), where it aligns it in the space itself; either is accepted. Where they disagree, one of
+/// the two readings is wrong, and no launch should be checked against either.
 pub fn agree(text: &[TextParam], layout: &Layout) -> Result<(), String> {
     let misreading = "refusing to check launches against a misreading";
     if text.len() != layout.params.len() {
@@ -66,7 +69,7 @@ pub fn agree(text: &[TextParam], layout: &Layout) -> Result<(), String> {
                 t.ptx, t.size, r.size
             ));
         }
-        if (bank + r.offset) % t.align != 0 {
+        if (bank + r.offset) % t.align != 0 && r.offset % t.align != 0 {
             return Err(format!(
                 "the PTX text aligns parameter {i} ({}) to {} bytes, but the driver placed it at byte {}: {misreading}",
                 t.ptx, t.align, r.offset
@@ -76,6 +79,9 @@ pub fn agree(text: &[TextParam], layout: &Layout) -> Result<(), String> {
     Ok(())
 }
 
+/// Each kernel of a cubin with its parameters' layout, or why it cannot be read.
+pub type Kernels = Vec<(String, Result<Layout, String>)>;
+
 const KPARAM_INFO: u8 = 0x17;
 const KPARAM_INFO_V2: u8 = 0x45;
 const CBANK_PARAM_SIZE: u8 = 0x19;
@@ -83,8 +89,8 @@ const PARAM_CBANK: u8 = 0x0a;
 
 /// Every kernel of a cubin (each `.nv.info.NAME` section), with its parameters' layout or why it
 /// cannot be read; an error where the file is not a cubin this can read.
-pub fn kernels(cubin: &[u8]) -> Result<Vec<(String, Result<Layout, String>)>, String> {
-    let mut out: Vec<(String, Result<Layout, String>)> = Vec::new();
+pub fn kernels(cubin: &[u8]) -> Result<Kernels, String> {
+    let mut out: Kernels = Vec::new();
     for (name, data) in sections(cubin)? {
         let Some(kernel) = name.strip_prefix(".nv.info.") else { continue };
         let layout = data.and_then(layout);
@@ -117,8 +123,11 @@ fn u64_at(b: &[u8], at: usize) -> Option<u64> {
     Some(u64::from_le_bytes(b.get(at..at.checked_add(8)?)?.try_into().ok()?))
 }
 
+/// A section's name, and its bytes (or why they cannot be read).
+type Section<'a> = (String, Result<&'a [u8], String>);
+
 /// The sections of an ELF64 little-endian file: each name, and its bytes (or why they cannot be read).
-fn sections(elf: &[u8]) -> Result<Vec<(String, Result<&[u8], String>)>, String> {
+fn sections(elf: &[u8]) -> Result<Vec<Section<'_>>, String> {
     if elf.get(..4) != Some(b"\x7fELF") {
         return Err("not an ELF file".into());
     }
@@ -223,7 +232,9 @@ fn layout(info: &[u8]) -> Result<Layout, String> {
     }
     let bytes = match (cbank_size, cbank.map(|(_, size)| u32::from(size))) {
         (Some(a), Some(b)) if a != b => {
-            return Err(format!("its parameter space is {a} bytes (EIATTR_CBANK_PARAM_SIZE) and {b} (EIATTR_PARAM_CBANK)"))
+            return Err(format!(
+                "its parameter space is {a} bytes (EIATTR_CBANK_PARAM_SIZE) and {b} (EIATTR_PARAM_CBANK)"
+            ))
         }
         (Some(a), _) | (None, Some(a)) => a,
         (None, None) if params.is_empty() => 0,

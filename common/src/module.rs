@@ -33,7 +33,7 @@
 //! nvcc's PTX marks no pointer `.ptr`: `float* x` and `unsigned long long n` are both `.param .u64`.
 //! Where the kernel's C prototype is given ([`crate::Gpu::load_ptx_with_prototypes`], or a `.cu` file
 //! beside the one [`crate::Gpu::load_ptx_file`] loads), a view passed for a value, or a value for a
-//! pointer, is refused too ([`crate::prototype`] says how the prototype is read). Without one, a 64-bit
+//! pointer, is refused too (`common/src/prototype.rs` says how the prototype is read). Without one, a 64-bit
 //! integer parameter takes either: the width and kind are checked, pointer against value is not.
 
 use std::{
@@ -80,9 +80,9 @@ pub struct Module {
     /// Each kernel's parameters as the PTX text declares them, or why the text cannot be read.
     entries: Result<Vec<ptx::Entry>, String>,
     /// Each kernel's parameter layout as the loaded cubin records it, or why the cubin cannot be read.
-    layouts: Result<Vec<(String, Result<cubin::Layout, String>)>, String>,
+    layouts: Result<cubin::Kernels, String>,
     /// Where the kernels' C prototypes came from, and which of each kernel's parameters are pointers.
-    prototypes: Option<(String, Vec<(String, Vec<Pointer>)>)>,
+    prototypes: Option<(String, prototype::Kernels)>,
 }
 
 impl Module {
@@ -146,7 +146,13 @@ impl Module {
         if let Err(why) = driver_agrees(func, layout)? {
             bail!("kernel {name}: {why}: refusing to check launches against a misreading");
         }
-        Ok(Kernel { name: name.into(), func, params: params.into(), param_bytes: layout.bytes, module: self.loaded.clone() })
+        Ok(Kernel {
+            name: name.into(),
+            func,
+            params: params.into(),
+            param_bytes: layout.bytes,
+            module: self.loaded.clone(),
+        })
     }
 
     /// The names of the kernels the PTX defines (`.entry`).
@@ -260,7 +266,10 @@ fn params(
             let said = prototype.map(|(from, pointers)| (from, pointers[i]));
             let pointer = match (t.ptr, said) {
                 (true, Some((from, Pointer::No))) => {
-                    return Err(format!("the PTX declares parameter {i} {}, but its prototype in {from} a value", t.ptx))
+                    return Err(format!(
+                        "the PTX declares parameter {i} {}, but its prototype in {from} a value",
+                        t.ptx
+                    ))
                 }
                 (true, _) => Pointer::Yes,
                 (false, Some((from, Pointer::Yes))) if !(t.size == 8 && t.class == Class::Int) => {
@@ -546,7 +555,12 @@ impl<'scope> LaunchBuilder<'scope> {
         let mismatch = if self.args.len() != params.len() {
             Some(format!("takes {} arguments and was given {}", params.len(), self.args.len()))
         } else {
-            self.args.iter().zip(params.iter()).enumerate().find(|(_, (a, p))| !a.fits(p)).map(|(i, (a, p))| a.mismatch(i, p))
+            self.args
+                .iter()
+                .zip(params.iter())
+                .enumerate()
+                .find(|(_, (a, p))| !a.fits(p))
+                .map(|(i, (a, p))| a.mismatch(i, p))
         };
         let (g, b) = (self.config.grid, self.config.block);
         let too_big = (g.0 > i32::MAX as u32 || g.1 > 65535 || g.2 > 65535 || g.0 == 0 || g.1 == 0 || g.2 == 0)
@@ -682,7 +696,12 @@ mod tests {
         assert!(e.contains("its prototype in k.cu has 4 parameters, but the PTX 5"), "{e}");
         let e = params(&text, &layout, Some(("k.cu", &[Pointer::No; 5]))).unwrap_err();
         assert!(e.contains("the PTX declares parameter 1 .u64 .ptr .global, but its prototype in k.cu a value"), "{e}");
-        let e = params(&text, &layout, Some(("k.cu", &[Pointer::Unknown, Pointer::Unknown, Pointer::Yes, Pointer::Unknown, Pointer::Unknown]))).unwrap_err();
+        let e = params(
+            &text,
+            &layout,
+            Some(("k.cu", &[Pointer::Unknown, Pointer::Unknown, Pointer::Yes, Pointer::Unknown, Pointer::Unknown])),
+        )
+        .unwrap_err();
         assert!(e.contains("declares parameter 2 a pointer, but the PTX .f32"), "{e}");
     }
 
@@ -700,14 +719,23 @@ mod tests {
         assert!(!Arg::F32(1.0).fits(&p[2]));
         assert!(Arg::I32(-1).fits(&p[2]));
         assert!(Arg::F64(1.0).fits(&p[3]));
-        assert!(!Arg::U32(1).fits(&p[4]) && !Arg::Ptr(0).fits(&p[5]) && !Arg::U64(0).fits(&p[5]), "no argument passes these");
+        assert!(
+            !Arg::U32(1).fits(&p[4]) && !Arg::Ptr(0).fits(&p[5]) && !Arg::U64(0).fits(&p[5]),
+            "no argument passes these"
+        );
         let protos = [Pointer::Yes, Pointer::Yes, Pointer::No, Pointer::No, Pointer::No, Pointer::No];
         let p = params(&text, &layout, Some(("k.cu", &protos))).unwrap();
         assert!(!Arg::U64(1).fits(&p[0]));
-        assert_eq!(Arg::U64(1).mismatch(0, &p[0]), "argument 0 is u64, but the kernel's prototype declares it a pointer (.u64)");
+        assert_eq!(
+            Arg::U64(1).mismatch(0, &p[0]),
+            "argument 0 is u64, but the kernel's prototype declares it a pointer (.u64)"
+        );
         let (text, layout) = kernel(".entry k(.param .u64 n) { ret; }");
         let p = params(&text, &layout, Some(("k.cu", &[Pointer::No]))).unwrap();
-        assert_eq!(Arg::Ptr(0).mismatch(0, &p[0]), "argument 0 is a device view, but the kernel's prototype declares it a value (.u64)");
+        assert_eq!(
+            Arg::Ptr(0).mismatch(0, &p[0]),
+            "argument 0 is a device view, but the kernel's prototype declares it a value (.u64)"
+        );
         assert_eq!(Arg::F32(0.0).mismatch(0, &p[0]), "argument 0 is f32, but the PTX declares it .u64");
     }
 
@@ -716,7 +744,10 @@ mod tests {
         let ptx = include_str!("../tests/ptx/kernels.ptx");
         assert_eq!(signature(ptx, "saxpy"), Some(Ok(vec![".u64".into(), ".u64".into(), ".f32".into(), ".u64".into()])));
         assert_eq!(signature(ptx, "nope"), None);
-        assert_eq!(signature(".entry k(.param .u64 .ptr x, .param .b8 s[4]) { ret; }", "k"), Some(Ok(vec![".u64".into(), ".b8[4]".into()])));
+        assert_eq!(
+            signature(".entry k(.param .u64 .ptr x, .param .b8 s[4]) { ret; }", "k"),
+            Some(Ok(vec![".u64".into(), ".b8[4]".into()]))
+        );
         assert!(signature("#line 1 \"x\"", "k").unwrap().is_err());
     }
 

@@ -19,10 +19,13 @@
 
 use crate::ptx::Pointer;
 
+/// Kernels' names, each with whether each of its parameters is a pointer.
+pub type Kernels = Vec<(String, Vec<Pointer>)>;
+
 /// The kernels a C or CUDA C++ source declares or defines with `__global__`: each name with whether
 /// each of its parameters is a pointer, in order. A name declared more than once with different
 /// parameters is left out.
-pub fn kernels(source: &str) -> Vec<(String, Vec<Pointer>)> {
+pub fn kernels(source: &str) -> Kernels {
     let toks = tokens(source);
     let mut found: Vec<(String, Option<Vec<Pointer>>)> = Vec::new();
     for (g, _) in toks.iter().enumerate().filter(|(_, t)| **t == "__global__") {
@@ -102,10 +105,44 @@ fn close(toks: &[&str], at: usize, open: &str, shut: &str) -> Option<usize> {
 
 /// The words a value's type may be made of, qualifiers included.
 const ARITHMETIC: [&str; 38] = [
-    "const", "volatile", "signed", "unsigned", "char", "short", "int", "long", "float", "double", "bool", "_Bool",
-    "size_t", "ptrdiff_t", "int8_t", "int16_t", "int32_t", "int64_t", "uint8_t", "uint16_t", "uint32_t",
-    "uint64_t", "intptr_t", "uintptr_t", "uint", "ushort", "ulong", "std", "::", "__restrict__", "restrict",
-    "__restrict", "__grid_constant__", "char16_t", "char32_t", "wchar_t", "long_long", "register",
+    "const",
+    "volatile",
+    "signed",
+    "unsigned",
+    "char",
+    "short",
+    "int",
+    "long",
+    "float",
+    "double",
+    "bool",
+    "_Bool",
+    "size_t",
+    "ptrdiff_t",
+    "int8_t",
+    "int16_t",
+    "int32_t",
+    "int64_t",
+    "uint8_t",
+    "uint16_t",
+    "uint32_t",
+    "uint64_t",
+    "intptr_t",
+    "uintptr_t",
+    "uint",
+    "ushort",
+    "ulong",
+    "std",
+    "::",
+    "__restrict__",
+    "restrict",
+    "__restrict",
+    "__grid_constant__",
+    "char16_t",
+    "char32_t",
+    "wchar_t",
+    "long_long",
+    "register",
 ];
 
 /// One parameter: `const float* __restrict__ x` is a pointer, `unsigned long long n` a value.
@@ -225,12 +262,14 @@ mod tests {
         assert_eq!(one("__global__ void k(void) {}"), []);
         assert_eq!(one("__global__ void k() {}"), []);
         assert_eq!(one("static __global__ void k(int, float*, unsigned) {}"), [No, Yes, No], "unnamed parameters");
-        assert_eq!(one("void __global__ k(Pair<int*, float> p, int& r, REAL x, unsigned long n = 4)"), [
-            Unknown, Unknown, Unknown, No
-        ]);
-        assert_eq!(one("__global__ void __attribute__((noinline)) k(__grid_constant__ const Params p, char c)"), [
-            Unknown, No
-        ]);
+        assert_eq!(
+            one("void __global__ k(Pair<int*, float> p, int& r, REAL x, unsigned long n = 4)"),
+            [Unknown, Unknown, Unknown, No]
+        );
+        assert_eq!(
+            one("__global__ void __attribute__((noinline)) k(__grid_constant__ const Params p, char c)"),
+            [Unknown, No]
+        );
     }
 
     #[test]
@@ -264,7 +303,18 @@ __global__ void both(int* x) {}
 
     #[test]
     fn nothing_panics_on_odd_text() {
-        for src in ["__global__", "__global__ void", "__global__ void k(", "__global__ void k(int a", "\"", "'", "é __global__ void é(é)", "#", "/*", "__global__ void k(,,)"] {
+        for src in [
+            "__global__",
+            "__global__ void",
+            "__global__ void k(",
+            "__global__ void k(int a",
+            "\"",
+            "'",
+            "é __global__ void é(é)",
+            "#",
+            "/*",
+            "__global__ void k(,,)",
+        ] {
             let _ = kernels(src);
         }
         let cu = include_str!("../tests/kernels.cu");

@@ -14,7 +14,8 @@
 //! - a string runs from `"` to the next `"`, across newlines, with no escapes (`"a\"` is the string
 //!   `a\`), so that neither comment marker nor `.entry` inside a `.file` name is code;
 //! - every character is ASCII (ptxas refuses any other, even in comments);
-//! - a directive may follow another with no space between (`.param.u64`, `.ptr.global.align 4`).
+//! - a directive may follow another with no space between (`.param.u64`, `.ptr.global.align 4`), or a
+//!   number (`0x8.u64`, `8U.u64`), but not decimal digits, which with the dot are a float (`8.u64`).
 //!
 //! Kernels: `.entry NAME`, after `.visible`, `.weak` or `.extern` or none, with or without a
 //! parameter list, then performance directives (`.maxntid`, `.reqntid`, `.minnctapersm`, `.maxnreg`,
@@ -30,8 +31,9 @@
 //! `.align N`, or a pointee's `.align N` alone (which ptxas takes as the pointee's, not the
 //! parameter's), a name, and optionally an array length (`[16]`, in decimal, hex, octal or binary).
 //! Refused as unsupported, though ptxas accepts them: `.texref`, `.surfref` and `.samplerref`
-//! parameters (and `.ptr` to them), `.ptr` on an array or on anything but a 64-bit integer, and any
-//! PTX with a `#` line marker. A kernel whose parameters this cannot read is refused, never guessed.
+//! parameters (and `.ptr` to them), a parameter with the name of such a parameter of any kernel of the
+//! module (ptxas 13.0 compiles a `.param .b16 p1` before a kernel's `.param .texref p1` to 52 bytes),
+//! `.ptr` on an array or on anything but a 64-bit integer, and any PTX with a `#` line marker. A kernel whose parameters this cannot read is refused, never guessed.
 
 /// What a parameter holds, for matching an argument to it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -117,11 +119,24 @@ pub fn entries(ptx: &str) -> Result<Vec<Entry>, String> {
             names.push(&h.name);
         }
     }
+    // ptxas 13.0 compiles a parameter named as a `.texref` or `.surfref` parameter of a kernel after it
+    // to another size than it declares (52 bytes for a `.b16`): such a kernel is refused.
+    let opaque: Vec<(&str, &str)> =
+        headers.iter().flat_map(|h| h.opaque.iter().map(|p| (p.as_str(), h.name.as_str()))).collect();
     Ok(names
         .into_iter()
         .map(|name| {
             let all: Vec<&Header> = headers.iter().filter(|h| h.name == name).collect();
-            Entry { name: name.to_string(), params: merge(&all) }
+            let params = merge(&all).and_then(|params| {
+                match params.iter().find_map(|p| opaque.iter().find(|(o, _)| *o == p.name)) {
+                    Some((p, kernel)) => Err(format!(
+                        "its parameter {p} has the name of an opaque (.texref, .surfref) parameter of kernel {kernel}, \
+                         which ptxas 13.0 can compile to another size than it declares (unsupported)"
+                    )),
+                    None => Ok(params),
+                }
+            });
+            Entry { name: name.to_string(), params }
         })
         .collect())
 }
@@ -132,6 +147,8 @@ struct Header {
     line: u32,
     params: Result<Vec<TextParam>, String>,
     defined: bool,
+    /// The names of its `.texref`, `.surfref` and `.samplerref` parameters (and pointers to them).
+    opaque: Vec<String>,
 }
 
 /// A declaration and the definition it announces are one kernel, with the same parameters.
@@ -170,12 +187,19 @@ fn header(toks: &[Token<'_>], at: usize) -> Result<(Header, usize), String> {
         _ => return Err(format!("line {line}: .entry without a kernel name after it")),
     };
     let mut j = at + 2;
+    let mut opaque = Vec::new();
     let params = if toks.get(j).map(|t| t.tok) == Some(Tok::Punct(b'(')) {
         let close = (j + 1..toks.len())
             .find(|&k| matches!(toks[k].tok, Tok::Punct(b')' | b'(' | b'{' | b'}' | b';')))
             .filter(|&k| toks[k].tok == Tok::Punct(b')'))
             .ok_or_else(|| format!("line {line}: kernel {name}'s parameter list does not close"))?;
         let params = parameters(&toks[j + 1..close]);
+        for decl in toks[j + 1..close].split(|t| t.tok == Tok::Punct(b',')) {
+            let words = || decl.iter().filter_map(|t| if let Tok::Word(w) = t.tok { Some(w) } else { None });
+            if words().any(|w| OPAQUE.contains(&w)) {
+                opaque.extend(words().rfind(|w| identifier(w)).map(String::from));
+            }
+        }
         j = close + 1;
         params
     } else {
@@ -186,8 +210,8 @@ fn header(toks: &[Token<'_>], at: usize) -> Result<(Header, usize), String> {
             return Err(format!("line {line}: kernel {name} has neither a body nor a `;`"));
         };
         match t.tok {
-            Tok::Punct(b'{') => return Ok((Header { name, line, params, defined: true }, j)),
-            Tok::Punct(b';') => return Ok((Header { name, line, params, defined: false }, j + 1)),
+            Tok::Punct(b'{') => return Ok((Header { name, line, params, defined: true, opaque }, j)),
+            Tok::Punct(b';') => return Ok((Header { name, line, params, defined: false, opaque }, j + 1)),
             Tok::Word(".pragma") => {
                 j += 1;
                 while matches!(toks.get(j).map(|t| t.tok), Some(Tok::Str(_))) {
@@ -322,8 +346,7 @@ fn parameter(toks: &[Token<'_>]) -> Result<TextParam, String> {
             (Some(Tok::Word(n)), Some(Tok::Punct(b']'))) => integer(n).filter(|&c| c > 0),
             _ => None,
         };
-        let Some(bytes) = count.and_then(|c| u32::try_from(c).ok()?.checked_mul(elem)).filter(|&b| b <= 1 << 20)
-        else {
+        let Some(bytes) = count.and_then(|c| u32::try_from(c).ok()?.checked_mul(elem)).filter(|&b| b <= 1 << 20) else {
             return Err(cannot("has an array length this cannot read"));
         };
         at += 3;
@@ -454,6 +477,13 @@ fn tokens(text: &str) -> Result<Vec<Token<'_>>, String> {
                 while i < b.len() && ident_char(b[i]) {
                     i += 1;
                 }
+                // Decimal digits and a dot are a float to ptxas (`8.u64` is not `8 .u64`, as `0x8.u64` is).
+                if b[start..i].iter().all(u8::is_ascii_digit) && b.get(i) == Some(&b'.') {
+                    i += 1;
+                    while i < b.len() && ident_char(b[i]) {
+                        i += 1;
+                    }
+                }
                 out.push(Token { tok: Tok::Word(&text[start..i]), line });
             }
             _ if c.is_ascii_graphic() => {
@@ -470,7 +500,9 @@ fn tokens(text: &str) -> Result<Vec<Token<'_>>, String> {
 mod tests {
     use super::*;
 
-    fn shapes(ptx: &str) -> Vec<(String, Result<Vec<(String, u32, u32)>, String>)> {
+    type Shape = (String, u32, u32);
+
+    fn shapes(ptx: &str) -> Vec<(String, Result<Vec<Shape>, String>)> {
         entries(ptx)
             .unwrap()
             .into_iter()
@@ -597,6 +629,18 @@ mod tests {
         assert!(one(".param .surfref t").contains("unsupported"));
         assert!(one(".param .u64 .ptr .texref t").contains("points to a .texref"));
         assert!(one(".param .u64 .ptr x[3]").contains("an array declared .ptr"));
+        // ptxas 13.0 compiles b's p1 to 52 bytes, as a's .texref is named p1 too.
+        let named = format!(
+            "{HEAD}.entry b(.param .b16 p1, .param .u8 q) {{ ret; }}\n.entry a(.param .texref p1) {{ ret; }}\n"
+        );
+        let e = entries(&named).unwrap();
+        assert!(
+            e[0].params
+                .as_ref()
+                .unwrap_err()
+                .contains("its parameter p1 has the name of an opaque (.texref, .surfref) parameter of kernel a"),
+            "{e:?}"
+        );
         assert!(one(".param .u32 .ptr x").contains("not a 64-bit integer"));
         assert!(one(".param .bf16 x").contains("has `.bf16` where its type should be"));
         assert!(one(".param .align 3 .u32 x").contains("not a power of two"));
@@ -617,6 +661,12 @@ mod tests {
         assert!(whole(".entry (.param .u32 r) k() { ret; }").contains(".entry without a kernel name"));
         assert!(whole(".entry k() .maxntid 32 x { ret; }").contains("x after kernel k's parameters"));
         assert!(whole(".entry k()").contains("neither a body nor a `;`"));
+        assert!(one(".param .align 8.u64 x").contains("alignment, 8.u64, that"), "a float to ptxas, which refuses it");
+        assert!(one(".param .align 010.u64 x").contains("alignment, 010.u64, that"));
+        assert_eq!(
+            shapes(&format!("{HEAD}.entry k(.param .align 0x10.u64 x, .param .align 8U.u8 y) {{ ret; }}"))[0].1,
+            Ok(vec![(".u64".into(), 8, 16), (".u8".into(), 1, 8)])
+        );
     }
 
     #[test]

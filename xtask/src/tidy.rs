@@ -178,8 +178,21 @@ const LAYERS: [(&str, &[&str]); 3] = [
     (
         "common/src",
         &[
-            "ffi", "ptx", "cubin", "prototype", "context", "memory", "host", "stream", "view", "module", "scope",
-            "batch", "graph", "device", "staging",
+            "ffi",
+            "ptx",
+            "cubin",
+            "prototype",
+            "context",
+            "memory",
+            "host",
+            "stream",
+            "view",
+            "module",
+            "scope",
+            "batch",
+            "graph",
+            "device",
+            "staging",
         ],
     ),
     (
