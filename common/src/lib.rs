@@ -86,7 +86,8 @@ pub mod graph;
 pub mod host;
 pub mod memory;
 pub mod module;
-mod prototype;
+#[doc(hidden)]
+pub mod prototype;
 #[doc(hidden)]
 pub mod ptx;
 pub mod scope;

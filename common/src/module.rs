@@ -196,6 +196,7 @@ fn jit_link(ptx: &CStr, what: &str) -> anyhow::Result<Vec<u64>> {
         anyhow::Error::from(ffi::DriverError { code, doing: format!("JIT-compiling {what}: {doing}{said}") })
     };
     let input = ptx.to_bytes_with_nul();
+    let name = CString::new(what).unwrap_or_else(|_| c"the PTX".into());
     // SAFETY: the NUL-terminated PTX and its length with the NUL, a NUL-terminated name, no options; the
     // driver keeps no reference to the input after the call.
     let code = unsafe {
@@ -204,7 +205,7 @@ fn jit_link(ptx: &CStr, what: &str) -> anyhow::Result<Vec<u64>> {
             ffi::CU_JIT_INPUT_PTX,
             input.as_ptr() as *mut c_void,
             input.len(),
-            c"module.ptx".as_ptr(),
+            name.as_ptr(),
             0,
             std::ptr::null_mut(),
             std::ptr::null_mut(),

@@ -619,6 +619,18 @@ mod tests {
         assert!(e[6].params.as_ref().unwrap_err().contains("declare different parameters"), "{e:?}");
     }
 
+    /// ptxas 13.0 refuses a definition after an `.extern .entry` declaration of it ("conflicts with
+    /// '.extern' declaration"); this reading takes them for one kernel all the same, never for two.
+    #[test]
+    fn an_extern_declaration_and_its_definition_are_one_kernel() {
+        let ptx = format!("{HEAD}.extern .entry x(.param .u8 a);\n.visible .entry x(.param .u8 a) {{ ret; }}\n");
+        assert_eq!(counts(&ptx), [("x".to_string(), 1)]);
+        let ptx = format!(
+            "{HEAD}.extern .entry x(.param .u8 a);\n.visible .entry x(.param .u8 a, .param .u8 b) {{ ret; }}\n"
+        );
+        assert!(entries(&ptx).unwrap()[0].params.as_ref().unwrap_err().contains("different parameters"));
+    }
+
     #[test]
     fn what_is_refused_is_named() {
         let one = |params: &str| {

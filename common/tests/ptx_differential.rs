@@ -25,7 +25,7 @@ use std::{
     time::Instant,
 };
 
-use common::{cubin, ptx};
+use common::{cubin, prototype, ptx};
 use support::ptxgen::{self, Expect, File, Variant};
 
 const KERNELS_PER_FILE: usize = 24;
@@ -343,4 +343,42 @@ fn the_ptx_reading_agrees_with_the_cubin_ptxas_compiles() {
         failures.iter().take(10).cloned().collect::<Vec<_>>().join("\n")
     );
     assert!(variants >= 1000 || files < 96, "only {variants} variants");
+}
+
+/// The prototype reader on every `.cu` of the repository against the PTX nvcc 13.0 made of it: each
+/// kernel found has as many parameters as its PTX, each pointer a 64-bit integer, and a kernel of each
+/// file is found. (No ptxas needed.)
+#[test]
+fn the_prototypes_of_the_repositorys_kernels_agree_with_their_ptx() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut found = 0;
+    for (cu, ptx) in [
+        ("common/tests/kernels.cu", "common/tests/ptx/kernels.ptx"),
+        ("kernels/pipeline.cu", "kernels/ptx/pipeline.ptx"),
+        ("kernels/vector_add.cu", "kernels/ptx/vector_add.ptx"),
+        ("kernels/zero_copy.cu", "kernels/ptx/zero_copy.ptx"),
+        ("kernels/small_copies.cu", "kernels/ptx/small_copies.ptx"),
+        ("examples/your_kernel.cu", "examples/ptx/your_kernel.ptx"),
+    ] {
+        let source = std::fs::read_to_string(root.join(cu)).unwrap();
+        let text = std::fs::read_to_string(root.join(ptx)).unwrap();
+        let entries = ptx::entries(&text).unwrap();
+        let kernels = prototype::kernels(&source);
+        assert!(!kernels.is_empty(), "{cu}: no kernel found");
+        for (name, pointers) in kernels {
+            let entry =
+                entries.iter().find(|e| e.name == name).unwrap_or_else(|| panic!("{cu}: {name} is not in {ptx}"));
+            let params = entry.params.as_ref().unwrap();
+            assert_eq!(pointers.len(), params.len(), "{cu}: {name}");
+            for (p, t) in pointers.iter().zip(params) {
+                assert!(*p != ptx::Pointer::Yes || (t.size == 8 && t.class == ptx::Class::Int), "{cu}: {name}: {t:?}");
+                assert!(*p != ptx::Pointer::Unknown, "{cu}: {name}: every parameter of ours is a pointer or a number");
+            }
+            found += 1;
+        }
+    }
+    let saxpy = prototype::kernels(include_str!("kernels.cu")).into_iter().find(|(n, _)| n == "saxpy").unwrap().1;
+    use ptx::Pointer::{No, Yes};
+    assert_eq!(saxpy, [Yes, Yes, No, No]);
+    assert!(found >= 10, "{found} kernels");
 }

@@ -18,27 +18,28 @@ pub fn run(flags: TestFlags) -> anyhow::Result<()> {
     }
     generate::check()?;
     let ptxas = setup::ptxas_13()?;
-    let tools_env = [("PTXAS", Some(ptxas.clone())), ("CUOBJDUMP", setup::cuobjdump(&ptxas))];
+    let tools_env: Vec<(&str, std::path::PathBuf)> =
+        [("PTXAS", Some(ptxas.clone())), ("CUOBJDUMP", setup::cuobjdump(&ptxas))]
+            .into_iter()
+            .filter_map(|(var, path)| Some((var, path?)))
+            .collect();
     // The CLI tests run the lesson programs; `--all-targets` builds examples only as test harnesses.
     tools::run(tools::cargo().args(["build", "--workspace", "--examples"]), "building the lessons")?;
+    let gpu = gpu_flag();
     let mut cmd = tools::cargo();
-    cmd.args(["test", "--workspace", "--all-targets", "--"]).args(gpu_flag()).args(&flags.args);
-    // Run once, below, on every machine.
-    cmd.args(["--skip", DIFFERENTIAL]);
-    tools::run(&mut cmd, "running the tests")?;
-    let mut cmd = tools::cargo();
-    cmd.args(["test", "-p", "common", "--test", "ptx_differential", "--", "--ignored"]).args(&flags.args);
-    for (var, path) in tools_env {
-        if let Some(path) = path {
-            cmd.env(var, path);
-        }
+    cmd.args(["test", "--workspace", "--all-targets", "--"]).args(gpu).args(&flags.args);
+    tools::run(cmd.envs(tools_env.iter().cloned()), "running the tests")?;
+    if gpu.is_some() {
+        return Ok(()); // the ignored tests ran, the differential test among them
     }
     eprintln!("xtask test: common's PTX reading against ptxas {} ({})", cuda_find::NVCC_RELEASE, ptxas.display());
-    tools::run(&mut cmd, "running the differential test of common's PTX reading against ptxas")
+    let mut cmd = tools::cargo();
+    cmd.args(["test", "-p", "common", "--test", "ptx_differential", "--", "--ignored"]).args(&flags.args);
+    if !flags.args.iter().any(|a| a == "--nocapture") {
+        cmd.arg("--nocapture"); // its one line of figures
+    }
+    tools::run(cmd.envs(tools_env), "running the differential test of common's PTX reading against ptxas")
 }
-
-/// The differential test of common's PTX reading (`common/tests/ptx_differential.rs`).
-const DIFFERENTIAL: &str = "the_ptx_reading_agrees_with_the_cubin_ptxas_compiles";
 
 /// `--include-ignored` where a driver is found (the GPU tests are the ignored ones), said in one line.
 fn gpu_flag() -> Option<&'static str> {
