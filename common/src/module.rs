@@ -26,7 +26,9 @@
 //! driver has it (CUDA 13.2), and `cuFuncGetParamInfo` for every parameter the cubin records. Only
 //! those: asking `cuFuncGetParamInfo` for the index past the last and requiring it to fail would
 //! also find the count, but that failing call is an error compute-sanitizer reports in every program
-//! that loads a kernel, and `cargo xtask sanitize` holds every lesson clean.
+//! that loads a kernel, and `cargo xtask sanitize` holds every lesson clean. Each parameter's offset
+//! and the parameter space's size are kept too (`Param::offset`, `Kernel::param_bytes`), for a launch
+//! that packs its arguments into one buffer of exactly that layout.
 //!
 //! # Pointer or value
 //!
@@ -44,13 +46,13 @@ use std::{
 
 use anyhow::{anyhow, bail, Context as _};
 
+pub(crate) use crate::ptx::{Class, Pointer};
 use crate::{
     context::Context,
     cubin,
     ffi::{self, check},
     memory::Element,
-    prototype,
-    ptx::{self, Class, Pointer},
+    prototype, ptx,
     view::{Dev, DevAccess, DevRead},
 };
 
