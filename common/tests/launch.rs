@@ -1,7 +1,7 @@
 //! Kernels of one's own, from PTX, through the scope: ordered across streams like copies, held against
 //! their parameters as the driver compiled them (and their C prototypes where given), and refused where
-//! their views overlap. Each needs an NVIDIA GPU: without
-//! one they are reported as ignored, and `cargo xtask test` runs them where it finds a driver.
+//! their views overlap. Each needs an NVIDIA GPU: without one they are reported as ignored, and
+//! `cargo xtask test` runs them where it finds a driver.
 
 mod support;
 
