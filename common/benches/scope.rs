@@ -262,9 +262,12 @@ fn main() {
             (t.elapsed(), BATCH)
         }),
     );
-    for (ops, lanes, one_range) in [(10, 1, false), (1000, 1, false), (10_000, 1, false), (10_000, 4, false), (512, 4, true)] {
+    for (ops, lanes, one_range) in
+        [(10, 1, false), (1000, 1, false), (10_000, 1, false), (10_000, 4, false), (512, 4, true)]
+    {
         let what = if one_range { ", one range" } else { "" };
-        let name = format!("part: bookkeeping alone, {ops} ops on {lanes} stream{}{what}", if lanes == 1 { "" } else { "s" });
+        let name =
+            format!("part: bookkeeping alone, {ops} ops on {lanes} stream{}{what}", if lanes == 1 { "" } else { "s" });
         add(&mut cases, &name, None, Box::new(move || (common::order::bookkeeping_time(ops, lanes, one_range), ops)));
     }
 

@@ -31,6 +31,10 @@ int cuGraphInstantiateWithFlags(void) { return 34; }
 int cuGraphLaunch(void) { return 34; }
 int cuInit(void) { return 34; }
 int cuLaunchKernel(void) { return 34; }
+int cuLinkAddData_v2(void) { return 34; }
+int cuLinkComplete(void) { return 34; }
+int cuLinkCreate_v2(void) { return 34; }
+int cuLinkDestroy(void) { return 34; }
 int cuMemAllocManaged(void) { return 34; }
 int cuMemAlloc_v2(void) { return 34; }
 int cuMemFreeHost(void) { return 34; }

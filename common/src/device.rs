@@ -60,6 +60,17 @@ pub struct DeviceInfo {
     pub memory_gbps: Option<f64>,
 }
 
+/// The `.cu` file of the same stem as the PTX file at `ptx`: beside it, or above a folder named `ptx`.
+fn cu_beside(ptx: &std::path::Path) -> Option<std::path::PathBuf> {
+    let beside = ptx.with_extension("cu");
+    if beside.is_file() {
+        return Some(beside);
+    }
+    let dir = ptx.parent()?;
+    let above = dir.parent()?.join(ptx.file_name()?).with_extension("cu");
+    (dir.file_name()? == "ptx" && above.is_file()).then_some(above)
+}
+
 impl Gpu {
     /// Starts the GPU named by `CUDA_DEVICE` (default 0) with errors a person can act on.
     pub fn init() -> anyhow::Result<Gpu> {
@@ -77,17 +88,38 @@ impl Gpu {
         Ok(Gpu { info, events: EventPool::new(&ctx), observer: RefCell::new(None), spare: RefCell::new(None), ctx })
     }
 
-    /// Loads a PTX module (the text of a `.ptx` file, or `include_str!` of one) into this GPU's context;
-    /// the driver compiles it for the GPU at hand. See [`Module`] for its kernels and how to launch them.
+    /// Loads a PTX module (the text of a `.ptx` file, or `include_str!` of one) into this GPU's context:
+    /// the driver compiles and links it for the GPU at hand, and the cubin it makes is loaded, each
+    /// kernel's parameters read from it. See [`Module`] for its kernels and how to launch them.
+    ///
+    /// nvcc's PTX does not say which parameters are pointers; [`Gpu::load_ptx_with_prototypes`] adds
+    /// the kernels' C prototypes, so that launches are checked for that too.
     pub fn load_ptx(&self, ptx: &str) -> anyhow::Result<Module> {
-        Module::load(&self.ctx, ptx, "the PTX")
+        Module::load(&self.ctx, ptx, "the PTX", None)
     }
 
-    /// [`Gpu::load_ptx`] of the file at `path`.
+    /// [`Gpu::load_ptx`], with the kernels' C prototypes: the `.cu` source the PTX was made of (or any C
+    /// text declaring the kernels `__global__`), read for which parameters are pointers. A launch that
+    /// passes a value for a pointer, or a device view for a value, is then refused. A kernel whose
+    /// prototype has another number of parameters than its PTX is refused (a PTX made from another
+    /// version of the source); one the source does not show is checked as without it.
+    pub fn load_ptx_with_prototypes(&self, ptx: &str, prototypes: &str) -> anyhow::Result<Module> {
+        Module::load(&self.ctx, ptx, "the PTX", Some(("the prototypes given".into(), prototypes)))
+    }
+
+    /// [`Gpu::load_ptx`] of the file at `path`, with the prototypes of its kernels from the `.cu` file
+    /// of the same stem beside it (or, for a file in a folder named `ptx`, in the folder above), where
+    /// there is one ([`Gpu::load_ptx_with_prototypes`]).
     pub fn load_ptx_file(&self, path: impl AsRef<std::path::Path>) -> anyhow::Result<Module> {
         let path = path.as_ref();
         let ptx = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        Module::load(&self.ctx, &ptx, &path.display().to_string())
+        let source = cu_beside(path);
+        let prototypes = match &source {
+            Some(cu) => Some(std::fs::read_to_string(cu).with_context(|| format!("reading {}", cu.display()))?),
+            None => None,
+        };
+        let from = source.map(|cu| cu.display().to_string());
+        Module::load(&self.ctx, &ptx, &path.display().to_string(), from.zip(prototypes.as_deref()))
     }
 
     /// Hands every operation that scopes of this GPU queue from now on to `observer`, timed by CUDA

@@ -28,7 +28,12 @@ macro_rules! opaque {
     )*};
 }
 opaque!(CUcontext => CUctx_st, CUstream => CUstream_st, CUevent => CUevent_st, CUmodule => CUmod_st,
-        CUfunction => CUfunc_st, CUgraph => CUgraph_st, CUgraphExec => CUgraphExec_st);
+        CUfunction => CUfunc_st, CUgraph => CUgraph_st, CUgraphExec => CUgraphExec_st,
+        CUlinkState => CUlinkState_st);
+/// `CUjit_option`: an option of the JIT compiler and linker.
+pub type CUjit_option = c_int;
+/// `CUjitInputType`: what an input of the JIT linker is.
+pub type CUjitInputType = c_int;
 
 // The values of cuda.h's enums and flags that we pass in.
 pub const CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: CUdevice_attribute = 16;
@@ -66,6 +71,13 @@ pub const CU_MEMCPY_SRC_ACCESS_ORDER_ANY: c_int = 3;
 /// `CU_MEM_LOCATION_TYPE_DEVICE` and `_HOST`: where a batch's copies may expect their ends (hints).
 pub const CU_MEM_LOCATION_TYPE_DEVICE: c_int = 1;
 pub const CU_MEM_LOCATION_TYPE_HOST: c_int = 2;
+/// `CU_JIT_ERROR_LOG_BUFFER`: a `char*` buffer for the JIT's error messages.
+pub const CU_JIT_ERROR_LOG_BUFFER: CUjit_option = 5;
+/// `CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES`: that buffer's size (an `unsigned int` passed in the pointer's
+/// place; the driver writes back how much it filled).
+pub const CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES: CUjit_option = 6;
+/// `CU_JIT_INPUT_PTX`: PTX source, NUL-terminated.
+pub const CU_JIT_INPUT_PTX: CUjitInputType = 1;
 /// `CU_GET_PROC_ADDRESS_DEFAULT` for [`cuGetProcAddress_v2`].
 pub const CU_GET_PROC_ADDRESS_DEFAULT: u64 = 0;
 /// `CU_GET_PROC_ADDRESS_SUCCESS`: the symbol was found for the version asked.
@@ -108,6 +120,11 @@ pub type PFN_cuMemcpyBatchAsync_v12080 = unsafe extern "C" fn(
     fail_idx: *mut usize,
     stream: CUstream,
 ) -> CuResult;
+
+/// `PFN_cuFuncGetParamCount_v13020` (CUDA 13.2's `cudaTypedefs.h`; CUDA 13.0's headers lack it): how many
+/// parameters a kernel takes. Not linked, like [`PFN_cuMemcpyBatchAsync_v12080`]: [`func_param_count`]
+/// asks the driver at run time.
+pub type PFN_cuFuncGetParamCount_v13020 = unsafe extern "C" fn(func: CUfunction, param_count: *mut usize) -> CuResult;
 
 /// A driver result: 0 is success, anything else an error code (`CUDA_ERROR_*`).
 pub type CuResult = c_int;
@@ -201,6 +218,27 @@ extern "C" {
     pub fn cuEventSynchronize(event: CUevent) -> CuResult;
     pub fn cuEventElapsedTime(ms: *mut f32, start: CUevent, end: CUevent) -> CuResult;
     pub fn cuModuleLoadData(module: *mut CUmodule, image: *const c_void) -> CuResult;
+    /// CUDA 6.5's entry point, which CUDA 13's `cuda.h` names `cuLinkCreate`.
+    pub fn cuLinkCreate_v2(
+        num_options: c_uint,
+        options: *mut CUjit_option,
+        option_values: *mut *mut c_void,
+        state: *mut CUlinkState,
+    ) -> CuResult;
+    /// CUDA 6.5's entry point, which CUDA 13's `cuda.h` names `cuLinkAddData`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn cuLinkAddData_v2(
+        state: CUlinkState,
+        input_type: CUjitInputType,
+        data: *mut c_void,
+        size: usize,
+        name: *const c_char,
+        num_options: c_uint,
+        options: *mut CUjit_option,
+        option_values: *mut *mut c_void,
+    ) -> CuResult;
+    pub fn cuLinkComplete(state: CUlinkState, cubin: *mut *mut c_void, size: *mut usize) -> CuResult;
+    pub fn cuLinkDestroy(state: CUlinkState) -> CuResult;
     pub fn cuModuleUnload(module: CUmodule) -> CuResult;
     pub fn cuModuleGetFunction(function: *mut CUfunction, module: CUmodule, name: *const c_char) -> CuResult;
     /// CUDA 12.4 and later: the offset and size of a kernel's parameter `index`, or
@@ -272,6 +310,48 @@ pub fn memcpy_batch() -> Result<PFN_cuMemcpyBatchAsync_v12080, String> {
                 version % 1000 / 10
             )),
             (code, _) => Err(format!("looking up cuMemcpyBatchAsync: {}", error_name(code))),
+        }
+    });
+    found.clone()
+}
+
+/// The CUDA version `cuFuncGetParamCount` came with: 13.2.
+pub const PARAM_COUNT_VERSION: c_int = 13020;
+
+/// The driver's `cuFuncGetParamCount` ([`PFN_cuFuncGetParamCount_v13020`]), looked up once; or why this
+/// driver has none (older than CUDA 13.2), in one line. Never asked of a driver that is too old, so that
+/// no failing call is made.
+pub fn func_param_count() -> Result<PFN_cuFuncGetParamCount_v13020, String> {
+    static FOUND: std::sync::OnceLock<Result<PFN_cuFuncGetParamCount_v13020, String>> = std::sync::OnceLock::new();
+    let found = FOUND.get_or_init(|| {
+        let version = driver_version()?;
+        if version < PARAM_COUNT_VERSION {
+            return Err(format!(
+                "this driver supports CUDA {}.{}, and cuFuncGetParamCount needs CUDA 13.2",
+                version / 1000,
+                version % 1000 / 10
+            ));
+        }
+        let (mut pfn, mut status) = (std::ptr::null_mut(), -1);
+        // SAFETY: a NUL-terminated name, two valid out-pointers, the driver's own flag, and a version the
+        // driver supports (checked above).
+        let code = unsafe {
+            cuGetProcAddress_v2(
+                c"cuFuncGetParamCount".as_ptr(),
+                &mut pfn,
+                PARAM_COUNT_VERSION,
+                CU_GET_PROC_ADDRESS_DEFAULT,
+                &mut status,
+            )
+        };
+        match (code, status) {
+            // SAFETY: the driver returned this address for `cuFuncGetParamCount` at CUDA 13.2, whose
+            // signature is PFN_cuFuncGetParamCount_v13020; it is not null.
+            (SUCCESS, CU_GET_PROC_ADDRESS_SUCCESS) if !pfn.is_null() => {
+                Ok(unsafe { std::mem::transmute::<*mut c_void, PFN_cuFuncGetParamCount_v13020>(pfn) })
+            }
+            (SUCCESS, _) => Err(format!("this driver has no cuFuncGetParamCount (cuGetProcAddress status {status})")),
+            (code, _) => Err(format!("looking up cuFuncGetParamCount: {}", error_name(code))),
         }
     });
     found.clone()

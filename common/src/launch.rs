@@ -254,24 +254,26 @@ impl<'q, 'scope> LaunchBuilder<'q, 'scope> {
 }
 
 /// Why a device view (an address) cannot be passed for `p`, if it cannot.
-fn view_refusal(p: &Param) -> Option<String> {
+pub(crate) fn view_refusal(p: &Param) -> Option<String> {
     if p.size != 8 || p.class != Class::Int {
         Some(format!("the PTX declares it {}", p.ptx))
     } else if p.pointer == Pointer::No {
-        Some(format!("the kernel's prototype takes a value there ({}), not a pointer", p.ptx))
+        Some(format!("the kernel's prototype declares it a value ({})", p.ptx))
     } else {
         None
     }
 }
 
 /// Why a value of type `V` cannot be passed for `p`, if it cannot.
-fn value_refusal<V: Value>(p: &Param) -> Option<String> {
-    if p.size as usize != std::mem::size_of::<V>() || (p.class == Class::Float) != V::FLOAT || p.class == Class::Bytes {
-        Some(format!("the PTX declares it {}", p.ptx))
-    } else if p.pointer == Pointer::Yes {
-        Some(format!("the kernel takes a pointer there ({}): pass a view", p.ptx))
-    } else {
-        None
+pub(crate) fn value_refusal<V: Value>(p: &Param) -> Option<String> {
+    let fits =
+        p.size as usize == std::mem::size_of::<V>() && p.class != Class::Bytes && (p.class == Class::Float) == V::FLOAT;
+    match p.pointer {
+        _ if !fits => Some(format!("the PTX declares it {}", p.ptx)),
+        // A pointer by the PTX's own word, or only by the prototype's.
+        Pointer::Yes if p.ptx.contains(".ptr") => Some(format!("the PTX declares it {}", p.ptx)),
+        Pointer::Yes => Some(format!("the kernel's prototype declares it a pointer ({})", p.ptx)),
+        _ => None,
     }
 }
 
@@ -344,9 +346,9 @@ mod tests {
         assert_eq!(view_refusal(&int(8)), None, "a pointer and a 64-bit count look alike in PTX");
         assert_eq!(value_refusal::<u64>(&int(8)), None);
         let ptr = param(".u64 .ptr", 8, Class::Int, Pointer::Yes);
-        assert!(value_refusal::<u64>(&ptr).unwrap().contains("takes a pointer there"), ".ptr says which");
+        assert_eq!(value_refusal::<u64>(&ptr).unwrap(), "the PTX declares it .u64 .ptr", ".ptr says which");
         let by_prototype = param(".u64", 8, Class::Int, Pointer::No);
-        assert!(view_refusal(&by_prototype).unwrap().contains("prototype takes a value"), "as does a prototype");
+        assert_eq!(view_refusal(&by_prototype).unwrap(), "the kernel's prototype declares it a value (.u64)");
         assert!(value_refusal::<u32>(&int(8)).is_some() && view_refusal(&int(4)).is_some());
         assert!(
             value_refusal::<f32>(&int(4)).is_some()

@@ -11,7 +11,7 @@
 //!
 //! fn main() -> anyhow::Result<()> {
 //!     let gpu = Gpu::init()?;                                  // one clear error line without a GPU
-//!     let saxpy = gpu.load_ptx(PTX)?.kernel("saxpy")?;         // checked against the PTX's .entry
+//!     let saxpy = gpu.load_ptx(PTX)?.kernel("saxpy")?;         // as the driver compiled it, checked
 //!     let n = 1 << 20;
 //!     let x = gpu.pinned_from_fn(n, |i| i as f32)?;            // cudaMallocHost, filled on every core
 //!     let y = gpu.pinned_from_fn(n, |_| 1.0f32)?;
@@ -47,8 +47,10 @@
 //!   stream touches the same bytes, so ordering costs nothing where nothing needs ordering.
 //! - Work goes on the scope's own streams ([`Scope::stream`]): no other stream can be named.
 //! - A kernel of your own is launched with its arguments declared as views read, views written, or
-//!   values, held against its parameters as the driver compiled them; [`LaunchBuilder::launch`] is the
-//!   one `unsafe` call, where you promise the kernel stays inside what it was given.
+//!   values, held against its parameters as the driver compiled them (count and sizes from the cubin
+//!   it made of the PTX, kinds from the PTX text, pointer or value from its C prototype where given: see
+//!   [`module`]); [`LaunchBuilder::launch`] is the one `unsafe` call, where you promise the kernel stays
+//!   inside what it was given.
 //! - Every buffer, stream, module and pinned allocation keeps its GPU context alive, so they may be
 //!   dropped in any order. Streams, buffers and kernels of another context are refused.
 //! - Only plain numbers ([`Element`]) can be copied back from the GPU, which can write any bits.
@@ -78,6 +80,8 @@
 
 pub mod batch;
 mod context;
+#[doc(hidden)]
+pub mod cubin;
 pub mod device;
 #[doc(hidden)]
 pub mod ffi;
@@ -88,6 +92,10 @@ pub mod memory;
 pub mod module;
 #[doc(hidden)]
 pub mod order;
+#[doc(hidden)]
+pub mod prototype;
+#[doc(hidden)]
+pub mod ptx;
 pub mod scope;
 pub mod staging;
 pub mod stream;

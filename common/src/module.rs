@@ -1,5 +1,4 @@
-//! Kernels of your own: a PTX module, its kernels looked up by name, and launches built argument by
-//! argument, each declared as a view the kernel reads, a view it writes, or a value.
+//! Kernels of your own: a PTX module, its kernels looked up by name, and their parameters.
 //!
 //! Loading and looking up are safe. A launch ([`crate::ScopeStream::kernel`], see [`crate::launch`])
 //! ends in [`crate::LaunchBuilder::launch`], which is `unsafe`: it is the one promise no type can check,
@@ -8,14 +7,49 @@
 //! parameters (count, size, number or float, pointer or value where known), the views' scope, their
 //! overlap (one launch may not read and write the same bytes), the context, and the ordering against
 //! other streams, exactly as for copies.
+//!
+//! # Whose account of a kernel's parameters
+//!
+//! The driver's. [`crate::Gpu::load_ptx`] has the driver compile and link the PTX for the GPU
+//! (`cuLinkCreate`, `cuLinkAddData` with the PTX, `cuLinkComplete`), reads each kernel's parameter
+//! records from the cubin it made ([`crate::cubin`]: every parameter's offset and size, and the size of
+//! the parameter space), and loads *that* cubin (`cuModuleLoadData`): the code that runs is the code
+//! whose records were read. A launch passes exactly as many arguments as those records count, each of
+//! the recorded size, so `cuLaunchKernel` never reads past the argument array it is given.
+//!
+//! The PTX text is read too ([`crate::ptx`], a reading that knows PTX's strings, comments and
+//! whitespace as ptxas does), for what the cubin does not record: whether each parameter is an
+//! integer, a float or bytes, declared `.ptr`, and its alignment. [`Module::kernel`] refuses a kernel,
+//! in one line, wherever the text and the cubin disagree on the count of parameters, on any size, or on
+//! an alignment, and wherever the driver disagrees with the cubin: `cuFuncGetParamCount` where the
+//! driver has it (CUDA 13.2), and `cuFuncGetParamInfo` for every parameter the cubin records. Only
+//! those: asking `cuFuncGetParamInfo` for the index past the last and requiring it to fail would
+//! also find the count, but that failing call is an error compute-sanitizer reports in every program
+//! that loads a kernel, and `cargo xtask sanitize` holds every lesson clean. Each parameter's offset
+//! and the parameter space's size are kept too (`Param::offset`, `Kernel::param_bytes`), for a launch
+//! that packs its arguments into one buffer of exactly that layout.
+//!
+//! # Pointer or value
+//!
+//! nvcc's PTX marks no pointer `.ptr`: `float* x` and `unsigned long long n` are both `.param .u64`.
+//! Where the kernel's C prototype is given ([`crate::Gpu::load_ptx_with_prototypes`], or a `.cu` file
+//! beside the one [`crate::Gpu::load_ptx_file`] loads), a view passed for a value, or a value for a
+//! pointer, is refused too (`common/src/prototype.rs` says how the prototype is read). Without one, a 64-bit
+//! integer parameter takes either: the width and kind are checked, pointer against value is not.
 
-use std::{ffi::CString, sync::Arc};
+use std::{
+    ffi::{c_uint, c_void, CStr, CString},
+    sync::Arc,
+};
 
-use anyhow::{bail, Context as _};
+use anyhow::{anyhow, bail, Context as _};
 
+pub(crate) use crate::ptx::{Class, Pointer};
 use crate::{
     context::Context,
+    cubin,
     ffi::{self, check},
+    prototype, ptx,
 };
 
 /// A loaded module; unloaded when the last [`Module`], [`Kernel`] or queued launch of it is gone.
@@ -37,34 +71,69 @@ impl Drop for Loaded {
     }
 }
 
-/// A PTX module loaded on a GPU ([`crate::Gpu::load_ptx`]), with the signatures of its kernels.
+/// A PTX module loaded on a GPU ([`crate::Gpu::load_ptx`]): the cubin the driver compiled of it, with
+/// each kernel's parameters as that cubin records them and as the PTX text declares them.
 pub struct Module {
     loaded: Arc<Loaded>,
-    entries: Vec<(String, Result<Vec<Param>, String>)>,
+    /// Each kernel's parameters as the PTX text declares them, or why the text cannot be read.
+    entries: Result<Vec<ptx::Entry>, String>,
+    /// Each kernel's parameter layout as the loaded cubin records it, or why the cubin cannot be read.
+    layouts: Result<cubin::Kernels, String>,
+    /// Where the kernels' C prototypes came from, and which of each kernel's parameters are pointers.
+    prototypes: Option<(String, prototype::Kernels)>,
 }
 
 impl Module {
-    pub(crate) fn load(ctx: &Arc<Context>, ptx: &str, what: &str) -> anyhow::Result<Module> {
-        let image = CString::new(ptx).with_context(|| format!("{what} has a NUL byte"))?;
+    /// Compiles and links `ptx` for the context's GPU, reads the cubin it makes, and loads that cubin.
+    /// `prototypes` is C source declaring the kernels, and where it came from (for messages).
+    pub(crate) fn load(
+        ctx: &Arc<Context>,
+        ptx: &str,
+        what: &str,
+        prototypes: Option<(String, &str)>,
+    ) -> anyhow::Result<Module> {
+        let text = CString::new(ptx).with_context(|| format!("{what} has a NUL byte"))?;
         ctx.make_current()?;
+        let cubin = jit_link(&text, what)?;
         let mut raw = std::ptr::null_mut();
-        // SAFETY: a NUL-terminated image and a valid out-pointer; the context is current. Loading only
-        // compiles the code; nothing runs until a launch.
-        check(unsafe { ffi::cuModuleLoadData(&mut raw, image.as_ptr().cast()) }, || format!("loading {what}"))?;
-        Ok(Module { loaded: Arc::new(Loaded { raw, ctx: ctx.clone() }), entries: entries(ptx) })
+        // SAFETY: a cubin image the driver's own linker made (8-byte aligned), and a valid out-pointer;
+        // the context is current. Loading only places the code; nothing runs until a launch.
+        check(unsafe { ffi::cuModuleLoadData(&mut raw, cubin.as_ptr().cast()) }, || {
+            format!("loading the cubin the driver compiled of {what}")
+        })?;
+        let loaded = Arc::new(Loaded { raw, ctx: ctx.clone() });
+        let layouts = cubin::kernels(bytes(&cubin));
+        let prototypes = prototypes.map(|(from, source)| (from, prototype::kernels(source)));
+        Ok(Module { loaded, entries: ptx::entries(ptx), layouts, prototypes })
     }
 
-    /// The kernel `name` (declare it `extern "C"` in CUDA C++, so that its name is not mangled).
+    /// The kernel `name` (declare it `extern "C"` in CUDA C++, so that its name is not mangled), with
+    /// its parameters as the driver compiled them. Refused, in one line, where the PTX text and the
+    /// driver's account of its parameters disagree (see the [module's documentation](self)), or where
+    /// its C prototype, if given, disagrees with the PTX.
     pub fn kernel(&self, name: &str) -> anyhow::Result<Kernel> {
-        let Some((_, params)) = self.entries.iter().find(|(n, _)| n == name) else {
-            let names: Vec<&str> = self.entries.iter().map(|(n, _)| n.as_str()).collect();
+        let entries = self.entries.as_ref().map_err(|why| anyhow!("kernel {name}: the PTX cannot be read: {why}"))?;
+        let Some(entry) = entries.iter().find(|e| e.name == name) else {
+            let names: Vec<&str> = self.kernel_names().collect();
             bail!(
                 "the PTX has no kernel named {name} (it has: {}; declare kernels extern \"C\" so that their names \
                  are not mangled)",
                 if names.is_empty() { "none".into() } else { names.join(", ") }
             );
         };
-        let params = params.clone().map_err(|why| anyhow::anyhow!("kernel {name}: {why}"))?;
+        let text = entry.params.as_ref().map_err(|why| anyhow!("kernel {name}: {why}"))?;
+        let layout = match &self.layouts {
+            Err(why) => bail!("kernel {name}: the cubin the driver compiled cannot be read: {why}"),
+            Ok(layouts) => match layouts.iter().find(|(n, _)| n == name) {
+                None => bail!("kernel {name}: the cubin the driver compiled has no parameter records of it"),
+                Some((_, Err(why))) => bail!("kernel {name}: the cubin the driver compiled: {why}"),
+                Some((_, Ok(layout))) => layout,
+            },
+        };
+        let prototype = self.prototypes.as_ref().and_then(|(from, kernels)| {
+            kernels.iter().find(|(n, _)| n == name).map(|(_, pointers)| (from.as_str(), pointers.as_slice()))
+        });
+        let params = params(text, layout, prototype).map_err(|why| anyhow!("kernel {name}: {why}"))?;
         let c_name = CString::new(name).context("a kernel name with a NUL byte")?;
         let mut func = std::ptr::null_mut();
         self.loaded.ctx.make_current()?;
@@ -72,27 +141,21 @@ impl Module {
         check(unsafe { ffi::cuModuleGetFunction(&mut func, self.loaded.raw, c_name.as_ptr()) }, || {
             format!("finding kernel {name}")
         })?;
-        // The driver's own account of each parameter the PTX text declares, from the code it compiled:
-        // it must agree, or the check of a launch's arguments would rest on a misreading. (Only those:
-        // asking past the last is an error, which compute-sanitizer reports in every program.)
-        for (i, p) in params.iter().enumerate() {
-            match param_size(func, i)? {
-                Some(size) if size == p.size as usize => {}
-                found => bail!(
-                    "kernel {name}: the PTX text reads parameter {i} as {}, but the driver compiled {}: refusing to \
-                     check launches against a misreading",
-                    p.ptx,
-                    found.map_or("no such parameter".into(), |s| format!("{s} bytes"))
-                ),
-            }
+        if let Err(why) = driver_agrees(func, layout)? {
+            bail!("kernel {name}: {why}: refusing to check launches against a misreading");
         }
-        let param_bytes = params.last().map_or(0, |p| p.offset + p.size);
-        Ok(Kernel { name: name.into(), func, params: params.into(), param_bytes, module: self.loaded.clone() })
+        Ok(Kernel {
+            name: name.into(),
+            func,
+            params: params.into(),
+            param_bytes: layout.bytes,
+            module: self.loaded.clone(),
+        })
     }
 
-    /// The names of the kernels the PTX declares (`.entry`).
+    /// The names of the kernels the PTX defines (`.entry`).
     pub fn kernel_names(&self) -> impl Iterator<Item = &str> {
-        self.entries.iter().map(|(n, _)| n.as_str())
+        self.entries.iter().flatten().map(|e| e.name.as_str())
     }
 }
 
@@ -102,16 +165,152 @@ impl std::fmt::Debug for Module {
     }
 }
 
-/// The size in bytes of parameter `index` of `func`, as the driver compiled it (`cuFuncGetParamInfo`),
-/// or `None` where it has no such parameter.
-fn param_size(func: ffi::CUfunction, index: usize) -> anyhow::Result<Option<usize>> {
-    let (mut offset, mut size) = (0, 0);
-    // SAFETY: a function of a loaded module and two valid out-pointers.
-    match unsafe { ffi::cuFuncGetParamInfo(func, index, &mut offset, &mut size) } {
-        ffi::SUCCESS => Ok(Some(size)),
-        ffi::ERROR_INVALID_VALUE => Ok(None),
-        code => check(code, || "reading a kernel's parameters".into()).map(|_| None),
+/// A cubin image, 8-byte aligned.
+fn bytes(image: &[u64]) -> &[u8] {
+    // SAFETY: any initialized u64s are as many initialized bytes, in the same allocation.
+    unsafe { std::slice::from_raw_parts(image.as_ptr().cast(), std::mem::size_of_val(image)) }
+}
+
+/// The cubin the driver's JIT linker makes of `ptx` for the current context's GPU (8-byte aligned,
+/// padded with zeros), or the driver's error with its log.
+fn jit_link(ptx: &CStr, what: &str) -> anyhow::Result<Vec<u64>> {
+    const LOG_BYTES: usize = 16 << 10;
+    let mut log = vec![0u8; LOG_BYTES];
+    let mut options = [ffi::CU_JIT_ERROR_LOG_BUFFER, ffi::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES];
+    // The size is passed by value in the pointer's place, as cuda.h documents; the driver writes back
+    // how much of the log it filled there, so `values` lives as long as the link state.
+    let mut values: [*mut c_void; 2] = [log.as_mut_ptr().cast(), LOG_BYTES as c_uint as usize as *mut c_void];
+    let mut state = std::ptr::null_mut();
+    // SAFETY: two options with their values (a buffer of LOG_BYTES bytes and its size), which outlive the
+    // state (dropped after `link` below), and a valid out-pointer; the context is current.
+    check(unsafe { ffi::cuLinkCreate_v2(2, options.as_mut_ptr(), values.as_mut_ptr(), &mut state) }, || {
+        format!("JIT-compiling {what}: starting the driver's linker")
+    })?;
+    let link = LinkState(state);
+    let failed = |code, doing: &str, log: &[u8]| {
+        let log = String::from_utf8_lossy(&log[..log.iter().position(|&c| c == 0).unwrap_or(log.len())]).into_owned();
+        let log: Vec<&str> = log.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+        let said = if log.is_empty() { String::new() } else { format!(" (the driver says: {})", log.join("; ")) };
+        anyhow::Error::from(ffi::DriverError { code, doing: format!("JIT-compiling {what}: {doing}{said}") })
+    };
+    let input = ptx.to_bytes_with_nul();
+    let name = CString::new(what).unwrap_or_else(|_| c"the PTX".into());
+    // SAFETY: the NUL-terminated PTX and its length with the NUL, a NUL-terminated name, no options; the
+    // driver keeps no reference to the input after the call.
+    let code = unsafe {
+        ffi::cuLinkAddData_v2(
+            link.0,
+            ffi::CU_JIT_INPUT_PTX,
+            input.as_ptr() as *mut c_void,
+            input.len(),
+            name.as_ptr(),
+            0,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        )
+    };
+    if code != ffi::SUCCESS {
+        return Err(failed(code, "compiling the PTX", &log));
     }
+    let (mut image, mut size) = (std::ptr::null_mut(), 0usize);
+    // SAFETY: a link state with its input added, and two valid out-pointers.
+    let code = unsafe { ffi::cuLinkComplete(link.0, &mut image, &mut size) };
+    if code != ffi::SUCCESS {
+        return Err(failed(code, "linking", &log));
+    }
+    if image.is_null() || size == 0 {
+        bail!("JIT-compiling {what}: the driver's linker made an empty cubin");
+    }
+    let mut cubin = vec![0u64; size.div_ceil(8)];
+    // SAFETY: the driver's image is `size` bytes, owned by the link state (alive until `link` is dropped,
+    // below); `cubin` holds at least `size` bytes; they do not overlap.
+    unsafe { std::ptr::copy_nonoverlapping(image as *const u8, cubin.as_mut_ptr().cast::<u8>(), size) };
+    drop(link);
+    Ok(cubin)
+}
+
+/// A JIT linker invocation, destroyed on drop.
+struct LinkState(ffi::CUlinkState);
+
+impl Drop for LinkState {
+    fn drop(&mut self) {
+        // SAFETY: created once by cuLinkCreate, destroyed once; its cubin has been copied out.
+        unsafe { ffi::cuLinkDestroy(self.0) };
+    }
+}
+
+/// The kernel's parameters: the PTX text's reading held against the cubin's records
+/// ([`cubin::agree`]), and each one's pointer-ness from `.ptr` or the C prototype (`prototype`: where it
+/// came from, and which parameters it declares pointers).
+fn params(
+    text: &[ptx::TextParam],
+    layout: &cubin::Layout,
+    prototype: Option<(&str, &[Pointer])>,
+) -> Result<Vec<Param>, String> {
+    cubin::agree(text, layout)?;
+    if let Some((from, pointers)) = prototype {
+        if pointers.len() != text.len() {
+            return Err(format!(
+                "its prototype in {from} has {} parameters, but the PTX {}: is the PTX made from another version \
+                 of it?",
+                pointers.len(),
+                text.len()
+            ));
+        }
+    }
+    text.iter()
+        .zip(&layout.params)
+        .enumerate()
+        .map(|(i, (t, r))| {
+            let said = prototype.map(|(from, pointers)| (from, pointers[i]));
+            let pointer = match (t.ptr, said) {
+                (true, Some((from, Pointer::No))) => {
+                    return Err(format!(
+                        "the PTX declares parameter {i} {}, but its prototype in {from} a value",
+                        t.ptx
+                    ))
+                }
+                (true, _) => Pointer::Yes,
+                (false, Some((from, Pointer::Yes))) if !(t.size == 8 && t.class == Class::Int) => {
+                    return Err(format!(
+                        "its prototype in {from} declares parameter {i} a pointer, but the PTX {}",
+                        t.ptx
+                    ))
+                }
+                (false, Some((_, said))) => said,
+                (false, None) => Pointer::Unknown,
+            };
+            Ok(Param { ptx: t.ptx.clone(), offset: r.offset, size: r.size, align: t.align, class: t.class, pointer })
+        })
+        .collect()
+}
+
+/// Whether the driver's account of the function agrees with its cubin's records: its count
+/// (`cuFuncGetParamCount`, where the driver has it), and each recorded parameter's offset and size
+/// (`cuFuncGetParamInfo`, never asked past the last record). The outer error is a driver call's.
+fn driver_agrees(func: ffi::CUfunction, layout: &cubin::Layout) -> anyhow::Result<Result<(), String>> {
+    if let Ok(count) = ffi::func_param_count() {
+        let mut n = 0usize;
+        // SAFETY: the driver's cuFuncGetParamCount, a function of a loaded module and a valid out-pointer.
+        check(unsafe { count(func, &mut n) }, || "reading a kernel's parameter count".into())?;
+        if n != layout.params.len() {
+            return Ok(Err(format!("the driver counts {n} parameters, but its cubin records {}", layout.params.len())));
+        }
+    }
+    for r in &layout.params {
+        let (mut offset, mut size) = (0usize, 0usize);
+        // SAFETY: a function of a loaded module, an index below the count its cubin records, and two
+        // valid out-pointers.
+        let code = unsafe { ffi::cuFuncGetParamInfo(func, r.ordinal as usize, &mut offset, &mut size) };
+        check(code, || format!("reading parameter {} of a kernel", r.ordinal))?;
+        if (offset, size) != (r.offset as usize, r.size as usize) {
+            return Ok(Err(format!(
+                "the driver places parameter {} at byte {offset} ({size} bytes), its cubin at byte {} ({} bytes)",
+                r.ordinal, r.offset, r.size
+            )));
+        }
+    }
+    Ok(Ok(()))
 }
 
 /// A kernel of a loaded [`Module`], with its parameters as the PTX declares them. It keeps the module
@@ -120,8 +319,10 @@ fn param_size(func: ffi::CUfunction, index: usize) -> anyhow::Result<Option<usiz
 pub struct Kernel {
     pub(crate) name: Arc<str>,
     pub(crate) func: ffi::CUfunction,
+    /// Its parameters, as many as the compiled cubin records, each of the size recorded there.
     pub(crate) params: Arc<[Param]>,
-    /// The size of the parameter buffer: the end of the last parameter.
+    /// The size of its parameter space in bytes, from the compiled cubin: the size of the buffer a
+    /// launch passes.
     pub(crate) param_bytes: u32,
     pub(crate) module: Arc<Loaded>,
 }
@@ -145,173 +346,165 @@ impl Kernel {
     }
 }
 
-/// A kernel parameter: as the PTX declares it (`.param .u64 x`, `.param .u64 .ptr .global x`), where
-/// the driver put it, and how large it is.
+/// A kernel parameter: its type as the PTX text declares it (`.u64`, `.u64 .ptr .global`, `.b8[16]`),
+/// its place and size as the compiled cubin records them, and whether it is a pointer.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Param {
-    /// The type as the PTX spells it, for messages: `.u64`, `.f32`, `.u64 .ptr`.
+    /// The type as PTX spells it, for messages: `.u64`, `.f32`, `.b8[16]`, `.u64 .ptr .global`.
     pub ptx: String,
-    /// Byte offset in the parameter buffer.
+    /// Its byte offset in the parameter space, from the compiled cubin.
     pub offset: u32,
-    /// Bytes.
+    /// Its size in bytes, from the compiled cubin (the text's, or the kernel was refused).
     pub size: u32,
-    /// Alignment in the parameter buffer.
+    /// Its alignment, from the text (its `.align`, or the type's own size), held against the cubin.
     pub align: u32,
+    /// What it holds: an integer, a float, or bytes (an array, a struct).
     pub class: Class,
+    /// Whether it is a pointer: declared `.ptr`, or by the kernel's C prototype.
     pub pointer: Pointer,
 }
 
-/// What a parameter holds, as the PTX declares it.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) enum Class {
-    /// `.u`, `.s` or `.b` of 8 to 64 bits: an integer, or an address.
-    Int,
-    /// `.f32`, `.f64`.
-    Float,
-    /// An array or structure of bytes.
-    Bytes,
-}
-
-/// Whether a parameter is a pointer: the PTX says so only with `.ptr`, a C prototype always.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) enum Pointer {
-    Yes,
-    No,
-    Unknown,
-}
-
-/// The parameter types of kernel `name` as the PTX text declares them (`.u64`, `.f32`, ...), or why a
-/// launch could not pass them; `None` where the PTX has no such kernel. For checking a PTX file before
-/// any GPU is started.
+/// The parameter types of kernel `name` as the PTX text declares them (`.u64`, `.f32`, `.b8[16]`;
+/// without `.ptr`), or why the text or the kernel cannot be read; `None` where the PTX has no such
+/// kernel. For checking a PTX file before any GPU is started: [`Module::kernel`] holds this reading
+/// against the cubin the driver compiles.
 pub fn signature(ptx: &str, name: &str) -> Option<Result<Vec<String>, String>> {
-    let (_, params) = entries(ptx).into_iter().find(|(n, _)| n == name)?;
-    Some(params.map(|ps| ps.into_iter().map(|p| p.ptx).collect()))
-}
-
-/// The PTX text without its comments (`// ...` and `/* ... */`), which may mention `.entry` and
-/// parentheses that are not code. Strings hold no `//` in PTX but the `.file` paths, which are kept.
-fn without_comments(ptx: &str) -> String {
-    let mut out = String::with_capacity(ptx.len());
-    let mut rest = ptx;
-    while let Some(at) = rest.find('/') {
-        out.push_str(&rest[..at]);
-        let tail = &rest[at..];
-        if let Some(line) = tail.strip_prefix("//") {
-            rest = line.find('\n').map_or("", |nl| &line[nl..]);
-        } else if let Some(block) = tail.strip_prefix("/*") {
-            out.push(' ');
-            rest = block.find("*/").map_or("", |end| &block[end + 2..]);
-        } else {
-            out.push('/');
-            rest = &tail[1..];
+    match ptx::entries(ptx) {
+        Err(why) => Some(Err(why)),
+        Ok(entries) => {
+            let entry = entries.into_iter().find(|e| e.name == name)?;
+            Some(entry.params.map(|ps| ps.into_iter().map(|p| p.ty).collect()))
         }
-    }
-    out.push_str(rest);
-    out
-}
-
-/// Every `.entry NAME(...)` of a PTX text, with its parameters, or why they cannot be passed (a name
-/// declared twice is refused, rather than guessed).
-fn entries(ptx: &str) -> Vec<(String, Result<Vec<Param>, String>)> {
-    let code = without_comments(ptx);
-    let mut out: Vec<(String, Result<Vec<Param>, String>)> = Vec::new();
-    let mut rest = code.as_str();
-    while let Some(at) = rest.find(".entry ") {
-        rest = &rest[at + ".entry ".len()..];
-        let Some(open) = rest.find('(') else { break };
-        let name = rest[..open].trim().to_string();
-        let close = rest[open..].find(')').map_or(rest.len(), |c| open + c);
-        let params = rest[open + 1..close]
-            .split(',')
-            .map(str::trim)
-            .filter(|p| !p.is_empty())
-            .map(param)
-            .collect::<Result<Vec<Param>, String>>()
-            .map(|mut ps| {
-                let mut end = 0u32;
-                for p in &mut ps {
-                    p.offset = end.next_multiple_of(p.align);
-                    end = p.offset + p.size;
-                }
-                ps
-            });
-        match out.iter_mut().find(|(n, _)| *n == name) {
-            Some((_, earlier)) => *earlier = Err("the PTX declares it twice".into()),
-            None => out.push((name, params)),
-        }
-        rest = &rest[close..];
-    }
-    out
-}
-
-/// One `.param ...` declaration.
-fn param(decl: &str) -> Result<Param, String> {
-    let words: Vec<&str> = decl.split_whitespace().collect();
-    let ty = words.iter().find(|w| [".u", ".s", ".b", ".f"].iter().any(|p| w.starts_with(p)) && w.len() > 2);
-    let parsed = ty.and_then(|t| Some((t.as_bytes()[1], t.get(2..)?.parse::<u32>().ok()?)));
-    match parsed {
-        Some((kind, bits @ (32 | 64))) if !decl.contains('[') => Ok(Param {
-            ptx: ty.unwrap().to_string(),
-            offset: 0,
-            size: bits / 8,
-            align: bits / 8,
-            class: if kind == b'f' { Class::Float } else { Class::Int },
-            pointer: if words.contains(&".ptr") { Pointer::Yes } else { Pointer::Unknown },
-        }),
-        _ => Err(format!(
-            "its parameter `{decl}` is not a 32- or 64-bit number or pointer, which is all a launch passes"
-        )),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cubin::{Layout, Record};
 
-    const PTX: &str = "
-.visible .entry saxpy(
-	.param .u64 saxpy_param_0,
-	.param .u64 .ptr .global .align 4 saxpy_param_1,
-	.param .f32 saxpy_param_2,
-	.param .u32 saxpy_param_3
-)
-{ ret; }
-.visible .entry by_struct(
-	.param .align 8 .b8 by_struct_param_0[16]
-)
-{ ret; }
-.entry empty()
-{ ret; }";
+    /// `(ptx, size, align, class, ptr)` as the text reads it, with the layout a cubin would record.
+    fn kernel(ptx: &str) -> (Vec<ptx::TextParam>, Layout) {
+        let entry = ptx::entries(ptx).unwrap().remove(0);
+        let text = entry.params.unwrap();
+        let mut end = 0u32;
+        let records = text
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let offset = end.next_multiple_of(t.align);
+                end = offset + t.size;
+                Record { ordinal: i as u32, offset, size: t.size }
+            })
+            .collect();
+        (text, Layout { params: records, bytes: end, bank_offset: Some(0x210) })
+    }
+
+    const SAXPY: &str = ".visible .entry saxpy(.param .u64 x, .param .u64 .ptr .global .align 4 y, .param .f32 a, \
+                         .param .u32 n, .param .align 8 .b8 s[16]) { ret; }";
 
     #[test]
-    fn entries_and_their_parameters_come_from_the_ptx() {
-        let e = entries(PTX);
-        let names: Vec<&str> = e.iter().map(|(n, _)| n.as_str()).collect();
-        assert_eq!(names, ["saxpy", "by_struct", "empty"]);
-        let saxpy = e[0].1.as_ref().unwrap();
-        let shape: Vec<(u32, u32, Class, Pointer)> =
-            saxpy.iter().map(|p| (p.offset, p.size, p.class, p.pointer)).collect();
+    fn parameters_are_the_cubins_with_the_texts_kinds() {
+        let (text, layout) = kernel(SAXPY);
+        let p = params(&text, &layout, None).unwrap();
+        let shape: Vec<(&str, u32, u32, Class, Pointer)> =
+            p.iter().map(|p| (p.ptx.as_str(), p.offset, p.size, p.class, p.pointer)).collect();
         assert_eq!(
             shape,
             [
-                (0, 8, Class::Int, Pointer::Unknown),
-                (8, 8, Class::Int, Pointer::Yes),
-                (16, 4, Class::Float, Pointer::Unknown),
-                (20, 4, Class::Int, Pointer::Unknown)
+                (".u64", 0, 8, Class::Int, Pointer::Unknown),
+                (".u64 .ptr .global", 8, 8, Class::Int, Pointer::Yes),
+                (".f32", 16, 4, Class::Float, Pointer::Unknown),
+                (".u32", 20, 4, Class::Int, Pointer::Unknown),
+                (".b8[16]", 24, 16, Class::Bytes, Pointer::Unknown),
             ]
         );
-        assert!(e[1].1.as_ref().unwrap_err().contains("by_struct_param_0[16]"), "{:?}", e[1].1);
-        assert_eq!(e[2].1, Ok(vec![]));
+        let protos = [Pointer::Yes, Pointer::Yes, Pointer::No, Pointer::No, Pointer::Unknown];
+        let p = params(&text, &layout, Some(("k.cu", &protos))).unwrap();
+        assert_eq!(p.iter().map(|p| p.pointer).collect::<Vec<_>>(), protos);
     }
 
     #[test]
-    fn comments_and_doubles_cannot_mislead_the_reading() {
-        let spoof = "// old: .entry k(.param .u64 x)\n.visible .entry k(\n .param .u64 a, /* (x) */\n .param .u64 b\n)\n{ ret; }";
-        let e = entries(spoof);
-        assert_eq!(e.len(), 1);
-        assert_eq!(e[0].1.as_ref().unwrap().len(), 2, "{e:?}");
-        let twice = ".entry k(.param .u64 a)\n{ ret; }\n.entry k(.param .u32 a)\n{ ret; }";
-        assert_eq!(entries(twice)[0].1, Err("the PTX declares it twice".to_string()));
-        assert!(param(".param .u32 nº").is_ok() && param("nº .param .u32 n").is_ok(), "no panic on other letters");
+    fn a_text_and_a_cubin_that_disagree_are_refused() {
+        let (text, mut layout) = kernel(SAXPY);
+        let mut more = layout.clone();
+        more.params.push(Record { ordinal: 5, offset: 40, size: 8 });
+        more.bytes = 48;
+        let e = params(&text, &more, None).unwrap_err();
+        assert!(e.contains("the PTX text declares 5 parameters, but the driver compiled 6"), "{e}");
+        layout.params[2].size = 8;
+        let e = params(&text, &layout, None).unwrap_err();
+        assert!(e.contains("reads parameter 2 as .f32, 4 bytes, but the driver compiled 8"), "{e}");
+        let (text, mut layout) = kernel(SAXPY);
+        layout.params[4].offset = 28;
+        let e = params(&text, &layout, None).unwrap_err();
+        assert!(e.contains("aligns parameter 4 (.b8[16]) to 8 bytes, but the driver placed it at byte 28"), "{e}");
+        let (text, layout) = kernel(SAXPY);
+        let e = params(&text, &layout, Some(("k.cu", &[Pointer::Yes; 4]))).unwrap_err();
+        assert!(e.contains("its prototype in k.cu has 4 parameters, but the PTX 5"), "{e}");
+        let e = params(&text, &layout, Some(("k.cu", &[Pointer::No; 5]))).unwrap_err();
+        assert!(e.contains("the PTX declares parameter 1 .u64 .ptr .global, but its prototype in k.cu a value"), "{e}");
+        let e = params(
+            &text,
+            &layout,
+            Some(("k.cu", &[Pointer::Unknown, Pointer::Unknown, Pointer::Yes, Pointer::Unknown, Pointer::Unknown])),
+        )
+        .unwrap_err();
+        assert!(e.contains("declares parameter 2 a pointer, but the PTX .f32"), "{e}");
+    }
+
+    #[test]
+    fn arguments_fit_by_kind_width_and_pointer() {
+        use crate::launch::{value_refusal, view_refusal};
+        let said =
+            |i: usize, what: &str, why: Option<String>| why.map(|why| format!("argument {i} is {what}, but {why}"));
+        let (text, layout) = kernel(
+            ".entry k(.param .u64 x, .param .u64 .ptr .global y, .param .s32 z, .param .f64 w, .param .u8 b, .param .b8 s[8]) { ret; }",
+        );
+        let p = params(&text, &layout, None).unwrap();
+        assert_eq!(view_refusal(&p[0]), None);
+        assert_eq!(value_refusal::<u64>(&p[0]), None, "a pointer and a 64-bit count look alike in PTX");
+        assert_eq!(
+            said(1, "u64", value_refusal::<u64>(&p[1])).unwrap(),
+            "argument 1 is u64, but the PTX declares it .u64 .ptr .global",
+            "but .ptr says which"
+        );
+        assert!(value_refusal::<u32>(&p[0]).is_some() && value_refusal::<f32>(&p[2]).is_some());
+        assert_eq!(value_refusal::<i32>(&p[2]), None);
+        assert_eq!(value_refusal::<f64>(&p[3]), None);
+        assert!(
+            value_refusal::<u32>(&p[4]).is_some()
+                && view_refusal(&p[5]).is_some()
+                && value_refusal::<u64>(&p[5]).is_some(),
+            "no argument passes these"
+        );
+        let protos = [Pointer::Yes, Pointer::Yes, Pointer::No, Pointer::No, Pointer::No, Pointer::No];
+        let p = params(&text, &layout, Some(("k.cu", &protos))).unwrap();
+        assert_eq!(
+            said(0, "u64", value_refusal::<u64>(&p[0])).unwrap(),
+            "argument 0 is u64, but the kernel's prototype declares it a pointer (.u64)"
+        );
+        let (text, layout) = kernel(".entry k(.param .u64 n) { ret; }");
+        let p = params(&text, &layout, Some(("k.cu", &[Pointer::No]))).unwrap();
+        assert_eq!(
+            said(0, "a device view", view_refusal(&p[0])).unwrap(),
+            "argument 0 is a device view, but the kernel's prototype declares it a value (.u64)"
+        );
+        assert_eq!(
+            said(0, "f32", value_refusal::<f32>(&p[0])).unwrap(),
+            "argument 0 is f32, but the PTX declares it .u64"
+        );
+    }
+
+    #[test]
+    fn signatures_without_a_gpu() {
+        let ptx = include_str!("../tests/ptx/kernels.ptx");
+        assert_eq!(signature(ptx, "saxpy"), Some(Ok(vec![".u64".into(), ".u64".into(), ".f32".into(), ".u64".into()])));
+        assert_eq!(signature(ptx, "nope"), None);
+        assert_eq!(
+            signature(".entry k(.param .u64 .ptr x, .param .b8 s[4]) { ret; }", "k"),
+            Some(Ok(vec![".u64".into(), ".b8[4]".into()]))
+        );
+        assert!(signature("#line 1 \"x\"", "k").unwrap().is_err());
     }
 }

@@ -1,6 +1,7 @@
 //! Kernels of one's own, from PTX, through the scope: ordered across streams like copies, held against
-//! their `.entry` signature, and refused where their views overlap. Each needs an NVIDIA GPU: without
-//! one they are reported as ignored, and `cargo xtask test` runs them where it finds a driver.
+//! their parameters as the driver compiled them (and their C prototypes where given), and refused where
+//! their views overlap. Each needs an NVIDIA GPU: without one they are reported as ignored, and
+//! `cargo xtask test` runs them where it finds a driver.
 
 mod support;
 
@@ -59,7 +60,6 @@ fn arguments_that_do_not_match_the_ptx_are_refused_before_anything_runs() {
     let streams = gpu.streams(1).unwrap();
     let (mut a, mut b) = (gpu.alloc::<f32>(64).unwrap(), gpu.alloc::<f32>(64).unwrap());
     let cfg = LaunchConfig::for_elements(64, 64);
-    type Launcher<'k> = dyn for<'s, 'e> Fn(ScopeStream<'s, 'e>, Dev<'s, f32>, Dev<'s, f32>) -> anyhow::Result<()> + 'k;
     let mut refused = |f: &Launcher| -> String {
         let mut b_host = vec![7f32; 64];
         let e = gpu.scope(&streams, |s| f(s.stream(0), s.device(&mut a), s.device(&mut b))).unwrap_err();
@@ -134,4 +134,176 @@ fn a_module_dropped_inside_the_scope_stays_loaded_until_the_work_is_done() {
     .unwrap();
     let wrong = (0..n).filter(|&i| back[i] != busy_cpu(h[i], 2000)).count();
     assert_eq!(wrong, 0);
+}
+
+/// A launch to be refused: given a stream and two views, it declares its arguments and launches.
+type Launcher<'k> = dyn for<'s, 'e> Fn(ScopeStream<'s, 'e>, Dev<'s, f32>, Dev<'s, f32>) -> anyhow::Result<()> + 'k;
+
+/// Issue 24's spoofs (`tests/ptx/spoof_*.ptx`), valid PTX that a reading of the text which did not know
+/// PTX's strings and whitespace took for spoof(out), where ptxas compiles spoof(out, secret): a `.file`
+/// name holding `/*` before the kernel and `*/` after it, and a fake `.entry` in a `.file` name with the
+/// real one after `.entry` and a TAB, or a newline. A launch of one argument, which had the driver read
+/// a second past the argument array, is refused before anything is queued; the kernel's two arguments
+/// run it, and it writes what it was given.
+#[test]
+#[ignore = "needs an NVIDIA GPU; cargo xtask test runs it where a driver is found"]
+fn spoofed_ptx_is_read_as_the_driver_compiled_it() {
+    let (gpu, _lock) = gpu();
+    let streams = gpu.streams(1).unwrap();
+    let spoofs = [
+        ("spoof_comment.ptx", include_str!("ptx/spoof_comment.ptx")),
+        ("spoof_tab.ptx", include_str!("ptx/spoof_tab.ptx")),
+        ("spoof_newline.ptx", include_str!("ptx/spoof_newline.ptx")),
+    ];
+    for (file, ptx) in spoofs {
+        let module = gpu.load_ptx(ptx).unwrap();
+        assert_eq!(module.kernel_names().collect::<Vec<_>>(), ["spoof"], "{file}");
+        let spoof = module.kernel("spoof").unwrap();
+        assert_eq!(format!("{spoof:?}"), "spoof(.u64, .u64)", "{file}");
+        let mut out = gpu.alloc::<u64>(1).unwrap();
+        let mut back = vec![7u64];
+        let e = gpu
+            .scope(&streams, |s| {
+                let o = s.device(&mut out);
+                // SAFETY: refused before it is queued (as the test checks).
+                unsafe { s.stream(0).kernel(&spoof, LaunchConfig::linear(1, 1)).write(o).launch() }
+            })
+            .unwrap_err();
+        assert!(format!("{e:#}").contains("kernel spoof: takes 2 arguments and was given 1"), "{file}: {e:#}");
+        gpu.scope(&streams, |s| s.stream(0).dtoh(s.device(&mut out), &mut back)).unwrap();
+        assert_eq!(back, [0], "{file}: the refused launch ran");
+        gpu.scope(&streams, |s| {
+            let (o, st) = (s.device(&mut out), s.stream(0));
+            // SAFETY: spoof(out, secret) writes out[0] and nothing else.
+            unsafe { st.kernel(&spoof, LaunchConfig::linear(1, 1)).write(o).value(0x5EC2E7u64).launch()? };
+            st.dtoh(o, &mut back)
+        })
+        .unwrap();
+        assert_eq!(back, [0x5EC2E7], "{file}");
+    }
+}
+
+/// A launch with one argument fewer than the compiled kernel takes is refused before anything is
+/// queued, whatever the arguments given are.
+#[test]
+#[ignore = "needs an NVIDIA GPU; cargo xtask test runs it where a driver is found"]
+fn one_argument_fewer_than_the_compiled_kernel_takes_is_refused() {
+    let (gpu, _lock) = gpu();
+    let busy = gpu.load_ptx(PTX).unwrap().kernel("busy").unwrap();
+    let streams = gpu.streams(1).unwrap();
+    let h = vec![1.5f32; 256];
+    let mut back = vec![0f32; 256];
+    let mut d = gpu.alloc::<f32>(256).unwrap();
+    let e = gpu
+        .scope(&streams, |s| {
+            let v = s.device(&mut d);
+            s.stream(0).htod(&h, v)?;
+            // SAFETY: refused before it is queued (as the test checks).
+            unsafe { s.stream(0).kernel(&busy, LaunchConfig::linear(1, 256)).write(v).value(256u64).launch() }
+        })
+        .unwrap_err();
+    assert!(format!("{e:#}").contains("kernel busy: takes 3 arguments and was given 2"), "{e:#}");
+    gpu.scope(&streams, |s| s.stream(0).dtoh(s.device(&mut d), &mut back)).unwrap();
+    assert!(back.iter().all(|v| *v == 1.5), "the refused launch ran");
+}
+
+/// With the kernels' C prototypes (given, or the `.cu` beside a `.ptx` file), a value passed for a
+/// pointer, or a view for a value, is refused before anything is queued; a prototype of another
+/// version of the kernel refuses the kernel.
+#[test]
+#[ignore = "needs an NVIDIA GPU; cargo xtask test runs it where a driver is found"]
+fn with_its_prototype_a_value_for_a_pointer_is_refused() {
+    let (gpu, _lock) = gpu();
+    let cu = include_str!("kernels.cu");
+    let dir = std::env::temp_dir().join(format!("common-launch-prototypes-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("kernels.ptx"), PTX).unwrap();
+    std::fs::write(dir.join("kernels.cu"), cu).unwrap();
+    let streams = gpu.streams(1).unwrap();
+    let (mut a, mut b) = (gpu.alloc::<f32>(64).unwrap(), gpu.alloc::<f32>(64).unwrap());
+    let cfg = LaunchConfig::for_elements(64, 64);
+    for module in [gpu.load_ptx_with_prototypes(PTX, cu).unwrap(), gpu.load_ptx_file(dir.join("kernels.ptx")).unwrap()]
+    {
+        let saxpy = module.kernel("saxpy").unwrap();
+        let mut refused = |f: &Launcher| -> String {
+            let mut b_host = vec![7f32; 64];
+            let e = gpu.scope(&streams, |s| f(s.stream(0), s.device(&mut a), s.device(&mut b))).unwrap_err();
+            gpu.scope(&streams, |s| s.stream(0).dtoh(s.device(&mut b), &mut b_host)).unwrap();
+            assert!(b_host.iter().all(|v| *v == 0.0), "the refused launch wrote b");
+            format!("{e:#}")
+        };
+        // SAFETY: refused before it is queued (as the test checks).
+        let e = refused(&|st, _, y| unsafe {
+            st.kernel(&saxpy, cfg).value(0u64).write(y).value(2.0f32).value(64u64).launch()
+        });
+        assert!(
+            e.contains("kernel saxpy: argument 0 is u64, but the kernel's prototype declares it a pointer (.u64)"),
+            "{e}"
+        );
+        // SAFETY: refused before it is queued (as the test checks).
+        let e = refused(&|st, x, y| unsafe { st.kernel(&saxpy, cfg).read(x).write(y).value(2.0f32).read(x).launch() });
+        assert!(
+            e.contains("argument 3 is a device view, but the kernel's prototype declares it a value (.u64)"),
+            "{e}"
+        );
+    }
+    let stale = "extern \"C\" __global__ void saxpy(const float* x, float* y, float a) {}";
+    let e = gpu.load_ptx_with_prototypes(PTX, stale).unwrap().kernel("saxpy").unwrap_err();
+    assert!(
+        format!("{e:#}")
+            .contains("kernel saxpy: its prototype in the prototypes given has 3 parameters, but the PTX 4"),
+        "{e:#}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// PTX the driver cannot compile is refused when it is loaded, with the driver's own message.
+#[test]
+#[ignore = "needs an NVIDIA GPU; cargo xtask test runs it where a driver is found"]
+fn ptx_the_driver_cannot_compile_is_refused_with_its_message() {
+    let (gpu, _lock) = gpu();
+    let e = gpu.load_ptx(".version 9.0\n.target sm_75\n.address_size 64\n.entry k(.param .u64 x) { bogus; }\n");
+    let e = format!("{:#}", e.unwrap_err());
+    assert!(e.contains("JIT-compiling the PTX: compiling the PTX (the driver says: "), "{e}");
+    assert!(!e.contains('\n'), "one line: {e}");
+}
+
+/// Generated PTX in every form `common::ptx` reads (the differential test's, `support/ptxgen.rs`),
+/// through the driver's JIT linker: each kernel the reading supports is accepted (the text, the cubin
+/// the driver made and the driver's own account agree), each it refuses is refused for its reason.
+#[test]
+#[ignore = "needs an NVIDIA GPU; cargo xtask test runs it where a driver is found"]
+fn generated_kernels_load_through_the_drivers_jit_linker() {
+    let (gpu, _lock) = gpu();
+    let (mut accepted, mut refused) = (0, 0);
+    for i in 0..8 {
+        let file = support::ptxgen::file(24, i, 24);
+        let module = gpu.load_ptx(&file.ptx).unwrap_or_else(|e| panic!("file {i}: {e:#}\n{}", file.ptx));
+        for k in &file.kernels {
+            match (&k.expect, module.kernel(&k.name)) {
+                (support::ptxgen::Expect::Params(_), Ok(_)) => accepted += 1,
+                (support::ptxgen::Expect::Refused(why), Err(e)) if format!("{e:#}").contains(why) => refused += 1,
+                (expect, got) => panic!("file {i}: kernel {}: meant {expect:?}, got {got:?}\n{}", k.name, file.ptx),
+            }
+        }
+    }
+    eprintln!("{accepted} kernels accepted, {refused} refused as unsupported");
+}
+
+/// `cuFuncGetParamCount` (CUDA 13.2), where the driver has it, counts what the cubin records: every
+/// kernel of the tests loads with the check made. Where the driver has none, this says so and passes.
+#[test]
+#[ignore = "needs an NVIDIA GPU; cargo xtask test runs it where a driver is found"]
+fn the_drivers_parameter_count_agrees_where_it_has_one() {
+    let (gpu, _lock) = gpu();
+    if let Err(why) = common::ffi::func_param_count() {
+        eprintln!("not checked: {why}");
+        return;
+    }
+    for ptx in [PTX, include_str!("ptx/spoof_comment.ptx"), include_str!("ptx/spoof_tab.ptx")] {
+        let module = gpu.load_ptx(ptx).unwrap();
+        for name in module.kernel_names().map(String::from).collect::<Vec<_>>() {
+            module.kernel(&name).unwrap();
+        }
+    }
 }

@@ -242,7 +242,8 @@ pub fn unpack_all(l: &Layout, down: &[u8], outs: Vec<&mut [u8]>, pool: bool) {
     rayon::in_place_scope(|scope| {
         for piece in pieces(l) {
             let bytes = piece_bytes(l, &piece);
-            let (region, to): (&[u8], Vec<&mut [u8]>) = (&down[bytes.clone()], outs.by_ref().take(piece.len()).collect());
+            let (region, to): (&[u8], Vec<&mut [u8]>) =
+                (&down[bytes.clone()], outs.by_ref().take(piece.len()).collect());
             match pool {
                 true => scope.spawn(move |_| unpack(l, &piece, region, to, bytes.start)),
                 false => unpack(l, &piece, region, to, bytes.start),
@@ -260,7 +261,10 @@ pub const MAX_PIECES: usize = 16;
 /// The pieces the packed way cuts a set into: runs of consecutive buffers of about equal bytes.
 pub fn pieces(l: &Layout) -> Vec<Range<usize>> {
     // TEMPORARY: SMALL_COPIES_PIECE_KIB overrides the piece size, for experiments.
-    let piece = std::env::var("SMALL_COPIES_PIECE_KIB").ok().and_then(|v| v.parse::<usize>().ok()).map_or(PIECE_BYTES, |k| k << 10);
+    let piece = std::env::var("SMALL_COPIES_PIECE_KIB")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .map_or(PIECE_BYTES, |k| k << 10);
     let wanted = (l.packed_len / piece).clamp(1, MAX_PIECES);
     let share = l.bytes().div_ceil(wanted).max(1);
     let (mut out, mut start, mut bytes) = (Vec::new(), 0, 0);
@@ -327,14 +331,17 @@ impl<'a> Claims<'a> {
     }
 }
 
+/// A landed piece to unpack: its index, its part of the packed buffer, and the buffers it fills.
+type Unpack<'a> = (usize, &'a [u8], Vec<&'a mut [u8]>);
+
 /// Landed pieces waiting to be unpacked, for the pool's threads and the caller's.
 struct Landed<'a> {
-    queue: std::sync::Mutex<(std::collections::VecDeque<(usize, &'a [u8], Vec<&'a mut [u8]>)>, bool)>,
+    queue: std::sync::Mutex<(std::collections::VecDeque<Unpack<'a>>, bool)>,
     ready: std::sync::Condvar,
 }
 
 impl<'a> Landed<'a> {
-    fn push(&self, job: (usize, &'a [u8], Vec<&'a mut [u8]>)) {
+    fn push(&self, job: Unpack<'a>) {
         self.queue.lock().unwrap_or_else(|e| e.into_inner()).0.push_back(job);
         self.ready.notify_one();
     }
@@ -345,7 +352,7 @@ impl<'a> Landed<'a> {
     }
 
     /// The next piece to unpack; `None` once closed and empty (or, `wait` false, when empty).
-    fn take(&self, wait: bool) -> Option<(usize, &'a [u8], Vec<&'a mut [u8]>)> {
+    fn take(&self, wait: bool) -> Option<Unpack<'a>> {
         let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
         loop {
             if let Some(job) = q.0.pop_front() {
@@ -368,7 +375,12 @@ fn packed_round_trip(
     l: &Layout,
     (srcs, outs): (&[&[u8]], Vec<&mut [u8]>),
     (up, down): (&mut [u8], &mut [u8]),
-    (d_packed, d_arena, d_tables, table): (&mut DeviceBuffer<u8>, &mut DeviceBuffer<u8>, &mut DeviceBuffer<u64>, Range<usize>),
+    (d_packed, d_arena, d_tables, table): (
+        &mut DeviceBuffer<u8>,
+        &mut DeviceBuffer<u8>,
+        &mut DeviceBuffer<u64>,
+        Range<usize>,
+    ),
 ) -> anyhow::Result<f64> {
     let pieces = pieces(l);
     let bounds: Vec<Range<usize>> = pieces.iter().map(|p| piece_bytes(l, p)).collect();
@@ -419,7 +431,8 @@ fn packed_round_trip(
                 .map(|(region, bytes)| st.dtoh_landing(packed.slice(bytes.clone()), region)) // a piece back
                 .collect::<anyhow::Result<Vec<_>>>()?;
             let landed = Landed { queue: Default::default(), ready: Default::default() };
-            let unpack_one = |(p, region, to): (usize, &[u8], Vec<&mut [u8]>)| unpack(l, &pieces[p], region, to, bounds[p].start);
+            let unpack_one =
+                |(p, region, to): (usize, &[u8], Vec<&mut [u8]>)| unpack(l, &pieces[p], region, to, bounds[p].start);
             // The helpers wake while the GPU works, and wait for pieces to land.
             rayon::in_place_scope(|pool| {
                 for _ in 0..helpers {

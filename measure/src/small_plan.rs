@@ -153,7 +153,8 @@ impl Costs {
         }
         let pack_threads = rayon::current_num_threads().min(pieces(&Layout::new(&big)).len());
         let (pack, unpack) = rig.cpu_side(&big, true);
-        let (pack_threads_gbps, unpack_threads_gbps) = (big.bytes() as f64 / (pack * 1e6), big.bytes() as f64 / (unpack * 1e6));
+        let (pack_threads_gbps, unpack_threads_gbps) =
+            (big.bytes() as f64 / (pack * 1e6), big.bytes() as f64 / (unpack * 1e6));
         let nothing = CopyCost { alpha_us: f64::NAN, beta_gbps: f64::NAN, half_rate_bytes: f64::NAN, worst_miss: 0.0 };
         Ok(Costs {
             up: CopyCost::fit(&ups)?,
@@ -422,7 +423,10 @@ mod tests {
         let tiny = Set::uniform(1000, 256);
         let each = c.predict(Way::Each { streams: 1, pageable: false }, &tiny);
         assert!((each.gpu_ms - (4e-3 + 1000.0 * (6e-3 + 512.0 / 55e6))).abs() < 1e-9, "{each:?}");
-        assert!((each.host_ms - (2e-3 + 8.0)).abs() < 1e-9 && each.wall_ms > each.host_ms, "the host holds it: {each:?}");
+        assert!(
+            (each.host_ms - (2e-3 + 8.0)).abs() < 1e-9 && each.wall_ms > each.host_ms,
+            "the host holds it: {each:?}"
+        );
         assert!(!matches!(best(&tiny).way, Way::Each { .. }), "{:?}", best(&tiny));
         // Four buffers of 16 MiB: the per-copy cost is lost in the bytes; one memcpy each is within 10%
         // of the best.

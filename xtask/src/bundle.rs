@@ -61,8 +61,9 @@ pub fn run(flags: BundleFlags) -> anyhow::Result<()> {
         };
         let name = &a.target.name;
         let package = packages.get(&a.package_id).map_or("?", String::as_str);
-        // The compile-fail suite runs cargo itself: it belongs where Rust is, not in the bundle.
-        if name == "compile_fail" {
+        // The compile-fail suite runs cargo itself, and the differential test of the PTX reading runs
+        // ptxas: they belong where Rust and the toolkit are, not in the bundle.
+        if name == "compile_fail" || name == "ptx_differential" {
             continue;
         }
         let dest = if a.target.is_kind(TargetKind::Example) {

@@ -42,6 +42,40 @@ pub fn nvcc_13() -> anyhow::Result<PathBuf> {
     provision_nvcc()
 }
 
+/// ptxas of release 13.0, beside [`nvcc_13`] (installed now if missing): the differential test of
+/// common's PTX reading compiles with it, as does nvlink beside it.
+pub fn ptxas_13() -> anyhow::Result<PathBuf> {
+    let nvcc = nvcc_13()?;
+    let ptxas = nvcc.with_file_name("ptxas");
+    if !ptxas.is_file() {
+        bail!("nvcc 13.0 at {} has no ptxas beside it", nvcc.display());
+    }
+    Ok(ptxas)
+}
+
+/// cuobjdump, which reads cubins: the machine's beside ptxas, else ours from PyPI (installed now if
+/// missing; it is under 1 MB). None, said in one line, where neither can be had: the differential test
+/// then holds common's cubin reader against ptxas alone.
+pub fn cuobjdump(ptxas: &std::path::Path) -> Option<PathBuf> {
+    let beside = ptxas.with_file_name("cuobjdump");
+    if beside.is_file() {
+        return Some(beside);
+    }
+    let dir = tools::target_dir().join("cuobjdump");
+    let ours = dir.join("nvidia/cu13/bin/cuobjdump");
+    if !ours.is_file() {
+        eprintln!("setup: installing cuobjdump from PyPI into {}", dir.display());
+        if let Err(e) = pip_install(&dir, &[CUOBJDUMP_PACKAGE], "installing cuobjdump from PyPI") {
+            eprintln!("setup: no cuobjdump ({e:#}): the cubin reader is held against ptxas alone");
+            return None;
+        }
+    }
+    ours.is_file().then_some(ours)
+}
+
+/// The oldest cuobjdump on PyPI (there is none of 13.0); it reads what ptxas 13.0 writes.
+const CUOBJDUMP_PACKAGE: &str = "nvidia-cuda-cuobjdump==13.2.78";
+
 /// The environment for builds with the `nvtx` feature. NVIDIA's nvtx crate generates its bindings with
 /// bindgen, which needs libclang: none is added where the machine has it, else a copy from PyPI in the
 /// target directory, with the host C compiler's builtin headers (that copy ships none).

@@ -1,24 +1,44 @@
 //! The README's test command: check the committed PTX and libcuda stub against the tools (installing
 //! nvcc 13.0 from PyPI where it is missing), build the lessons, and run every test. The GPU tests are
 //! `#[ignore]`d, so that a machine without a GPU reports them as ignored rather than passed; where an
-//! NVIDIA driver is found they run too. From a bundle, it runs the bundled test binaries instead.
+//! NVIDIA driver is found they run too. The differential test of common's PTX reading against ptxas
+//! is `#[ignore]`d too (it needs ptxas), and run here on every run, with the ptxas, nvlink and
+//! cuobjdump this installs: it fails, not skips, where they cannot be had. From a bundle, it runs the
+//! bundled test binaries instead.
 
 use std::{fs, process::Command};
 
 use anyhow::{bail, Context as _};
 
-use crate::{flags::TestFlags, generate, tools};
+use crate::{flags::TestFlags, generate, setup, tools};
 
 pub fn run(flags: TestFlags) -> anyhow::Result<()> {
     if tools::in_bundle() {
         return run_bundled(&flags.args);
     }
     generate::check()?;
+    let ptxas = setup::ptxas_13()?;
+    let tools_env: Vec<(&str, std::path::PathBuf)> =
+        [("PTXAS", Some(ptxas.clone())), ("CUOBJDUMP", setup::cuobjdump(&ptxas))]
+            .into_iter()
+            .filter_map(|(var, path)| Some((var, path?)))
+            .collect();
     // The CLI tests run the lesson programs; `--all-targets` builds examples only as test harnesses.
     tools::run(tools::cargo().args(["build", "--workspace", "--examples"]), "building the lessons")?;
+    let gpu = gpu_flag();
     let mut cmd = tools::cargo();
-    cmd.args(["test", "--workspace", "--all-targets", "--"]).args(gpu_flag()).args(&flags.args);
-    tools::run(&mut cmd, "running the tests")
+    cmd.args(["test", "--workspace", "--all-targets", "--"]).args(gpu).args(&flags.args);
+    tools::run(cmd.envs(tools_env.iter().cloned()), "running the tests")?;
+    if gpu.is_some() {
+        return Ok(()); // the ignored tests ran, the differential test among them
+    }
+    eprintln!("xtask test: common's PTX reading against ptxas {} ({})", cuda_find::NVCC_RELEASE, ptxas.display());
+    let mut cmd = tools::cargo();
+    cmd.args(["test", "-p", "common", "--test", "ptx_differential", "--", "--ignored"]).args(&flags.args);
+    if !flags.args.iter().any(|a| a == "--nocapture") {
+        cmd.arg("--nocapture"); // its one line of figures
+    }
+    tools::run(cmd.envs(tools_env), "running the differential test of common's PTX reading against ptxas")
 }
 
 /// `--include-ignored` where a driver is found (the GPU tests are the ignored ones), said in one line.

@@ -2,6 +2,8 @@
 //! through the launch builder as a user's kernels are.
 #![allow(dead_code)]
 
+pub mod ptxgen;
+
 use common::{Dev, Gpu, Kernel, LaunchConfig, Queue};
 
 /// The PTX of `tests/kernels.cu`.
