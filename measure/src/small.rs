@@ -397,7 +397,16 @@ fn packed_round_trip(
         (p, region)
     });
     let (tx, rx) = std::sync::mpsc::channel::<(usize, &mut [u8])>();
-    rayon::in_place_scope(|pool| {
+    // TEMPORARY diagnostics (SMALL_COPIES_TRACE=1): when each stage ended, µs from the start.
+    let trace = std::env::var_os("SMALL_COPIES_TRACE").is_some();
+    let t0 = Instant::now();
+    let marks = std::sync::Mutex::new(Vec::<(&'static str, f64)>::new());
+    let mark = |what: &'static str| {
+        if trace {
+            marks.lock().unwrap().push((what, t0.elapsed().as_secs_f64() * 1e6));
+        }
+    };
+    let result = rayon::in_place_scope(|pool| {
         for _ in 0..helpers {
             let (tx, claims, pack_one) = (tx.clone(), &claims, &pack_one);
             pool.spawn(move |_| {
@@ -415,8 +424,16 @@ fn packed_round_trip(
                 while packed_pieces[p].is_none() {
                     // Pack the next piece nobody has taken, or else wait for a thread that has.
                     let (q, region) = match claims.claim() {
-                        Some(claimed) => pack_one(claimed),
-                        None => rx.recv().context("a packing thread stopped")?,
+                        Some(claimed) => {
+                            let r = pack_one(claimed);
+                            mark("main packed");
+                            r
+                        }
+                        None => {
+                            let r = rx.recv().context("a packing thread stopped")?;
+                            mark("pool packed");
+                            r
+                        }
                     };
                     packed_pieces[q] = Some(region);
                 }
@@ -430,6 +447,7 @@ fn packed_round_trip(
                 .zip(&bounds)
                 .map(|(region, bytes)| st.dtoh_landing(packed.slice(bytes.clone()), region)) // a piece back
                 .collect::<anyhow::Result<Vec<_>>>()?;
+            mark("queued");
             let landed = Landed { queue: Default::default(), ready: Default::default() };
             let unpack_one =
                 |(p, region, to): (usize, &[u8], Vec<&mut [u8]>)| unpack(l, &pieces[p], region, to, bounds[p].start);
@@ -445,6 +463,7 @@ fn packed_round_trip(
                 }
                 let waited = landings.into_iter().zip(outs).enumerate().try_for_each(|(p, (landing, to))| {
                     let region = landing.wait()?; //                                     landed: the host's again
+                    mark("landed");
                     landed.push((p, region, to));
                     if helpers == 0 {
                         landed.take(false).map(unpack_one);
@@ -455,10 +474,20 @@ fn packed_round_trip(
                 while let Some(job) = landed.take(false) {
                     unpack_one(job);
                 }
+                mark("main unpacked");
                 waited
             })
         })
-    })
+    });
+    if trace {
+        let m = marks.lock().unwrap();
+        eprintln!(
+            "packed, {} pieces: {}",
+            pieces.len(),
+            m.iter().map(|(w, t)| format!("{w} {t:.0}")).collect::<Vec<_>>().join(", ")
+        );
+    }
+    result
 }
 
 /// One way to move the buffers.
@@ -595,6 +624,8 @@ pub struct SetRun {
     pub uniform: Option<(usize, usize)>,
     /// One H2D copy of all the bytes, then one D2H copy of them, ms: the best of runs, GPU time.
     pub one_copy_ms: f64,
+    /// The same as the caller waits for it, the median of runs, ms: what the wall times compare with.
+    pub one_copy_wall_ms: f64,
     pub ways: Vec<WayRun>,
 }
 
@@ -695,7 +726,7 @@ impl<'g> Rig<'g> {
         let tables: Vec<u64> = l.packed_table().into_iter().chain(l.host_table()).collect();
         let (gpu, streams, d_tables) = (self.gpu, &self.streams[..1], &mut self.d_tables);
         gpu.scope(streams, |s| s.stream(0).htod(&tables, s.device(d_tables).slice(0..tables.len())))?;
-        let one_copy_ms = self.one_copy(l.bytes(), r)?;
+        let (one_copy_ms, one_copy_wall_ms) = self.one_copy(l.bytes(), r)?;
         let mut runs = Vec::new();
         for &way in ways {
             let _phase = crate::timeline::phase(&format!("{}: {}", set.name, way.name()));
@@ -703,7 +734,15 @@ impl<'g> Rig<'g> {
             run.check.ensure(&format!("{} over {}", run.name, set.name))?;
             runs.push(run);
         }
-        Ok(SetRun { set: set.name.clone(), count: n, bytes: l.bytes(), uniform: set.uniform, one_copy_ms, ways: runs })
+        Ok(SetRun {
+            set: set.name.clone(),
+            count: n,
+            bytes: l.bytes(),
+            uniform: set.uniform,
+            one_copy_ms,
+            one_copy_wall_ms,
+            ways: runs,
+        })
     }
 
     /// The best GPU time of one copy of each of `sizes` bytes up, and of each down, as `(bytes, ms)`.
@@ -777,16 +816,23 @@ impl<'g> Rig<'g> {
     }
 
     /// One copy of `bytes` up and one back, GPU time, the best of runs.
-    fn one_copy(&mut self, bytes: usize, r: Repeats) -> anyhow::Result<f64> {
+    /// One copy of `bytes` up and one back: the GPU time, the best of runs, and the wall time as the
+    /// caller waits for it, the median, ms.
+    fn one_copy(&mut self, bytes: usize, r: Repeats) -> anyhow::Result<(f64, f64)> {
         let Rig { gpu, streams, up, down, d_packed, .. } = self;
         let s0 = &streams[..1];
-        measure_best(r, 30, 5.0, || {
-            gpu.timed(s0, |s| {
+        let mut once = || {
+            let t = Instant::now();
+            let gpu_ms = gpu.timed(s0, |s| {
                 let d = s.device(d_packed).slice(0..bytes);
                 s.stream(0).htod(&up[..bytes], d)?;
                 s.stream(0).dtoh(d, &mut down[..bytes])
-            })
-        })
+            })?;
+            anyhow::Ok([ms(t), gpu_ms])
+        };
+        let [wall, _] = measure_parts_within(r, BUDGET_MS, &mut once)?;
+        let gpu_ms = measure_best(r, 30, 5.0, || once().map(|[_, gpu]| gpu))?;
+        Ok((gpu_ms, wall.median_ms))
     }
 
     fn run_way(
@@ -1036,10 +1082,20 @@ pub fn winners(runs: &[SetRun]) -> String {
     format!("fastest by wall time: {}", parts.join("; "))
 }
 
-/// Every way over one set: GPU time, the host's time in the calls, the wall time, GB/s, and the GPU
-/// time against one copy of all the bytes each way (a bound, or a reference: the last column).
+/// Every way over one set: GPU time, the host's time in the calls, the wall time, GB/s, the wall time
+/// against one copy of all the bytes each way's, and the GPU time against that copy's (a bound, or a
+/// reference: the last column).
 pub fn detail_table(run: &SetRun) -> Table {
-    let mut t = Table::new(&["way", "GPU µs", "host µs", "wall µs", "GB/s", "GPU / one copy", "one copy is"]);
+    let mut t = Table::new(&[
+        "way",
+        "GPU µs",
+        "host µs",
+        "wall µs",
+        "GB/s",
+        "wall / one copy",
+        "GPU / one copy",
+        "one copy is",
+    ]);
     for w in &run.ways {
         t.row(vec![
             w.name.clone(),
@@ -1047,6 +1103,7 @@ pub fn detail_table(run: &SetRun) -> Table {
             us(w.host.median_ms),
             us(w.wall.median_ms),
             format!("{:.2}", w.gbps),
+            format!("{:.2}", w.wall.median_ms / run.one_copy_wall_ms),
             format!("{:.2}", w.gpu_vs_one_copy),
             if w.bounded { "a bound".into() } else { "a reference".into() },
         ]);
@@ -1315,6 +1372,7 @@ mod tests {
             bytes: count * size,
             uniform: Some((count, size)),
             one_copy_ms,
+            one_copy_wall_ms: one_copy_ms + 0.01,
             ways,
         }
     }
