@@ -10,12 +10,17 @@
 //!
 //! # Whose account of a kernel's parameters
 //!
-//! The driver's. [`crate::Gpu::load_ptx`] has the driver compile and link the PTX for the GPU
-//! (`cuLinkCreate`, `cuLinkAddData` with the PTX, `cuLinkComplete`), reads each kernel's parameter
+//! The driver's. [`crate::Gpu::load_ptx`] has the driver's JIT linker compile the PTX for the GPU
+//! (`cuLinkCreate`, `cuLinkAddData` with the PTX, `cuLinkComplete`) and reads each kernel's parameter
 //! records from the cubin it made ([`crate::cubin`]: every parameter's offset and size, and the size of
-//! the parameter space), and loads *that* cubin (`cuModuleLoadData`): the code that runs is the code
-//! whose records were read. A launch passes exactly as many arguments as those records count, each of
-//! the recorded size, so `cuLaunchKernel` never reads past the argument array it is given.
+//! the parameter space). It then loads the PTX itself (`cuModuleLoadData`), which the driver compiles
+//! again as one whole program: the linker compiles for linking, and its code ran a compute-bound kernel
+//! 6% slower on the H200. A kernel's parameters are its `.entry` declaration's, which both compiles read
+//! with the driver's own PTX parser in this process, and every one of them is held against the running
+//! kernel's (`cuFuncGetParamInfo`, below). A launch passes its arguments as one buffer of the recorded
+//! size, laid out by the recorded offsets (`CU_LAUNCH_PARAM_BUFFER_POINTER` and `_SIZE`), and the
+//! driver refuses a buffer of another size than the running kernel's parameter space: even a kernel
+//! compiled with more parameters than the records count could not make the driver read past it.
 //!
 //! The PTX text is read too ([`crate::ptx`], a reading that knows PTX's strings, comments and
 //! whitespace as ptxas does), for what the cubin does not record: whether each parameter is an
@@ -25,9 +30,7 @@
 //! driver has it (CUDA 13.2), and `cuFuncGetParamInfo` for every parameter the cubin records. Only
 //! those: asking `cuFuncGetParamInfo` for the index past the last and requiring it to fail would
 //! also find the count, but that failing call is an error compute-sanitizer reports in every program
-//! that loads a kernel, and `cargo xtask sanitize` holds every lesson clean. Each parameter's offset
-//! and the parameter space's size are kept too (`Param::offset`, `Kernel::param_bytes`), for a launch
-//! that packs its arguments into one buffer of exactly that layout.
+//! that loads a kernel, and `cargo xtask sanitize` holds every lesson clean.
 //!
 //! # Pointer or value
 //!
@@ -84,8 +87,10 @@ pub struct Module {
 }
 
 impl Module {
-    /// Compiles and links `ptx` for the context's GPU, reads the cubin it makes, and loads that cubin.
-    /// `prototypes` is C source declaring the kernels, and where it came from (for messages).
+    /// Has the driver's JIT linker compile `ptx` for the context's GPU and reads the parameter records of
+    /// the cubin it makes; then loads `ptx` as a module (the driver compiles it again, as one whole
+    /// program, which is what runs). `prototypes` is C source declaring the kernels, and where it came
+    /// from (for messages).
     pub(crate) fn load(
         ctx: &Arc<Context>,
         ptx: &str,
@@ -96,11 +101,9 @@ impl Module {
         ctx.make_current()?;
         let cubin = jit_link(&text, what)?;
         let mut raw = std::ptr::null_mut();
-        // SAFETY: a cubin image the driver's own linker made (8-byte aligned), and a valid out-pointer;
-        // the context is current. Loading only places the code; nothing runs until a launch.
-        check(unsafe { ffi::cuModuleLoadData(&mut raw, cubin.as_ptr().cast()) }, || {
-            format!("loading the cubin the driver compiled of {what}")
-        })?;
+        // SAFETY: a NUL-terminated PTX image and a valid out-pointer; the context is current. Loading only
+        // compiles and places the code; nothing runs until a launch.
+        check(unsafe { ffi::cuModuleLoadData(&mut raw, text.as_ptr().cast()) }, || format!("loading {what}"))?;
         let loaded = Arc::new(Loaded { raw, ctx: ctx.clone() });
         let layouts = cubin::kernels(bytes(&cubin));
         let prototypes = prototypes.map(|(from, source)| (from, prototype::kernels(source)));
