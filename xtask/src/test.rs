@@ -1,5 +1,6 @@
 //! The README's test command: check the committed PTX and libcuda stub against the tools (installing
-//! nvcc 13.0 from PyPI where it is missing), build the lessons, and run every test. The GPU tests are
+//! nvcc 13.0 from PyPI where it is missing) and common's driver declarations against CUDA 13's headers
+//! beside it (`check_ffi`), build the lessons, and run every test. The GPU tests are
 //! `#[ignore]`d, so that a machine without a GPU reports them as ignored rather than passed; where an
 //! NVIDIA driver is found they run too. From a bundle, it runs the bundled test binaries instead.
 
@@ -7,13 +8,14 @@ use std::{fs, process::Command};
 
 use anyhow::{bail, Context as _};
 
-use crate::{flags::TestFlags, generate, tools};
+use crate::{check_ffi, flags::TestFlags, generate, tools};
 
 pub fn run(flags: TestFlags) -> anyhow::Result<()> {
     if tools::in_bundle() {
         return run_bundled(&flags.args);
     }
     generate::check()?;
+    check_ffi::run()?;
     // The CLI tests run the lesson programs; `--all-targets` builds examples only as test harnesses.
     tools::run(tools::cargo().args(["build", "--workspace", "--examples"]), "building the lessons")?;
     let mut cmd = tools::cargo();
