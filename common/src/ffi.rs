@@ -7,6 +7,34 @@
 //! (`cargo xtask generate` reads them from this file).
 //!
 //! Not part of the API: public only for this crate's tests and benchmarks.
+//!
+//! # Checked against CUDA 13's headers
+//!
+//! `cargo xtask check-ffi`, part of `cargo xtask test`, compiles every declaration here against CUDA
+//! 13.0's `cuda.h` and `cudaTypedefs.h` with the C compiler and `-Werror`: a parameter, result, field or
+//! value that differs from the driver's fails it, in a line that names the declaration. So that each is
+//! checkable (`xtask/src/check_ffi.rs` has the details):
+//! - Every entry point names the `cudaTypedefs.h` typedef of the version it links in a line of its doc:
+//!   `/// cudaTypedefs.h: PFN_cuMemAlloc_v3020`. Not cuda.h's prototype: cuda.h maps names to newer
+//!   versions (`cuMemPrefetchAsync` and `cuEventElapsedTime` to their `_v2`), and declares some of the
+//!   versions linked here (`cuCtxCreate_v2`) only for the driver's own build. The line must agree with
+//!   the rule for symbols: the header has a typedef for every version of a call, and the k-th, counted
+//!   from the oldest, is the symbol `name` for k = 1 and `name_vk` after (`cuMemAlloc_v2` is
+//!   `PFN_cuMemAlloc_v3020`, after `_v2000`). The check says which line a declaration without one needs.
+//! - A type C names has its cuda.h name here (`CUdeviceptr`, `CUstreamCaptureMode`), as an alias; a C
+//!   enum is a `c_int` alias of the enum's name (C passes an enum as an int of its size). An alias of
+//!   another name names its C type in its doc, `/// cuda.h: CUresult`, and a function pointer type
+//!   without its version in its name its typedef, `/// cudaTypedefs.h: PFN_name_vN`.
+//! - A `#[repr(C)]` struct has the cuda.h struct's name and fields (`type_` for `type`).
+//! - A `pub const` has cuda.h's name for the value, or that name without its `CU_`, `CUDA_` or
+//!   `CUDA_ERROR_` (`ERROR_INVALID_VALUE`), or names it in a `/// cuda.h: NAME` line; its value is a
+//!   literal (a pointer, for cuda.h's `(void*)` macros: `1 as *mut c_void`). An array's doc names each
+//!   element with its value, in order (`ILLEGAL_ADDRESS (700)`); a CUDA version names the typedef of that
+//!   version (`BATCH_VERSION`).
+//! - A type or constant of a CUDA newer than the headers checked (`cuFuncGetParamCount`'s, CUDA 13.2)
+//!   says so in a `/// newer than these headers: CUDA 13.2` line: the check names it as not checked.
+//!   Entry points cannot: each is linked, and must be in the headers.
+//! - Attributes other than docs and lints (`cfg`), and any form the check cannot read, fail it.
 
 #![allow(non_snake_case, non_camel_case_types, missing_docs)]
 
@@ -18,6 +46,14 @@ pub type CUdevice = c_int;
 pub type CUdeviceptr = u64;
 /// `CUdevice_attribute`: which attribute `cuDeviceGetAttribute` reads.
 pub type CUdevice_attribute = c_int;
+/// `CUstreamCaptureMode`: which calls a stream capture prohibits.
+pub type CUstreamCaptureMode = c_int;
+/// `CUdriverProcAddressQueryResult`: whether `cuGetProcAddress` found the symbol.
+pub type CUdriverProcAddressQueryResult = c_int;
+/// `CUmemLocationType`: what kind of place a `CUmemLocation` is.
+pub type CUmemLocationType = c_int;
+/// `CUmemcpySrcAccessOrder`: when a batch's copies may read their sources.
+pub type CUmemcpySrcAccessOrder = c_int;
 macro_rules! opaque {
     ($($handle:ident => $st:ident),*) => {$(
         #[repr(C)]
@@ -56,21 +92,21 @@ pub const CU_EVENT_DISABLE_TIMING: c_uint = 2;
 /// `CU_LAUNCH_PARAM_END`, `CU_LAUNCH_PARAM_BUFFER_POINTER` and `CU_LAUNCH_PARAM_BUFFER_SIZE`: the
 /// markers of `cuLaunchKernel`'s `extra` list, which passes the arguments as one buffer (cuda.h defines
 /// them as the pointers 0, 1 and 2).
-pub const CU_LAUNCH_PARAM_END: usize = 0;
-pub const CU_LAUNCH_PARAM_BUFFER_POINTER: usize = 1;
-pub const CU_LAUNCH_PARAM_BUFFER_SIZE: usize = 2;
+pub const CU_LAUNCH_PARAM_END: *mut c_void = std::ptr::null_mut();
+pub const CU_LAUNCH_PARAM_BUFFER_POINTER: *mut c_void = std::ptr::without_provenance_mut(1);
+pub const CU_LAUNCH_PARAM_BUFFER_SIZE: *mut c_void = std::ptr::without_provenance_mut(2);
 /// `CU_STREAM_CAPTURE_MODE_RELAXED`: a capture that prohibits no call on any thread (the stream it
 /// captures is one nothing else knows of).
-pub const CU_STREAM_CAPTURE_MODE_RELAXED: c_int = 2;
+pub const CU_STREAM_CAPTURE_MODE_RELAXED: CUstreamCaptureMode = 2;
 /// `CUmemcpySrcAccessOrder`: the source is read in stream order.
-pub const CU_MEMCPY_SRC_ACCESS_ORDER_STREAM: c_int = 1;
+pub const CU_MEMCPY_SRC_ACCESS_ORDER_STREAM: CUmemcpySrcAccessOrder = 1;
 /// The source may be read out of stream order, and all of it before the call returns.
-pub const CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL: c_int = 2;
+pub const CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL: CUmemcpySrcAccessOrder = 2;
 /// The source may be read out of stream order, also after the call returns.
-pub const CU_MEMCPY_SRC_ACCESS_ORDER_ANY: c_int = 3;
+pub const CU_MEMCPY_SRC_ACCESS_ORDER_ANY: CUmemcpySrcAccessOrder = 3;
 /// `CU_MEM_LOCATION_TYPE_DEVICE` and `_HOST`: where a batch's copies may expect their ends (hints).
-pub const CU_MEM_LOCATION_TYPE_DEVICE: c_int = 1;
-pub const CU_MEM_LOCATION_TYPE_HOST: c_int = 2;
+pub const CU_MEM_LOCATION_TYPE_DEVICE: CUmemLocationType = 1;
+pub const CU_MEM_LOCATION_TYPE_HOST: CUmemLocationType = 2;
 /// `CU_JIT_ERROR_LOG_BUFFER`: a `char*` buffer for the JIT's error messages.
 pub const CU_JIT_ERROR_LOG_BUFFER: CUjit_option = 5;
 /// `CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES`: that buffer's size (an `unsigned int` passed in the pointer's
@@ -81,13 +117,13 @@ pub const CU_JIT_INPUT_PTX: CUjitInputType = 1;
 /// `CU_GET_PROC_ADDRESS_DEFAULT` for [`cuGetProcAddress_v2`].
 pub const CU_GET_PROC_ADDRESS_DEFAULT: u64 = 0;
 /// `CU_GET_PROC_ADDRESS_SUCCESS`: the symbol was found for the version asked.
-pub const CU_GET_PROC_ADDRESS_SUCCESS: c_int = 0;
+pub const CU_GET_PROC_ADDRESS_SUCCESS: CUdriverProcAddressQueryResult = 0;
 
 /// `CUmemLocation`: where memory is (`type` 0, invalid, where no hint is given).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct CUmemLocation {
-    pub type_: c_int,
+    pub type_: CUmemLocationType,
     pub id: c_int,
 }
 
@@ -96,7 +132,7 @@ pub struct CUmemLocation {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct CUmemcpyAttributes {
-    pub srcAccessOrder: c_int,
+    pub srcAccessOrder: CUmemcpySrcAccessOrder,
     pub srcLocHint: CUmemLocation,
     pub dstLocHint: CUmemLocation,
     pub flags: c_uint,
@@ -122,17 +158,19 @@ pub type PFN_cuMemcpyBatchAsync_v12080 = unsafe extern "C" fn(
 ) -> CuResult;
 
 /// `PFN_cuFuncGetParamCount_v13020` (CUDA 13.2's `cudaTypedefs.h`; CUDA 13.0's headers lack it): how many
-/// parameters a kernel takes. Not linked, like [`PFN_cuMemcpyBatchAsync_v12080`]: [`func_param_count`]
+/// parameters a kernel takes.
+/// newer than these headers: CUDA 13.2 Not linked, like [`PFN_cuMemcpyBatchAsync_v12080`]: [`func_param_count`]
 /// asks the driver at run time.
 pub type PFN_cuFuncGetParamCount_v13020 = unsafe extern "C" fn(func: CUfunction, param_count: *mut usize) -> CuResult;
 
-/// A driver result: 0 is success, anything else an error code (`CUDA_ERROR_*`).
+/// A driver result: 0 is success, anything else an error code (`CUDA_ERROR_*`). An integer, not cuda.h's
+/// enum: a driver may return codes these declarations do not name.
+/// cuda.h: CUresult
 pub type CuResult = c_int;
 
 pub const SUCCESS: CuResult = 0;
 pub const ERROR_INVALID_VALUE: CuResult = 1;
 pub const ERROR_STUB_LIBRARY: CuResult = 34;
-pub const ERROR_INSUFFICIENT_DRIVER: CuResult = 35;
 pub const ERROR_NO_DEVICE: CuResult = 100;
 pub const ERROR_INVALID_CONTEXT: CuResult = 201;
 pub const ERROR_NOT_READY: CuResult = 600;
@@ -152,73 +190,126 @@ pub const CONTEXT_KILLED: [CuResult; 11] = [214, 226, 700, 702, 710, 714, 715, 7
 
 #[link(name = "cuda")]
 extern "C" {
+    /// cudaTypedefs.h: PFN_cuInit_v2000
     pub fn cuInit(flags: c_uint) -> CuResult;
+    /// cudaTypedefs.h: PFN_cuGetErrorName_v6000
     pub fn cuGetErrorName(error: CuResult, name: *mut *const c_char) -> CuResult;
+    /// cudaTypedefs.h: PFN_cuDriverGetVersion_v2020
     pub fn cuDriverGetVersion(version: *mut c_int) -> CuResult;
-    /// CUDA 12.0's entry point (`PFN_cuGetProcAddress_v12000`, with `symbolStatus`), the one CUDA 13's
-    /// `cuda.h` names `cuGetProcAddress`.
+    /// CUDA 12.0's entry point (with `symbolStatus`), the one CUDA 13's `cuda.h` names `cuGetProcAddress`.
+    /// cudaTypedefs.h: PFN_cuGetProcAddress_v12000
     pub fn cuGetProcAddress_v2(
         symbol: *const c_char,
         pfn: *mut *mut c_void,
         cuda_version: c_int,
         flags: u64,
-        symbol_status: *mut c_int,
+        symbol_status: *mut CUdriverProcAddressQueryResult,
     ) -> CuResult;
+    /// cudaTypedefs.h: PFN_cuDeviceGetCount_v2000
     pub fn cuDeviceGetCount(count: *mut c_int) -> CuResult;
+    /// cudaTypedefs.h: PFN_cuDeviceGet_v2000
     pub fn cuDeviceGet(device: *mut CUdevice, ordinal: c_int) -> CuResult;
+    /// cudaTypedefs.h: PFN_cuDeviceGetName_v2000
     pub fn cuDeviceGetName(name: *mut c_char, len: c_int, device: CUdevice) -> CuResult;
+    /// cudaTypedefs.h: PFN_cuDeviceGetAttribute_v2000
     pub fn cuDeviceGetAttribute(value: *mut c_int, attribute: CUdevice_attribute, device: CUdevice) -> CuResult;
+    /// cudaTypedefs.h: PFN_cuDeviceTotalMem_v3020
     pub fn cuDeviceTotalMem_v2(bytes: *mut usize, device: CUdevice) -> CuResult;
+    /// cudaTypedefs.h: PFN_cuDeviceGetPCIBusId_v4010
     pub fn cuDeviceGetPCIBusId(id: *mut c_char, len: c_int, device: CUdevice) -> CuResult;
+    /// cudaTypedefs.h: PFN_cuDevicePrimaryCtxRetain_v7000
     pub fn cuDevicePrimaryCtxRetain(ctx: *mut CUcontext, device: CUdevice) -> CuResult;
+    /// cudaTypedefs.h: PFN_cuDevicePrimaryCtxRelease_v11000
     pub fn cuDevicePrimaryCtxRelease_v2(device: CUdevice) -> CuResult;
+    /// cudaTypedefs.h: PFN_cuCtxCreate_v3020
     pub fn cuCtxCreate_v2(ctx: *mut CUcontext, flags: c_uint, device: CUdevice) -> CuResult;
+    /// cudaTypedefs.h: PFN_cuCtxDestroy_v4000
     pub fn cuCtxDestroy_v2(ctx: CUcontext) -> CuResult;
+    /// cudaTypedefs.h: PFN_cuCtxSetCurrent_v4000
     pub fn cuCtxSetCurrent(ctx: CUcontext) -> CuResult;
+    /// cudaTypedefs.h: PFN_cuCtxGetCurrent_v4000
     pub fn cuCtxGetCurrent(ctx: *mut CUcontext) -> CuResult;
+    /// cudaTypedefs.h: PFN_cuCtxPushCurrent_v4000
     pub fn cuCtxPushCurrent_v2(ctx: CUcontext) -> CuResult;
+    /// cudaTypedefs.h: PFN_cuCtxPopCurrent_v4000
     pub fn cuCtxPopCurrent_v2(ctx: *mut CUcontext) -> CuResult;
+    /// cudaTypedefs.h: PFN_cuCtxSynchronize_v2000
     pub fn cuCtxSynchronize() -> CuResult;
+    /// cudaTypedefs.h: PFN_cuMemGetInfo_v3020
     pub fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) -> CuResult;
+    /// cudaTypedefs.h: PFN_cuMemAlloc_v3020
     pub fn cuMemAlloc_v2(ptr: *mut CUdeviceptr, bytes: usize) -> CuResult;
+    /// cudaTypedefs.h: PFN_cuMemFree_v3020
     pub fn cuMemFree_v2(ptr: CUdeviceptr) -> CuResult;
+    /// cudaTypedefs.h: PFN_cuMemAllocManaged_v6000
     pub fn cuMemAllocManaged(ptr: *mut CUdeviceptr, bytes: usize, flags: c_uint) -> CuResult;
-    /// The CUDA 8 entry point (`PFN_cuMemPrefetchAsync_v8000` in CUDA 13's `cudaTypedefs.h`), which the
-    /// 580 driver still exports: CUDA 13's `cuda.h` maps the name to `cuMemPrefetchAsync_v2`, which takes
-    /// a `CUmemLocation` and flags instead of a device. `device` is a GPU's handle, or [`DEVICE_CPU`].
+    /// The CUDA 8 entry point, which the 580 driver still exports: CUDA 13's `cuda.h` maps the name to
+    /// `cuMemPrefetchAsync_v2`, which takes a `CUmemLocation` and flags instead of a device. `device` is a
+    /// GPU's handle, or [`DEVICE_CPU`].
+    /// cudaTypedefs.h: PFN_cuMemPrefetchAsync_v8000
     pub fn cuMemPrefetchAsync(ptr: CUdeviceptr, bytes: usize, device: CUdevice, stream: CUstream) -> CuResult;
+    /// cudaTypedefs.h: PFN_cuMemsetD8_v3020
     pub fn cuMemsetD8_v2(dst: CUdeviceptr, value: u8, n: usize) -> CuResult;
+    /// cudaTypedefs.h: PFN_cuMemsetD32Async_v3020
     pub fn cuMemsetD32Async(dst: CUdeviceptr, value: c_uint, n: usize, stream: CUstream) -> CuResult;
+    /// cudaTypedefs.h: PFN_cuMemHostAlloc_v2020
     pub fn cuMemHostAlloc(ptr: *mut *mut c_void, bytes: usize, flags: c_uint) -> CuResult;
+    /// cudaTypedefs.h: PFN_cuMemFreeHost_v2000
     pub fn cuMemFreeHost(ptr: *mut c_void) -> CuResult;
+    /// cudaTypedefs.h: PFN_cuMemHostGetDevicePointer_v3020
     pub fn cuMemHostGetDevicePointer_v2(device: *mut CUdeviceptr, host: *mut c_void, flags: c_uint) -> CuResult;
+    /// cudaTypedefs.h: PFN_cuMemHostRegister_v6050
     pub fn cuMemHostRegister_v2(ptr: *mut c_void, bytes: usize, flags: c_uint) -> CuResult;
+    /// cudaTypedefs.h: PFN_cuMemHostUnregister_v4000
     pub fn cuMemHostUnregister(ptr: *mut c_void) -> CuResult;
+    /// cudaTypedefs.h: PFN_cuMemcpyHtoD_v3020
     pub fn cuMemcpyHtoD_v2(dst: CUdeviceptr, src: *const c_void, bytes: usize) -> CuResult;
+    /// cudaTypedefs.h: PFN_cuMemcpyHtoDAsync_v3020
     pub fn cuMemcpyHtoDAsync_v2(dst: CUdeviceptr, src: *const c_void, bytes: usize, stream: CUstream) -> CuResult;
+    /// cudaTypedefs.h: PFN_cuMemcpyDtoHAsync_v3020
     pub fn cuMemcpyDtoHAsync_v2(dst: *mut c_void, src: CUdeviceptr, bytes: usize, stream: CUstream) -> CuResult;
+    /// cudaTypedefs.h: PFN_cuMemcpyDtoDAsync_v3020
     pub fn cuMemcpyDtoDAsync_v2(dst: CUdeviceptr, src: CUdeviceptr, bytes: usize, stream: CUstream) -> CuResult;
+    /// cudaTypedefs.h: PFN_cuStreamCreate_v2000
     pub fn cuStreamCreate(stream: *mut CUstream, flags: c_uint) -> CuResult;
+    /// cudaTypedefs.h: PFN_cuStreamDestroy_v4000
     pub fn cuStreamDestroy_v2(stream: CUstream) -> CuResult;
+    /// cudaTypedefs.h: PFN_cuStreamSynchronize_v2000
     pub fn cuStreamSynchronize(stream: CUstream) -> CuResult;
+    /// cudaTypedefs.h: PFN_cuStreamQuery_v2000
     pub fn cuStreamQuery(stream: CUstream) -> CuResult;
+    /// cudaTypedefs.h: PFN_cuStreamGetFlags_v5050
     pub fn cuStreamGetFlags(stream: CUstream, flags: *mut c_uint) -> CuResult;
+    /// cudaTypedefs.h: PFN_cuStreamWaitEvent_v3020
     pub fn cuStreamWaitEvent(stream: CUstream, event: CUevent, flags: c_uint) -> CuResult;
     /// CUDA 10.1's entry point, which CUDA 13's `cuda.h` names `cuStreamBeginCapture`.
-    pub fn cuStreamBeginCapture_v2(stream: CUstream, mode: c_int) -> CuResult;
+    /// cudaTypedefs.h: PFN_cuStreamBeginCapture_v10010
+    pub fn cuStreamBeginCapture_v2(stream: CUstream, mode: CUstreamCaptureMode) -> CuResult;
+    /// cudaTypedefs.h: PFN_cuStreamEndCapture_v10000
     pub fn cuStreamEndCapture(stream: CUstream, graph: *mut CUgraph) -> CuResult;
     /// What CUDA 13's `cuda.h` names `cuGraphInstantiate`.
+    /// cudaTypedefs.h: PFN_cuGraphInstantiateWithFlags_v11040
     pub fn cuGraphInstantiateWithFlags(exec: *mut CUgraphExec, graph: CUgraph, flags: u64) -> CuResult;
+    /// cudaTypedefs.h: PFN_cuGraphLaunch_v10000
     pub fn cuGraphLaunch(exec: CUgraphExec, stream: CUstream) -> CuResult;
+    /// cudaTypedefs.h: PFN_cuGraphExecDestroy_v10000
     pub fn cuGraphExecDestroy(exec: CUgraphExec) -> CuResult;
+    /// cudaTypedefs.h: PFN_cuGraphDestroy_v10000
     pub fn cuGraphDestroy(graph: CUgraph) -> CuResult;
+    /// cudaTypedefs.h: PFN_cuEventCreate_v2000
     pub fn cuEventCreate(event: *mut CUevent, flags: c_uint) -> CuResult;
+    /// cudaTypedefs.h: PFN_cuEventDestroy_v4000
     pub fn cuEventDestroy_v2(event: CUevent) -> CuResult;
+    /// cudaTypedefs.h: PFN_cuEventRecord_v2000
     pub fn cuEventRecord(event: CUevent, stream: CUstream) -> CuResult;
+    /// cudaTypedefs.h: PFN_cuEventSynchronize_v2000
     pub fn cuEventSynchronize(event: CUevent) -> CuResult;
+    /// cudaTypedefs.h: PFN_cuEventElapsedTime_v2000
     pub fn cuEventElapsedTime(ms: *mut f32, start: CUevent, end: CUevent) -> CuResult;
+    /// cudaTypedefs.h: PFN_cuModuleLoadData_v2000
     pub fn cuModuleLoadData(module: *mut CUmodule, image: *const c_void) -> CuResult;
     /// CUDA 6.5's entry point, which CUDA 13's `cuda.h` names `cuLinkCreate`.
+    /// cudaTypedefs.h: PFN_cuLinkCreate_v6050
     pub fn cuLinkCreate_v2(
         num_options: c_uint,
         options: *mut CUjit_option,
@@ -226,6 +317,7 @@ extern "C" {
         state: *mut CUlinkState,
     ) -> CuResult;
     /// CUDA 6.5's entry point, which CUDA 13's `cuda.h` names `cuLinkAddData`.
+    /// cudaTypedefs.h: PFN_cuLinkAddData_v6050
     #[allow(clippy::too_many_arguments)]
     pub fn cuLinkAddData_v2(
         state: CUlinkState,
@@ -237,14 +329,20 @@ extern "C" {
         options: *mut CUjit_option,
         option_values: *mut *mut c_void,
     ) -> CuResult;
+    /// cudaTypedefs.h: PFN_cuLinkComplete_v5050
     pub fn cuLinkComplete(state: CUlinkState, cubin: *mut *mut c_void, size: *mut usize) -> CuResult;
+    /// cudaTypedefs.h: PFN_cuLinkDestroy_v5050
     pub fn cuLinkDestroy(state: CUlinkState) -> CuResult;
+    /// cudaTypedefs.h: PFN_cuModuleUnload_v2000
     pub fn cuModuleUnload(module: CUmodule) -> CuResult;
+    /// cudaTypedefs.h: PFN_cuModuleGetFunction_v2000
     pub fn cuModuleGetFunction(function: *mut CUfunction, module: CUmodule, name: *const c_char) -> CuResult;
     /// CUDA 12.4 and later: the offset and size of a kernel's parameter `index`, or
     /// CUDA_ERROR_INVALID_VALUE past the last.
+    /// cudaTypedefs.h: PFN_cuFuncGetParamInfo_v12040
     pub fn cuFuncGetParamInfo(function: CUfunction, index: usize, offset: *mut usize, size: *mut usize) -> CuResult;
     #[allow(clippy::too_many_arguments)]
+    /// cudaTypedefs.h: PFN_cuLaunchKernel_v4000
     pub fn cuLaunchKernel(
         function: CUfunction,
         grid_x: c_uint,
@@ -271,6 +369,7 @@ pub fn driver_version() -> Result<c_int, String> {
 }
 
 /// The CUDA version `cuMemcpyBatchAsync` came with: 12.8.
+/// cudaTypedefs.h: PFN_cuMemcpyBatchAsync_v12080
 pub const BATCH_VERSION: c_int = 12080;
 
 /// The driver's `cuMemcpyBatchAsync` (the CUDA 12.8 form: [`PFN_cuMemcpyBatchAsync_v12080`]), looked
@@ -316,6 +415,7 @@ pub fn memcpy_batch() -> Result<PFN_cuMemcpyBatchAsync_v12080, String> {
 }
 
 /// The CUDA version `cuFuncGetParamCount` came with: 13.2.
+/// newer than these headers: CUDA 13.2
 pub const PARAM_COUNT_VERSION: c_int = 13020;
 
 /// The driver's `cuFuncGetParamCount` ([`PFN_cuFuncGetParamCount_v13020`]), looked up once; or why this
@@ -395,10 +495,10 @@ impl DriverError {
         error_name(self.code)
     }
 
-    /// Whether the code says this machine has no usable GPU (no device, the link-only stub, a driver
-    /// too old), rather than that a GPU failed.
+    /// Whether the code says this machine has no usable GPU (no device, or the link-only stub), rather
+    /// than that a GPU failed.
     pub fn means_no_gpu(&self) -> bool {
-        matches!(self.code, ERROR_NO_DEVICE | ERROR_STUB_LIBRARY | ERROR_INSUFFICIENT_DRIVER)
+        matches!(self.code, ERROR_NO_DEVICE | ERROR_STUB_LIBRARY)
     }
 }
 

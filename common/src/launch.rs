@@ -295,11 +295,11 @@ impl Kernel {
         let mut size = self.param_bytes as usize;
         debug_assert!(params.len() >= size);
         let mut extra = [
-            ffi::CU_LAUNCH_PARAM_BUFFER_POINTER as *mut std::ffi::c_void,
+            ffi::CU_LAUNCH_PARAM_BUFFER_POINTER,
             params.as_mut_ptr().cast(),
-            ffi::CU_LAUNCH_PARAM_BUFFER_SIZE as *mut std::ffi::c_void,
+            ffi::CU_LAUNCH_PARAM_BUFFER_SIZE,
             (&mut size as *mut usize).cast(),
-            ffi::CU_LAUNCH_PARAM_END as *mut std::ffi::c_void,
+            ffi::CU_LAUNCH_PARAM_END,
         ];
         let extra = if size == 0 { std::ptr::null_mut() } else { extra.as_mut_ptr() };
         // SAFETY: as the caller promises; `extra` lists a buffer of `size` bytes and its size, as

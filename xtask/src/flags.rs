@@ -15,13 +15,17 @@ pub struct Xtask {
 pub enum Task {
     /// Install nvcc 13.0 from PyPI where no nvcc is found (the build does not need it; some tasks do)
     Setup,
-    /// The test command: check the committed PTX, then run every test (the GPU tests where a driver is found)
+    /// The test command: check the committed files and common's driver declarations, then run every test (the
+    /// GPU tests where a driver is found)
     Test(TestFlags),
     /// Say what was found (C compiler, Python, PyPI, driver, GPU, nvcc, nsys, compute-sanitizer); fail if
     /// something needed is missing
     Doctor,
     /// Remake the committed files: the PTX of every .cu with nvcc 13.0, common/libcuda/stub.c from common's ffi.rs
     Generate,
+    /// Check every declaration of common/src/ffi.rs (entry points, types, structs, constants) against CUDA 13's
+    /// cuda.h and cudaTypedefs.h, with the C compiler and -Werror (part of `test`)
+    CheckFfi,
     /// CI's checks beyond the test command: the MSRV build, the build against an installed CUDA toolkit,
     /// and the README's first command, from a clean clone
     Ci(CiFlags),

@@ -13,7 +13,7 @@ use std::{fs, path::PathBuf};
 
 use anyhow::{bail, Context as _};
 
-use crate::{setup, tools};
+use crate::{decls, setup, tools};
 
 /// CUDA_ERROR_STUB_LIBRARY: what every entry point of the stub returns, as NVIDIA's own stub does.
 const STUB_RESULT: u32 = 34;
@@ -100,18 +100,12 @@ fn ptx() -> anyhow::Result<Vec<Generated>> {
 /// C source defining every `cu*` entry point that `common/src/ffi.rs` declares, each returning
 /// CUDA_ERROR_STUB_LIBRARY, like the toolkit's `lib64/stubs/libcuda.so`.
 pub fn stub_source() -> anyhow::Result<String> {
-    let ffi = tools::root().join("common/src/ffi.rs");
-    let text = fs::read_to_string(&ffi).with_context(|| format!("reading {}", ffi.display()))?;
-    let mut names: Vec<&str> = text
-        .lines()
-        .filter_map(|l| l.trim_start().strip_prefix("pub fn "))
-        .filter_map(|l| l.split('(').next())
-        .filter(|n| n.starts_with("cu"))
-        .collect();
+    let decls = decls::read()?;
+    let mut names: Vec<&str> = decls.funcs.iter().map(|f| f.symbol.as_str()).collect();
     names.sort_unstable();
     names.dedup();
     if names.len() < 20 {
-        bail!("found only {} driver entry points in {}", names.len(), ffi.display());
+        bail!("found only {} driver entry points in {}", names.len(), decls::FFI_RS);
     }
     let mut src = format!(
         "/* A link-only libcuda: every entry point common/src/ffi.rs declares, each returning\n \

@@ -3,8 +3,10 @@
 
 mod bench_report;
 mod bundle;
+mod check_ffi;
 mod ci;
 mod compare;
+mod decls;
 mod doctor;
 mod flags;
 mod generate;
@@ -33,6 +35,7 @@ fn main() -> ExitCode {
         flags::Task::Test(f) => test::run(f),
         flags::Task::Doctor => doctor::run(),
         flags::Task::Generate => generate::run(),
+        flags::Task::CheckFfi => check_ffi::run(),
         flags::Task::Ci(f) => ci::run(f),
         flags::Task::Kernels(f) => kernels::run(f),
         flags::Task::Profile(f) => profile::run(f),

@@ -1,6 +1,7 @@
 //! Provisions what the build does not need but some tasks do, into the target directory: nvcc 13.0
 //! from PyPI (matching the 580 driver: a newer nvcc emits PTX that driver rejects) where no nvcc is
-//! found, for `cargo xtask kernels`, `cargo xtask generate` and the check of the committed PTX; and
+//! found, for `cargo xtask kernels`, `cargo xtask generate`, the check of the committed PTX and
+//! `cargo xtask check-ffi` (nvidia-cuda-runtime brings the `cuda.h` and `cudaTypedefs.h` it reads); and
 //! libclang for builds with the `nvtx` feature. The build itself needs neither: without nvcc it uses
 //! the committed PTX, and common/build.rs makes the libcuda it links against.
 

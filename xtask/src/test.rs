@@ -1,5 +1,6 @@
 //! The README's test command: check the committed PTX and libcuda stub against the tools (installing
-//! nvcc 13.0 from PyPI where it is missing), build the lessons, and run every test. The GPU tests are
+//! nvcc 13.0 from PyPI where it is missing) and common's driver declarations against CUDA 13's headers
+//! beside it (`check_ffi`), build the lessons, and run every test. The GPU tests are
 //! `#[ignore]`d, so that a machine without a GPU reports them as ignored rather than passed; where an
 //! NVIDIA driver is found they run too. The differential test of common's PTX reading against ptxas
 //! is `#[ignore]`d too (it needs ptxas), and run here on every run, with the ptxas, nvlink and
@@ -10,13 +11,14 @@ use std::{fs, process::Command};
 
 use anyhow::{bail, Context as _};
 
-use crate::{flags::TestFlags, generate, setup, tools};
+use crate::{check_ffi, flags::TestFlags, generate, setup, tools};
 
 pub fn run(flags: TestFlags) -> anyhow::Result<()> {
     if tools::in_bundle() {
         return run_bundled(&flags.args);
     }
     generate::check()?;
+    check_ffi::run()?;
     let ptxas = setup::ptxas_13()?;
     let tools_env: Vec<(&str, std::path::PathBuf)> =
         [("PTXAS", Some(ptxas.clone())), ("CUOBJDUMP", setup::cuobjdump(&ptxas))]
