@@ -306,8 +306,14 @@ extern "C" {
     pub fn cuEventSynchronize(event: CUevent) -> CuResult;
     /// cudaTypedefs.h: PFN_cuEventElapsedTime_v2000
     pub fn cuEventElapsedTime(ms: *mut f32, start: CUevent, end: CUevent) -> CuResult;
-    /// cudaTypedefs.h: PFN_cuModuleLoadData_v2000
-    pub fn cuModuleLoadData(module: *mut CUmodule, image: *const c_void) -> CuResult;
+    /// cudaTypedefs.h: PFN_cuModuleLoadDataEx_v2010
+    pub fn cuModuleLoadDataEx(
+        module: *mut CUmodule,
+        image: *const c_void,
+        num_options: c_uint,
+        options: *mut CUjit_option,
+        option_values: *mut *mut c_void,
+    ) -> CuResult;
     /// CUDA 6.5's entry point, which CUDA 13's `cuda.h` names `cuLinkCreate`.
     /// cudaTypedefs.h: PFN_cuLinkCreate_v6050
     pub fn cuLinkCreate_v2(

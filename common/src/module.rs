@@ -100,10 +100,7 @@ impl Module {
         let text = CString::new(ptx).with_context(|| format!("{what} has a NUL byte"))?;
         ctx.make_current()?;
         let cubin = jit_link(&text, what)?;
-        let mut raw = std::ptr::null_mut();
-        // SAFETY: a NUL-terminated PTX image and a valid out-pointer; the context is current. Loading only
-        // compiles and places the code; nothing runs until a launch.
-        check(unsafe { ffi::cuModuleLoadData(&mut raw, text.as_ptr().cast()) }, || format!("loading {what}"))?;
+        let raw = load_whole(&text, what)?;
         let loaded = Arc::new(Loaded { raw, ctx: ctx.clone() });
         let layouts = cubin::kernels(bytes(&cubin));
         let prototypes = prototypes.map(|(from, source)| (from, prototype::kernels(source)));
@@ -177,25 +174,15 @@ fn bytes(image: &[u64]) -> &[u8] {
 /// The cubin the driver's JIT linker makes of `ptx` for the current context's GPU (8-byte aligned,
 /// padded with zeros), or the driver's error with its log.
 fn jit_link(ptx: &CStr, what: &str) -> anyhow::Result<Vec<u64>> {
-    const LOG_BYTES: usize = 16 << 10;
-    let mut log = vec![0u8; LOG_BYTES];
-    let mut options = [ffi::CU_JIT_ERROR_LOG_BUFFER, ffi::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES];
-    // The size is passed by value in the pointer's place, as cuda.h documents; the driver writes back
-    // how much of the log it filled there, so `values` lives as long as the link state.
-    let mut values: [*mut c_void; 2] = [log.as_mut_ptr().cast(), LOG_BYTES as c_uint as usize as *mut c_void];
+    let mut jit = JitLog::new();
     let mut state = std::ptr::null_mut();
-    // SAFETY: two options with their values (a buffer of LOG_BYTES bytes and its size), which outlive the
-    // state (dropped after `link` below), and a valid out-pointer; the context is current.
-    check(unsafe { ffi::cuLinkCreate_v2(2, options.as_mut_ptr(), values.as_mut_ptr(), &mut state) }, || {
+    // SAFETY: two options with their values (a buffer and its size), which outlive the state (dropped
+    // after `link` below), and a valid out-pointer; the context is current.
+    check(unsafe { ffi::cuLinkCreate_v2(2, jit.options.as_mut_ptr(), jit.values.as_mut_ptr(), &mut state) }, || {
         format!("JIT-compiling {what}: starting the driver's linker")
     })?;
     let link = LinkState(state);
-    let failed = |code, doing: &str, log: &[u8]| {
-        let log = String::from_utf8_lossy(&log[..log.iter().position(|&c| c == 0).unwrap_or(log.len())]).into_owned();
-        let log: Vec<&str> = log.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
-        let said = if log.is_empty() { String::new() } else { format!(" (the driver says: {})", log.join("; ")) };
-        anyhow::Error::from(ffi::DriverError { code, doing: format!("JIT-compiling {what}: {doing}{said}") })
-    };
+    let failed = |code, doing: &str| jit.error(code, format!("JIT-compiling {what}: {doing}"));
     let input = ptx.to_bytes_with_nul();
     let name = CString::new(what).unwrap_or_else(|_| c"the PTX".into());
     // SAFETY: the NUL-terminated PTX and its length with the NUL, a NUL-terminated name, no options; the
@@ -213,13 +200,13 @@ fn jit_link(ptx: &CStr, what: &str) -> anyhow::Result<Vec<u64>> {
         )
     };
     if code != ffi::SUCCESS {
-        return Err(failed(code, "compiling the PTX", &log));
+        return Err(failed(code, "compiling the PTX"));
     }
     let (mut image, mut size) = (std::ptr::null_mut(), 0usize);
     // SAFETY: a link state with its input added, and two valid out-pointers.
     let code = unsafe { ffi::cuLinkComplete(link.0, &mut image, &mut size) };
     if code != ffi::SUCCESS {
-        return Err(failed(code, "linking", &log));
+        return Err(failed(code, "linking"));
     }
     if image.is_null() || size == 0 {
         bail!("JIT-compiling {what}: the driver's linker made an empty cubin");
@@ -230,6 +217,55 @@ fn jit_link(ptx: &CStr, what: &str) -> anyhow::Result<Vec<u64>> {
     unsafe { std::ptr::copy_nonoverlapping(image as *const u8, cubin.as_mut_ptr().cast::<u8>(), size) };
     drop(link);
     Ok(cubin)
+}
+
+/// A buffer for the JIT's error log, and the options that hand it to the driver: `cuLinkCreate`'s and
+/// `cuModuleLoadDataEx`'s. The size goes by value in the pointer's place, as cuda.h documents; the
+/// driver writes back how much of the log it filled there.
+struct JitLog {
+    log: Vec<u8>,
+    options: [ffi::CUjit_option; 2],
+    values: [*mut c_void; 2],
+}
+
+impl JitLog {
+    const BYTES: usize = 16 << 10;
+
+    fn new() -> Box<JitLog> {
+        let mut j = Box::new(JitLog {
+            log: vec![0u8; Self::BYTES],
+            options: [ffi::CU_JIT_ERROR_LOG_BUFFER, ffi::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES],
+            values: [std::ptr::null_mut(); 2],
+        });
+        j.values = [j.log.as_mut_ptr().cast(), Self::BYTES as c_uint as usize as *mut c_void];
+        j
+    }
+
+    /// The driver's failure `code` at `doing`, with what its log says.
+    fn error(&self, code: ffi::CuResult, doing: String) -> anyhow::Error {
+        let log = &self.log[..self.log.iter().position(|&c| c == 0).unwrap_or(self.log.len())];
+        let log = String::from_utf8_lossy(log).into_owned();
+        let log: Vec<&str> = log.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+        let said = if log.is_empty() { String::new() } else { format!(" (the driver says: {})", log.join("; ")) };
+        anyhow::Error::from(ffi::DriverError { code, doing: format!("{doing}{said}") })
+    }
+}
+
+/// Loads `ptx` as a module (`cuModuleLoadDataEx`, the driver compiling it as one whole program), with
+/// the JIT's error log in the message where it fails. The context is current.
+fn load_whole(ptx: &CStr, what: &str) -> anyhow::Result<ffi::CUmodule> {
+    let mut jit = JitLog::new();
+    let mut raw = std::ptr::null_mut();
+    // SAFETY: a NUL-terminated PTX image, two options with their values (a buffer and its size, alive
+    // for the call) and a valid out-pointer; the context is current. Loading only compiles and places
+    // the code; nothing runs until a launch.
+    let code = unsafe {
+        ffi::cuModuleLoadDataEx(&mut raw, ptx.as_ptr().cast(), 2, jit.options.as_mut_ptr(), jit.values.as_mut_ptr())
+    };
+    match code {
+        ffi::SUCCESS => Ok(raw),
+        code => Err(jit.error(code, format!("loading {what}"))),
+    }
 }
 
 /// A JIT linker invocation, destroyed on drop.

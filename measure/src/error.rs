@@ -109,7 +109,7 @@ impl ErrorKind {
 }
 
 /// The driver's results that mean there is no usable GPU, rather than a failure of one.
-const NO_GPU_ERRORS: [&str; 3] = ["CUDA_ERROR_NO_DEVICE", "CUDA_ERROR_STUB_LIBRARY", "CUDA_ERROR_INSUFFICIENT_DRIVER"];
+const NO_GPU_ERRORS: [&str; 2] = ["CUDA_ERROR_NO_DEVICE", "CUDA_ERROR_STUB_LIBRARY"];
 
 /// How `device::driver_init` begins each of its messages for a machine without a usable GPU.
 const NO_GPU_MESSAGES: [&str; 4] = [
