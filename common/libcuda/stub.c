@@ -52,7 +52,7 @@ int cuMemcpyHtoD_v2(void) { return 34; }
 int cuMemsetD32Async(void) { return 34; }
 int cuMemsetD8_v2(void) { return 34; }
 int cuModuleGetFunction(void) { return 34; }
-int cuModuleLoadData(void) { return 34; }
+int cuModuleLoadDataEx(void) { return 34; }
 int cuModuleUnload(void) { return 34; }
 int cuStreamBeginCapture_v2(void) { return 34; }
 int cuStreamCreate(void) { return 34; }
