@@ -478,7 +478,7 @@ pub(crate) struct Book {
     /// What each fence knew: `streams` numbers a fence.
     fence_clocks: Vec<u64>,
     /// Per stream, its fences in the order recorded (so by sequence number).
-    by_stream: Vec<Vec<u32>>,
+    by_stream: Vec<Vec<(u64, u32)>>,
     /// Every operation queued, for the words of a message and the observer.
     pub ops: Vec<OpInfo>,
     pub waits: Waits,
@@ -547,8 +547,13 @@ impl Book {
     /// The first fence on stream `k` recorded after its operation `seq`, if any.
     pub fn fence_after(&self, k: usize, seq: u64) -> Option<usize> {
         let list = &self.by_stream[k];
-        let at = list.partition_point(|&f| self.fences[f as usize].seq < seq);
-        list.get(at).map(|&f| f as usize)
+        // Most often the fence wanted is the last (recorded right after the operation): no search.
+        let at = match list.as_slice() {
+            [.., (before, _), (last, _)] if *before < seq && *last >= seq => list.len() - 1,
+            [(only, _)] if *only >= seq => 0,
+            _ => list.partition_point(|&(s, _)| s < seq),
+        };
+        list.get(at).map(|&(_, f)| f as usize)
     }
 
     /// Notes a fence recorded on stream `k` now: its index.
@@ -556,7 +561,7 @@ impl Book {
         let index = self.fences.len();
         self.fences.push(Fence { stream: k as u32, seq: self.clocks.seq(k) });
         self.clocks.snapshot_into(k, &mut self.fence_clocks);
-        self.by_stream[k].push(index as u32);
+        self.by_stream[k].push((self.clocks.seq(k), index as u32));
         index
     }
 

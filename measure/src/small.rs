@@ -407,16 +407,27 @@ fn packed_round_trip(
         }
     };
     let result = rayon::in_place_scope(|pool| {
-        for _ in 0..helpers {
-            let (tx, claims, pack_one) = (tx.clone(), &claims, &pack_one);
-            pool.spawn(move |_| {
-                while let Some(claimed) = claims.claim() {
-                    let _ = tx.send(pack_one(claimed));
+        // One task wakes the rest, so that this thread pays for waking one sleeping thread, not each.
+        let (claims, pack_one) = (&claims, &pack_one);
+        let pack_all = move |tx: std::sync::mpsc::Sender<_>| {
+            while let Some(claimed) = claims.claim() {
+                let _ = tx.send(pack_one(claimed));
+            }
+        };
+        if helpers > 0 {
+            pool.spawn(move |pool| {
+                for _ in 1..helpers {
+                    let tx = tx.clone();
+                    pool.spawn(move |_| pack_all(tx));
                 }
+                pack_all(tx)
             });
+        } else {
+            drop(tx);
         }
-        drop(tx);
+        mark("spawned");
         gpu.timed(s0, |s| {
+            mark("scope started");
             let (packed, arena, st) = (s.device(d_packed).slice(0..l.packed_len), s.device(d_arena), s.stream(0));
             let table = s.device(d_tables).slice(table).read_only();
             let mut packed_pieces: Vec<Option<&mut [u8]>> = (0..pieces.len()).map(|_| None).collect();
@@ -453,12 +464,18 @@ fn packed_round_trip(
                 |(p, region, to): (usize, &[u8], Vec<&mut [u8]>)| unpack(l, &pieces[p], region, to, bounds[p].start);
             // The helpers wake while the GPU works, and wait for pieces to land.
             rayon::in_place_scope(|pool| {
-                for _ in 0..helpers {
-                    let (landed, unpack_one) = (&landed, &unpack_one);
-                    pool.spawn(move |_| {
-                        while let Some(job) = landed.take(true) {
-                            unpack_one(job);
+                let (landed, unpack_one) = (&landed, &unpack_one);
+                let unpack_all = move || {
+                    while let Some(job) = landed.take(true) {
+                        unpack_one(job);
+                    }
+                };
+                if helpers > 0 {
+                    pool.spawn(move |pool| {
+                        for _ in 1..helpers {
+                            pool.spawn(move |_| unpack_all());
                         }
+                        unpack_all()
                     });
                 }
                 let waited = landings.into_iter().zip(outs).enumerate().try_for_each(|(p, (landing, to))| {
