@@ -277,7 +277,7 @@ fn generated_kernels_load_through_the_drivers_jit_linker() {
     let (gpu, _lock) = gpu();
     let (mut accepted, mut refused, mut unloaded) = (0, 0, Vec::new());
     for i in 0..8 {
-        let file = support::ptxgen::file(24, i, 24);
+        let file = support::ptxgen::file_for_the_driver(24, i, 24);
         let module = match gpu.load_ptx(&file.ptx) {
             Ok(m) => m,
             Err(e) => {

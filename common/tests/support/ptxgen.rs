@@ -303,6 +303,17 @@ fn body(r: &mut Rng, names: &[String]) -> String {
 
 /// Generated file `index` of `seed`: `count` kernels, and what lies between them.
 pub fn file(seed: u64, index: u64, count: usize) -> File {
+    file_with(seed, index, count, true)
+}
+
+/// The same, with plain blanks in the header's three directives: the driver's JIT refuses a module whose
+/// `.version`, `.target` or `.address_size` has a comment before its value (`CUDA_ERROR_INVALID_IMAGE`,
+/// with nothing in its log, on the 580 driver), which ptxas compiles.
+pub fn file_for_the_driver(seed: u64, index: u64, count: usize) -> File {
+    file_with(seed, index, count, false)
+}
+
+fn file_with(seed: u64, index: u64, count: usize, comments_in_header: bool) -> File {
     let mut r = Rng::new(seed ^ index.wrapping_mul(0x2545_F491_4F6C_DD1D));
     let target = if r.chance(20) { "sm_75" } else { "sm_90" };
     let mut ptx = String::new();
@@ -311,6 +322,10 @@ pub fn file(seed: u64, index: u64, count: usize) -> File {
     }
     // ptxas looks for `.version` and a blank before it reads the file: no comment there.
     let (a, b, c) = (r.pick(&[" ", "\t", "  "]).to_string(), ws(&mut r), ws(&mut r));
+    let (b, c) = match comments_in_header {
+        true => (b, c),
+        false => (" ".to_string(), "\t".to_string()),
+    };
     ptx += &format!(".version{a}9.0\n.target{b}{target}\n.address_size{c}64\n");
     let mut names: Vec<String> = Vec::new();
     let mut kernels = Vec::new();
