@@ -6,6 +6,7 @@ mod bundle;
 mod ci;
 mod compare;
 mod doctor;
+mod drift;
 mod flags;
 mod generate;
 mod kernels;
@@ -38,7 +39,7 @@ fn main() -> ExitCode {
         flags::Task::Profile(f) => profile::run(f),
         flags::Task::Sanitize(f) => sanitize::run(f),
         flags::Task::BenchReport(f) => bench_report::run(f),
-        flags::Task::Compare(f) => compare::run(f),
+        flags::Task::Compare(f) => return compare::main(f),
         flags::Task::Bundle(f) => bundle::run(f),
     };
     match result {
