@@ -399,6 +399,11 @@ fn limits(suite: &Suite) {
         c.dedup();
         c
     };
+    eprintln!(
+        "limits: the kernel's calibration, the copy engines and device memory, then the pipeline's bound at {} \
+         chunk counts",
+        chunks.len()
+    );
     write_limits(&gpu, &kernels, n, work(&gpu, &kernels, n), &chunks);
 }
 
