@@ -16,7 +16,7 @@ use common::Gpu;
 use kernels::{cpu, Kernels};
 use measure::{
     args::{parse_count, RunArgs},
-    report::{fmt_count, fmt_ms, Output, Table},
+    report::{fmt_count, fmt_ms, Figure, Output, Table},
     timeline::phase,
     timing::{measure, Stats},
     verify::{self, input},
@@ -145,7 +145,7 @@ fn async_memcpy(args: &Args, out: &Output) -> anyhow::Result<()> {
     report(out, n, iters, r, &versions);
     for v in &versions {
         out.figure(format!("{}: GPU time", v.version), &v.gpu); // named for `cargo xtask compare`
-        out.figure(format!("{}: host in the calls", v.version), &v.host_in_calls);
+        out.add(Figure::new(format!("{}: host in the calls", v.version), &v.host_in_calls).on_host());
     }
 
     // One more asynchronous run, whose reference elements computed meanwhile are used for the check.

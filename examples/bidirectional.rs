@@ -13,7 +13,7 @@ use clap::Parser;
 use measure::{
     args::{parse_bytes, parse_gbps, size_sweep, RunArgs},
     pipeline::{CopyBuffers, CopyTimes},
-    report::{fmt_bytes, Output, Table},
+    report::{fmt_bytes, Figure, Output, Table},
     timeline::phase,
 };
 
@@ -61,6 +61,9 @@ fn bidirectional(args: &Args, out: &Output) -> anyhow::Result<()> {
             format!("{:.2}", 2.0 * b),
             format!("{:.2}x", 2.0 * b / h.max(d)),
         ]);
+        for (series, stats) in [("H2D alone", &c.h2d), ("D2H alone", &c.d2h), ("both at once", &c.both)] {
+            out.add(Figure::sized(series, bytes, stats)); // `both at once 1 GiB`, for `cargo xtask compare`
+        }
         rows.push(c);
     }
     out.table(&t);

@@ -19,7 +19,7 @@ use common::{DeviceBuffer, HostAlloc, Scope};
 use kernels::{cpu, Kernels};
 use measure::{
     args::{parse_bytes, parse_positive_u32, RunArgs},
-    report::{fmt_bytes, Output, Table},
+    report::{fmt_bytes, Figure, Output, Table},
     timing::{measure, Stats},
 };
 
@@ -99,6 +99,9 @@ fn latency(args: &Args, out: &Output) -> anyhow::Result<()> {
                 gpu.scope(&streams, |s| one_copy(s, h2d, host, &mut d_small))?; // queue it, wait for it
                 Ok(t.elapsed().as_secs_f64() * 1e3)
             })?;
+            let name = format!("{memory} {direction} {}", fmt_bytes(len)); // for `cargo xtask compare`
+            out.add(Figure::new(format!("{name} / gpu"), &gpu_time).transfers(len));
+            out.add(Figure::new(format!("{name} / caller waits"), &host_time).on_host().transfers(len));
             copies.push(CopyLatency { memory, direction, bytes: len, gpu: gpu_time, host: host_time });
         }
     }
@@ -133,6 +136,8 @@ fn latency(args: &Args, out: &Output) -> anyhow::Result<()> {
             anyhow::bail!("the chase in {memory} memory ended at link {}, the CPU's at {start}", end[0]);
         }
         let ns_per_read = (launch.median_ms - half_launch.median_ms) * 1e6 / (n - n / 2) as f64;
+        out.add(Figure::new(format!("{memory} memory, chase of {n} reads / gpu"), &launch));
+        out.add(Figure::new(format!("{memory} memory, chase of {} reads / gpu", n / 2), &half_launch));
         reads.push(ReadLatency { memory, accesses: n, launch, half_launch, ns_per_read });
     }
 

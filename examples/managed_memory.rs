@@ -26,7 +26,7 @@ use kernels::Kernels;
 use measure::{
     args::{parse_bytes, parse_count, size_sweep, RunArgs, WorkArgs},
     error::bad_args,
-    report::{fmt_bytes, fmt_ms, Output, Table},
+    report::{fmt_bytes, fmt_ms, Figure, Output, Table},
     timeline::phase,
     timing::{gbps, measure_parts, Laps, Repeats, Stats},
     verify::{input, Check},
@@ -163,6 +163,15 @@ fn managed_memory(args: &Args, out: &Output) -> anyhow::Result<()> {
             check.ensure().map_err(|e| e.context(format!("{name} at {}", fmt_bytes(bytes))))?;
             verification.push(check);
             times.push(Times { wall, host_fill, gpu, host_read });
+        }
+        for (name, t) in WAYS.iter().zip(&times) {
+            // `16 MiB / on demand / wall`, for `cargo xtask compare`
+            let figure = |what: &str, s: &Stats| Figure::new(format!("{} / {name} / {what}", fmt_bytes(bytes)), s);
+            let chunk = plan.max_chunk() * 4;
+            out.add(figure("wall", &t.wall).on_host().transfers(chunk));
+            out.add(figure("host fill", &t.host_fill).on_host());
+            out.add(figure("gpu", &t.gpu).transfers(chunk));
+            out.add(figure("host read", &t.host_read).on_host());
         }
         let [on_demand, prefetched, explicit]: [Times; 3] = times.try_into().expect("three ways");
         let fault_cost_us_per_mib =

@@ -16,7 +16,7 @@ use kernels::Kernels;
 use measure::{
     args::{PipelineArgs, RunArgs, WorkArgs},
     bound::{Measured, Report, Steps},
-    report::{fmt_bytes, fmt_ms, Output, Table},
+    report::{fmt_bytes, fmt_ms, Figure, Output, Table},
     timeline::phase,
     timing::measure,
     verify::input,
@@ -88,6 +88,11 @@ fn sweep(args: &Args, out: &Output) -> anyhow::Result<()> {
         let named: Vec<Measured> =
             runs.iter().map(|(name, t, k)| Measured::on_streams(name.as_str(), *t, *k)).collect();
         let report = Report::measure(gpu, &kernels, &plan, Steps::InPlace(work), (&h_input, &mut h_output), r, &named)?;
+        for run in &report.runs {
+            // `32 chunks / 4 streams` against its bound, for `cargo xtask compare`
+            let figure = Figure::new(format!("{chunks} chunks / {}", run.name), &run.judged.measured);
+            out.add(figure.against(run.judged.bound.ms).depends_on("elements").calibrated("work"));
+        }
         points.push(Point { chunks, report });
     }
     bar.finish();

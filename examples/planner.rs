@@ -24,7 +24,7 @@ use measure::{
     error::bad_args,
     pipeline::{balanced_work, calibrate_process},
     planner::{self, FittedCosts, Prediction, UserPtx},
-    report::{fmt_bytes, fmt_ms, Output, Table},
+    report::{fmt_bytes, fmt_ms, Figure, Output, Table},
     timing::Stats,
     verify::input,
     work::Work,
@@ -177,6 +177,10 @@ fn plan(args: &Args, out: &Output) -> anyhow::Result<()> {
         .zip(achieved)
         .map(|(&(c, k), achieved)| Tried { predicted: costs.predict(bytes, c, k), achieved })
         .collect();
+    for x in &tried {
+        let name = format!("{} chunks on {} streams", x.predicted.chunks, x.predicted.streams); // for xtask compare
+        out.add(Figure::new(name, &x.achieved).transfers(bytes / x.predicted.chunks).depends_on("work"));
+    }
     let checked =
         if user.is_some() { "not checked: your kernel has no CPU twin" } else { "every chunk checked against the CPU" };
     out.say(format!("\nRun (median of up to {} runs; {checked}):", r.repeats));

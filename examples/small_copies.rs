@@ -32,7 +32,7 @@ use measure::{
     args::{parse_bytes, parse_count, RunArgs},
     error::bad_args,
     report::{fmt_bytes, Output},
-    small::{self, Layout, Rig, Set, Way},
+    small::{self, Layout, Rig, Set, SetRun, Way},
     small_plan,
 };
 use serde_json::json;
@@ -101,6 +101,7 @@ fn small_copies(args: &Args, out: &Output) -> anyhow::Result<()> {
         out.say("\nEvery way's round trip (every buffer up and back), wall µs: the model's, then the run's");
         out.table(&plan.table());
         out.say(plan.verdict());
+        plan.run.figures().into_iter().for_each(|f| out.add(f)); // `SET / WAY / wall`, for `cargo xtask compare`
         return out.finish(&json!({ "device": gpu.info, "repeats": r, "plan": plan }));
     }
 
@@ -115,6 +116,7 @@ fn small_copies(args: &Args, out: &Output) -> anyhow::Result<()> {
         bar.done();
     }
     bar.finish();
+    runs.iter().flat_map(SetRun::figures).for_each(|f| out.add(f)); // `1000 x 4 KiB / memcpy each / host`
 
     let (w, reps) = (args.run.warmup, args.run.repeats);
     out.say(format!(

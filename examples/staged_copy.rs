@@ -19,7 +19,7 @@ use clap::Parser;
 use common::To;
 use measure::{
     args::{parse_bytes, parse_elements_bytes, size_sweep, RunArgs},
-    report::{fmt_bytes, Output, Table},
+    report::{fmt_bytes, Figure, Output, Table},
     timeline::phase,
     timing::{gbps, host_ms, measure, Stats},
     verify::{self, input},
@@ -46,6 +46,9 @@ struct Args {
 }
 
 const METHODS: [&str; 5] = ["pageable", "pinned", "pinned in place", "staged", "staging's CPU side alone"];
+/// The methods as their figures are named: what the staged ones copy from said.
+const FIGURES: [&str; 5] =
+    ["pageable", "pinned", "pinned in place", "staged from pageable", "staging's CPU side, pageable"];
 
 fn main() -> ExitCode {
     measure::lesson::run(staged_copy)
@@ -110,6 +113,12 @@ fn staged_copy(args: &Args, out: &Output) -> anyhow::Result<()> {
             time(&mut || stager.download(&d_data, &mut landing[..len]))?,
             time(&mut || stager.host_side_only(&mut landing[..len], To::Host))?,
         ];
+        // Named for `cargo xtask compare`, host clock: `staged from pageable H2D 64 MiB`.
+        for (dir, times) in [("H2D", &up), ("D2H", &down)] {
+            for (method, stats) in FIGURES.iter().zip(times) {
+                out.add(Figure::sized(format!("{method} {dir}"), bytes, stats).on_host());
+            }
+        }
         rows.push((bytes, up, down));
     }
 

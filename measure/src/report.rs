@@ -64,13 +64,38 @@ impl Table {
     }
 }
 
+/// Which clock timed a figure.
+#[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Clock {
+    /// CUDA events around the GPU's work.
+    Gpu,
+    /// The host's clock: the time in the calls, or the caller's wait for the work to finish.
+    Host,
+}
+
 /// A timed figure a lesson reports, named for what it is, as its JSON lists it under `"figures"`.
+///
+/// A name says what was timed, from the most general to the most particular, parts apart with ` / `
+/// where a figure has several (`1000 x 4 KiB / memcpy each / host`: the set, the way, what was timed;
+/// `pinned H2D 4 B / caller waits`); a sweep's names end with the size (`pinned H2D 4 KiB`). `cargo xtask
+/// compare` matches figures by name, and puts each in a kind by its clock, whether it copies pageable
+/// memory (`pageable` in its name), the bytes of each transfer and its time: kinds move by different
+/// amounts from one process to the next.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct Figure {
     /// What it is, in words, one of a kind in its run: `pinned H2D 4 KiB`, `4 streams`.
     pub name: String,
-    /// Its statistics as `timing::Stats` serializes them: `median_ms`, `min_ms`, `max_ms`, `runs`, `cv`.
+    /// Its statistics as `timing::Stats` serializes them: `median_ms`, `min_ms`, `max_ms`, `q3_ms`,
+    /// `runs`, `cv`.
     pub stats: serde_json::Value,
+    /// The clock that timed it.
+    pub clock: Clock,
+    /// The bytes each transfer it times moves (one copy, one buffer of many, a pipeline's chunk), where
+    /// it times transfers: small transfers are ruled by a per-copy cost, which moves more from one
+    /// process to the next than a link's rate.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transfer_bytes: Option<usize>,
     /// The line of figures over sizes it belongs to (`pinned H2D`), and the bytes it moved: a picture
     /// of rates draws it at that size.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -99,6 +124,8 @@ impl Figure {
         Figure {
             name: name.into(),
             stats: serde_json::to_value(stats).unwrap_or_default(),
+            clock: Clock::Gpu,
+            transfer_bytes: None,
             series: None,
             bytes: None,
             best: false,
@@ -117,12 +144,23 @@ impl Figure {
         } else {
             format!("{series} {}", fmt_bytes(bytes))
         };
-        Figure { series: Some(series), bytes: Some(bytes), ..Figure::new(name, stats) }
+        Figure { series: Some(series), bytes: Some(bytes), transfer_bytes: Some(bytes), ..Figure::new(name, stats) }
+    }
+
+    /// Timed on the host's clock.
+    pub fn on_host(self) -> Figure {
+        Figure { clock: Clock::Host, ..self }
+    }
+
+    /// Each transfer it times moves `bytes`.
+    pub fn transfers(self, bytes: usize) -> Figure {
+        Figure { transfer_bytes: Some(bytes), ..self }
     }
 
     /// The best (least) time of several runs, `ms`, such as a bound's part.
     pub fn best(name: impl Into<String>, ms: f64) -> Figure {
-        let stats = serde_json::json!({ "median_ms": ms, "min_ms": ms, "max_ms": ms, "runs": 1, "cv": 0.0 });
+        let stats =
+            serde_json::json!({ "median_ms": ms, "min_ms": ms, "max_ms": ms, "q3_ms": ms, "runs": 1, "cv": 0.0 });
         Figure { best: true, ..Figure::new(name, &stats) }
     }
 
@@ -465,7 +503,7 @@ mod tests {
     }
 
     fn stats(ms: f64) -> crate::timing::Stats {
-        crate::timing::Stats { median_ms: ms, min_ms: ms, max_ms: ms, runs: 10, cv: 0.01 }
+        crate::timing::Stats { median_ms: ms, min_ms: ms, max_ms: ms, q3_ms: ms, runs: 10, cv: 0.01 }
     }
 
     #[test]
@@ -475,9 +513,13 @@ mod tests {
         out.figure("one stream", &stats(16.1));
         out.add(Figure::new("4 streams", &stats(6.0)).against(5.6).depends_on("plan").calibrated("work"));
         out.add(Figure::best("one chunk's upload, best", 0.15));
+        out.add(Figure::new("pinned H2D 4 B / caller waits", &stats(0.009)).on_host().transfers(4));
         let doc = out.document(&serde_json::json!({ "plan": 1 })).unwrap();
         let f = &doc["figures"];
-        assert_eq!(f.as_array().unwrap().len(), 4);
+        assert_eq!(f.as_array().unwrap().len(), 5);
+        assert_eq!((f[0]["clock"].as_str(), f[4]["clock"].as_str()), (Some("gpu"), Some("host")));
+        assert_eq!((f[0].get("transfer_bytes"), f[4]["transfer_bytes"].as_u64()), (None, Some(4)));
+        assert_eq!(f[3]["stats"]["q3_ms"], 0.15, "a best time is its own quartile");
         assert_eq!((f[0]["name"].as_str(), f[0]["stats"]["median_ms"].as_f64()), (Some("one stream"), Some(16.0)));
         assert_eq!(f[0]["stats"], serde_json::to_value(stats(16.0)).unwrap(), "the stats as they serialize");
         assert_eq!(f[1]["name"], "one stream (2)", "names stay one of a kind");
@@ -513,7 +555,8 @@ mod tests {
         let svg = std::fs::read_to_string(&path).unwrap();
         assert!(svg.contains("PCIe link, raw rate per direction: 63.0 GB/s") && svg.contains(">pageable D2H<"));
         let _ = std::fs::remove_file(path);
-        assert_eq!(Figure::sized("zero-copy, one pass", 1 << 20, &stats(1.0)).name, "zero-copy, one pass, 1 MiB");
+        let sized = Figure::sized("zero-copy, one pass", 1 << 20, &stats(1.0));
+        assert_eq!((sized.name.as_str(), sized.transfer_bytes), ("zero-copy, one pass, 1 MiB", Some(1 << 20)));
     }
 
     #[test]

@@ -20,7 +20,7 @@ use kernels::Kernels;
 
 use crate::{
     fit::CopyCost,
-    report::{fmt_bytes, Table},
+    report::{fmt_bytes, Figure, Table},
     timing::{measure_best, measure_parts_within, Repeats, Stats},
 };
 
@@ -677,6 +677,24 @@ impl SetRun {
             .iter()
             .filter(|w| w.name.starts_with(family) && !w.name.ends_with("pageable"))
             .min_by(|a, b| a.wall.median_ms.total_cmp(&b.wall.median_ms))
+    }
+}
+
+impl SetRun {
+    /// Every way's times over the set, named for the JSON document as `SET / WAY / what`:
+    /// `1000 x 4 KiB / memcpy each / wall` (as the caller waits), `... / gpu` (CUDA events), `... / host`
+    /// (the host in the calls). Each transfer moves one buffer: the set's size, or for a set of mixed
+    /// sizes the mean.
+    pub fn figures(&self) -> Vec<Figure> {
+        let each = self.bytes / self.count.max(1);
+        let mut out = Vec::new();
+        for w in &self.ways {
+            let name = |what: &str| format!("{} / {} / {what}", self.set, w.name);
+            out.push(Figure::new(name("wall"), &w.wall).on_host().transfers(each));
+            out.push(Figure::new(name("gpu"), &w.gpu).transfers(each));
+            out.push(Figure::new(name("host"), &w.host).on_host().transfers(each));
+        }
+        out
     }
 }
 
@@ -1394,7 +1412,7 @@ mod tests {
     }
 
     fn stats(ms: f64) -> Stats {
-        Stats { median_ms: ms, min_ms: ms, max_ms: ms, runs: 3, cv: 0.0 }
+        Stats { median_ms: ms, min_ms: ms, max_ms: ms, q3_ms: ms, runs: 3, cv: 0.0 }
     }
 
     /// A made-up run: one memcpy per buffer at 6 µs + size/55 GB/s each way, a batch at 1.5 µs a buffer,
@@ -1463,6 +1481,28 @@ mod tests {
         let notes = beaten(&runs);
         assert!(notes.iter().any(|l| l.starts_with("zero-copy kernel over 10 x 256 B") && l.contains("a reference")));
         assert!(notes.iter().all(|l| !l.starts_with("memcpy each,") && !l.starts_with("packed")), "{notes:?}");
+    }
+
+    #[test]
+    fn every_way_names_its_three_times_by_set_way_and_clock() {
+        let run = made_up(1000, 4096);
+        let figures = run.figures();
+        assert_eq!(figures.len(), 3 * run.ways.len());
+        let names: Vec<&str> = figures.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(
+            names[..3],
+            [
+                "1000 x 4 KiB / memcpy each / wall",
+                "1000 x 4 KiB / memcpy each / gpu",
+                "1000 x 4 KiB / memcpy each / host"
+            ]
+        );
+        assert!(names.contains(&"1000 x 4 KiB / batch, any order, pageable / host"), "{names:?}");
+        use crate::report::Clock;
+        let clocks: Vec<Clock> = figures[..3].iter().map(|f| f.clock).collect();
+        assert_eq!(clocks, [Clock::Host, Clock::Gpu, Clock::Host]);
+        assert!(figures.iter().all(|f| f.transfer_bytes == Some(4096)));
+        assert_eq!(figures[1].stats, serde_json::to_value(run.ways[0].gpu).unwrap());
     }
 
     #[test]

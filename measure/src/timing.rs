@@ -18,6 +18,11 @@ pub struct Stats {
     pub median_ms: f64,
     pub min_ms: f64,
     pub max_ms: f64,
+    /// The third quartile (linear between the runs around it): with `min_ms`, the interval over which
+    /// most runs fell, as nvbench's robust compare takes it (`[min, q3]`: timings spread upwards). Absent
+    /// from runs made before it was recorded.
+    #[serde(default)]
+    pub q3_ms: f64,
     pub runs: usize,
     /// Coefficient of variation: the runs' standard deviation over their mean (0 for one run), as
     /// nvbandwidth reports it: how far apart two runs must be before a difference means something.
@@ -36,13 +41,16 @@ impl Stats {
         v.sort_by(f64::total_cmp);
         let n = v.len();
         let median_ms = if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 };
+        let at = 0.75 * (n - 1) as f64;
+        let (below, frac) = (at.floor() as usize, at.fract());
+        let q3_ms = v[below] + frac * (v[(below + 1).min(n - 1)] - v[below]);
         let mean = v.iter().sum::<f64>() / n as f64;
         let cv = if n > 1 && mean > 0.0 {
             (v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt() / mean
         } else {
             0.0
         };
-        Ok(Stats { median_ms, min_ms: v[0], max_ms: v[n - 1], runs: n, cv })
+        Ok(Stats { median_ms, min_ms: v[0], max_ms: v[n - 1], q3_ms, runs: n, cv })
     }
 
     /// Bandwidth of moving `bytes` in the median time, GB/s (10^9 bytes per second).
@@ -186,8 +194,10 @@ mod tests {
     #[test]
     fn median_of_odd_and_even() {
         let s = Stats::from_samples(&[3.0, 1.0, 2.0]).unwrap();
-        assert_eq!((s.median_ms, s.min_ms, s.max_ms, s.runs), (2.0, 1.0, 3.0, 3));
-        assert_eq!(Stats::from_samples(&[4.0, 1.0, 2.0, 3.0]).unwrap().median_ms, 2.5);
+        assert_eq!((s.median_ms, s.min_ms, s.max_ms, s.runs, s.q3_ms), (2.0, 1.0, 3.0, 3, 2.5));
+        let s = Stats::from_samples(&[4.0, 1.0, 2.0, 3.0]).unwrap();
+        assert_eq!((s.median_ms, s.q3_ms), (2.5, 3.25), "the third quartile lies 3/4 of the way from first to last");
+        assert_eq!(Stats::from_samples(&[5.0]).unwrap().q3_ms, 5.0);
     }
 
     #[test]

@@ -3,6 +3,10 @@
 //! expect to see them: GB/s against transfer size on a log scale, a line per kind of host memory and
 //! direction, the link's raw rate across (`rates.svg` beside criterion's reports). The picture is the
 //! one `pinned_memory --svg` draws, by the same code (`measure/src/report/chart.rs`, std only).
+//!
+//! A run stopped early is reported as far as it got: the benchmark writes its plan
+//! (`gpu-bench-plan.json`) and its limits before any benchmark, so the report says which planned
+//! benchmarks it lacks, and leaves out results of earlier runs still in the folder.
 
 use std::{
     collections::BTreeMap,
@@ -18,7 +22,7 @@ use crate::{flags::BenchReportFlags, tools};
 #[path = "../../measure/src/report/chart.rs"]
 mod chart;
 
-/// One benchmark's result: where it is, its median time, its bytes.
+/// One benchmark's result: where it is, its median time, its bytes, and when it was written.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Result {
     pub group: String,
@@ -26,11 +30,41 @@ pub struct Result {
     pub value: String,
     pub median_ns: f64,
     pub bytes: u64,
+    /// When criterion wrote it, Unix seconds (0 where unknown).
+    pub unix: u64,
 }
 
 impl Result {
     pub fn gbps(&self) -> f64 {
         self.bytes as f64 / self.median_ns
+    }
+
+    /// Its name as criterion and the plan give it: `h2d/pinned/4 KiB`, `buffering/single`.
+    pub fn id(&self) -> String {
+        [self.group.as_str(), &self.function, &self.value]
+            .iter()
+            .filter(|s| !s.is_empty())
+            .copied()
+            .collect::<Vec<_>>()
+            .join("/")
+    }
+}
+
+/// The benchmarks a run planned (`gpu-bench-plan.json`), and when it started.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Plan {
+    pub started_unix: u64,
+    pub benchmarks: Vec<String>,
+    pub full: bool,
+}
+
+impl Plan {
+    pub fn parse(v: &Value) -> Option<Plan> {
+        Some(Plan {
+            started_unix: v["started_unix"].as_u64()?,
+            benchmarks: v["benchmarks"].as_array()?.iter().filter_map(|b| b.as_str().map(String::from)).collect(),
+            full: v["full"].as_bool().unwrap_or(false),
+        })
     }
 }
 
@@ -42,8 +76,19 @@ pub fn run(flags: BenchReportFlags) -> anyhow::Result<()> {
             tools::target_dir().join("criterion")
         }
     });
+    let read_json = |name: &str| -> anyhow::Result<Option<Value>> {
+        let path = dir.join(name);
+        match fs::read_to_string(&path) {
+            Ok(text) => {
+                Ok(Some(serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?))
+            }
+            Err(_) => Ok(None),
+        }
+    };
+    let plan = read_json("gpu-bench-plan.json")?.as_ref().and_then(Plan::parse);
+    let limits = read_json("gpu-limits.json")?;
     let results = read_results(&dir)?;
-    if results.is_empty() {
+    if results.is_empty() && limits.is_none() {
         if tools::real_libcuda().is_none() {
             bail!(
                 "no benchmark results in {}: the benchmarks measure a GPU, and this machine has no NVIDIA driver. \
@@ -54,20 +99,30 @@ pub fn run(flags: BenchReportFlags) -> anyhow::Result<()> {
         }
         bail!("no benchmark results in {}: run `cargo bench` first", dir.display());
     }
-    let limits: Value = serde_json::from_str(
-        &fs::read_to_string(dir.join("gpu-limits.json"))
-            .context("no gpu-limits.json: the benchmark measures it, run `cargo bench`")?,
-    )?;
-    print!("{}", report(&results, &limits));
-    let series = rate_series(&results);
+    print!("{}", report(&results, limits.as_ref(), plan.as_ref()));
+    let (current, _) = this_run(&results, plan.as_ref());
+    let series = rate_series(&current);
     if !series.is_empty() {
+        let none = Value::Null;
+        let limits = limits.as_ref().unwrap_or(&none);
         let name = limits["device"]["name"].as_str().unwrap_or("the GPU");
-        let svg = chart::rate_chart(&format!("Copy rates on {name}, criterion's medians"), &series, &ceilings(&limits));
+        let svg = chart::rate_chart(&format!("Copy rates on {name}, criterion's medians"), &series, &ceilings(limits));
         let path = dir.join("rates.svg");
         fs::write(&path, svg).with_context(|| format!("writing {}", path.display()))?;
         println!("\npicture of the copy rates: {}", path.display());
     }
     Ok(())
+}
+
+/// The results of the run `plan` started (written since it started), and how many are older; all of
+/// them where there is no plan (a run before plans were written).
+pub fn this_run(results: &[Result], plan: Option<&Plan>) -> (Vec<Result>, usize) {
+    let Some(plan) = plan else { return (results.to_vec(), 0) };
+    // A result written in the second the plan was, or after (file times and the clock may differ by a
+    // second).
+    let (current, earlier): (Vec<Result>, Vec<Result>) =
+        results.iter().cloned().partition(|r| r.unix == 0 || r.unix + 1 >= plan.started_unix);
+    (current, earlier.len())
 }
 
 /// The lines of the picture: each kind of host memory in the `h2d` and `d2h` groups, GB/s at each size.
@@ -119,24 +174,97 @@ pub fn read_results(dir: &Path) -> anyhow::Result<Vec<Result>> {
 
 fn read_one(benchmark: &Path) -> Option<Result> {
     let b: Value = serde_json::from_str(&fs::read_to_string(benchmark).ok()?).ok()?;
-    let e: Value = serde_json::from_str(&fs::read_to_string(benchmark.with_file_name("estimates.json")).ok()?).ok()?;
+    let estimates = benchmark.with_file_name("estimates.json");
+    let e: Value = serde_json::from_str(&fs::read_to_string(&estimates).ok()?).ok()?;
     let bytes = b["throughput"]["Bytes"].as_u64().or_else(|| b["throughput"]["BytesDecimal"].as_u64()).unwrap_or(0);
+    let unix = fs::metadata(&estimates)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_secs());
     Some(Result {
         group: b["group_id"].as_str()?.to_string(),
         function: b["function_id"].as_str().unwrap_or("").to_string(),
         value: b["value_str"].as_str().unwrap_or("").to_string(),
         median_ns: e["median"]["point_estimate"].as_f64()?,
         bytes,
+        unix,
     })
 }
 
-/// The report: per copy group and host-memory kind, the best rate against the copy-engine limit;
-/// the device-memory copy against its peak; the pipeline's times against their bounds.
-pub fn report(results: &[Result], limits: &Value) -> String {
+/// What a run stopped early has and lacks: its limits, and the planned benchmarks it did not measure,
+/// by group; lines for the report's top.
+pub fn missing(results: &[Result], limits: Option<&Value>, plan: Option<&Plan>, earlier: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    match limits {
+        None => lines.push(
+            "no gpu-limits.json: no limits to hold the figures against (a run that stopped before measuring them, \
+             or one made before they came first)"
+                .to_string(),
+        ),
+        Some(l) => {
+            let bounds = &l["pipeline"]["bound_ms"];
+            let chunks: Vec<u64> =
+                l["pipeline"]["chunks"].as_array().into_iter().flatten().filter_map(Value::as_u64).collect();
+            let lacking = chunks
+                .iter()
+                .filter(|c| {
+                    let prefix = format!("overlap/{c} chunks/");
+                    bounds.as_object().is_none_or(|b| !b.keys().any(|k| k.starts_with(&prefix)))
+                })
+                .count();
+            if lacking > 0 {
+                lines.push(format!(
+                    "the pipelines' bounds are missing for {lacking} of {} chunk counts: the run stopped while \
+                     measuring them",
+                    chunks.len()
+                ));
+            }
+        }
+    }
+    if earlier > 0 {
+        lines.push(format!("{earlier} results of earlier runs in the folder left out"));
+    }
+    let Some(plan) = plan else { return lines };
+    let have: Vec<String> = results.iter().map(Result::id).collect();
+    let lacking: Vec<&String> = plan.benchmarks.iter().filter(|b| !have.contains(b)).collect();
+    if lacking.is_empty() {
+        return lines;
+    }
+    let mut by_group: BTreeMap<&str, usize> = BTreeMap::new();
+    for b in &lacking {
+        *by_group.entry(b.split('/').next().unwrap_or("")).or_default() += 1;
+    }
+    let groups: Vec<String> = by_group.iter().map(|(g, n)| format!("{g} ({n})")).collect();
+    lines.push(format!(
+        "measured {} of {} planned benchmarks; not measured: {} (the run stopped before them, or a filter left \
+         them out); the first: {}",
+        plan.benchmarks.len() - lacking.len(),
+        plan.benchmarks.len(),
+        groups.join(", "),
+        lacking[0]
+    ));
+    lines
+}
+
+/// The report: what is missing, then per copy group and host-memory kind, the best rate against the
+/// copy-engine limit; the device-memory copy against its peak; the pipeline's times against their
+/// bounds. Results older than `plan`'s run are left out.
+pub fn report(results: &[Result], limits: Option<&Value>, plan: Option<&Plan>) -> String {
+    let (results, earlier) = this_run(results, plan);
+    let results = &results[..];
+    let none = Value::Null;
+    let limits_or_none = limits.unwrap_or(&none);
     let mut s = String::new();
-    let lim = |path: &[&str]| path.iter().fold(limits, |v, k| &v[*k]).as_f64();
-    let name = limits["device"]["name"].as_str().unwrap_or("the GPU");
-    s += &format!("Best figures of this run on {name}, against the limits measured in the same run\n\n");
+    for line in missing(results, limits, plan, earlier) {
+        s += &format!("note: {line}\n");
+    }
+    if results.is_empty() {
+        s += "no benchmark results from this run yet: the limits it measured follow\n";
+    }
+    let lim = |path: &[&str]| path.iter().fold(limits_or_none, |v, k| &v[*k]).as_f64();
+    let name = limits_or_none["device"]["name"].as_str().unwrap_or("the GPU");
+    s += &format!("\nBest figures of this run on {name}, against the limits measured in the same run\n\n");
     s += &format!(
         "{:<8} {:<16} {:>10} {:>10} {:>12} {:>8}\n",
         "group", "host memory", "best GB/s", "at", "limit GB/s", "of limit"
@@ -151,6 +279,11 @@ pub fn report(results: &[Result], limits: &Value) -> String {
             let e = best.entry(&r.function).or_insert(r);
             if r.gbps() > e.gbps() {
                 *e = r;
+            }
+        }
+        if best.is_empty() {
+            if let Some(l) = limit {
+                s += &format!("{group:<8} {:<16} {:>10} {:>10} {l:>12.2} {:>8}\n", "not measured", "-", "-", "-");
             }
         }
         for (kind, r) in best {
@@ -179,8 +312,8 @@ pub fn report(results: &[Result], limits: &Value) -> String {
         );
         for r in overlap {
             let key = format!("overlap/{}/{}", r.function, r.value);
-            let bound = limits["pipeline"]["bound_ms"][&key].as_f64();
-            let limited = limits["pipeline"]["limited_by"][&key].as_str().unwrap_or("-");
+            let bound = limits_or_none["pipeline"]["bound_ms"][&key].as_f64();
+            let limited = limits_or_none["pipeline"]["limited_by"][&key].as_str().unwrap_or("-");
             let ms = r.median_ns / 1e6;
             let (b, eff) = match bound {
                 Some(b) => (format!("{b:.3}"), format!("{:.3}", b / ms)),
@@ -245,12 +378,100 @@ mod tests {
             "device_memory_gbps": { "measured_copy": 4000.0, "peak_from_clocks": 4800.0 },
             "pipeline": { "bound_ms": { "overlap/32 chunks/4 streams": 5.8 }, "limited_by": { "overlap/32 chunks/4 streams": "copies both ways" } },
         });
-        let text = report(&results, &limits);
+        let text = report(&results, Some(&limits), None);
         assert!(text.contains("h2d      pinned                55.00      1 GiB        55.00   100.0%"), "{text}");
         assert!(text.contains("pageable"));
         assert!(text.contains("32 chunks on 4 streams"), "{text}");
         assert!(text.contains("0.967  copies both ways"), "efficiency of 6.0 ms against a 5.8 ms bound: {text}");
         assert!(text.contains("4000 GB/s of a 4800 GB/s peak (83%)"), "{text}");
+        let _ = fs::remove_dir_all(dir);
+    }
+
+    fn limits(bounds: &[&str]) -> Value {
+        let mut l = serde_json::json!({
+            "device": { "name": "Test GPU" },
+            "copy_engine_gbps": { "h2d": 55.0, "d2h": 55.0, "both_total": 94.0 },
+            "device_memory_gbps": { "measured_copy": 4000.0, "peak_from_clocks": 4800.0 },
+            "pipeline": { "bound_ms": {}, "limited_by": {}, "chunks": [32, 128] },
+        });
+        for (i, chunks) in bounds.iter().enumerate() {
+            for k in [1, 2, 4, 8] {
+                let key = format!("overlap/{chunks} chunks/{k} streams");
+                l["pipeline"]["bound_ms"][&key] = (6.0 + i as f64).into();
+                l["pipeline"]["limited_by"][&key] = "copies both ways".into();
+            }
+        }
+        l
+    }
+
+    fn plan(started_unix: u64) -> Plan {
+        let benchmarks = [
+            "h2d/pinned/4 KiB",
+            "h2d/pinned/256 MiB",
+            "d2h/pinned/256 MiB",
+            "overlap/32 chunks/4 streams",
+            "overlap/128 chunks/4 streams",
+            "buffering/single",
+            "zero_copy/mapped/64 KiB",
+        ];
+        Plan { started_unix, benchmarks: benchmarks.map(String::from).into(), full: false }
+    }
+
+    /// A run stopped in the middle of the pipelines: the copies and one overlap run measured, the
+    /// limits written (but the second chunk count's bounds), an earlier run's result still in the folder.
+    #[test]
+    fn a_run_stopped_early_reports_what_it_measured_and_says_what_is_missing() {
+        let dir = std::env::temp_dir().join(format!("bench-report-partial-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        write(&dir, "h2d", "pinned", "256 MiB", 256 << 20, (256 << 20) as f64 / 54.0);
+        write(&dir, "h2d", "pinned", "4 KiB", 4096, 6000.0);
+        write(&dir, "d2h", "pinned", "256 MiB", 256 << 20, (256 << 20) as f64 / 53.0);
+        write(&dir, "overlap", "32 chunks", "4 streams", 1 << 29, 6.2e6);
+        write(&dir, "zero_copy", "mapped", "1 GiB", 2 << 30, 1e8);
+        // The last was written by an earlier run, an hour before this one started.
+        let old = dir.join("zero_copy/mapped/1 GiB/new/estimates.json");
+        let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+        fs::File::options().write(true).open(&old).unwrap().set_modified(hour_ago).unwrap();
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+        let results = read_results(&dir).unwrap();
+        assert_eq!(results.len(), 5);
+        let plan = plan(now - 60);
+        let (current, earlier) = this_run(&results, Some(&plan));
+        assert_eq!((current.len(), earlier), (4, 1));
+        let text = report(&results, Some(&limits(&["32"])), Some(&plan));
+        assert!(text.contains("note: the pipelines' bounds are missing for 1 of 2 chunk counts"), "{text}");
+        assert!(text.contains("note: 1 results of earlier runs in the folder left out"), "{text}");
+        assert!(
+            text.contains(
+                "note: measured 4 of 7 planned benchmarks; not measured: buffering (1), overlap (1), zero_copy (1)"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("the first: overlap/128 chunks/4 streams"), "{text}");
+        assert!(text.contains("h2d      pinned                54.00    256 MiB        55.00    98.2%"), "{text}");
+        assert!(
+            text.contains("32 chunks on 4 streams          6.200      6.000       0.968  copies both ways"),
+            "{text}"
+        );
+        assert!(!text.contains("zero_copy") || !text.contains("1 GiB"), "the earlier run's result is left out: {text}");
+        // Without limits: the figures alone, and why.
+        let text = report(&results, None, Some(&plan));
+        assert!(text.contains("note: no gpu-limits.json: no limits to hold the figures against"), "{text}");
+        assert!(text.contains("h2d      pinned                54.00    256 MiB            -        -"), "{text}");
+        assert!(text.contains("32 chunks on 4 streams          6.200          -           -  -"), "{text}");
+        // Stopped before any benchmark: the limits alone.
+        let text = report(&[], Some(&limits(&[])), Some(&plan));
+        assert!(text.contains("no benchmark results from this run yet"), "{text}");
+        assert!(text.contains("measured 0 of 7 planned benchmarks"), "{text}");
+        assert!(text.contains("h2d      not measured              -          -        55.00        -"), "{text}");
+        assert!(text.contains("4000 GB/s of a 4800 GB/s peak"), "{text}");
+        // Without a plan (a run before plans were written), every result counts and nothing is missing.
+        let text = report(&results, Some(&limits(&["32", "128"])), None);
+        assert!(!text.contains("note:"), "{text}");
+        assert_eq!(Result { value: String::new(), ..results[0].clone() }.id(), "d2h/pinned");
+        let parsed =
+            Plan::parse(&serde_json::json!({ "started_unix": 5, "benchmarks": ["a/b"], "full": true })).unwrap();
+        assert_eq!((parsed.started_unix, parsed.benchmarks, parsed.full), (5, vec!["a/b".to_string()], true));
         let _ = fs::remove_dir_all(dir);
     }
 
@@ -262,6 +483,7 @@ mod tests {
             value: String::new(),
             median_ns: bytes as f64 / gbps,
             bytes,
+            unix: 0,
         };
         let results = [
             r("h2d", "pinned", 1 << 30, 55.0),

@@ -1,71 +1,66 @@
 //! `cargo xtask compare A.json B.json`: which timed figures of two runs of a lesson (`--json`) changed
-//! beyond their noise, by how much, and how sure that is. Keep a run; compare after a driver update, a
-//! BIOS change, a change of your own.
+//! beyond what moves from one process to the next, which way, and which could not be told. Keep a run;
+//! compare after a driver update, a BIOS change, a change of your own. Two folders compare their files
+//! of the same name. It exits 1 when a figure is confirmed slower, so that CI can use it.
 //!
 //! # Which figures
 //!
 //! A lesson names its figures (`"figures": [{"name": "pinned H2D 4 KiB", "stats": {...}}]`, see
-//! `measure::report::Figure`), and figures of the same name are compared. Files without names (older
-//! runs, lessons that name none) are compared figure by figure at the same place in their `result`
-//! (`copies[1][0].d2h`), every `Stats` object there (`median_ms`, `runs`, `cv`).
+//! `measure::report::Figure`), and figures of the same name are compared. A run made before its lesson
+//! named them is named here as the lesson names them now, where this module knows the lesson's old
+//! form ([`learned`]: `small_copies`'s `sets[7].ways[batch, any order].gpu` is `model-like / batch, any
+//! order / gpu`; `latency`'s `copies[0].host` is `pinned H2D 4 B / caller waits`). Other files without
+//! names are compared figure by figure at the same place in their `result`, every `Stats` object there.
 //!
 //! The settings that decide what a run measures (`plan`, `work`, `sizes`, ...) are compared first, and
 //! each difference is named. A figure that depends on a setting that differs measures different work,
 //! and is left out, with one exception: a setting the run *calibrated* (the kernel's rounds, which
 //! `overlap` fits to the copies' time in each run, so that no two default runs have the same kernel).
 //! A figure held against a lower bound measured on its own work in its own run is then compared by its
-//! time over that bound (how near the run came to what its work allows), and figures that do not depend
-//! on the calibration (the copies) as they are. The output says which was done. Files without names mark
-//! nothing, so there every timed figure is taken to depend on `work`, and pipeline runs (`judged`: a
-//! measured time beside its bound) to be compared over their bound.
+//! time over that bound, and figures that do not depend on the calibration (the copies) as they are.
 //!
-//! # The noise model
+//! # The verdict
 //!
-//! A figure is the median of one run's samples. Two runs of the same work on a quiet machine differ in it
-//! for two reasons, which add as variances (relative to the figure):
+//! After nvbench's robust compare (`nvbench-compare-robust`), each run's figure is its median with an
+//! interval, from its fastest run to its third quartile (`min_ms`, `q3_ms`: timings spread upwards; a
+//! run made before the quartile was recorded gives `median + 0.675 cv`, the quartile of a normal spread,
+//! at most its slowest run). What one run cannot show is how far the next process lands: that is the
+//! figure's *drift*, from a table by kind of figure (`crate::drift`: the clock, pageable memory or not,
+//! small or large transfers, the time), fitted from back-to-back runs. Then, with `d` the drift and
+//! `B/A` the ratio of the medians:
 //!
-//! - **its spread within the run**, `cv`, the samples' coefficient of variation. Not divided by √n: the
-//!   samples are taken one after another and are not independent, and short GPU work takes one of two
-//!   times (18 or 28 µs for the same 64 KiB round trip on an H200), between which a median can jump.
-//! - **what changes from one process to the next**, which one run cannot show: where the OS placed its
-//!   memory, the link's and clocks' state, which of those two times short work settles on. It is taken as
-//!   `sqrt(1.5%² + (2.5 µs / t)²)`, `t` the faster of the two runs' times: a relative drift that long
-//!   figures keep, and an absolute one that dominates short ones. 2.5 µs is what lets a pair of runs of
-//!   18 µs work that settled on its two times, 18 and 28 µs, pass as noise (55% against 3 x √2 x
-//!   14%); a 7 µs copy gets ±36% from it, a 1 MiB copy (25 µs) ±10%, a 1 ms pipeline ±1.5%. And it is at
-//!   least the figure's own `cv`: a figure that wobbles within a run is taken to wobble as much between.
+//! - **same**: `B/A` within a factor `1 + d` either way: no more than quiet processes move;
+//! - **slower**: B's median above A's interval widened by the drift (`q3_A (1 + d)`): beyond the drift
+//!   and beyond any run A had;
+//! - **faster**: B's median below `min_A / (1 + d)`;
+//! - **ambiguous**: past the drift, but within A's own runs widened by it: A's runs reached as far, so
+//!   one pair of runs cannot say. Run both again, or give `--baseline` runs.
 //!
-//! The noise of a change is the square root of the sum of both runs' two terms: one standard deviation
-//! of `(B - A) / A` as two quiet runs would give it. A change counts when it exceeds three times its
-//! noise: with normal errors one figure in 370 of two quiet runs would pass that, 0.17 false changes over
-//! `pinned_memory`'s 64 figures. Larger multiples are said in words: 3-5x "likely", 5-10x "very likely",
-//! over 10x "clear". Without baselines, for figures steady within their runs, a change counts from about
-//! 150% at 7 µs, 55% at 20 µs, 12% at 100 µs and 6.5% from a millisecond on: what one pair of runs tells.
+//! A regression is a figure found slower: the command exits 1 when there is one, 0 when every figure
+//! is the same, faster or ambiguous, and 2 when the files could not be compared.
 //!
-//! With `--baseline` runs made as A was, the spread of A's figure over A and those runs is measured, and
-//! replaces the assumed drift (with only one baseline run it can only widen it: two values say little
-//! about a spread); it never falls below what no number of runs resolves, half a percent and the events'
-//! resolution (half a microsecond, 0.15 µs as a standard deviation). That is how to compare microsecond
-//! figures more finely than the assumption allows.
+//! With `--baseline` runs made as A was, the drift of each kind they have figures of is fitted from
+//! them and A, as `--calibrate` fits the shipped table (with a single baseline run it can only widen
+//! it: two runs say little of a spread).
 
-use std::{collections::BTreeSet, path::Path};
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    path::{Path, PathBuf},
+    process::ExitCode,
+};
 
 use anyhow::{bail, Context as _};
 use serde_json::Value;
 
-use crate::flags::CompareFlags;
+use crate::{
+    drift::{Clock, Kind, Table},
+    flags::CompareFlags,
+    tools,
+};
 
-/// A change counts when it exceeds this many times its noise.
-pub const COUNTS_AT: f64 = 3.0;
-/// What a figure may drift by from one process to the next, relative to it, where no baseline says.
-pub const DRIFT: f64 = 0.015;
-/// ... and in absolute terms, ms, at the faster run's time: short work settles on one of two times about
-/// 10 µs apart.
-pub const JITTER_MS: f64 = 0.0025;
-/// What no number of runs resolves, relative and in ms: CUDA events resolve about half a microsecond,
-/// 0.5/√12 µs as a standard deviation.
-pub const RESOLVED: f64 = 0.005;
-pub const RESOLVED_MS: f64 = 0.000_15;
+/// What no number of runs resolves in ms: CUDA events resolve about half a microsecond, so two medians
+/// may differ by a microsecond.
+pub const RESOLVED_MS: f64 = 0.001;
 
 /// The settings that decide what a run measures, where its `result` has them.
 const SETTINGS: [&str; 6] = ["plan", "work", "sizes", "bytes", "repeats", "size"];
@@ -83,111 +78,197 @@ pub enum Measure {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Reading {
     pub name: String,
+    /// Its median, and its interval: the fastest run to the third quartile, ms.
     pub ms: f64,
-    pub cv: f64,
+    pub lo_ms: f64,
+    pub hi_ms: f64,
+    /// The clock that timed it, where the run says.
+    pub clock: Option<Clock>,
+    /// The bytes each of its transfers moves, where the run says.
+    pub transfer_bytes: Option<usize>,
     pub bound_ms: Option<f64>,
     pub depends_on: Vec<String>,
     pub calibrated: Vec<String>,
+}
+
+impl Reading {
+    /// A figure of a `Stats` object (`median_ms`, `runs`, and where it has them `min_ms`, `q3_ms`,
+    /// `max_ms`, `cv`), or `None` where `stats` is not one.
+    fn of(name: String, stats: &Value) -> Option<Reading> {
+        let o = stats.as_object()?;
+        o.contains_key("runs").then_some(())?;
+        let ms = o.get("median_ms")?.as_f64()?;
+        let get = |k: &str| o.get(k).and_then(Value::as_f64).filter(|x| x.is_finite() && *x > 0.0);
+        let lo_ms = get("min_ms").unwrap_or(ms).min(ms);
+        let hi_ms = match get("q3_ms") {
+            Some(q3) => q3,
+            // Before the quartile was recorded: a normal spread's, within the slowest run.
+            None => {
+                let cv = o.get("cv").and_then(Value::as_f64).unwrap_or(0.0);
+                (ms * (1.0 + 0.675 * cv)).min(get("max_ms").unwrap_or(f64::INFINITY))
+            }
+        }
+        .max(ms);
+        Some(Reading {
+            name,
+            ms,
+            lo_ms,
+            hi_ms,
+            clock: None,
+            transfer_bytes: None,
+            bound_ms: None,
+            depends_on: Vec::new(),
+            calibrated: Vec::new(),
+        })
+    }
+
+    /// The clock: as the run says, else from the name's last part (`... / host`, `... / wall`,
+    /// `...: host in the calls`, `caller waits`, a place's `host_fill`).
+    fn timed_by(&self) -> Clock {
+        self.clock.unwrap_or_else(|| {
+            let last = self.name.rsplit(['/', ':', '.']).next().unwrap_or("").trim().to_lowercase();
+            let host = ["host", "wall"].iter().any(|w| last.starts_with(w)) || last.contains("caller waits");
+            if host {
+                Clock::Host
+            } else {
+                Clock::Gpu
+            }
+        })
+    }
+
+    /// The bytes of each transfer: as the run says, else the last size the name gives (`pinned H2D 4 KiB`,
+    /// `1000 x 64 KiB / ...`).
+    fn transfer_size(&self) -> Option<usize> {
+        self.transfer_bytes.or_else(|| size_in(&self.name))
+    }
+}
+
+/// The last size a name gives, `4 KiB`, `1.5 MiB`, `256 B`.
+fn size_in(name: &str) -> Option<usize> {
+    let words: Vec<&str> = name.split([' ', ',', '/', '(', ')', '[', ']']).filter(|w| !w.is_empty()).collect();
+    words.windows(2).rev().find_map(|w| {
+        let unit = ["B", "KiB", "MiB", "GiB", "TiB"].iter().position(|u| *u == w[1])?;
+        let n: f64 = w[0].parse().ok()?;
+        Some((n * 1024f64.powi(unit as i32)) as usize)
+    })
+}
+
+/// `4 KiB`, `1.5 MiB`, as the lessons write sizes (`common::Bytes`).
+pub fn fmt_bytes(bytes: usize) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let (mut v, mut u) = (bytes as f64, 0);
+    while v >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    if v.fract() == 0.0 {
+        format!("{v:.0} {}", UNITS[u])
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+/// One run's figure in a comparison: its median and interval, ms or time over bound.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Side {
+    pub center: f64,
+    pub lo: f64,
+    pub hi: f64,
+}
+
+/// What became of a figure from A to B (see the module's doc).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Verdict {
+    Slower,
+    Faster,
+    Ambiguous,
+    Same,
 }
 
 /// One figure in both runs.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Change {
     pub name: String,
+    pub kind: Kind,
     pub measure: Measure,
-    /// Each run's value: ms, or time over bound.
-    pub a: f64,
-    pub b: f64,
-    /// (b - a) / a
-    pub change: f64,
-    /// One standard deviation of `change` under the noise model, relative.
-    pub noise: f64,
-    /// Each run's spread within itself (cv), and the drift allowed between runs, relative.
-    spread: (f64, f64),
-    drift: (f64, f64),
-    /// The times the drift is judged by (A's, B's), ms.
-    ms: (f64, f64),
-}
-
-/// The drift assumed of a figure of `ms` from one process to the next, relative (see the module's doc).
-pub fn assumed_drift(ms: f64) -> f64 {
-    DRIFT.hypot(JITTER_MS / ms)
-}
-
-fn resolved(ms: f64) -> f64 {
-    RESOLVED.hypot(RESOLVED_MS / ms)
+    pub a: Side,
+    pub b: Side,
+    /// How far a quiet second process may land, as a factor `1 + drift` either way.
+    pub drift: f64,
+    pub verdict: Verdict,
 }
 
 impl Change {
-    fn new(name: String, measure: Measure, a: &Reading, b: &Reading) -> Option<Change> {
-        let value = |r: &Reading| match measure {
-            Measure::Time => Some(r.ms),
-            Measure::OverBound => r.bound_ms.filter(|b| *b > 0.0).map(|b| r.ms / b),
+    fn new(name: String, measure: Measure, a: &Reading, b: &Reading, table: &Table) -> Option<Change> {
+        let side = |r: &Reading| -> Option<Side> {
+            let over = match measure {
+                Measure::Time => 1.0,
+                Measure::OverBound => r.bound_ms.filter(|b| *b > 0.0)?,
+            };
+            Some(Side { center: r.ms / over, lo: r.lo_ms / over, hi: r.hi_ms / over })
         };
-        let (va, vb) = (value(a)?, value(b)?);
-        if !(va > 0.0 && vb.is_finite()) {
+        let (sa, sb) = (side(a)?, side(b)?);
+        if !(sa.center > 0.0 && sb.center > 0.0 && sb.center.is_finite()) {
             return None;
         }
-        // The absolute part is judged at the faster run's time: a jump between two times is as likely
-        // either way.
-        let (t, bound) = (a.ms.min(b.ms), a.bound_ms.unwrap_or(0.0).min(b.bound_ms.unwrap_or(0.0)));
-        let drift = |r: &Reading| {
-            let d = assumed_drift(t).max(r.cv);
-            if measure == Measure::OverBound {
-                d.hypot(assumed_drift(bound))
-            } else {
-                d
+        // The faster run's time decides the kind's scale: a jump to a slower time is judged by the
+        // figure's quiet one.
+        let fast = a.ms.min(b.ms);
+        let kind = match measure {
+            Measure::OverBound => Kind::OverBound,
+            Measure::Time => {
+                let pageable = [a, b].iter().any(|r| r.name.to_lowercase().contains("pageable"));
+                let clock = a.clock.or(b.clock).unwrap_or_else(|| a.timed_by());
+                Kind::of(clock, pageable, a.transfer_size().or(b.transfer_size()), fast)
             }
         };
-        let mut c = Change {
-            name,
-            measure,
-            a: va,
-            b: vb,
-            change: (vb - va) / va,
-            noise: 0.0,
-            spread: (a.cv, b.cv),
-            drift: (drift(a), drift(b)),
-            ms: (a.ms, b.ms),
-        };
-        c.update_noise();
+        let resolution = if measure == Measure::Time { RESOLVED_MS / fast } else { 0.0 };
+        let drift = table.drift(kind).max(resolution);
+        let mut c = Change { name, kind, measure, a: sa, b: sb, drift, verdict: Verdict::Same };
+        c.verdict = c.judge();
         Some(c)
     }
 
-    fn update_noise(&mut self) {
-        let (s, d) = (self.spread, self.drift);
-        self.noise = (s.0 * s.0 + s.1 * s.1 + d.0 * d.0 + d.1 * d.1).sqrt();
-    }
-
-    pub fn beyond_noise(&self) -> bool {
-        self.change.abs() > COUNTS_AT * self.noise
-    }
-
-    /// How many times its noise the change is.
-    pub fn times_noise(&self) -> f64 {
-        self.change.abs() / self.noise.max(1e-12)
-    }
-
-    /// `slower by 12.0%, 4.1x its noise: likely`, or `within noise (0.4x)`.
-    pub fn verdict(&self) -> String {
-        let x = self.times_noise();
-        if !self.beyond_noise() {
-            return format!("within noise ({x:.1}x)");
-        }
-        let way = match (self.measure, self.change > 0.0) {
-            (Measure::Time, true) => "slower",
-            (Measure::Time, false) => "faster",
-            (Measure::OverBound, true) => "further from its bound",
-            (Measure::OverBound, false) => "nearer its bound",
-        };
-        let sure = if x >= 10.0 {
-            "clear"
-        } else if x >= 5.0 {
-            "very likely"
+    fn judge(&self) -> Verdict {
+        let up = 1.0 + self.drift;
+        let ratio = self.b.center / self.a.center;
+        if ratio <= up && ratio >= 1.0 / up {
+            Verdict::Same
+        } else if ratio > up {
+            if self.b.center > self.a.hi * up {
+                Verdict::Slower
+            } else {
+                Verdict::Ambiguous
+            }
+        } else if self.b.center < self.a.lo / up {
+            Verdict::Faster
         } else {
-            "likely"
+            Verdict::Ambiguous
+        }
+    }
+
+    /// (B - A) / A, of the medians.
+    pub fn change(&self) -> f64 {
+        self.b.center / self.a.center - 1.0
+    }
+
+    /// The verdict with its reason: `slower: past its drift and A's runs (q3 +0.4%)`.
+    pub fn why(&self) -> String {
+        let pct = |x: f64| format!("{:+.1}%", 100.0 * x);
+        let (q3, min) = (self.a.hi / self.a.center - 1.0, self.a.lo / self.a.center - 1.0);
+        let (further, nearer) = match self.measure {
+            Measure::Time => ("slower", "faster"),
+            Measure::OverBound => ("slower: further from its bound", "faster: nearer its bound"),
         };
-        format!("{way} by {:.1}%, {x:.1}x its noise: {sure}", 100.0 * self.change.abs())
+        match self.verdict {
+            Verdict::Same => "same: within its drift".into(),
+            Verdict::Slower => format!("{further}, past its drift and A's runs (q3 {})", pct(q3)),
+            Verdict::Faster => format!("{nearer}, past its drift and A's runs (fastest {})", pct(min)),
+            Verdict::Ambiguous if self.change() > 0.0 => {
+                format!("ambiguous: past its drift, not A's runs with it (q3 {})", pct(q3))
+            }
+            Verdict::Ambiguous => format!("ambiguous: past its drift, not A's runs with it (fastest {})", pct(min)),
+        }
     }
 
     fn value(&self, v: f64) -> String {
@@ -199,56 +280,193 @@ impl Change {
     }
 }
 
+/// How the two runs' figures were matched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Matched {
+    /// By the names the runs gave them.
+    Names,
+    /// By name, the older run's (`"A"`, `"B"`, `"A and B"`) named here as its lesson names them now.
+    Learned(&'static str),
+    /// By their places in the JSON.
+    Places,
+}
+
 /// Two runs compared.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Comparison {
     pub changes: Vec<Change>,
     /// Figures of both runs that were not compared, and why.
     pub left_out: Vec<(String, String)>,
     pub only_in_a: Vec<String>,
     pub only_in_b: Vec<String>,
-    /// Whether the figures were matched by their names (else by their places in the JSON).
-    pub named: bool,
+    pub matched: Matched,
     /// (setting, A's, B's) where the runs differ.
     pub differing: Vec<(String, String, String)>,
     /// The differing settings that some figure names as calibrated.
     pub calibrated: Vec<String>,
 }
 
-pub fn run(flags: CompareFlags) -> anyhow::Result<()> {
-    let (a, b) = (read(&flags.a)?, read(&flags.b)?);
-    if a["schema_version"] != b["schema_version"] {
-        bail!(
-            "the two files have different schema versions ({} and {}): they cannot be compared",
-            a["schema_version"],
-            b["schema_version"]
+impl Comparison {
+    pub fn count(&self, v: Verdict) -> usize {
+        self.changes.iter().filter(|c| c.verdict == v).count()
+    }
+
+    /// Every figure's movement, for a fit of the drift: its kind and `ln(B/A)`.
+    pub fn moves(&self) -> Vec<(Kind, f64)> {
+        self.changes.iter().map(|c| (c.kind, (c.b.center / c.a.center).ln())).collect()
+    }
+}
+
+/// The exit code: 2 where the files could not be compared, else 1 where a figure is slower, else 0.
+pub fn main(flags: CompareFlags) -> ExitCode {
+    match run(flags) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Compares, or calibrates; 1 where a figure was found slower, else 0.
+pub fn run(flags: CompareFlags) -> anyhow::Result<u8> {
+    if let Some(dir) = &flags.calibrate {
+        let (table, text) = calibrate(dir)?;
+        let out = flags.out.clone().unwrap_or_else(default_table_path);
+        std::fs::write(&out, table.to_json()).with_context(|| format!("writing {}", out.display()))?;
+        print!("{text}");
+        let used = if tools::in_bundle() || flags.out.is_some() {
+            format!("`compare --drift {}` holds changes against it", out.display())
+        } else {
+            "compare holds changes against it from the next build (commit it)".into()
+        };
+        println!("drift table written to {}: {used}", out.display());
+        return Ok(0);
+    }
+    let (Some(a), Some(b)) = (&flags.a, &flags.b) else {
+        bail!("compare needs two runs (A.json B.json, or two folders of them), or --calibrate DIR")
+    };
+    let table = match &flags.drift {
+        Some(path) => Table::read(path)?,
+        None => default_table()?,
+    };
+    let pairs = pairs(a, b)?;
+    if !flags.baseline.is_empty() && pairs.len() > 1 {
+        bail!("--baseline goes with one pair of files, not folders");
+    }
+    println!("{}", describe_table(&table, flags.drift.as_deref()));
+    let (mut slower, mut totals, mut compared) = (0, [0usize; 4], 0);
+    for (pa, pb) in &pairs {
+        let label = label(pa, pb);
+        if pairs.len() > 1 {
+            println!("\n== {label}");
+        }
+        let (da, db) = (read(pa)?, read(pb)?);
+        if da["schema_version"] != db["schema_version"] {
+            bail!(
+                "{label}: different schema versions ({} and {}): they cannot be compared",
+                da["schema_version"],
+                db["schema_version"]
+            );
+        }
+        for (what, key) in [("GPU", "name"), ("driver", "driver_version")] {
+            let (x, y) = (&da["machine"]["gpus"][0][key], &db["machine"]["gpus"][0][key]);
+            if x != y {
+                println!("note: the {what} differs: {x} against {y}");
+            }
+        }
+        let mut held = table.clone();
+        if !flags.baseline.is_empty() {
+            let mut runs = vec![da.clone()];
+            for path in &flags.baseline {
+                runs.push(read(path)?);
+            }
+            let mut moves = Vec::new();
+            for i in 0..runs.len() {
+                for j in i + 1..runs.len() {
+                    moves.extend(compare(&runs[i], &runs[j], &table).moves());
+                }
+            }
+            if moves.is_empty() {
+                println!("note: the baseline runs have no figure in common with A: left out");
+            }
+            held = table.fit(&moves, flags.baseline.len() >= 2);
+            let fitted = held.rows.iter().zip(&table.rows).filter(|(x, y)| x != y).count();
+            println!(
+                "drift: {fitted} kinds fitted from A and {} baseline runs{}",
+                flags.baseline.len(),
+                if flags.baseline.len() < 2 { " (one baseline run can only widen a drift)" } else { "" }
+            );
+        }
+        let cmp = compare(&da, &db, &held);
+        if cmp.changes.is_empty() {
+            let why = match cmp.left_out.first() {
+                Some((name, why)) => format!("no figure could be compared: {name} and the others {why}"),
+                None => "no timed figures in common: are these two runs of the same lesson (with --json)?".into(),
+            };
+            if pairs.len() == 1 {
+                bail!(why);
+            }
+            println!("{label}: {why}");
+            continue;
+        }
+        compared += 1;
+        print!("{}", report(&cmp, flags.all));
+        println!("{label}: {}", summary(&cmp));
+        slower += cmp.count(Verdict::Slower);
+        for (i, v) in [Verdict::Slower, Verdict::Faster, Verdict::Ambiguous, Verdict::Same].iter().enumerate() {
+            totals[i] += cmp.count(*v);
+        }
+    }
+    if pairs.len() > 1 {
+        let n: usize = totals.iter().sum();
+        println!(
+            "\nin all, {compared} of {} pairs compared: {} of {n} figures changed: {} slower, {} faster; {} ambiguous",
+            pairs.len(),
+            totals[0] + totals[1],
+            totals[0],
+            totals[1],
+            totals[2]
         );
     }
-    for (what, key) in [("GPU", "name"), ("driver", "driver_version")] {
-        let (x, y) = (&a["machine"]["gpus"][0][key], &b["machine"]["gpus"][0][key]);
-        if x != y {
-            println!("note: the {what} differs: {x} against {y}");
+    Ok(if slower > 0 { 1 } else { 0 })
+}
+
+/// The pairs of files to compare: `a` and `b`, or where both are folders, their `.json` files of the
+/// same name.
+fn pairs(a: &Path, b: &Path) -> anyhow::Result<Vec<(PathBuf, PathBuf)>> {
+    match (a.is_dir(), b.is_dir()) {
+        (false, false) => Ok(vec![(a.to_path_buf(), b.to_path_buf())]),
+        (true, true) => {
+            let names = |d: &Path| -> anyhow::Result<BTreeSet<std::ffi::OsString>> {
+                Ok(std::fs::read_dir(d)
+                    .with_context(|| format!("reading {}", d.display()))?
+                    .flatten()
+                    .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+                    .map(|e| e.file_name())
+                    .collect())
+            };
+            let (na, nb) = (names(a)?, names(b)?);
+            let both: Vec<PathBuf> = na.intersection(&nb).map(PathBuf::from).collect();
+            if both.is_empty() {
+                bail!("{} and {} have no .json file of the same name", a.display(), b.display());
+            }
+            for lone in na.symmetric_difference(&nb) {
+                println!("note: {} is in one folder only: left out", lone.to_string_lossy());
+            }
+            Ok(both.into_iter().map(|n| (a.join(&n), b.join(&n))).collect())
         }
+        _ => bail!("compare two files, or two folders of files: {} and {}", a.display(), b.display()),
     }
-    let mut cmp = compare(&a, &b);
-    let mut baselines = Vec::new();
-    for path in &flags.baseline {
-        let e = compare(&a, &read(path)?);
-        if e.changes.is_empty() {
-            println!("note: the baseline run {} has no figure in common with A: left out", path.display());
-        } else {
-            baselines.push(e);
-        }
+}
+
+fn label(a: &Path, b: &Path) -> String {
+    let name = |p: &Path| p.file_name().map_or(p.display().to_string(), |n| n.to_string_lossy().into_owned());
+    if name(a) == name(b) {
+        name(a)
+    } else {
+        format!("{} against {}", name(a), name(b))
     }
-    widen(&mut cmp.changes, &baselines);
-    if cmp.changes.is_empty() {
-        match cmp.left_out.first() {
-            Some((name, why)) => bail!("no figure could be compared: {name} and the others {why}"),
-            None => bail!("no timed figures in common: are these two runs of the same lesson (with --json)?"),
-        }
-    }
-    print!("{}", report(&cmp, baselines.len(), flags.all));
-    Ok(())
 }
 
 fn read(path: &Path) -> anyhow::Result<Value> {
@@ -256,17 +474,63 @@ fn read(path: &Path) -> anyhow::Result<Value> {
     serde_json::from_str(&text).with_context(|| format!("{} is not a lesson's JSON output", path.display()))
 }
 
+/// Where the drift table lives: `xtask/drift.json` (compiled in), or `drift.json` in a bundle.
+fn default_table_path() -> PathBuf {
+    if tools::in_bundle() {
+        tools::root().join("drift.json")
+    } else {
+        tools::root().join("xtask/drift.json")
+    }
+}
+
+/// The table compare uses without `--drift`: in a bundle, a `drift.json` written there by
+/// `--calibrate`, else the one compiled in.
+fn default_table() -> anyhow::Result<Table> {
+    let path = default_table_path();
+    if tools::in_bundle() && path.is_file() {
+        return Table::read(&path);
+    }
+    Ok(Table::shipped())
+}
+
+fn describe_table(table: &Table, path: Option<&Path>) -> String {
+    let from = path.map_or("the shipped table, xtask/drift.json".to_string(), |p| p.display().to_string());
+    if table.provisional_only() {
+        format!(
+            "drift: PROVISIONAL values by kind of figure ({from}): not yet fitted from runs on a GPU; \
+             `cargo xtask compare --calibrate DIR` fits them (README)"
+        )
+    } else {
+        format!("drift: by kind of figure, {} ({from})", table.source)
+    }
+}
+
 /// Compares two lessons' documents (`{"result", "figures"}`; a bare result is read as one without names).
-pub fn compare(a: &Value, b: &Value) -> Comparison {
+pub fn compare(a: &Value, b: &Value, table: &Table) -> Comparison {
     let (ra, rb) = (a.get("result").unwrap_or(a), b.get("result").unwrap_or(b));
-    let (na, nb) = (named(a), named(b));
+    let ((na, la), (nb, lb)) = (readings(a), readings(b));
     let named = !na.is_empty() && !nb.is_empty();
+    let matched = match (named, la, lb) {
+        (false, ..) => Matched::Places,
+        (true, true, true) => Matched::Learned("A and B"),
+        (true, true, false) => Matched::Learned("A"),
+        (true, false, true) => Matched::Learned("B"),
+        (true, false, false) => Matched::Names,
+    };
     let (fa, fb) = if named { (na, nb) } else { (by_place(ra), by_place(rb)) };
     let mut keys: BTreeSet<String> = SETTINGS.iter().map(|s| s.to_string()).collect();
     keys.extend(fa.iter().chain(&fb).flat_map(|f| f.depends_on.iter().cloned()));
     let differing = differing_settings(ra, rb, &keys);
     let differs = |k: &String| differing.iter().any(|d| &d.0 == k);
-    let mut cmp = Comparison { named, differing: differing.clone(), ..Comparison::default() };
+    let mut cmp = Comparison {
+        changes: Vec::new(),
+        left_out: Vec::new(),
+        only_in_a: Vec::new(),
+        only_in_b: Vec::new(),
+        matched,
+        differing: differing.clone(),
+        calibrated: Vec::new(),
+    };
     for x in &fa {
         let Some(y) = fb.iter().find(|y| y.name == x.name) else {
             cmp.only_in_a.push(x.name.clone());
@@ -293,34 +557,10 @@ pub fn compare(a: &Value, b: &Value) -> Comparison {
                 cmp.calibrated.push(k.to_string());
             }
         }
-        cmp.changes.extend(Change::new(x.name.clone(), measure, x, y));
+        cmp.changes.extend(Change::new(x.name.clone(), measure, x, y, table));
     }
     cmp.only_in_b = fb.iter().filter(|y| fa.iter().all(|x| x.name != y.name)).map(|y| y.name.clone()).collect();
     cmp
-}
-
-/// Sets each change's drift to the spread of A's figure over A and the baseline runs (`baselines[i]`
-/// compares A with the i-th), as the module's doc says.
-pub fn widen(changes: &mut [Change], baselines: &[Comparison]) {
-    for c in changes.iter_mut() {
-        let mut values = vec![c.a];
-        values.extend(
-            baselines
-                .iter()
-                .filter_map(|e| e.changes.iter().find(|x| x.name == c.name && x.measure == c.measure))
-                .map(|x| x.b),
-        );
-        if values.len() < 2 {
-            continue;
-        }
-        let n = values.len() as f64;
-        let mean = values.iter().sum::<f64>() / n;
-        let spread = (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt() / mean;
-        let floor = resolved(c.ms.0.min(c.ms.1));
-        let d = if values.len() >= 3 { spread.max(floor) } else { spread.max(c.drift.0).max(c.drift.1) };
-        c.drift = (d, d);
-        c.update_noise();
-    }
 }
 
 /// The settings among `keys` that both results have and that differ: (setting, A's, B's).
@@ -333,9 +573,9 @@ pub fn differing_settings(a: &Value, b: &Value, keys: &BTreeSet<String>) -> Vec<
         .collect()
 }
 
-/// What a person reads: the settings that differ and what was done about them, the noise, the figures
-/// that changed beyond it (all with `all`), and one line.
-pub fn report(cmp: &Comparison, baselines: usize, all: bool) -> String {
+/// What a person reads: the settings that differ and what was done about them, a table of the figures
+/// that did not stay the same (every figure with `all`), and notes.
+pub fn report(cmp: &Comparison, all: bool) -> String {
     let mut s = String::new();
     for (key, x, y) in &cmp.differing {
         s += &format!("note: the runs were set up differently: {key} is {x} in A and {y} in B\n");
@@ -367,54 +607,88 @@ pub fn report(cmp: &Comparison, baselines: usize, all: bool) -> String {
     if !cmp.only_in_b.is_empty() {
         s += &only(&cmp.only_in_b, "B");
     }
-    if !cmp.named {
-        s += "note: figures matched by their places in the JSON (these runs name none: an older build, or a lesson that does not name its figures)\n";
-    }
-    if baselines == 0 {
-        s += &format!(
-            "noise: each figure's spread within its run, and what may change from one process to the next ({:.1}% and \
-             {:.1} µs:\n       more room for microsecond figures; --baseline runs made as A was measure it); a change \
-             counts at {COUNTS_AT}x its noise\n",
-            100.0 * DRIFT,
-            JITTER_MS * 1e3
-        );
-    } else {
-        s += &format!(
-            "noise: each figure's spread within its run, and its spread over {} runs made as A was (--baseline); a \
-             change counts at {COUNTS_AT}x its noise\n",
-            baselines + 1
-        );
-    }
-    let shown: Vec<&Change> = cmp.changes.iter().filter(|c| all || c.beyond_noise()).collect();
-    if !shown.is_empty() {
-        let width = shown.iter().map(|c| c.name.chars().count()).max().unwrap_or(0).max(6);
-        s += &format!("{:<width$}  {:>13}  {:>13}  {:>7}  {:>6}  verdict\n", "figure", "A", "B", "change", "noise");
-        for c in shown {
+    match cmp.matched {
+        Matched::Places => {
+            s += "note: figures matched by their places in the JSON (these runs name none: an older \
+                                 build, or a lesson that does not name its figures)\n"
+        }
+        Matched::Learned(which) => {
             s += &format!(
-                "{:<width$}  {:>13}  {:>13}  {:>+6.1}%  ±{:>4.1}%  {}\n",
-                c.name,
-                c.value(c.a),
-                c.value(c.b),
-                100.0 * c.change,
-                100.0 * c.noise,
-                c.verdict()
-            );
+                "note: {which} named no figures (made before its lesson named them): named here as the lesson \
+                 names them now\n"
+            )
+        }
+        Matched::Names => {}
+    }
+    let mut shown: Vec<&Change> = cmp.changes.iter().filter(|c| all || c.verdict != Verdict::Same).collect();
+    shown.sort_by_key(|c| c.verdict);
+    if !shown.is_empty() {
+        let rows: Vec<[String; 7]> = shown
+            .iter()
+            .map(|c| {
+                [
+                    c.name.clone(),
+                    c.kind.to_string(),
+                    c.value(c.a.center),
+                    c.value(c.b.center),
+                    format!("{:+.1}%", 100.0 * c.change()),
+                    format!("±{:.1}%", 100.0 * c.drift),
+                    c.why(),
+                ]
+            })
+            .collect();
+        let headers = ["figure", "kind", "A", "B", "change", "drift", "verdict"];
+        let mut width = headers.map(|h| h.chars().count());
+        for r in &rows {
+            for (w, cell) in width.iter_mut().zip(r) {
+                *w = (*w).max(cell.chars().count());
+            }
+        }
+        let line = |cells: &[String]| {
+            let mut l = String::new();
+            for (i, (cell, w)) in cells.iter().zip(width).enumerate() {
+                let pad = " ".repeat(w - cell.chars().count());
+                l += &match i {
+                    0 | 1 | 6 => format!("{cell}{pad}  "),
+                    _ => format!("{pad}{cell}  "),
+                };
+            }
+            l.trim_end().to_string() + "\n"
+        };
+        s += &line(&headers.map(String::from));
+        for r in &rows {
+            s += &line(r);
         }
     }
-    let beyond: Vec<&Change> = cmp.changes.iter().filter(|c| c.beyond_noise()).collect();
-    let n = cmp.changes.len();
-    let left_out = if cmp.left_out.is_empty() { String::new() } else { format!("; {} left out", cmp.left_out.len()) };
-    if beyond.is_empty() {
-        s += &format!("no figure changed beyond its noise ({n} compared{left_out})\n");
-    } else {
-        let slower = beyond.iter().filter(|c| c.change > 0.0).count();
-        s += &format!(
-            "{} of {n} figures changed beyond their noise: {slower} slower, {} faster{left_out}\n",
-            beyond.len(),
-            beyond.len() - slower
-        );
-    }
     s
+}
+
+/// One line: `0 of 360 figures changed; 3 ambiguous`, or `2 of 64 figures changed: 2 slower, 0 faster;
+/// 1 ambiguous`.
+pub fn summary(cmp: &Comparison) -> String {
+    let n = cmp.changes.len();
+    let (slower, faster, ambiguous) =
+        (cmp.count(Verdict::Slower), cmp.count(Verdict::Faster), cmp.count(Verdict::Ambiguous));
+    let changed = if slower + faster == 0 {
+        format!("0 of {n} figures changed")
+    } else {
+        let regression = if slower > 0 { " (a regression)" } else { "" };
+        format!("{} of {n} figures changed: {slower} slower{regression}, {faster} faster", slower + faster)
+    };
+    let left_out = if cmp.left_out.is_empty() { String::new() } else { format!("; {} left out", cmp.left_out.len()) };
+    format!("{changed}; {ambiguous} ambiguous{left_out}")
+}
+
+/// A document's figures by name, and whether they were named here from an older form ([`learned`]);
+/// nothing where it names none and its form is not known.
+fn readings(doc: &Value) -> (Vec<Reading>, bool) {
+    let named = named(doc);
+    if !named.is_empty() {
+        return (named, false);
+    }
+    let learned = learned(doc.get("result").unwrap_or(doc));
+    let any = !learned.is_empty();
+    (learned, any)
 }
 
 /// The figures a document names, if any.
@@ -425,16 +699,63 @@ fn named(doc: &Value) -> Vec<Reading> {
     let Some(list) = doc.get("figures").and_then(Value::as_array) else { return Vec::new() };
     list.iter()
         .filter_map(|f| {
-            Some(Reading {
-                name: f["name"].as_str()?.to_string(),
-                ms: f["stats"]["median_ms"].as_f64()?,
-                cv: f["stats"]["cv"].as_f64().unwrap_or(0.0),
-                bound_ms: f["bound_ms"].as_f64(),
-                depends_on: strings(&f["depends_on"]),
-                calibrated: strings(&f["calibrated"]),
-            })
+            let mut r = Reading::of(f["name"].as_str()?.to_string(), &f["stats"])?;
+            r.clock = match f["clock"].as_str() {
+                Some("host") => Some(Clock::Host),
+                Some("gpu") => Some(Clock::Gpu),
+                _ => None,
+            };
+            r.transfer_bytes = f["transfer_bytes"].as_u64().map(|b| b as usize);
+            r.bound_ms = f["bound_ms"].as_f64();
+            r.depends_on = strings(&f["depends_on"]);
+            r.calibrated = strings(&f["calibrated"]);
+            Some(r)
         })
         .collect()
+}
+
+/// The figures of a run made before its lesson named them, named as the lesson names them now: the
+/// lessons whose old form is known here, `small_copies` (`sets[i].ways[way].wall` is `SET / WAY /
+/// wall`, and `--plan`'s `plan.run`) and `latency` (`copies[i].gpu` is `pinned H2D 4 B / gpu`,
+/// `.host` is `... / caller waits`; `reads[i].launch` is `mapped host memory, chase of 4096 reads / gpu`).
+pub fn learned(result: &Value) -> Vec<Reading> {
+    let mut out = Vec::new();
+    let mut add = |name: String, stats: &Value, clock: Clock, bytes: Option<usize>| {
+        if let Some(mut r) = Reading::of(name, stats) {
+            (r.clock, r.transfer_bytes) = (Some(clock), bytes);
+            out.push(r);
+        }
+    };
+    let sets = result["sets"].as_array().into_iter().flatten().chain(Some(&result["plan"]["run"]));
+    for run in sets {
+        let (Some(set), Some(ways)) = (run["set"].as_str(), run["ways"].as_array()) else { continue };
+        let each = match (run["bytes"].as_u64(), run["count"].as_u64()) {
+            (Some(bytes), Some(count)) if count > 0 => Some((bytes / count) as usize),
+            _ => None,
+        };
+        for w in ways {
+            let Some(way) = w["name"].as_str() else { continue };
+            for (what, clock) in [("wall", Clock::Host), ("gpu", Clock::Gpu), ("host", Clock::Host)] {
+                add(format!("{set} / {way} / {what}"), &w[what], clock, each);
+            }
+        }
+    }
+    for c in result["copies"].as_array().into_iter().flatten() {
+        let (Some(memory), Some(dir), Some(bytes)) =
+            (c["memory"].as_str(), c["direction"].as_str(), c["bytes"].as_u64())
+        else {
+            continue;
+        };
+        let name = format!("{memory} {dir} {}", fmt_bytes(bytes as usize));
+        add(format!("{name} / gpu"), &c["gpu"], Clock::Gpu, Some(bytes as usize));
+        add(format!("{name} / caller waits"), &c["host"], Clock::Host, Some(bytes as usize));
+    }
+    for r in result["reads"].as_array().into_iter().flatten() {
+        let (Some(memory), Some(n)) = (r["memory"].as_str(), r["accesses"].as_u64()) else { continue };
+        add(format!("{memory} memory, chase of {n} reads / gpu"), &r["launch"], Clock::Gpu, None);
+        add(format!("{memory} memory, chase of {} reads / gpu", n / 2), &r["half_launch"], Clock::Gpu, None);
+    }
+    out
 }
 
 /// Every `Stats` object in a result, named by its place (`report.runs[4 streams].judged.measured`). A
@@ -452,21 +773,15 @@ fn by_place(result: &Value) -> Vec<Reading> {
     out
 }
 
-fn stats(v: &Value) -> Option<(f64, f64)> {
-    let o = v.as_object()?;
-    (o.contains_key("runs")).then_some(())?;
-    Some((o.get("median_ms")?.as_f64()?, o.get("cv").and_then(Value::as_f64).unwrap_or(0.0)))
-}
-
 fn walk(v: &Value, path: String, out: &mut Vec<Reading>) {
     let join = |k: &str| if path.is_empty() { k.to_string() } else { format!("{path}.{k}") };
-    if let Some((ms, cv)) = stats(v) {
-        out.push(Reading { name: path, ms, cv, bound_ms: None, depends_on: Vec::new(), calibrated: Vec::new() });
+    if let Some(r) = Reading::of(path.clone(), v) {
+        out.push(r);
         return;
     }
-    if let (Some((ms, cv)), Some(bound)) = (stats(&v["measured"]), v["bound"]["ms"].as_f64()) {
-        let name = join("measured");
-        out.push(Reading { name, ms, cv, bound_ms: Some(bound), depends_on: Vec::new(), calibrated: Vec::new() });
+    if let (Some(mut r), Some(bound)) = (Reading::of(join("measured"), &v["measured"]), v["bound"]["ms"].as_f64()) {
+        r.bound_ms = Some(bound);
+        out.push(r);
         return;
     }
     match v {
@@ -486,269 +801,105 @@ fn walk(v: &Value, path: String, out: &mut Vec<Reading>) {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn stats(median: f64, cv: f64) -> Value {
-        json!({ "median_ms": median, "min_ms": median, "max_ms": median, "runs": 10, "cv": cv })
+/// The drift table fitted from the back-to-back runs in `dir` (every `.json` under it: each lesson's
+/// `--json` output, two runs of it or more), and what it was fitted from, in words. Runs of a lesson are
+/// told apart from others by their command line (`machine.command`: the program's name and its flags),
+/// else by their file's name without its number (`latency-2.json`).
+pub fn calibrate(dir: &Path) -> anyhow::Result<(Table, String)> {
+    let mut files: Vec<PathBuf> = walkdir::WalkDir::new(dir)
+        .into_iter()
+        .flatten()
+        .map(|e| e.into_path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json") && p.is_file())
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        bail!("no .json files in {}: run each lesson with --json, two times or more, into it (README)", dir.display());
     }
-
-    fn figure(name: &str, median: f64, cv: f64) -> Value {
-        json!({ "name": name, "stats": stats(median, cv) })
+    let mut text = String::new();
+    let mut groups: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+    let (mut gpus, mut drivers, mut latest) = (BTreeSet::new(), BTreeSet::new(), 0u64);
+    for path in &files {
+        let doc = match read(path) {
+            Ok(d) if d.get("result").is_some() => d,
+            Ok(_) => {
+                text +=
+                    &format!("note: {} has no result (an error, or not a lesson's output): left out\n", path.display());
+                continue;
+            }
+            Err(e) => {
+                text += &format!("note: {e:#}: left out\n");
+                continue;
+            }
+        };
+        let gpu = &doc["machine"]["gpus"][0];
+        gpus.extend(gpu["name"].as_str().map(String::from));
+        drivers.extend(gpu["driver_version"].as_str().map(String::from));
+        latest = latest.max(doc["machine"]["unix_time"].as_u64().unwrap_or(0));
+        groups.entry(lesson_of(&doc, path)).or_default().push(doc);
     }
-
-    fn doc(result: Value, figures: Vec<Value>) -> Value {
-        json!({ "schema_version": 1, "machine": {}, "result": result, "figures": figures })
+    if gpus.len() > 1 {
+        text += &format!(
+            "note: the runs come from {} different GPUs ({}): a table is for one machine\n",
+            gpus.len(),
+            gpus.iter().cloned().collect::<Vec<_>>().join(", ")
+        );
     }
-
-    /// pinned_memory's 64 figures: four kinds, both ways, 4 KiB to 64 MiB, with an H200's times and
-    /// spreads (a pinned copy 5.9 µs + n / 55 GB/s; pageable slower and noisier).
-    fn pinned_sweep(wobble: impl Fn(usize, f64, f64) -> f64) -> Value {
-        let mut figures = Vec::new();
-        let mut i = 0;
-        for p in 0..8 {
-            let bytes = 4096.0 * 4f64.powi(p);
-            for (kind, alpha_us, gbps, cv) in [
-                ("pageable", 9.0, 10.0, 0.04),
-                ("pinned", 5.9, 55.0, 0.02),
-                ("write-combined", 6.0, 54.0, 0.02),
-                ("pinned in place", 6.1, 54.5, 0.02),
-            ] {
-                for dir in ["H2D", "D2H"] {
-                    let ms = alpha_us * 1e-3 + bytes / (gbps * 1e9) * 1e3;
-                    let cv = if ms < 0.05 { 2.0 * cv } else { cv / 4.0 };
-                    let size = if bytes < 1048576.0 {
-                        format!("{} KiB", bytes / 1024.0)
-                    } else {
-                        format!("{} MiB", bytes / 1048576.0)
-                    };
-                    figures.push(figure(&format!("{kind} {dir} {size}"), ms * wobble(i, ms, cv), cv));
-                    i += 1;
-                }
+    let base = Table::provisional();
+    let (mut moves, mut lessons, mut runs) = (Vec::new(), serde_json::Map::new(), 0);
+    for (lesson, docs) in &groups {
+        if docs.len() < 2 {
+            text += &format!("note: {lesson}: one run only: left out (each lesson needs two runs or more)\n");
+            continue;
+        }
+        let before = moves.len();
+        for i in 0..docs.len() {
+            for j in i + 1..docs.len() {
+                moves.extend(compare(&docs[i], &docs[j], &base).moves());
             }
         }
-        doc(json!({ "sizes": [4096] }), figures)
+        text += &format!("{lesson}: {} runs, {} movements\n", docs.len(), moves.len() - before);
+        lessons.insert(lesson.clone(), docs.len().into());
+        runs += docs.len();
     }
-
-    /// A deterministic number in [-1, 1] for figure `i`.
-    fn jiggle(i: usize) -> f64 {
-        ((i as f64 * 0.618_034).fract() * 2.0) - 1.0
+    if moves.is_empty() {
+        bail!("no lesson in {} has two runs with figures in common: nothing to fit", dir.display());
     }
-
-    #[test]
-    fn two_quiet_runs_show_no_change() {
-        let a = pinned_sweep(|_, _, _| 1.0);
-        // B moves each figure by up to its own spread, 1% and 1 µs: a quiet second run, by the H200's.
-        let b = pinned_sweep(|i, ms, cv| 1.0 + jiggle(i) * (cv + 0.01 + 0.001 / ms));
-        let c = compare(&a, &b);
-        assert!(c.named);
-        assert_eq!(c.changes.len(), 64);
-        let text = report(&c, 0, false);
-        assert!(text.ends_with("no figure changed beyond its noise (64 compared)\n"), "{text}");
-        assert!(!text.contains("verdict"), "a quiet run lists nothing: {text}");
-        // The rule before this model (3x the two runs' spreads, at least 1%) flagged such runs.
-        let old = c.changes.iter().filter(|c| c.change.abs() > (3.0 * c.spread.0.hypot(c.spread.1)).max(0.01)).count();
-        assert!(old >= 5, "{old}");
-    }
-
-    #[test]
-    fn a_ten_percent_slowdown_of_a_ten_ms_figure_is_found() {
-        let a = doc(json!({}), vec![figure("4 streams", 10.0, 0.005), figure("one stream", 25.0, 0.004)]);
-        let b = doc(json!({}), vec![figure("4 streams", 11.0, 0.006), figure("one stream", 25.2, 0.004)]);
-        let c = compare(&a, &b);
-        let slow = &c.changes[0];
-        assert!(slow.beyond_noise(), "{slow:?}");
-        assert!(slow.verdict().starts_with("slower by 10.0%, "), "{}", slow.verdict());
-        assert!(slow.verdict().ends_with("x its noise: likely"), "10% against about 2.2% of noise: {}", slow.verdict());
-        assert!(!c.changes[1].beyond_noise(), "0.8% is not: {:?}", c.changes[1]);
-        let text = report(&c, 0, false);
-        assert!(
-            text.contains("4 streams      10.000 ms      11.000 ms   +10.0%  ± 2.3%  slower by 10.0%, 4.4x"),
-            "{text}"
+    let mut table = base.fit(&moves, true);
+    let join = |s: &BTreeSet<String>| s.iter().cloned().collect::<Vec<_>>().join(", ");
+    table.source = format!(
+        "fitted from {runs} runs of {} lessons on {} (driver {})",
+        lessons.len(),
+        if gpus.is_empty() { "an unnamed GPU".into() } else { join(&gpus) },
+        if drivers.is_empty() { "unknown".into() } else { join(&drivers) }
+    );
+    table.fitted_from = serde_json::json!({
+        "runs": runs, "lessons": lessons, "gpus": gpus, "drivers": drivers, "latest_unix_time": latest,
+    });
+    text += &table.describe();
+    let kept = table.rows.iter().filter(|r| !r.fitted).count();
+    if kept > 0 {
+        text += &format!(
+            "{kept} kinds had fewer than {} movements and keep their provisional drift\n",
+            crate::drift::MIN_PAIRS
         );
-        assert!(text.ends_with("1 of 2 figures changed beyond their noise: 1 slower, 0 faster\n"), "{text}");
-        let text = report(&c, 0, true);
-        assert!(text.contains("within noise (0.4x)"), "--all lists the rest: {text}");
     }
-
-    #[test]
-    fn a_fifteen_percent_wobble_of_a_seven_microsecond_figure_is_not_flagged() {
-        let a = doc(json!({}), vec![figure("pinned H2D 4 KiB", 0.0070, 0.03)]);
-        let b = doc(json!({}), vec![figure("pinned H2D 4 KiB", 0.00805, 0.03)]);
-        let c = compare(&a, &b).changes.remove(0);
-        assert!(!c.beyond_noise(), "{c:?}");
-        // The same 15% of a 10 ms figure is a change, and so is a 7 µs copy that takes three times as long.
-        let long = Change::new("x".into(), Measure::Time, &reading(10.0, 0.01), &reading(11.5, 0.01)).unwrap();
-        assert!(long.beyond_noise() && long.verdict().ends_with("very likely"), "{}", long.verdict());
-        let slow = Change::new("x".into(), Measure::Time, &reading(0.007, 0.03), &reading(0.021, 0.03)).unwrap();
-        assert!(slow.beyond_noise(), "{slow:?}");
-        // Short work that settled on its other time, 18 or 28 µs, in either run: noise.
-        for (a, b) in [(0.018, 0.028), (0.028, 0.018)] {
-            let c = Change::new("x".into(), Measure::Time, &reading(a, 0.0), &reading(b, 0.0)).unwrap();
-            assert!(!c.beyond_noise(), "{c:?}");
-        }
-    }
-
-    fn reading(ms: f64, cv: f64) -> Reading {
-        Reading { name: "x".into(), ms, cv, bound_ms: None, depends_on: vec![], calibrated: vec![] }
-    }
-
-    #[test]
-    fn figures_are_matched_by_name() {
-        let a = doc(json!({}), vec![figure("pinned H2D 4 KiB", 0.007, 0.02), figure("pinned H2D 64 MiB", 1.22, 0.001)]);
-        let b = doc(
-            json!({}),
-            vec![
-                figure("pinned H2D 64 MiB", 1.5, 0.001),
-                figure("pinned H2D 1 GiB", 19.6, 0.001),
-                figure("pinned H2D 4 KiB", 0.007, 0.02),
-            ],
-        );
-        let c = compare(&a, &b);
-        assert_eq!(c.changes.len(), 2);
-        assert_eq!((c.changes[1].name.as_str(), c.changes[1].a, c.changes[1].b), ("pinned H2D 64 MiB", 1.22, 1.5));
-        assert_eq!((c.only_in_a.len(), c.only_in_b.clone()), (0, vec!["pinned H2D 1 GiB".to_string()]));
-        let text = report(&c, 0, false);
-        assert!(text.contains("note: 1 figures only in B: pinned H2D 1 GiB"), "{text}");
-        assert!(text.contains("pinned H2D 64 MiB  ") && text.contains("slower by 23.0%"), "{text}");
-    }
-
-    #[test]
-    fn files_without_names_are_compared_by_place() {
-        let run = |name: &str, ms: f64| json!({ "name": name, "judged": { "measured": stats(ms, 0.002) } });
-        let a = json!({ "report": { "runs": [run("one stream", 16.0), run("4 streams", 6.0)] }, "other": 3 });
-        let b = json!({ "report": { "runs": [run("one stream", 16.1), run("4 streams", 6.6)] } });
-        let c = compare(&json!({ "schema_version": 1, "result": a }), &json!({ "schema_version": 1, "result": b }));
-        assert!(!c.named);
-        assert_eq!(c.changes.len(), 2);
-        assert_eq!(c.changes[0].name, "report.runs[one stream].judged.measured");
-        assert!(!c.changes[0].beyond_noise() && c.changes[1].beyond_noise(), "{:?}", c.changes);
-        let copies = |ms: f64| json!({ "copies": [[{ "h2d": stats(ms, 0.001), "d2h": stats(ms, 0.001) }]] });
-        let c = compare(&copies(1.0), &copies(1.2));
-        assert_eq!(c.changes[0].name, "copies[0][0].d2h");
-        assert!(report(&c, 0, false).contains("matched by their places"));
-        // One file with names and one without: both by place.
-        let named = doc(copies(1.0), vec![figure("pinned H2D 4 KiB", 1.0, 0.0)]);
-        assert!(!compare(&named, &json!({ "result": copies(1.0) })).named);
-    }
-
-    /// An overlap run's figures as `measure::report::Output::pipeline` names them.
-    fn overlap(iters: u32, one: (f64, f64), four: (f64, f64), upload: f64, kernel: f64) -> Value {
-        let run = |name: &str, (ms, bound): (f64, f64)| json!({ "name": name, "stats": stats(ms, 0.004), "bound_ms": bound, "depends_on": ["plan", "work"], "calibrated": ["work"] });
-        let part = |name: &str, ms: f64, work: bool| {
-            let mut f = json!({ "name": name, "stats": { "median_ms": ms, "min_ms": ms, "max_ms": ms, "runs": 1, "cv": 0.0 }, "best": true, "depends_on": ["plan"] });
-            if work {
-                f["depends_on"] = json!(["plan", "work"]);
-                f["calibrated"] = json!(["work"]);
-            }
-            f
-        };
-        doc(
-            json!({ "plan": { "chunks": 32, "streams": 4 }, "work": { "Process": iters }, "repeats": { "warmup": 2, "repeats": 10 } }),
-            vec![
-                run("one stream", one),
-                run("4 streams", four),
-                part("one chunk's upload, best", upload, false),
-                part("one chunk's kernel, best", kernel, true),
-                part("bound part: copies both ways", 5.6, false),
-            ],
-        )
-    }
-
-    #[test]
-    fn overlap_runs_with_different_calibrations_are_compared_on_what_does_not_depend_on_it() {
-        let a = overlap(1198, (15.7, 15.68), (5.96, 5.65), 0.153, 0.150);
-        let b = overlap(1172, (15.4, 15.38), (5.90, 5.58), 0.154, 0.147);
-        let c = compare(&a, &b);
-        assert_eq!(c.calibrated, ["work"]);
-        let how: Vec<(&str, Measure)> = c.changes.iter().map(|c| (c.name.as_str(), c.measure)).collect();
-        assert_eq!(
-            how,
-            [
-                ("one stream", Measure::OverBound),
-                ("4 streams", Measure::OverBound),
-                ("one chunk's upload, best", Measure::Time),
-                ("bound part: copies both ways", Measure::Time),
-            ]
-        );
-        assert_eq!(c.left_out.len(), 1, "the kernel's own time measures different work: {:?}", c.left_out);
-        assert!(c.changes.iter().all(|c| !c.beyond_noise()), "{:?}", c.changes);
-        let text = report(&c, 0, false);
-        assert!(text.contains("work is {\"Process\":1198} in A and {\"Process\":1172} in B"), "{text}");
-        assert!(text.contains("work was calibrated anew in each run"), "{text}");
-        assert!(text.contains("2 pipeline runs are\n      compared by their time over their own bound"), "{text}");
-        assert!(text.ends_with("no figure changed beyond its noise (4 compared; 1 left out)\n"), "{text}");
-        // A run that came 10% further from its bound is found, whatever its kernel.
-        let slow = overlap(1172, (15.4, 15.38), (6.50, 5.58), 0.154, 0.147);
-        let c = compare(&a, &slow);
-        assert!(c.changes[1].beyond_noise(), "{:?}", c.changes[1]);
-        assert!(c.changes[1].verdict().starts_with("further from its bound by 10.4%"), "{}", c.changes[1].verdict());
-        // The same --iters in both: times are compared.
-        let c = compare(&a, &overlap(1198, (15.8, 15.7), (5.97, 5.66), 0.153, 0.150));
-        assert!(c.changes.iter().all(|c| c.measure == Measure::Time) && c.changes.len() == 5);
-        // A different plan is different work, for every figure.
-        let mut other = overlap(1198, (15.7, 15.68), (5.96, 5.65), 0.153, 0.150);
-        other["result"]["plan"]["chunks"] = json!(16);
-        let c = compare(&a, &other);
-        assert!(c.changes.is_empty() && c.left_out.len() == 5, "{:?}", c.left_out);
-        assert!(c.left_out[0].1.contains("different work (plan"), "{:?}", c.left_out);
-    }
-
-    #[test]
-    fn old_overlap_files_with_different_calibrations_compare_their_runs_over_their_bounds() {
-        let result = |iters: u32, ms: f64, bound: f64| {
-            json!({ "work": { "Process": iters }, "report": { "runs": [
-                { "name": "4 streams", "judged": { "measured": stats(ms, 0.004), "bound": { "ms": bound }, "efficiency": bound / ms } },
-            ], "copies": { "h2d": stats(0.15, 0.01) } } })
-        };
-        let c = compare(&json!({ "result": result(1198, 5.96, 5.65) }), &json!({ "result": result(1172, 5.90, 5.58) }));
-        assert_eq!(c.changes.len(), 1);
-        assert_eq!(
-            (c.changes[0].name.as_str(), c.changes[0].measure),
-            ("report.runs[4 streams].judged.measured", Measure::OverBound)
-        );
-        assert_eq!(c.left_out.len(), 1, "a figure of the work itself: {:?}", c.left_out);
-    }
-
-    #[test]
-    fn baseline_runs_measure_the_drift() {
-        let a = doc(json!({}), vec![figure("x", 10.0, 0.001), figure("y", 5.0, 0.001), figure("tiny", 0.007, 0.01)]);
-        let b = doc(json!({}), vec![figure("x", 11.0, 0.001), figure("y", 5.5, 0.001), figure("tiny", 0.0091, 0.01)]);
-        let a2 = doc(json!({}), vec![figure("x", 11.5, 0.001), figure("y", 5.0, 0.001), figure("tiny", 0.00701, 0.01)]);
-        let a3 = doc(json!({}), vec![figure("x", 8.5, 0.001), figure("y", 5.01, 0.001), figure("tiny", 0.00699, 0.01)]);
-        let mut c = compare(&a, &b);
-        assert!(c.changes[0].beyond_noise() && c.changes[1].beyond_noise(), "10% of long figures counts");
-        assert!(!c.changes[2].beyond_noise(), "a 30% change of a 7 µs figure is within its assumed drift");
-        widen(&mut c.changes, &[compare(&a, &a2), compare(&a, &a3)]);
-        assert!(!c.changes[0].beyond_noise(), "x's baseline runs spread 8.5 to 11.5: {:?}", c.changes[0]);
-        assert!(c.changes[1].beyond_noise(), "y's agree to 0.2%: {:?}", c.changes[1]);
-        assert!(c.changes[2].beyond_noise(), "tiny's baseline runs agree to 0.2%, so 30% counts: {:?}", c.changes[2]);
-        assert!(report(&c, 2, false).contains("its spread over 3 runs made as A was"));
-        // One baseline run can only widen the noise.
-        let mut c = compare(&a, &b);
-        widen(&mut c.changes, &[compare(&a, &a2)]);
-        assert!(!c.changes[2].beyond_noise(), "{:?}", c.changes[2]);
-    }
-
-    #[test]
-    fn runs_that_did_different_work_are_named() {
-        let a = json!({ "work": { "Process": 1200 }, "plan": { "chunks": 32 }, "sizes": [1, 2] });
-        let b = json!({ "work": { "Process": 1310 }, "plan": { "chunks": 32 }, "sizes": [1] });
-        let keys = SETTINGS.iter().map(|s| s.to_string()).collect();
-        let d = differing_settings(&a, &b, &keys);
-        assert_eq!(d.len(), 2, "{d:?}");
-        assert_eq!(d[0].0, "sizes");
-        assert_eq!(d[1], ("work".into(), "{\"Process\":1200}".into(), "{\"Process\":1310}".into()));
-    }
-
-    #[test]
-    fn a_noisy_figure_needs_a_larger_change() {
-        let a = doc(json!({}), vec![figure("x", 10.0, 0.05)]);
-        let b = doc(json!({}), vec![figure("x", 11.0, 0.05)]);
-        let c = &compare(&a, &b).changes[0];
-        assert!(!c.beyond_noise(), "10% against 3 x 10%: {c:?}");
-        assert!((c.noise - (4.0f64 * 0.05 * 0.05).sqrt()).abs() < 1e-9, "{c:?}");
-    }
+    Ok((table, text))
 }
+
+/// Which lesson, run how, a document is: its command line without the program's folder and without
+/// `--json`, else its file's name without a trailing number.
+fn lesson_of(doc: &Value, path: &Path) -> String {
+    let command: Vec<&str> =
+        doc["machine"]["command"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+    if let Some((program, args)) = command.split_first() {
+        let name = Path::new(program).file_name().map_or(program.to_string(), |n| n.to_string_lossy().into_owned());
+        let args: Vec<&str> = args.iter().copied().filter(|a| *a != "--json").collect();
+        return [name].into_iter().chain(args.iter().map(|a| a.to_string())).collect::<Vec<_>>().join(" ");
+    }
+    let stem = path.file_stem().map_or(String::new(), |s| s.to_string_lossy().into_owned());
+    stem.trim_end_matches(|c: char| c.is_ascii_digit() || "-_. ".contains(c)).to_string()
+}
+
+#[cfg(test)]
+mod tests;

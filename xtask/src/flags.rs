@@ -40,23 +40,42 @@ pub enum Task {
     BenchReport(BenchReportFlags),
     /// Pack release builds of the lessons, tests and this xtask into target/bundle, for GPU hosts without Rust
     Bundle(BundleFlags),
-    /// Which timed figures of two runs of a lesson (`--json` output) changed beyond their noise
+    /// Which timed figures of two runs of a lesson (`--json` output) changed beyond what moves from one
+    /// process to the next: same, faster, slower or ambiguous; or fit that drift from back-to-back runs
+    #[command(after_help = COMPARE_EXIT)]
     Compare(CompareFlags),
 }
 
+/// What `compare`'s exit status says, under its `--help`.
+const COMPARE_EXIT: &str = "Exit status: 0 when no figure is slower (every one the same, faster or ambiguous), \
+1 when a figure is slower: beyond its kind's drift from one process to the next and beyond A's own runs (a \
+regression, for CI), 2 when the files could not be compared. --calibrate exits 0 once it has written the table.";
+
 #[derive(Args)]
 pub struct CompareFlags {
-    /// The first run's JSON (the baseline)
-    pub a: std::path::PathBuf,
-    /// The second run's JSON
-    pub b: std::path::PathBuf,
-    /// More runs made as A was (repeat the flag): their spread is the run-to-run noise, which a run's own
-    /// spread misses
-    #[arg(long)]
+    /// The first run's JSON (the reference), or a folder of runs
+    #[arg(required_unless_present = "calibrate")]
+    pub a: Option<std::path::PathBuf>,
+    /// The second run's JSON, or a folder: files of the same name in the two folders are compared
+    #[arg(required_unless_present = "calibrate")]
+    pub b: Option<std::path::PathBuf>,
+    /// More runs made as A was (repeat the flag): the drift of each kind of figure is fitted from them and
+    /// A for this comparison (one run can only widen it)
+    #[arg(long, conflicts_with = "calibrate")]
     pub baseline: Vec<std::path::PathBuf>,
-    /// Also list the figures that changed within their noise
+    /// Also list the figures that stayed the same
     #[arg(long)]
     pub all: bool,
+    /// The drift table to hold changes against (default: the shipped xtask/drift.json)
+    #[arg(long, value_name = "FILE", conflicts_with = "calibrate")]
+    pub drift: Option<std::path::PathBuf>,
+    /// Fit the drift table from back-to-back runs instead: every .json under DIR, each lesson's `--json`
+    /// output two times or more; writes xtask/drift.json (drift.json in a bundle) or --out
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["a", "b"])]
+    pub calibrate: Option<std::path::PathBuf>,
+    /// Where --calibrate writes the table
+    #[arg(long, value_name = "FILE", requires = "calibrate")]
+    pub out: Option<std::path::PathBuf>,
 }
 
 #[derive(Args)]

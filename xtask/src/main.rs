@@ -8,6 +8,7 @@ mod ci;
 mod compare;
 mod decls;
 mod doctor;
+mod drift;
 mod flags;
 mod generate;
 mod kernels;
@@ -41,7 +42,7 @@ fn main() -> ExitCode {
         flags::Task::Profile(f) => profile::run(f),
         flags::Task::Sanitize(f) => sanitize::run(f),
         flags::Task::BenchReport(f) => bench_report::run(f),
-        flags::Task::Compare(f) => compare::run(f),
+        flags::Task::Compare(f) => return compare::main(f),
         flags::Task::Bundle(f) => bundle::run(f),
     };
     match result {

@@ -1,0 +1,406 @@
+//! How far a figure moves from one process to the next on a quiet machine, by kind of figure: the table
+//! `cargo xtask compare` holds changes against (`xtask/drift.json`), and the fit that makes it from
+//! back-to-back runs (`cargo xtask compare --calibrate DIR`).
+//!
+//! # Kinds
+//!
+//! One run's spread says little about the next process for figures the host rules: on an H200, one
+//! memcpy per buffer of 1000 x 4 KiB held the host 5.4 ms in one run and 8.6 ms in the next, each run
+//! within 1% of itself, and a batched copy from pageable memory took 19.5 ms then 48.8; a 64 MiB copy
+//! from pinned memory moves by well under 1%. So each figure is put in a kind, by four things a run
+//! says of it, and each kind gets its own drift:
+//!
+//! - the **clock** that timed it: `gpu` (CUDA events) or `host` (the time in the calls, the caller's wait);
+//! - the **memory** it copies: `pageable` (the driver stages it through its own pinned buffers, on the
+//!   CPU) or `pinned` (any other: pinned, mapped, write-combined, device memory, or none);
+//! - the **transfers**: `small` when each moves under [`SMALL_BYTES`] (a per-copy cost rules them, paid
+//!   by the host and the copy engine, and it moves most), else `large` (also a figure that names no
+//!   transfer: kernels, pipelines);
+//! - its **time**: under 0.1 ms, 0.1 to 2 ms, 2 ms and more (work of microseconds settles on one of two
+//!   times 10 µs apart, 18 or 28 µs for the same 64 KiB round trip on an H200).
+//!
+//! A pipeline's run compared by its time over its own bound is a kind of its own.
+//!
+//! # Drift
+//!
+//! A kind's drift `d` says that a quiet second process's median lands within a factor `1 + d` of the
+//! first's, either way. It is fitted from back-to-back runs ([`Table::fit`]): every pair of runs of a
+//! lesson, every figure the two have in common, gives one movement `|ln(B/A)|`, and a kind's drift is
+//! `exp(t) - 1` with `t` the larger of [`MARGIN`] times the largest movement seen and [`SIGMAS`] times
+//! their root mean square: wide enough for the worst pair seen and for the tail of many (a kind needs
+//! [`MIN_PAIRS`] movements; with fewer it keeps the value it had). Until fitted from runs on a GPU, the
+//! table holds provisional values, set wide from what the H200 showed ([`PROVISIONAL`]), and says so.
+
+use std::{collections::BTreeMap, fmt, path::Path};
+
+use anyhow::{bail, Context as _};
+use serde_json::{json, Value};
+
+/// Transfers of fewer bytes than this are small: under it the per-copy cost is most of a copy's time
+/// (a pinned copy reaches half its rate at about 300 KiB on an H200).
+pub const SMALL_BYTES: usize = 256 << 10;
+/// A kind's drift covers this many times the largest movement seen (in log terms)...
+pub const MARGIN: f64 = 1.25;
+/// ... and this many times the movements' root mean square.
+pub const SIGMAS: f64 = 4.0;
+/// A kind is fitted from at least this many movements.
+pub const MIN_PAIRS: usize = 6;
+/// No drift is fitted below this: half a percent, what no number of runs resolves.
+pub const FLOOR: f64 = 0.005;
+
+/// The clock that timed a figure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Clock {
+    Gpu,
+    Host,
+}
+
+/// A figure's kind (see the module's doc).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Kind {
+    Time {
+        clock: Clock,
+        pageable: bool,
+        small: bool,
+        scale: Scale,
+    },
+    /// A pipeline's time over the lower bound measured on its own work in its own run.
+    OverBound,
+}
+
+/// A figure's time: under 0.1 ms, 0.1 to 2 ms, 2 ms and more.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Scale {
+    Short,
+    Mid,
+    Long,
+}
+
+impl Scale {
+    pub fn of(ms: f64) -> Scale {
+        if ms < 0.1 {
+            Scale::Short
+        } else if ms < 2.0 {
+            Scale::Mid
+        } else {
+            Scale::Long
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Scale::Short => "<0.1 ms",
+            Scale::Mid => "0.1-2 ms",
+            Scale::Long => ">=2 ms",
+        }
+    }
+}
+
+const SCALES: [Scale; 3] = [Scale::Short, Scale::Mid, Scale::Long];
+
+impl Kind {
+    /// The kind of a figure timed by `clock`, of `pageable` memory or not, whose transfers move
+    /// `transfer_bytes` each (`None`: no transfer named), that took `ms`.
+    pub fn of(clock: Clock, pageable: bool, transfer_bytes: Option<usize>, ms: f64) -> Kind {
+        let small = transfer_bytes.is_some_and(|b| b < SMALL_BYTES);
+        Kind::Time { clock, pageable, small, scale: Scale::of(ms) }
+    }
+
+    /// Every kind, in the table's order.
+    pub fn all() -> Vec<Kind> {
+        let mut v = Vec::new();
+        for clock in [Clock::Gpu, Clock::Host] {
+            for pageable in [false, true] {
+                for small in [false, true] {
+                    v.extend(SCALES.map(|scale| Kind::Time { clock, pageable, small, scale }));
+                }
+            }
+        }
+        v.push(Kind::OverBound);
+        v
+    }
+
+    pub fn parse(label: &str) -> Option<Kind> {
+        Kind::all().into_iter().find(|k| k.to_string() == label)
+    }
+}
+
+impl fmt::Display for Kind {
+    /// `gpu, pinned, large, 0.1-2 ms`; `over its bound`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Kind::OverBound => write!(f, "over its bound"),
+            Kind::Time { clock, pageable, small, scale } => write!(
+                f,
+                "{}, {}, {}, {}",
+                if *clock == Clock::Gpu { "gpu" } else { "host" },
+                if *pageable { "pageable" } else { "pinned" },
+                if *small { "small" } else { "large" },
+                scale.label()
+            ),
+        }
+    }
+}
+
+/// The provisional drift of a kind, before any fit from runs: set wide from what two quiet default runs
+/// of each lesson on the H200 showed (see the module's doc), so that quiet runs stay quiet, while large
+/// copies from pinned memory, kernels and pipelines stay near the few percent they move.
+pub fn provisional(kind: Kind) -> f64 {
+    let Kind::Time { clock, pageable, small, scale } = kind else { return 0.05 };
+    let by_scale = |short, mid, long| match scale {
+        Scale::Short => short,
+        Scale::Mid => mid,
+        Scale::Long => long,
+    };
+    match (clock, pageable, small) {
+        // Large pinned copies, kernels, pipelines: microsecond work settles on one of two times.
+        (Clock::Gpu, false, false) => by_scale(0.6, 0.10, 0.05),
+        // Many small copies: the GPU waits on the host that queues them.
+        (Clock::Gpu, false, true) => by_scale(1.0, 1.0, 1.0),
+        // Pageable copies: the driver stages them on the CPU; 64 MiB moved by 35% between quiet runs.
+        (Clock::Gpu, true, false) => by_scale(1.0, 0.6, 0.6),
+        // Batched copies of small buffers from pageable memory: 19.5 ms, then 48.8.
+        (Clock::Gpu, true, true) => 2.5,
+        // The host's time in the calls does not depend on the bytes: the host rules it at any size.
+        (Clock::Host, false, false) => by_scale(1.0, 1.0, 0.6),
+        // One memcpy per buffer of 1000 x 4 KiB held the host 5.4 ms, then 8.6.
+        (Clock::Host, false, true) => by_scale(1.5, 1.0, 1.0),
+        (Clock::Host, true, _) => 2.5,
+    }
+}
+
+/// One kind's row of the table.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Row {
+    pub kind: Kind,
+    /// A quiet second process's median lands within a factor `1 + drift` of the first's.
+    pub drift: f64,
+    /// Whether `drift` was fitted from runs (else it is provisional).
+    pub fitted: bool,
+    /// The movements it was fitted from, the largest of them and their root mean square, as factors
+    /// (`exp(|ln(B/A)|) - 1`).
+    pub pairs: usize,
+    pub largest: Option<f64>,
+    pub rms: Option<f64>,
+}
+
+/// The drift of every kind, and where it came from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Table {
+    pub rows: Vec<Row>,
+    /// Where the table came from, in words.
+    pub source: String,
+    /// What it was fitted from: the runs, the lessons, the GPU and driver (JSON, as written).
+    pub fitted_from: Value,
+}
+
+/// The table shipped with this xtask: `xtask/drift.json`, which `--calibrate` writes.
+pub const SHIPPED: &str = include_str!("../drift.json");
+
+impl Table {
+    /// Every kind at its provisional drift.
+    pub fn provisional() -> Table {
+        let rows = Kind::all()
+            .into_iter()
+            .map(|kind| Row { kind, drift: provisional(kind), fitted: false, pairs: 0, largest: None, rms: None })
+            .collect();
+        Table { rows, source: "provisional".into(), fitted_from: Value::Null }
+    }
+
+    /// The table shipped with this xtask.
+    pub fn shipped() -> Table {
+        Table::parse(SHIPPED).unwrap_or_else(|e| panic!("xtask/drift.json: {e:#}"))
+    }
+
+    pub fn read(path: &Path) -> anyhow::Result<Table> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        Table::parse(&text).with_context(|| format!("{} is not a drift table", path.display()))
+    }
+
+    /// A table as [`Table::to_json`] writes it; a kind it lacks gets its provisional drift.
+    pub fn parse(text: &str) -> anyhow::Result<Table> {
+        let v: Value = serde_json::from_str(text)?;
+        let mut table = Table::provisional();
+        for r in v["kinds"].as_array().context("no \"kinds\" list")? {
+            let label = r["kind"].as_str().context("a row without \"kind\"")?;
+            let Some(kind) = Kind::parse(label) else { bail!("unknown kind {label:?}") };
+            let drift = r["drift"].as_f64().filter(|d| d.is_finite() && *d >= 0.0);
+            let Some(drift) = drift else { bail!("{label}: \"drift\" is not a number of 0 or more") };
+            let row = table.rows.iter_mut().find(|x| x.kind == kind).expect("every kind has a row");
+            *row = Row {
+                kind,
+                drift,
+                fitted: r["fitted"].as_bool().unwrap_or(false),
+                pairs: r["pairs"].as_u64().unwrap_or(0) as usize,
+                largest: r["largest"].as_f64(),
+                rms: r["rms"].as_f64(),
+            };
+        }
+        table.source = v["source"].as_str().unwrap_or("").to_string();
+        table.fitted_from = v["fitted_from"].clone();
+        Ok(table)
+    }
+
+    /// Whether any kind was fitted from runs.
+    pub fn provisional_only(&self) -> bool {
+        self.rows.iter().all(|r| !r.fitted)
+    }
+
+    pub fn row(&self, kind: Kind) -> &Row {
+        self.rows.iter().find(|r| r.kind == kind).expect("every kind has a row")
+    }
+
+    pub fn drift(&self, kind: Kind) -> f64 {
+        self.row(kind).drift
+    }
+
+    /// The table as a file: JSON, a row per kind.
+    pub fn to_json(&self) -> String {
+        let provisional = self.provisional_only();
+        let about = if provisional {
+            "PROVISIONAL: not fitted from runs yet. Each kind's drift is set wide from what two quiet default runs of \
+             each lesson showed on an H200 (xtask/src/drift.rs, `provisional`). Fit it from back-to-back runs of every \
+             lesson: `cargo xtask compare --calibrate DIR` (README, Measured)."
+        } else {
+            "Fitted from back-to-back runs by `cargo xtask compare --calibrate`: a quiet second process's median of a \
+             figure of a kind lands within a factor 1 + drift of the first's. Kinds without enough runs keep the \
+             value they had (fitted: false)."
+        };
+        let round = |x: f64| (x * 1e4).round() / 1e4;
+        let rows: Vec<String> = self
+            .rows
+            .iter()
+            .map(|r| {
+                format!(
+                    "{{\"kind\": {}, \"drift\": {}, \"fitted\": {}, \"pairs\": {}, \"largest\": {}, \"rms\": {}}}",
+                    json!(r.kind.to_string()),
+                    json!(round(r.drift)),
+                    r.fitted,
+                    r.pairs,
+                    json!(r.largest.map(round)),
+                    json!(r.rms.map(round))
+                )
+            })
+            .collect();
+        // By hand, for a file a person reads: what it is first, then a line per kind.
+        let field = |key: &str, v: &Value| format!("  \"{key}\": {},\n", v);
+        let mut text = String::from("{\n");
+        text += &field("provisional", &json!(provisional));
+        text += &field("about", &json!(about));
+        text += &field("source", &json!(self.source));
+        text += &field("fitted_from", &self.fitted_from);
+        let rows: Vec<String> = rows.iter().map(|r| format!("    {r}")).collect();
+        text + "  \"kinds\": [\n" + &rows.join(",\n") + "\n  ]\n}\n"
+    }
+
+    /// This table with each kind that has at least [`MIN_PAIRS`] of `moves` (a kind and `ln(B/A)` of one
+    /// figure in two quiet runs) fitted from them (see the module's doc). Where `replace` is false the
+    /// fit can only widen a kind's drift: the few runs it came from say little of a spread.
+    pub fn fit(&self, moves: &[(Kind, f64)], replace: bool) -> Table {
+        let mut by_kind: BTreeMap<Kind, Vec<f64>> = BTreeMap::new();
+        for &(kind, m) in moves.iter().filter(|m| m.1.is_finite()) {
+            by_kind.entry(kind).or_default().push(m.abs());
+        }
+        let mut table = self.clone();
+        for row in &mut table.rows {
+            let Some(m) = by_kind.get(&row.kind).filter(|m| m.len() >= MIN_PAIRS) else { continue };
+            let largest = m.iter().copied().fold(0.0, f64::max);
+            let rms = (m.iter().map(|x| x * x).sum::<f64>() / m.len() as f64).sqrt();
+            let drift = ((MARGIN * largest).max(SIGMAS * rms).exp() - 1.0).max(FLOOR);
+            let drift = if replace { drift } else { drift.max(row.drift) };
+            *row = Row {
+                kind: row.kind,
+                drift,
+                fitted: true,
+                pairs: m.len(),
+                largest: Some(largest.exp() - 1.0),
+                rms: Some(rms.exp() - 1.0),
+            };
+        }
+        table
+    }
+
+    /// The table for people: a row per kind, what it was fitted from.
+    pub fn describe(&self) -> String {
+        let mut s = format!("{:<31} {:>6} {:>9} {:>8} {:>8}  {}\n", "kind", "pairs", "largest", "rms", "drift", "from");
+        for r in &self.rows {
+            let pct = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{:.1}%", 100.0 * x));
+            s += &format!(
+                "{:<31} {:>6} {:>9} {:>8} {:>8}  {}\n",
+                r.kind.to_string(),
+                r.pairs,
+                pct(r.largest),
+                pct(r.rms),
+                format!("{:.1}%", 100.0 * r.drift),
+                if r.fitted { "fitted" } else { "provisional" }
+            );
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_has_one_label_and_reads_back() {
+        let all = Kind::all();
+        assert_eq!(all.len(), 25);
+        for k in &all {
+            assert_eq!(Kind::parse(&k.to_string()), Some(*k), "{k}");
+        }
+        assert_eq!(Kind::of(Clock::Gpu, false, Some(64 << 20), 1.2).to_string(), "gpu, pinned, large, 0.1-2 ms");
+        assert_eq!(Kind::of(Clock::Host, true, Some(4096), 19.5).to_string(), "host, pageable, small, >=2 ms");
+        assert_eq!(Kind::of(Clock::Gpu, false, None, 0.006).to_string(), "gpu, pinned, large, <0.1 ms");
+    }
+
+    #[test]
+    fn the_shipped_table_reads_and_says_whether_it_is_provisional() {
+        let shipped = Table::shipped();
+        assert_eq!(shipped.rows.len(), 25);
+        let text = shipped.to_json();
+        assert_eq!(Table::parse(&text).unwrap(), shipped, "it reads back as written");
+        if shipped.provisional_only() {
+            // XTASK_BLESS=1 cargo test -p xtask drift: writes drift.rs's provisional values into the file.
+            if std::env::var_os("XTASK_BLESS").is_some() {
+                let path = crate::tools::root().join("xtask/drift.json");
+                std::fs::write(path, Table::provisional().to_json()).unwrap();
+                return;
+            }
+            assert!(SHIPPED.contains("\"provisional\": true") && SHIPPED.contains("PROVISIONAL"));
+            assert_eq!(
+                shipped,
+                Table::provisional(),
+                "xtask/drift.json holds other values than drift.rs's provisional ones: XTASK_BLESS=1 cargo test -p \
+                 xtask drift writes them"
+            );
+        }
+        assert!(Table::parse("{\"kinds\": [{\"kind\": \"gpu, warm\", \"drift\": 1}]}").is_err());
+        assert!(Table::parse("{\"kinds\": [{\"kind\": \"over its bound\", \"drift\": -1}]}").is_err());
+    }
+
+    #[test]
+    fn a_fit_covers_the_largest_movement_and_the_tail_and_keeps_kinds_it_has_too_few_for() {
+        let big = Kind::of(Clock::Gpu, false, Some(64 << 20), 1.2);
+        let host = Kind::of(Clock::Host, false, Some(4096), 5.4);
+        let mut moves: Vec<(Kind, f64)> = (0..20).map(|i| (big, 0.002 * (i % 5) as f64)).collect();
+        moves.push((big, -0.01));
+        moves.extend([(host, (8.6f64 / 5.4).ln()), (host, 0.01)]);
+        let t = Table::provisional().fit(&moves, true);
+        let row = t.row(big);
+        assert!(row.fitted && row.pairs == 21);
+        // 1.25 x 1% against 4 x the rms (0.51%): 2.06%.
+        let rms = (moves[..21].iter().map(|m| m.1 * m.1).sum::<f64>() / 21.0).sqrt();
+        assert!((row.drift - ((4.0 * rms).exp() - 1.0)).abs() < 1e-12, "{row:?}");
+        assert!(row.drift > 0.0125 && row.drift < 0.03, "{row:?}");
+        assert_eq!(t.row(host), Table::provisional().row(host), "two movements are too few");
+        assert!(!t.provisional_only());
+        // With replace off (a single baseline run), a fit only widens.
+        let narrow = Table::provisional().fit(&moves, false);
+        assert_eq!(narrow.drift(big), provisional(big));
+        let text = t.to_json();
+        assert!(text.contains("\"provisional\": false") && !text.contains("PROVISIONAL"), "{text}");
+        assert!(t.describe().contains("gpu, pinned, large, 0.1-2 ms"), "{}", t.describe());
+    }
+}
