@@ -292,14 +292,14 @@ impl<T> SendPtr<T> {
     }
 }
 
-/// `dst.copy_from_slice(src)`, with non-temporal (streaming) stores for large copies on x86-64: the
-/// destination's lines are written without first being read into the cache, which halves the memory
-/// traffic of a copy that will not be read again soon, as staging's are. Ends with a store fence, so the
-/// data is in memory before a DMA that follows reads it.
+/// `dst.copy_from_slice(src)`, with non-temporal (streaming) stores for copies of 4 KiB or more on
+/// x86-64: the destination's lines are written without first being read into the cache, which halves the
+/// memory traffic of a copy that will not be read again soon, as staging's are. Ends with a store fence,
+/// so the data is in memory before a DMA that follows reads it.
 pub fn stream_copy<T: Element>(dst: &mut [T], src: &[T]) {
     assert_eq!(dst.len(), src.len(), "stream_copy: lengths differ");
     #[cfg(target_arch = "x86_64")]
-    if std::mem::size_of_val(src) >= 64 << 10 {
+    if std::mem::size_of_val(src) >= 4 << 10 {
         // SAFETY: two valid, non-overlapping ranges (one borrowed mutably, one shared) of the same byte
         // length; Element types are plain data, so copying their bytes copies them.
         unsafe { nt_copy(dst.as_mut_ptr().cast(), src.as_ptr().cast(), std::mem::size_of_val(src)) };

@@ -194,7 +194,7 @@ type Generated = (String, String, Result<(u32, u32), &'static str>);
 
 /// One parameter named `name` (or, if opaque, mostly `unique`): its text, its name, and its size and
 /// alignment (or the refusal it means).
-fn param(r: &mut Rng, name: &str, unique: &str, room: &mut u32) -> Generated {
+fn param(r: &mut Rng, (name, unique): (&str, &str), room: &mut u32, refused_forms: bool) -> Generated {
     let (ty, elem) = r.pick(&SCALARS);
     let mut text = format!(".param{}", ows(r));
     let mut align = elem;
@@ -205,7 +205,7 @@ fn param(r: &mut Rng, name: &str, unique: &str, room: &mut u32) -> Generated {
             text += &format!(".align{}{}{}", ws(r), number(r, a), ws(r)); // `8.u64` is a float to ptxas
         }
     }
-    if r.chance(3) {
+    if refused_forms && r.chance(3) {
         // Forms ptxas accepts that a launch cannot pass.
         let (form, why) = r.pick(&[
             (".texref", "is a .texref"),
@@ -306,14 +306,16 @@ pub fn file(seed: u64, index: u64, count: usize) -> File {
     file_with(seed, index, count, true)
 }
 
-/// The same, with plain blanks in the header's three directives: the driver's JIT refuses a module whose
-/// `.version`, `.target` or `.address_size` has a comment before its value (`CUDA_ERROR_INVALID_IMAGE`,
-/// with nothing in its log, on the 580 driver), which ptxas compiles.
+/// The same without the forms only ptxas takes: the driver's JIT refused every generated module
+/// (`CUDA_ERROR_INVALID_IMAGE`, with nothing in its log, on the 580 driver) while they held `.texref` or
+/// `.surfref` parameters (texture and surface references, gone from CUDA 12's runtime) or comments inside
+/// the header's three directives, all of which ptxas 13.0 compiles.
 pub fn file_for_the_driver(seed: u64, index: u64, count: usize) -> File {
     file_with(seed, index, count, false)
 }
 
-fn file_with(seed: u64, index: u64, count: usize, comments_in_header: bool) -> File {
+/// `for_ptxas`: with the forms ptxas takes and the driver's JIT does not (see above).
+fn file_with(seed: u64, index: u64, count: usize, for_ptxas: bool) -> File {
     let mut r = Rng::new(seed ^ index.wrapping_mul(0x2545_F491_4F6C_DD1D));
     let target = if r.chance(20) { "sm_75" } else { "sm_90" };
     let mut ptx = String::new();
@@ -322,7 +324,7 @@ fn file_with(seed: u64, index: u64, count: usize, comments_in_header: bool) -> F
     }
     // ptxas looks for `.version` and a blank before it reads the file: no comment there.
     let (a, b, c) = (r.pick(&[" ", "\t", "  "]).to_string(), ws(&mut r), ws(&mut r));
-    let (b, c) = match comments_in_header {
+    let (b, c) = match for_ptxas {
         true => (b, c),
         false => (" ".to_string(), "\t".to_string()),
     };
@@ -345,7 +347,7 @@ fn file_with(seed: u64, index: u64, count: usize, comments_in_header: bool) -> F
         let mut room = 28_000u32;
         let n = if r.chance(5) { 20 + r.below(20) } else { r.below(9) };
         let params: Vec<Generated> =
-            (0..n).map(|i| param(&mut r, &format!("p{i}"), &format!("t{k}_{i}"), &mut room)).collect();
+            (0..n).map(|i| param(&mut r, (&format!("p{i}"), &format!("t{k}_{i}")), &mut room, for_ptxas)).collect();
         let expect = match params.iter().find_map(|(_, _, p)| p.err()) {
             Some(why) => Expect::Refused(why),
             None => Expect::Params(params.iter().map(|(_, _, p)| p.unwrap()).collect()),
