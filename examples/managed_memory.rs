@@ -166,7 +166,9 @@ fn managed_memory(args: &Args, out: &Output) -> anyhow::Result<()> {
         }
         for (name, t) in WAYS.iter().zip(&times) {
             // `16 MiB / on demand / wall`, for `cargo xtask compare`
-            let figure = |what: &str, s: &Stats| Figure::new(format!("{} / {name} / {what}", fmt_bytes(bytes)), s);
+            // Managed memory: the driver migrates its pages on the CPU's side, on faults or prefetches.
+            let figure =
+                |what: &str, s: &Stats| Figure::new(format!("{} / {name} / {what}", fmt_bytes(bytes)), s).cpu_paged();
             let chunk = plan.max_chunk() * 4;
             out.add(figure("wall", &t.wall).on_host().transfers(chunk));
             out.add(figure("host fill", &t.host_fill).on_host());

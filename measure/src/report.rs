@@ -96,6 +96,10 @@ pub struct Figure {
     /// process to the next than a link's rate.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub transfer_bytes: Option<usize>,
+    /// The CPU's side moves its bytes page by page: pageable memory the driver stages, or managed
+    /// memory migrated on faults. Such figures move far more from one process to the next.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub cpu_paged: bool,
     /// The line of figures over sizes it belongs to (`pinned H2D`), and the bytes it moved: a picture
     /// of rates draws it at that size.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -126,6 +130,7 @@ impl Figure {
             stats: serde_json::to_value(stats).unwrap_or_default(),
             clock: Clock::Gpu,
             transfer_bytes: None,
+            cpu_paged: false,
             series: None,
             bytes: None,
             best: false,
@@ -150,6 +155,11 @@ impl Figure {
     /// Timed on the host's clock.
     pub fn on_host(self) -> Figure {
         Figure { clock: Clock::Host, ..self }
+    }
+
+    /// Its bytes are moved page by page on the CPU's side (pageable or managed memory).
+    pub fn cpu_paged(self) -> Figure {
+        Figure { cpu_paged: true, ..self }
     }
 
     /// Each transfer it times moves `bytes`.

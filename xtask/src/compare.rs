@@ -53,7 +53,7 @@ use anyhow::{bail, Context as _};
 use serde_json::Value;
 
 use crate::{
-    drift::{Clock, Kind, Table},
+    drift::{Clock, Kind, Move, Table},
     flags::CompareFlags,
     tools,
 };
@@ -86,6 +86,8 @@ pub struct Reading {
     pub clock: Option<Clock>,
     /// The bytes each of its transfers moves, where the run says.
     pub transfer_bytes: Option<usize>,
+    /// The CPU's side moves its bytes page by page (pageable or managed memory), where the run says.
+    pub cpu_paged: bool,
     pub bound_ms: Option<f64>,
     pub depends_on: Vec<String>,
     pub calibrated: Vec<String>,
@@ -116,6 +118,7 @@ impl Reading {
             hi_ms,
             clock: None,
             transfer_bytes: None,
+            cpu_paged: false,
             bound_ms: None,
             depends_on: Vec::new(),
             calibrated: Vec::new(),
@@ -189,7 +192,11 @@ pub enum Verdict {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Change {
     pub name: String,
+    /// `lesson: name`, as the drift table names a restless figure.
+    pub figure: String,
     pub kind: Kind,
+    /// Whether its drift is its own (a restless figure's) rather than its kind's.
+    pub own: bool,
     pub measure: Measure,
     pub a: Side,
     pub b: Side,
@@ -199,7 +206,7 @@ pub struct Change {
 }
 
 impl Change {
-    fn new(name: String, measure: Measure, a: &Reading, b: &Reading, table: &Table) -> Option<Change> {
+    fn new(name: String, lesson: &str, measure: Measure, a: &Reading, b: &Reading, table: &Table) -> Option<Change> {
         let side = |r: &Reading| -> Option<Side> {
             let over = match measure {
                 Measure::Time => 1.0,
@@ -217,14 +224,16 @@ impl Change {
         let kind = match measure {
             Measure::OverBound => Kind::OverBound,
             Measure::Time => {
-                let pageable = [a, b].iter().any(|r| r.name.to_lowercase().contains("pageable"));
+                let pageable = [a, b].iter().any(|r| r.cpu_paged || r.name.to_lowercase().contains("pageable"));
                 let clock = a.clock.or(b.clock).unwrap_or_else(|| a.timed_by());
                 Kind::of(clock, pageable, a.transfer_size().or(b.transfer_size()), fast)
             }
         };
         let resolution = if measure == Measure::Time { RESOLVED_MS / fast } else { 0.0 };
-        let drift = table.drift(kind).max(resolution);
-        let mut c = Change { name, kind, measure, a: sa, b: sb, drift, verdict: Verdict::Same };
+        let figure = format!("{lesson}: {name}");
+        let (drift, own) = table.drift_of(kind, &figure);
+        let drift = drift.max(resolution);
+        let mut c = Change { name, figure, kind, own, measure, a: sa, b: sb, drift, verdict: Verdict::Same };
         c.verdict = c.judge();
         Some(c)
     }
@@ -311,9 +320,24 @@ impl Comparison {
         self.changes.iter().filter(|c| c.verdict == v).count()
     }
 
-    /// Every figure's movement, for a fit of the drift: its kind and `ln(B/A)`.
-    pub fn moves(&self) -> Vec<(Kind, f64)> {
-        self.changes.iter().map(|c| (c.kind, (c.b.center / c.a.center).ln())).collect()
+    /// Every figure's movement, for a fit of the drift: its kind and how far B's median lands beyond
+    /// A's interval, `ln(B / q3_A)` above it, `ln(B / min_A)` below it, 0 within it. That is what the
+    /// drift must cover for a quiet B never to be called slower or faster.
+    pub fn moves(&self) -> Vec<Move> {
+        self.changes
+            .iter()
+            .map(|c| {
+                let (b, a) = (c.b.center, &c.a);
+                let beyond = if b > a.hi {
+                    (b / a.hi).ln()
+                } else if b < a.lo {
+                    (b / a.lo).ln()
+                } else {
+                    0.0
+                };
+                Move { kind: c.kind, figure: c.figure.clone(), beyond }
+            })
+            .collect()
     }
 }
 
@@ -383,7 +407,7 @@ pub fn run(flags: CompareFlags) -> anyhow::Result<u8> {
             }
             let mut moves = Vec::new();
             for i in 0..runs.len() {
-                for j in i + 1..runs.len() {
+                for j in (0..runs.len()).filter(|j| *j != i) {
                     moves.extend(compare(&runs[i], &runs[j], &table).moves());
                 }
             }
@@ -508,6 +532,7 @@ fn describe_table(table: &Table, path: Option<&Path>) -> String {
 /// Compares two lessons' documents (`{"result", "figures"}`; a bare result is read as one without names).
 pub fn compare(a: &Value, b: &Value, table: &Table) -> Comparison {
     let (ra, rb) = (a.get("result").unwrap_or(a), b.get("result").unwrap_or(b));
+    let lesson = lesson_in(a).or_else(|| lesson_in(b)).unwrap_or_default();
     let ((na, la), (nb, lb)) = (readings(a), readings(b));
     let named = !na.is_empty() && !nb.is_empty();
     let matched = match (named, la, lb) {
@@ -557,7 +582,7 @@ pub fn compare(a: &Value, b: &Value, table: &Table) -> Comparison {
                 cmp.calibrated.push(k.to_string());
             }
         }
-        cmp.changes.extend(Change::new(x.name.clone(), measure, x, y, table));
+        cmp.changes.extend(Change::new(x.name.clone(), &lesson, measure, x, y, table));
     }
     cmp.only_in_b = fb.iter().filter(|y| fa.iter().all(|x| x.name != y.name)).map(|y| y.name.clone()).collect();
     cmp
@@ -706,6 +731,7 @@ fn named(doc: &Value) -> Vec<Reading> {
                 _ => None,
             };
             r.transfer_bytes = f["transfer_bytes"].as_u64().map(|b| b as usize);
+            r.cpu_paged = f["cpu_paged"].as_bool().unwrap_or(false);
             r.bound_ms = f["bound_ms"].as_f64();
             r.depends_on = strings(&f["depends_on"]);
             r.calibrated = strings(&f["calibrated"]);
@@ -853,8 +879,9 @@ pub fn calibrate(dir: &Path) -> anyhow::Result<(Table, String)> {
             continue;
         }
         let before = moves.len();
+        // Each way round: the movement is measured from A's interval.
         for i in 0..docs.len() {
-            for j in i + 1..docs.len() {
+            for j in (0..docs.len()).filter(|j| *j != i) {
                 moves.extend(compare(&docs[i], &docs[j], &base).moves());
             }
         }
@@ -890,15 +917,22 @@ pub fn calibrate(dir: &Path) -> anyhow::Result<(Table, String)> {
 /// Which lesson, run how, a document is: its command line without the program's folder and without
 /// `--json`, else its file's name without a trailing number.
 fn lesson_of(doc: &Value, path: &Path) -> String {
-    let command: Vec<&str> =
-        doc["machine"]["command"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
-    if let Some((program, args)) = command.split_first() {
-        let name = Path::new(program).file_name().map_or(program.to_string(), |n| n.to_string_lossy().into_owned());
-        let args: Vec<&str> = args.iter().copied().filter(|a| *a != "--json").collect();
-        return [name].into_iter().chain(args.iter().map(|a| a.to_string())).collect::<Vec<_>>().join(" ");
+    if let Some(lesson) = lesson_in(doc) {
+        return lesson;
     }
     let stem = path.file_stem().map_or(String::new(), |s| s.to_string_lossy().into_owned());
     stem.trim_end_matches(|c: char| c.is_ascii_digit() || "-_. ".contains(c)).to_string()
+}
+
+/// Which lesson, run how, a document says it is: its command line without the program's folder and
+/// without `--json` (`overlap --seed`).
+fn lesson_in(doc: &Value) -> Option<String> {
+    let command: Vec<&str> =
+        doc["machine"]["command"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+    let (program, args) = command.split_first()?;
+    let name = Path::new(program).file_name().map_or(program.to_string(), |n| n.to_string_lossy().into_owned());
+    let args = args.iter().filter(|a| **a != "--json").map(|a| a.to_string());
+    Some([name].into_iter().chain(args).collect::<Vec<_>>().join(" "))
 }
 
 #[cfg(test)]

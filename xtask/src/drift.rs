@@ -11,8 +11,10 @@
 //! says of it, and each kind gets its own drift:
 //!
 //! - the **clock** that timed it: `gpu` (CUDA events) or `host` (the time in the calls, the caller's wait);
-//! - the **memory** it copies: `pageable` (the driver stages it through its own pinned buffers, on the
-//!   CPU) or `pinned` (any other: pinned, mapped, write-combined, device memory, or none);
+//! - the **memory** it copies: `pageable` where the CPU's side moves it page by page (pageable memory
+//!   the driver stages through its own pinned buffers, managed memory it migrates on faults: a figure
+//!   says `cpu_paged`, or names pageable memory) or `pinned` (any other: pinned, mapped,
+//!   write-combined, device memory, or none);
 //! - the **transfers**: `small` when each moves under [`SMALL_BYTES`] (a per-copy cost rules them, paid
 //!   by the host and the copy engine, and it moves most), else `large` (also a figure that names no
 //!   transfer: kernels, pipelines);
@@ -24,8 +26,10 @@
 //! # Drift
 //!
 //! A kind's drift `d` says that a quiet second process's median lands within a factor `1 + d` of the
-//! first's, either way. It is fitted from back-to-back runs ([`Table::fit`]): every pair of runs of a
-//! lesson, every figure the two have in common, gives one movement `|ln(B/A)|`, and a kind's drift is
+//! first's interval (its fastest run to its third quartile), either way. It is fitted from
+//! back-to-back runs ([`Table::fit`]): every ordered pair of runs of a lesson, every figure the two
+//! have in common, gives one movement, `|ln(B / q3_A)|` or `|ln(B / min_A)|` where B's median lands
+//! beyond A's interval and 0 within it (`Comparison::moves`), and a kind's drift is
 //! `exp(t) - 1` with `t` the larger of [`MARGIN`] times the largest movement seen and [`SIGMAS`] times
 //! their root mean square: wide enough for the worst pair seen and for the tail of many (a kind needs
 //! [`MIN_PAIRS`] movements; with fewer it keeps the value it had). Until fitted from runs on a GPU, the
@@ -43,8 +47,9 @@ pub const SMALL_BYTES: usize = 256 << 10;
 pub const MARGIN: f64 = 1.25;
 /// ... and this many times the movements' root mean square.
 pub const SIGMAS: f64 = 4.0;
-/// A kind is fitted from at least this many movements.
-pub const MIN_PAIRS: usize = 6;
+/// A kind is fitted from at least this many movements (ordered pairs of runs times figures: two
+/// figures of three runs).
+pub const MIN_PAIRS: usize = 12;
 /// No drift is fitted below this: half a percent, what no number of runs resolves.
 pub const FLOOR: f64 = 0.005;
 
@@ -177,8 +182,8 @@ pub struct Row {
     pub drift: f64,
     /// Whether `drift` was fitted from runs (else it is provisional).
     pub fitted: bool,
-    /// The movements it was fitted from, the largest of them and their root mean square, as factors
-    /// (`exp(|ln(B/A)|) - 1`).
+    /// The movements it was fitted from; the largest movement of its settled figures (the [`SETTLED`]
+    /// share) and the root mean square of their movements, as factors (`exp(|m|) - 1`).
     pub pairs: usize,
     pub largest: Option<f64>,
     pub rms: Option<f64>,
@@ -188,11 +193,38 @@ pub struct Row {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Table {
     pub rows: Vec<Row>,
+    /// Figures that move more than their kind (`lesson: figure`, the lesson as its command line names
+    /// it), each with a drift of its own: a batch of small copies settles, process by process, on one of
+    /// two times three times apart on an H200.
+    pub restless: BTreeMap<String, Restless>,
     /// Where the table came from, in words.
     pub source: String,
     /// What it was fitted from: the runs, the lessons, the GPU and driver (JSON, as written).
     pub fitted_from: Value,
 }
+
+/// A figure that moves more than its kind, and the drift fitted for it alone.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Restless {
+    pub drift: f64,
+    pub pairs: usize,
+    /// Its largest movement, as a factor.
+    pub largest: f64,
+}
+
+/// One figure's movement in a pair of quiet runs: how far B's median landed beyond A's interval, in log
+/// terms (`Comparison::moves`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Move {
+    pub kind: Kind,
+    /// `lesson: figure`.
+    pub figure: String,
+    pub beyond: f64,
+}
+
+/// The share of a kind's figures whose largest movement its drift is fitted to cover: the rest, the
+/// restless, get drifts of their own.
+pub const SETTLED: f64 = 0.9;
 
 /// The table shipped with this xtask: `xtask/drift.json`, which `--calibrate` writes.
 pub const SHIPPED: &str = include_str!("../drift.json");
@@ -204,7 +236,7 @@ impl Table {
             .into_iter()
             .map(|kind| Row { kind, drift: provisional(kind), fitted: false, pairs: 0, largest: None, rms: None })
             .collect();
-        Table { rows, source: "provisional".into(), fitted_from: Value::Null }
+        Table { rows, restless: BTreeMap::new(), source: "provisional".into(), fitted_from: Value::Null }
     }
 
     /// The table shipped with this xtask.
@@ -236,6 +268,13 @@ impl Table {
                 rms: r["rms"].as_f64(),
             };
         }
+        for r in v["restless"].as_array().into_iter().flatten() {
+            let figure = r["figure"].as_str().context("a restless row without \"figure\"")?;
+            let drift = r["drift"].as_f64().filter(|d| d.is_finite() && *d >= 0.0);
+            let Some(drift) = drift else { bail!("{figure}: \"drift\" is not a number of 0 or more") };
+            let (pairs, largest) = (r["pairs"].as_u64().unwrap_or(0) as usize, r["largest"].as_f64().unwrap_or(drift));
+            table.restless.insert(figure.to_string(), Restless { drift, pairs, largest });
+        }
         table.source = v["source"].as_str().unwrap_or("").to_string();
         table.fitted_from = v["fitted_from"].clone();
         Ok(table)
@@ -254,6 +293,15 @@ impl Table {
         self.row(kind).drift
     }
 
+    /// The drift `figure` (`lesson: figure`) of `kind` is held to: its own where it is restless, else
+    /// its kind's; and whether it is its own.
+    pub fn drift_of(&self, kind: Kind, figure: &str) -> (f64, bool) {
+        match self.restless.get(figure) {
+            Some(r) if kind != Kind::OverBound => (r.drift, true),
+            _ => (self.drift(kind), false),
+        }
+    }
+
     /// The table as a file: JSON, a row per kind.
     pub fn to_json(&self) -> String {
         let provisional = self.provisional_only();
@@ -263,8 +311,9 @@ impl Table {
              lesson: `cargo xtask compare --calibrate DIR` (README, Measured)."
         } else {
             "Fitted from back-to-back runs by `cargo xtask compare --calibrate`: a quiet second process's median of a \
-             figure of a kind lands within a factor 1 + drift of the first's. Kinds without enough runs keep the \
-             value they had (fitted: false)."
+             figure of a kind lands within a factor 1 + drift of the first's interval (fastest run to third quartile). \
+             Restless figures, which moved beyond their kind, have drifts of their own. Kinds without enough runs keep \
+             the value they had (fitted: false)."
         };
         let round = |x: f64| (x * 1e4).round() / 1e4;
         let rows: Vec<String> = self
@@ -290,32 +339,76 @@ impl Table {
         text += &field("source", &json!(self.source));
         text += &field("fitted_from", &self.fitted_from);
         let rows: Vec<String> = rows.iter().map(|r| format!("    {r}")).collect();
-        text + "  \"kinds\": [\n" + &rows.join(",\n") + "\n  ]\n}\n"
+        let restless: Vec<String> = self
+            .restless
+            .iter()
+            .map(|(figure, r)| {
+                format!(
+                    "    {{\"figure\": {}, \"drift\": {}, \"pairs\": {}, \"largest\": {}}}",
+                    json!(figure),
+                    json!(round(r.drift)),
+                    r.pairs,
+                    json!(round(r.largest))
+                )
+            })
+            .collect();
+        text + "  \"kinds\": [\n"
+            + &rows.join(",\n")
+            + "\n  ],\n  \"restless\": [\n"
+            + &restless.join(",\n")
+            + "\n  ]\n}\n"
     }
 
-    /// This table with each kind that has at least [`MIN_PAIRS`] of `moves` (a kind and `ln(B/A)` of one
-    /// figure in two quiet runs) fitted from them (see the module's doc). Where `replace` is false the
-    /// fit can only widen a kind's drift: the few runs it came from say little of a spread.
-    pub fn fit(&self, moves: &[(Kind, f64)], replace: bool) -> Table {
-        let mut by_kind: BTreeMap<Kind, Vec<f64>> = BTreeMap::new();
-        for &(kind, m) in moves.iter().filter(|m| m.1.is_finite()) {
-            by_kind.entry(kind).or_default().push(m.abs());
+    /// This table fitted to `moves` (of quiet runs: see the module's doc). Each figure's largest
+    /// movement is taken; a kind with at least [`MIN_PAIRS`] movements gets the drift that covers
+    /// [`SETTLED`] of its figures' largest movements with [`MARGIN`] to spare, and [`SIGMAS`] times the
+    /// root mean square of their movements; a figure that moved beyond that gets a drift of its own, by
+    /// the same margin. Where `replace` is false (a single baseline run), the fit can only widen a drift:
+    /// the few runs it came from say little of a spread.
+    pub fn fit(&self, moves: &[Move], replace: bool) -> Table {
+        let mut by_figure: BTreeMap<(Kind, &str), Vec<f64>> = BTreeMap::new();
+        for m in moves.iter().filter(|m| m.beyond.is_finite()) {
+            by_figure.entry((m.kind, m.figure.as_str())).or_default().push(m.beyond.abs());
         }
         let mut table = self.clone();
         for row in &mut table.rows {
-            let Some(m) = by_kind.get(&row.kind).filter(|m| m.len() >= MIN_PAIRS) else { continue };
-            let largest = m.iter().copied().fold(0.0, f64::max);
-            let rms = (m.iter().map(|x| x * x).sum::<f64>() / m.len() as f64).sqrt();
-            let drift = ((MARGIN * largest).max(SIGMAS * rms).exp() - 1.0).max(FLOOR);
+            let figures: Vec<(&str, &Vec<f64>, f64)> = by_figure
+                .iter()
+                .filter(|((kind, _), _)| *kind == row.kind)
+                .map(|((_, figure), m)| (*figure, m, m.iter().copied().fold(0.0, f64::max)))
+                .collect();
+            let pairs: usize = figures.iter().map(|f| f.1.len()).sum();
+            if pairs < MIN_PAIRS {
+                continue;
+            }
+            let mut largest: Vec<f64> = figures.iter().map(|f| f.2).collect();
+            largest.sort_by(f64::total_cmp);
+            // The largest movement of the SETTLED share of figures, by nearest rank.
+            let settled = largest[((SETTLED * largest.len() as f64).ceil() as usize).clamp(1, largest.len()) - 1];
+            let calm: Vec<f64> = figures.iter().filter(|f| f.2 <= settled).flat_map(|f| f.1.iter().copied()).collect();
+            let rms = (calm.iter().map(|x| x * x).sum::<f64>() / calm.len().max(1) as f64).sqrt();
+            let t = (MARGIN * settled).max(SIGMAS * rms);
+            let drift = (t.exp() - 1.0).max(FLOOR);
             let drift = if replace { drift } else { drift.max(row.drift) };
             *row = Row {
                 kind: row.kind,
                 drift,
                 fitted: true,
-                pairs: m.len(),
-                largest: Some(largest.exp() - 1.0),
+                pairs,
+                largest: Some(settled.exp() - 1.0),
                 rms: Some(rms.exp() - 1.0),
             };
+            if row.kind == Kind::OverBound {
+                continue;
+            }
+            for (figure, m, most) in figures.iter().filter(|f| (MARGIN * f.2).exp() - 1.0 > drift) {
+                let own = (MARGIN * most).exp() - 1.0;
+                let kept = table.restless.get(*figure).map_or(0.0, |r| r.drift);
+                let own = if replace { own } else { own.max(kept) };
+                table
+                    .restless
+                    .insert(figure.to_string(), Restless { drift: own, pairs: m.len(), largest: most.exp() - 1.0 });
+            }
         }
         table
     }
@@ -334,6 +427,17 @@ impl Table {
                 format!("{:.1}%", 100.0 * r.drift),
                 if r.fitted { "fitted" } else { "provisional" }
             );
+        }
+        if !self.restless.is_empty() {
+            s += &format!("{} restless figures, each with a drift of its own:\n", self.restless.len());
+            for (figure, r) in &self.restless {
+                s += &format!(
+                    "  {:>8}  {figure} (largest {:.1}% of {} pairs)\n",
+                    format!("{:.1}%", 100.0 * r.drift),
+                    100.0 * r.largest,
+                    r.pairs
+                );
+            }
         }
         s
     }
@@ -380,20 +484,31 @@ mod tests {
         assert!(Table::parse("{\"kinds\": [{\"kind\": \"over its bound\", \"drift\": -1}]}").is_err());
     }
 
+    fn mv(kind: Kind, figure: &str, beyond: f64) -> Move {
+        Move { kind, figure: figure.into(), beyond }
+    }
+
     #[test]
-    fn a_fit_covers_the_largest_movement_and_the_tail_and_keeps_kinds_it_has_too_few_for() {
+    fn a_fit_covers_the_settled_figures_and_the_tail_and_keeps_kinds_it_has_too_few_for() {
         let big = Kind::of(Clock::Gpu, false, Some(64 << 20), 1.2);
         let host = Kind::of(Clock::Host, false, Some(4096), 5.4);
-        let mut moves: Vec<(Kind, f64)> = (0..20).map(|i| (big, 0.002 * (i % 5) as f64)).collect();
-        moves.push((big, -0.01));
-        moves.extend([(host, (8.6f64 / 5.4).ln()), (host, 0.01)]);
+        // 20 figures that move by 0 to 0.8%, one of them 5% once.
+        let mut moves: Vec<Move> = (0..20).map(|i| mv(big, &format!("l: f{i}"), 0.002 * (i % 5) as f64)).collect();
+        moves.push(mv(big, "l: f0", -0.05));
+        moves.extend([mv(host, "l: h", (8.6f64 / 5.4).ln()), mv(host, "l: h", 0.01)]);
         let t = Table::provisional().fit(&moves, true);
         let row = t.row(big);
         assert!(row.fitted && row.pairs == 21);
-        // 1.25 x 1% against 4 x the rms (0.51%): 2.06%.
-        let rms = (moves[..21].iter().map(|m| m.1 * m.1).sum::<f64>() / 21.0).sqrt();
-        assert!((row.drift - ((4.0 * rms).exp() - 1.0)).abs() < 1e-12, "{row:?}");
-        assert!(row.drift > 0.0125 && row.drift < 0.03, "{row:?}");
+        // 90% of the 20 figures moved 0.8% or less: 1.25 x 0.8% against 4 x the rms of their movements.
+        let calm: Vec<f64> = moves[1..20].iter().map(|m| m.beyond).collect();
+        let rms = (calm.iter().map(|m| m * m).sum::<f64>() / calm.len() as f64).sqrt();
+        let want = (1.25f64 * 0.008).max(4.0 * rms).exp() - 1.0;
+        assert!((row.drift - want).abs() < 1e-12, "{row:?} against {want}");
+        // The figure that moved 5% is restless: its drift covers its own movement with the margin.
+        let own = t.restless.get("l: f0").expect("l: f0 moved beyond its kind");
+        assert!((own.drift - ((1.25f64 * 0.05).exp() - 1.0)).abs() < 1e-12, "{own:?}");
+        assert_eq!(t.drift_of(big, "l: f0"), (own.drift, true));
+        assert_eq!(t.drift_of(big, "l: f1"), (row.drift, false));
         assert_eq!(t.row(host), Table::provisional().row(host), "two movements are too few");
         assert!(!t.provisional_only());
         // With replace off (a single baseline run), a fit only widens.
@@ -401,6 +516,20 @@ mod tests {
         assert_eq!(narrow.drift(big), provisional(big));
         let text = t.to_json();
         assert!(text.contains("\"provisional\": false") && !text.contains("PROVISIONAL"), "{text}");
+        let back = Table::parse(&text).unwrap().restless;
+        assert!(back.keys().eq(t.restless.keys()) && (back["l: f0"].drift - own.drift).abs() < 1e-4, "{back:?}");
         assert!(t.describe().contains("gpu, pinned, large, 0.1-2 ms"), "{}", t.describe());
+        assert!(t.describe().contains("l: f0"), "{}", t.describe());
+    }
+
+    #[test]
+    fn a_figure_on_two_times_gets_its_own_drift_and_leaves_its_kind_tight() {
+        let small = Kind::of(Clock::Gpu, false, Some(4096), 0.2);
+        // 30 steady figures (0.5%), and a batch that lands at 0.09 or 0.35 ms process by process.
+        let mut moves: Vec<Move> = (0..30).map(|i| mv(small, &format!("s: f{i}"), 0.005)).collect();
+        moves.extend([mv(small, "s: batch", (0.35f64 / 0.09).ln()), mv(small, "s: batch", 0.0)]);
+        let t = Table::provisional().fit(&moves, true);
+        assert!(t.drift(small) < 0.03, "the kind stays tight: {:?}", t.row(small));
+        assert!(t.drift_of(small, "s: batch").0 > 3.0, "{:?}", t.restless);
     }
 }
