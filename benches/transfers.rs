@@ -3,7 +3,7 @@
 //!
 //!     cargo bench                       # the default suite: 61 benchmarks, planned at most 1.3 minutes
 //!     BENCH_FULL=1 cargo bench          # the long sweep: every size to 1 GiB, every configuration
-//!     cargo bench -- h2d/pinned         # one group or benchmark
+//!     cargo bench -- htod/pinned         # one group or benchmark
 //!     GPU_BENCH_MAX=64MiB cargo bench   # a smaller largest size
 //!
 //! Before any benchmark it prints its plan (how many benchmarks, and the time each takes at most from
@@ -13,7 +13,7 @@
 //! that `cargo xtask bench-report` has them however early the run is stopped. As it goes, a line on
 //! stderr per benchmark says where it is and about how long is left.
 //!
-//! Groups: `h2d`, `d2h`, `both` (pageable, pinned, write-combined, pinned in place, 4 KiB to 256 MiB;
+//! Groups: `htod`, `dtoh`, `both` (pageable, pinned, write-combined, pinned in place, 4 KiB to 256 MiB;
 //! the long sweep to 1 GiB); `overlap` (the pipeline over stream and chunk counts); `zero_copy` (mapped
 //! memory against copies); `buffering` (one, two, or one buffer per stream). The copies are drawn as GB/s
 //! against size with the link's raw rate across by `cargo xtask bench-report`. Criterion's own summary
@@ -24,16 +24,17 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::{DeviceBuffer, Gpu, HostAlloc};
+use common::{Gpu, HostAlloc};
 use criterion::{AxisScale, BenchmarkId, Criterion, PlotConfiguration, SamplingMode, Throughput};
 use kernels::Kernels;
 use measure::{
     args::parse_bytes,
-    bound::{measure_costs, Bound, Steps, Workload},
-    pipeline::{balanced_work, run_pipeline, CopyTimes, Layout},
+    bound::{Bound, PartCosts},
+    pipeline::{balanced_work, Buffering, CopyTimes, Pipeline},
     report::fmt_bytes,
     timing::{measure, Repeats},
     verify::input,
+    work::Steps,
     work::Work,
     ChunkPlan,
 };
@@ -152,7 +153,7 @@ impl Suite {
     fn plan(&self) -> Vec<(String, f64)> {
         let copy = |kind: &str, bytes: usize| 10e-6 + bytes as f64 / if kind == "pageable" { 4e9 } else { 25e9 };
         let mut plan = Vec::new();
-        for dir in ["h2d", "d2h", "both"] {
+        for dir in ["htod", "dtoh", "both"] {
             for kind in self.kinds(dir) {
                 for bytes in self.sizes(dir) {
                     let t = copy(kind, bytes) * if dir == "both" { 2.0 } else { 1.0 };
@@ -212,7 +213,7 @@ fn benchmarking() -> bool {
     args.iter().any(|a| a == "--bench") && !args.iter().any(|a| a == "--list" || a == "--test")
 }
 
-/// The benchmarks a filter given to criterion (`cargo bench -- h2d/pinned`) leaves: those whose names
+/// The benchmarks a filter given to criterion (`cargo bench -- htod/pinned`) leaves: those whose names
 /// hold it (criterion takes it as a regular expression; a plain name is one).
 fn filtered(plan: Vec<(String, f64)>) -> Vec<(String, f64)> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -425,7 +426,7 @@ fn copies(c: &mut Criterion) {
     ];
     let (mut up, mut down) = (gpu.alloc::<f32>(n).unwrap(), gpu.alloc::<f32>(n).unwrap());
     let streams = gpu.streams(2).unwrap();
-    for dir in ["h2d", "d2h", "both"] {
+    for dir in ["htod", "dtoh", "both"] {
         let mut g = configure_sizes(c, dir);
         for (kind, host) in kinds.iter_mut().filter(|k| suite.kinds(dir).contains(&k.0)) {
             for bytes in suite.sizes(dir) {
@@ -441,8 +442,8 @@ fn copies(c: &mut Criterion) {
                             gpu.timed(&streams, |s| {
                                 let (u, d) = (s.device(&mut up).slice(0..len), s.device(&mut down).slice(0..len));
                                 match dir {
-                                    "h2d" => (0..k).try_for_each(|_| s.stream(0).htod(&host[..len], u)),
-                                    "d2h" => host
+                                    "htod" => (0..k).try_for_each(|_| s.stream(0).htod(&host[..len], u)),
+                                    "dtoh" => host
                                         .chunks_exact_mut(len)
                                         .take(k as usize)
                                         .try_for_each(|out| s.stream(0).dtoh(d, out)),
@@ -470,31 +471,18 @@ fn pipelines(c: &mut Criterion) {
     let suite = Suite::from_env();
     let n = suite.elements();
     let kernels = Kernels::load(&gpu).unwrap();
-    let work = work(&gpu, &kernels, n);
-    let h_in = gpu.pinned_from_fn(n, input).unwrap();
-    let mut h_out = gpu.pinned::<f32>(n).unwrap();
-    let streams = gpu.streams(8).unwrap();
-    let run = |plan: ChunkPlan, bufs: &mut [DeviceBuffer<f32>], by_engine: bool, h_out: &mut [f32]| {
-        run_pipeline(
-            &gpu,
-            &kernels,
-            &streams,
-            &plan,
-            Layout { buffers: bufs.len(), by_engine },
-            work,
-            (&h_in, h_out),
-            bufs,
-        )
-    };
+    let mut p =
+        Pipeline::new(&gpu, &kernels, Steps::InPlace(work(&gpu, &kernels, n)), n, Repeats { warmup: 1, repeats: 5 })
+            .unwrap();
     let mut g = configure(c, "overlap");
     g.throughput(Throughput::Bytes(2 * n as u64 * 4));
     for (chunks, streams) in suite.overlap() {
         let plan = ChunkPlan::new(n, chunks, streams).unwrap();
-        let mut bufs: Vec<_> = (0..streams).map(|_| gpu.alloc::<f32>(plan.max_chunk()).unwrap()).collect();
+        let mut on = p.buffers(&plan, Buffering::per_stream(streams)).unwrap();
         let id = format!("overlap/{chunks} chunks/{streams} streams");
         g.bench_function(BenchmarkId::new(format!("{chunks} chunks"), format!("{streams} streams")), |b| {
             at(&id);
-            b.iter_custom(|iters| gpu_time(iters, || run(plan, &mut bufs, false, &mut h_out)))
+            b.iter_custom(|iters| gpu_time(iters, || p.run(&plan, &mut on)))
         });
     }
     g.finish();
@@ -502,11 +490,11 @@ fn pipelines(c: &mut Criterion) {
     g.throughput(Throughput::Bytes(2 * n as u64 * 4));
     let plan = ChunkPlan::new(n, 32, 1).unwrap();
     for (name, buffers, by_engine) in BUFFERING {
-        let mut bufs: Vec<_> = (0..buffers).map(|_| gpu.alloc::<f32>(plan.max_chunk()).unwrap()).collect();
+        let mut on = p.buffers(&plan, Buffering { buffers, by_engine }).unwrap();
         let id = format!("buffering/{name}");
         g.bench_function(name, |b| {
             at(&id);
-            b.iter_custom(|iters| gpu_time(iters, || run(plan, &mut bufs, by_engine, &mut h_out)))
+            b.iter_custom(|iters| gpu_time(iters, || p.run(&plan, &mut on)))
         });
     }
     g.finish();
@@ -579,8 +567,8 @@ fn write_limits(gpu: &Gpu, kernels: &Kernels, n: usize, work: Work, chunks: &[us
         "device": gpu.info,
         "link_gbps": measure::machine::Health::read(gpu).link_gbps(gpu),
         "copy_engine_gbps": {
-            "h2d": best(&copies.h2d, copies.bytes),
-            "d2h": best(&copies.d2h, copies.bytes),
+            "htod": best(&copies.htod, copies.bytes),
+            "dtoh": best(&copies.dtoh, copies.bytes),
             "both_total": best(&copies.both, 2 * copies.bytes),
         },
         "device_memory_gbps": { "measured_copy": 2.0 * dtod.gbps(big * 4), "peak_from_clocks": gpu.info.memory_gbps },
@@ -588,29 +576,16 @@ fn write_limits(gpu: &Gpu, kernels: &Kernels, n: usize, work: Work, chunks: &[us
     });
     write_beside_reports("gpu-limits.json", &limits);
     eprintln!("limits: the copy engines and device memory measured, the pipelines' bounds next");
-    let h_in = gpu.pinned_from_fn(n, input).unwrap();
-    let mut h_out = gpu.pinned::<f32>(n).unwrap();
-    let mut scratch = gpu.alloc::<f32>(2 * n).unwrap();
+    let mut p = Pipeline::new(gpu, kernels, Steps::InPlace(work), n, Repeats { warmup: 1, repeats: 5 }).unwrap();
+    let bufferings = [1, 2, 4, 8].map(Buffering::per_stream);
     for &chunks in chunks {
         let plan = ChunkPlan::new(n, chunks, 1).unwrap();
-        let data = Workload { h_in: &h_in, h_out: &mut h_out, scratch: &mut scratch };
-        let costs = measure_costs(
-            gpu,
-            kernels,
-            &streams,
-            &plan,
-            Steps::InPlace(work),
-            &[1, 2, 4, 8],
-            &[1, 2, 4, 8],
-            data,
-            Repeats { warmup: 1, repeats: 5 },
-        )
-        .unwrap();
-        for k in [1, 2, 4, 8] {
-            let b = Bound::new(&costs, k, k);
-            let key = format!("overlap/{chunks} chunks/{k} streams");
-            limits["pipeline"]["bound_ms"][&key] = b.ms.into();
-            limits["pipeline"]["limited_by"][&key] = b.limit.name().into();
+        let costs = PartCosts::measure(&mut p, &plan, &bufferings).unwrap();
+        for b in bufferings {
+            let bound = Bound::new(&costs, b);
+            let key = format!("overlap/{chunks} chunks/{} streams", b.buffers);
+            limits["pipeline"]["bound_ms"][&key] = bound.ms.into();
+            limits["pipeline"]["limited_by"][&key] = bound.limit.name().into();
         }
         write_beside_reports("gpu-limits.json", &limits);
     }

@@ -52,7 +52,7 @@ fn bidirectional(args: &Args, out: &Output) -> anyhow::Result<()> {
         out.progress(fmt_bytes(bytes));
         let _p = phase(&format!("both ways, {}", fmt_bytes(bytes)));
         let c = CopyTimes::measure_in(gpu, &mut buffers, bytes / 4, r)?;
-        let (h, d, b) = (c.h2d.gbps(bytes), c.d2h.gbps(bytes), c.both.gbps(bytes));
+        let (h, d, b) = (c.htod.gbps(bytes), c.dtoh.gbps(bytes), c.both.gbps(bytes));
         t.row(vec![
             fmt_bytes(bytes),
             format!("{h:.2}"),
@@ -61,7 +61,7 @@ fn bidirectional(args: &Args, out: &Output) -> anyhow::Result<()> {
             format!("{:.2}", 2.0 * b),
             format!("{:.2}x", 2.0 * b / h.max(d)),
         ]);
-        for (series, stats) in [("H2D alone", &c.h2d), ("D2H alone", &c.d2h), ("both at once", &c.both)] {
+        for (series, stats) in [("H2D alone", &c.htod), ("D2H alone", &c.dtoh), ("both at once", &c.both)] {
             out.add(Figure::sized(series, bytes, stats)); // `both at once 1 GiB`, for `cargo xtask compare`
         }
         rows.push(c);

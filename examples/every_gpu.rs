@@ -17,11 +17,11 @@ use measure::{
     args::{parse_bytes, parse_device_list, RunArgs},
     machine::{numa_node_of, why_together, GpuAlone, Health, HostMemory},
     multi::{bind_thread_to_node, parse_devices, Lockstep},
-    pipeline::{balanced_work, run_pipeline, Layout},
+    pipeline::{balanced_work, Buffering, Pipeline},
     report::{fmt_bytes, Output, Table},
     timeline::phase,
     timing::{measure, Repeats, Stats, Window},
-    verify::input,
+    work::Steps,
     ChunkPlan,
 };
 
@@ -44,8 +44,8 @@ struct PerGpu {
     device: u32,
     name: String,
     numa_node: Option<u32>,
-    h2d_gbps: f64,
-    d2h_gbps: f64,
+    htod_gbps: f64,
+    dtoh_gbps: f64,
     /// Both directions at once: bytes moved both ways per second.
     both_gbps: f64,
     /// The overlap pipeline: bytes in and out per second.
@@ -91,8 +91,8 @@ fn every_gpu(args: &Args, out: &Output) -> anyhow::Result<()> {
         r.repeats
     ));
     let phases: [(&str, Rate); 4] = [
-        ("H2D", |g| g.h2d_gbps),
-        ("D2H", |g| g.d2h_gbps),
+        ("H2D", |g| g.htod_gbps),
+        ("D2H", |g| g.dtoh_gbps),
         ("both", |g| g.both_gbps),
         ("pipeline", |g| g.pipeline_gbps),
     ];
@@ -126,7 +126,7 @@ fn every_gpu(args: &Args, out: &Output) -> anyhow::Result<()> {
             device: g.device,
             health: g.health.as_ref(),
             likely_causes: &g.likely_causes,
-            slowest_gbps: g.h2d_gbps.min(g.d2h_gbps),
+            slowest_gbps: g.htod_gbps.min(g.dtoh_gbps),
             pci_bus_id: &g.bus,
         })
         .collect();
@@ -147,14 +147,15 @@ fn on_gpu(device: u32, bytes: usize, r: Repeats, step: Option<&Barrier>, t0: Ins
         bind_thread_to_node(node)?; // pinned memory allocated and touched below lands near the GPU
     }
     let n = bytes / 4;
-    let (h_in, mut h_out) = (gpu.pinned_from_fn(n, input)?, gpu.pinned::<f32>(n)?);
-    let health = step.is_none().then(|| Health::read(&gpu));
-    let likely_causes = health.as_ref().map_or(Vec::new(), |h| h.likely_causes(numa_node_of(&h_in[..])));
-    let (mut up, mut down) = (gpu.alloc::<f32>(n)?, gpu.alloc::<f32>(n)?);
-    let streams = gpu.streams(4)?;
     let plan = ChunkPlan::new(n.min(64 << 20), 32, 4)?;
     let work = balanced_work(&gpu, &kernels, plan.max_chunk(), r)?;
-    let mut bufs = gpu.alloc_each::<f32>(plan.streams, plan.max_chunk())?;
+    // Pinned input and output of `bytes` each, for the copies and the pipeline over the first part.
+    let mut p = Pipeline::new(&gpu, &kernels, Steps::InPlace(work), n, r)?;
+    let health = step.is_none().then(|| Health::read(&gpu));
+    let likely_causes = health.as_ref().map_or(Vec::new(), |h| h.likely_causes(numa_node_of(&p.h_in[..])));
+    let (mut up, mut down) = (gpu.alloc::<f32>(n)?, gpu.alloc::<f32>(n)?);
+    let streams = gpu.streams(2)?;
+    let mut on = p.buffers(&plan, Buffering::per_stream(plan.streams))?;
     let _p = phase(&format!("GPU {device} {}", if step.is_some() { "together" } else { "alone" }));
     let windows = std::cell::RefCell::new(Vec::new());
     let in_step = |moved: usize, f: &mut dyn FnMut() -> anyhow::Result<Stats>| {
@@ -165,34 +166,28 @@ fn on_gpu(device: u32, bytes: usize, r: Repeats, step: Option<&Barrier>, t0: Ins
         windows.borrow_mut().push(Window { start_s, end_s, bytes: moved * (r.warmup + s.runs) });
         Ok::<_, anyhow::Error>(s)
     };
-    let h2d = in_step(bytes, &mut || {
-        measure(r, || gpu.timed(&streams[..1], |s| s.stream(0).htod(&h_in, s.device(&mut up))))
-    })?;
-    let d2h = in_step(bytes, &mut || {
-        measure(r, || gpu.timed(&streams[..1], |s| s.stream(0).dtoh(s.device(&mut down), &mut h_out)))
+    let (h_in, h_out) = (&p.h_in, &mut p.h_out);
+    let htod =
+        in_step(bytes, &mut || measure(r, || gpu.timed(&streams[..1], |s| s.stream(0).htod(h_in, s.device(&mut up)))))?;
+    let dtoh = in_step(bytes, &mut || {
+        measure(r, || gpu.timed(&streams[..1], |s| s.stream(0).dtoh(s.device(&mut down), &mut *h_out)))
     })?;
     let both = in_step(2 * bytes, &mut || {
         measure(r, || {
-            gpu.timed(&streams[..2], |s| {
-                s.stream(0).htod(&h_in, s.device(&mut up))?;
-                s.stream(1).dtoh(s.device(&mut down), &mut h_out)
+            gpu.timed(&streams, |s| {
+                s.stream(0).htod(h_in, s.device(&mut up))?;
+                s.stream(1).dtoh(s.device(&mut down), &mut *h_out)
             })
         })
     })?;
-    let layout = Layout { buffers: plan.streams, by_engine: false };
-    let pipeline = in_step(2 * plan.elements * 4, &mut || {
-        measure(r, || {
-            let data = (&h_in[..plan.elements], &mut h_out[..plan.elements]);
-            run_pipeline(&gpu, &kernels, &streams, &plan, layout, work, data, &mut bufs)
-        })
-    })?;
-    work.check(&h_out[..plan.elements], &plan).ensure()?;
+    let pipeline = in_step(2 * plan.elements * 4, &mut || measure(r, || p.run(&plan, &mut on)))?;
+    p.check(&plan).ensure()?;
     Ok(PerGpu {
         device,
         name: gpu.info.name.clone(),
         numa_node,
-        h2d_gbps: h2d.gbps(bytes),
-        d2h_gbps: d2h.gbps(bytes),
+        htod_gbps: htod.gbps(bytes),
+        dtoh_gbps: dtoh.gbps(bytes),
         both_gbps: both.gbps(2 * bytes),
         pipeline_gbps: pipeline.gbps(2 * plan.elements * 4),
         windows: windows.into_inner(),

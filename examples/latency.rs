@@ -92,11 +92,11 @@ fn latency(args: &Args, out: &Output) -> anyhow::Result<()> {
     let mut copies = Vec::new();
     for (memory, host) in [("pinned", &mut pinned[..]), ("pageable", &mut pageable[..])] {
         for direction in ["H2D", "D2H"] {
-            let h2d = direction == "H2D";
-            let gpu_time = measure(r, || gpu.timed(&streams, |s| one_copy(s, h2d, host, &mut d_small)))?;
+            let htod = direction == "H2D";
+            let gpu_time = measure(r, || gpu.timed(&streams, |s| one_copy(s, htod, host, &mut d_small)))?;
             let host_time = measure(r, || {
                 let t = Instant::now();
-                gpu.scope(&streams, |s| one_copy(s, h2d, host, &mut d_small))?; // queue it, wait for it
+                gpu.scope(&streams, |s| one_copy(s, htod, host, &mut d_small))?; // queue it, wait for it
                 Ok(t.elapsed().as_secs_f64() * 1e3)
             })?;
             let name = format!("{memory} {direction} {}", fmt_bytes(len)); // for `cargo xtask compare`
@@ -169,11 +169,11 @@ fn latency(args: &Args, out: &Output) -> anyhow::Result<()> {
 /// One small copy on the scope's stream: `cudaMemcpyAsync(d, h, n, H2D, stream)`, or the other way.
 fn one_copy<'s>(
     s: &'s Scope<'s, '_>,
-    h2d: bool,
+    htod: bool,
     host: &'s mut [u8],
     d: &'s mut DeviceBuffer<u8>,
 ) -> anyhow::Result<()> {
-    match h2d {
+    match htod {
         true => s.stream(0).htod(host, s.device(d)),
         false => s.stream(0).dtoh(s.device(d), host),
     }

@@ -21,7 +21,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use common::{host::fill, DeviceInfo, Room, To};
+use common::{host::fill, Destination, DeviceInfo, DeviceRoom};
 use kernels::Kernels;
 use measure::{
     args::{parse_bytes, parse_count, size_sweep, RunArgs, WorkArgs},
@@ -83,7 +83,7 @@ struct Report<'a> {
     device: &'a DeviceInfo,
     work: Work,
     repeats: Repeats,
-    room: Room,
+    room: DeviceRoom,
     rows: Vec<Row>,
 }
 
@@ -106,7 +106,7 @@ fn managed_memory(args: &Args, out: &Output) -> anyhow::Result<()> {
     if let Err(why) = room.check(args.streams.saturating_mul(chunk).saturating_add(n).saturating_mul(4)) {
         return Err(bad_args(format!("--max {}: {why}: pass a smaller --max", fmt_bytes(args.max))));
     }
-    let work = args.work.work(gpu, &kernels, chunk, r)?;
+    let work = measure::pipeline::in_place(gpu, &kernels, args.work.kernel(), chunk, r)?;
     let mut managed = gpu.managed::<f32>(n)?; //                    cudaMallocManaged(&data, BYTES)
     let mut h_in = gpu.pinned::<f32>(n)?; //                        cudaMallocHost(&h_in, BYTES)
     let mut h_out = gpu.pinned::<f32>(n)?; //                       cudaMallocHost(&h_out, BYTES)
@@ -126,9 +126,9 @@ fn managed_memory(args: &Args, out: &Output) -> anyhow::Result<()> {
                 for c in plan.iter() {
                     let (stream, d) = (s.stream(c.stream), data.slice(c.range()));
                     let prefetch = |to| if way == 1 { stream.prefetch(d, to) } else { Ok(()) };
-                    prefetch(To::Device)?; //                      cudaMemPrefetchAsync(data + offset, ..., device)
+                    prefetch(Destination::Device)?; //                      cudaMemPrefetchAsync(data + offset, ..., device)
                     work.run(&kernels, stream, d)?; //             process<<<.., streams[i]>>>(data + offset, n)
-                    prefetch(To::Host)?; // cudaMemPrefetchAsync(data + offset, ..., cudaCpuDeviceId)
+                    prefetch(Destination::Host)?; // cudaMemPrefetchAsync(data + offset, ..., cudaCpuDeviceId)
                 }
                 return Ok(());
             }

@@ -11,15 +11,12 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use common::DeviceBuffer;
-use kernels::Kernels;
 use measure::{
-    args::{PipelineArgs, RunArgs, WorkArgs},
-    bound::{Measured, Report, Steps},
+    args,
+    bound::{BoundedRun, PipelineReport},
+    pipeline::{Buffering, Pipeline},
     report::{fmt_bytes, fmt_ms, Figure, Output, Table},
-    timeline::phase,
-    timing::measure,
-    verify::input,
+    rig::{PipelineRig, PipelineSetup},
     ChunkPlan,
 };
 
@@ -28,11 +25,11 @@ use measure::{
 struct Args {
     /// (-n sets the data; --chunks and --streams are swept)
     #[command(flatten)]
-    pipeline: PipelineArgs,
+    pipeline: args::PipelineArgs,
     #[command(flatten)]
-    work: WorkArgs,
+    work: args::WorkArgs,
     #[command(flatten)]
-    run: RunArgs,
+    run: args::RunArgs,
 }
 
 const STREAMS: [usize; 7] = [1, 2, 3, 4, 8, 16, 32];
@@ -41,7 +38,7 @@ const CHUNKS: [usize; 6] = [4, 8, 16, 32, 64, 128];
 #[derive(serde::Serialize)]
 struct Point {
     chunks: usize,
-    report: Report,
+    report: PipelineReport,
 }
 
 fn main() -> ExitCode {
@@ -49,73 +46,72 @@ fn main() -> ExitCode {
 }
 
 fn sweep(args: &Args, out: &Output) -> anyhow::Result<()> {
-    let n = args.pipeline.plan(16 << 20, 32, 4)?.elements;
-    let r = args.run.repeats();
-    let gpu = &measure::lesson::gpu(out)?;
-    let kernels = Kernels::load(gpu)?; // the lessons' kernels: cuModuleLoadData, cuModuleGetFunction
-    let h_input = gpu.pinned_from_fn(n, input)?;
-    let mut h_output = gpu.pinned::<f32>(n)?;
-    let streams = gpu.streams(32)?;
-    let work = args.work.work(gpu, &kernels, n / 32, r)?; // balanced at 32 chunks, the lesson's default
-    out.say(format!("{} ({}), {}", fmt_bytes(n * 4), n, work.describe()));
-    let chunk_counts: Vec<usize> = CHUNKS.into_iter().filter(|c| *c <= n).collect();
+    // The kernel is balanced at 32 chunks, the lesson's default.
+    let plan = args.pipeline.plan(16 << 20, 32, 4)?;
+    let rig = PipelineRig::start(out, PipelineSetup::new(plan, args.work.kernel(), &args.run), 32)?;
+    let mut p = rig.pipeline(out)?;
+    let chunk_counts: Vec<usize> = CHUNKS.into_iter().filter(|c| *c <= plan.elements).collect();
     let bar = out.progress_bar((chunk_counts.len() * STREAMS.len()) as u64, "sweep");
     let mut points = Vec::new();
     for &chunks in &chunk_counts {
-        let mut runs = Vec::new();
-        for &k in STREAMS.iter().filter(|k| **k <= chunks) {
-            bar.step(format!("{chunks} chunks on {k} streams"));
-            let plan = ChunkPlan::new(n, chunks, k)?;
-            let mut d_data: Vec<DeviceBuffer<f32>> = gpu.alloc_each(k, plan.max_chunk())?;
-            let _p = phase(&format!("{chunks} chunks on {k} streams"));
-            let time = measure(r, || {
-                gpu.timed(&streams[..k], |s| {
-                    let d = s.devices(&mut d_data);
-                    for (c, out) in plan.iter().zip(plan.split_mut(&mut h_output)) {
-                        let (stream, d) = (s.stream(c.stream), d[c.stream].slice(0..c.len));
-                        stream.htod(&h_input[c.range()], d)?;
-                        work.run(&kernels, stream, d)?;
-                        stream.dtoh(d, out)?;
-                    }
-                    Ok(())
-                })
-            })?;
-            work.check(&h_output, &plan).ensure()?;
-            runs.push((format!("{k} streams"), time, k));
-            bar.done();
-        }
-        let plan = ChunkPlan::new(n, chunks, 1)?;
-        let named: Vec<Measured> =
-            runs.iter().map(|(name, t, k)| Measured::on_streams(name.as_str(), *t, *k)).collect();
-        let report = Report::measure(gpu, &kernels, &plan, Steps::InPlace(work), (&h_input, &mut h_output), r, &named)?;
-        for run in &report.runs {
+        points.push(Point { chunks, report: chunk_count(&mut p, plan.elements, chunks, &bar)? });
+        for run in &points.last().unwrap().report.runs {
             // `32 chunks / 4 streams` against its bound, for `cargo xtask compare`
-            let figure = Figure::new(format!("{chunks} chunks / {}", run.name), &run.judged.measured);
-            out.add(figure.against(run.judged.bound.ms).depends_on("elements").calibrated("work"));
+            let figure = Figure::new(format!("{chunks} chunks / {}", run.name), &run.against_bound.measured);
+            out.add(figure.against(run.against_bound.bound.ms).depends_on("elements").calibrated("steps"));
         }
-        points.push(Point { chunks, report });
     }
     bar.finish();
+    print_table(out, &points, plan.elements, p.repeats.repeats);
+    let json = serde_json::json!({ "device": rig.gpu.info, "elements": plan.elements, "steps": p.steps,
+                                   "repeats": p.repeats, "points": points });
+    out.finish(&json)
+}
 
+/// `n` elements in `chunks` chunks on each stream count, held against their bounds.
+fn chunk_count(
+    p: &mut Pipeline,
+    n: usize,
+    chunks: usize,
+    bar: &measure::report::Progress,
+) -> anyhow::Result<PipelineReport> {
+    let mut runs = Vec::new();
+    for &k in STREAMS.iter().filter(|k| **k <= chunks) {
+        bar.step(format!("{chunks} chunks on {k} streams"));
+        let plan = ChunkPlan::new(n, chunks, k)?;
+        let mut run = p.time(&format!("{chunks} chunks on {k} streams"), &plan, Buffering::per_stream(k))?;
+        run.name = format!("{k} streams");
+        runs.push(run);
+        bar.done();
+    }
+    PipelineReport::measure(p, &ChunkPlan::new(n, chunks, 1)?, &runs)
+}
+
+/// Overlapped time (efficiency against its bound) by chunk and stream count, and the fastest.
+fn print_table(out: &Output, points: &[Point], n: usize, repeats: usize) {
     let mut headers = vec!["chunks".to_string()];
     headers.extend(STREAMS.iter().map(|k| format!("{k} streams")));
     let mut t = Table::new(&headers.iter().map(String::as_str).collect::<Vec<_>>());
-    let mut best: Option<(f64, usize, usize, &str)> = None;
-    for p in &points {
+    let mut best: Option<(&BoundedRun, usize)> = None;
+    for p in points {
         let mut row = vec![format!("{} x {}", p.chunks, fmt_bytes(n * 4 / p.chunks))];
         for run in &p.report.runs {
-            let j = &run.judged;
+            let j = &run.against_bound;
             row.push(format!("{} ({:.2})", fmt_ms(j.measured.median_ms), j.efficiency));
-            if best.is_none_or(|b| j.measured.median_ms < b.0) {
-                best = Some((j.measured.median_ms, p.chunks, run.lanes, j.bound.limit.describe()));
+            if best.is_none_or(|b| j.measured.median_ms < b.0.against_bound.measured.median_ms) {
+                best = Some((run, p.chunks));
             }
         }
         t.row(row);
     }
-    out.say(format!("\noverlapped time (efficiency against its bound), median of up to {} runs", r.repeats));
+    out.say(format!("\noverlapped time (efficiency against its bound), median of up to {repeats} runs"));
     out.table(&t);
-    if let Some((ms, chunks, k, limit)) = best {
-        out.say(format!("fastest: {chunks} chunks on {k} streams, {}; there, {limit}", fmt_ms(ms)));
+    if let Some((run, chunks)) = best {
+        let (ms, limit) = (run.against_bound.measured.median_ms, run.against_bound.bound.limit.describe());
+        out.say(format!(
+            "fastest: {chunks} chunks on {} streams, {}; there, {limit}",
+            run.buffering.buffers,
+            fmt_ms(ms)
+        ));
     }
-    out.finish(&serde_json::json!({ "device": gpu.info, "elements": n, "work": work, "repeats": r, "points": points }))
 }

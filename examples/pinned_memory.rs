@@ -35,10 +35,10 @@ struct Args {
     max: usize,
     /// A copy-engine figure (GB/s, say from nvbandwidth) to hold pinned H2D of 64 MiB and more against
     #[arg(long, value_parser = measure::args::parse_gbps, allow_negative_numbers = true)]
-    ref_h2d: Option<f64>,
+    ref_htod: Option<f64>,
     /// The same for D2H
     #[arg(long, value_parser = measure::args::parse_gbps, allow_negative_numbers = true)]
-    ref_d2h: Option<f64>,
+    ref_dtoh: Option<f64>,
     /// Also draw the sweep as an SVG picture: GB/s against size, a line per kind and direction, the link across
     #[arg(long, value_name = "FILE")]
     svg: Option<std::path::PathBuf>,
@@ -98,13 +98,13 @@ fn pinned_memory(args: &Args, out: &Output) -> anyhow::Result<()> {
         let mut row = Vec::new();
         for (name, host) in KINDS.iter().zip(kinds.iter_mut()) {
             let _p = phase(&format!("{name} {}", fmt_bytes(bytes)));
-            let h2d = measure(args.run.repeats(), || {
+            let htod = measure(args.run.repeats(), || {
                 gpu.timed(&streams, |s| s.stream(0).htod(&host[..len], s.device(&mut d_data).slice(0..len)))
             })?;
-            let d2h = measure(args.run.repeats(), || {
+            let dtoh = measure(args.run.repeats(), || {
                 gpu.timed(&streams, |s| s.stream(0).dtoh(s.device(&mut d_data).slice(0..len), &mut host[..len]))
             })?;
-            row.push(BothWays { h2d, d2h });
+            row.push(BothWays { htod, dtoh });
         }
         results.push(row);
     }
@@ -194,9 +194,9 @@ fn pinned_memory(args: &Args, out: &Output) -> anyhow::Result<()> {
     // Against a copy-engine figure the user passes (say nvbandwidth's): pinned at 64 MiB and above.
     let mut passed = true;
     let large: Vec<usize> = (0..sizes.len()).filter(|&i| sizes[i] >= 64 << 20).collect();
-    for (pick, dir, reference) in [(0, "H2D", args.ref_h2d), (1, "D2H", args.ref_d2h)] {
+    for (pick, dir, reference) in [(0, "H2D", args.ref_htod), (1, "D2H", args.ref_dtoh)] {
         if let (Some(r), false) = (reference, large.is_empty()) {
-            let rate = |i: &usize| if pick == 0 { &results[*i][1].h2d } else { &results[*i][1].d2h }.gbps(sizes[*i]);
+            let rate = |i: &usize| if pick == 0 { &results[*i][1].htod } else { &results[*i][1].dtoh }.gbps(sizes[*i]);
             let got = large.iter().map(rate).fold(f64::NAN, f64::max);
             passed &= got >= 0.99 * r;
             out.say(verdict(
@@ -213,7 +213,7 @@ fn pinned_memory(args: &Args, out: &Output) -> anyhow::Result<()> {
         "device": gpu.info, "repeats": args.run.repeats(), "kinds": KINDS, "sizes": sizes,
         "copies": results, "fits": fits, "host_copy_gbps": host_copy_gbps, "health": health,
         "alloc": alloc_json, "cpu_read_gbps": { "pinned": cpu_cached, "write_combined": cpu_wc },
-        "verification": checks, "seed_ms": { "pageable_h2d": seed[0], "pinned_h2d": seed[1] },
+        "verification": checks, "seed_ms": { "pageable_htod": seed[0], "pinned_htod": seed[1] },
     }))?;
     if !passed {
         anyhow::bail!("pinned copies fell short of the reference");

@@ -20,14 +20,13 @@ use clap::Parser;
 use kernels::Kernels;
 use measure::{
     args::{parse_bytes, RunArgs, WorkArgs},
-    bound::{Measured, Report, Steps},
+    bound::PipelineReport,
     error::bad_args,
-    pipeline::{balanced_work, calibrate_process},
+    pipeline::{balanced_work, calibrate_process, Buffering, Pipeline, PipelineRun},
     planner::{self, FittedCosts, Prediction, UserPtx},
     report::{fmt_bytes, fmt_ms, Figure, Output, Table},
     timing::Stats,
-    verify::input,
-    work::Work,
+    work::{Steps, Work},
     ChunkPlan,
 };
 
@@ -111,18 +110,15 @@ fn plan(args: &Args, out: &Output) -> anyhow::Result<()> {
         (None, None, _) => balanced_work(gpu, &kernels, mib, r)?,
     };
     // Pinned host memory for the runs, and 4 MiB at least for the costs' fits.
-    let h_in = gpu.pinned_from_fn(n.max(1 << 20), input)?; //   cudaMallocHost(&h_in, bytes)
-    let mut h_out = gpu.pinned::<f32>(n.max(1 << 20))?; //      cudaMallocHost(&h_out, bytes)
+    let mut p = Pipeline::new(gpu, &kernels, Steps::InPlace(work), n.max(1 << 20), r)?;
+    let (h_in, h_out) = (&p.h_in[..], &mut p.h_out[..]);
 
     // What this GPU's copies and this kernel cost, over chunk sizes.
     let costs = match &user {
-        Some(u) => FittedCosts::measure(gpu, (&h_in, &mut h_out), |sizes| u.kernel_times(sizes, r), r)?,
-        None => FittedCosts::measure(
-            gpu,
-            (&h_in, &mut h_out),
-            |sizes| planner::kernel_times(gpu, &kernels, work, sizes, r),
-            r,
-        )?,
+        Some(u) => FittedCosts::measure(gpu, (h_in, h_out), |sizes| u.kernel_times(sizes, r), r)?,
+        None => {
+            FittedCosts::measure(gpu, (h_in, h_out), |sizes| planner::kernel_times(gpu, &kernels, work, sizes, r), r)?
+        }
     };
     let line = |what: &str, c: &measure::fit::CopyCost| {
         format!("{what:<9} {:>6.1} µs per operation, then {:>7.2} GB/s", c.alpha_us, c.beta_gbps)
@@ -165,8 +161,8 @@ fn plan(args: &Args, out: &Output) -> anyhow::Result<()> {
             for &(chunks, streams) in &configs {
                 bar.step(format!("{chunks} chunks on {streams} streams"));
                 let plan = ChunkPlan::new(n, chunks, streams)?;
-                times.push(planner::run(gpu, &kernels, &plan, work, (&h_in[..n], &mut h_out[..n]), r)?);
-                work.check(&h_out[..n], &plan).ensure()?;
+                let name = format!("{chunks} chunks on {streams} streams");
+                times.push(p.time(&name, &plan, Buffering::per_stream(streams))?.time); // checked against the CPU
                 bar.done();
             }
             times
@@ -209,15 +205,10 @@ fn plan(args: &Args, out: &Output) -> anyhow::Result<()> {
     let name = format!("{c} chunks on {k} streams");
     let report = match user {
         Some(_) => None,
-        None => Some(Report::measure(
-            gpu,
-            &kernels,
-            &plan,
-            Steps::InPlace(work),
-            (&h_in[..n], &mut h_out[..n]),
-            r,
-            &[Measured::on_streams(name.as_str(), tried[0].achieved, k)],
-        )?),
+        None => {
+            let run = PipelineRun { name, time: tried[0].achieved, buffering: Buffering::per_stream(k) };
+            Some(PipelineReport::measure(&mut p, &plan, &[run])?)
+        }
     };
     report.iter().for_each(|rep| out.table(&rep.table()));
     out.finish(&serde_json::json!({

@@ -16,7 +16,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use common::To;
+use common::Destination;
 use measure::{
     args::{parse_bytes, parse_elements_bytes, size_sweep, RunArgs},
     report::{fmt_bytes, Figure, Output, Table},
@@ -94,7 +94,7 @@ fn staged_copy(args: &Args, out: &Output) -> anyhow::Result<()> {
                 })?
             })?,
             time(&mut || stager.upload(&pageable[..len], &mut d_data))?,
-            time(&mut || stager.host_side_only(&mut pageable[..len], To::Device))?,
+            time(&mut || stager.host_side_only(&mut pageable[..len], Destination::Device))?,
         ];
         drop(phase_up);
         let _phase_down = phase(&format!("download {}", fmt_bytes(bytes)));
@@ -111,7 +111,7 @@ fn staged_copy(args: &Args, out: &Output) -> anyhow::Result<()> {
                 })?
             })?,
             time(&mut || stager.download(&d_data, &mut landing[..len]))?,
-            time(&mut || stager.host_side_only(&mut landing[..len], To::Host))?,
+            time(&mut || stager.host_side_only(&mut landing[..len], Destination::Host))?,
         ];
         // Named for `cargo xtask compare`, host clock: `staged from pageable H2D 64 MiB`.
         for (dir, times) in [("H2D", &up), ("D2H", &down)] {
@@ -180,7 +180,7 @@ fn staged_copy(args: &Args, out: &Output) -> anyhow::Result<()> {
         "device": gpu.info, "threads": threads, "slot_bytes": args.slot, "repeats": r, "methods": METHODS,
         "rows": rows.iter().map(|(b, u, d)| {
             let rates = |m: &[Stats; 5]| m.iter().map(|s| gbps(*b, s.median_ms)).collect::<Vec<_>>();
-            json!({ "bytes": b, "h2d_gbps": rates(u), "d2h_gbps": rates(d) })
+            json!({ "bytes": b, "htod_gbps": rates(u), "dtoh_gbps": rates(d) })
         }).collect::<Vec<_>>(),
         "verification": check,
     }))

@@ -116,7 +116,7 @@ fn lesson_specific_flags() {
     bad_flag("staged_copy", &["--slot", "6"], "not a whole number of f32 elements");
     bad_flag("staged_copy", &["--threads", "1000000"], "4 per CPU core");
     for bad in ["nan", "inf", "0"] {
-        bad_flag("pinned_memory", &["--ref-h2d", bad], "is not a rate");
+        bad_flag("pinned_memory", &["--ref-htod", bad], "is not a rate");
     }
 }
 

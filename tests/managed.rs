@@ -3,7 +3,7 @@
 //! an NVIDIA GPU: without one they are reported as ignored, and `cargo xtask test` runs them
 //! (`--include-ignored`) where it finds a driver.
 
-use common::{host::fill, Gpu, HostAlloc, To};
+use common::{host::fill, Destination, Gpu, HostAlloc};
 use kernels::{cpu, Kernels};
 use measure::{
     verify::{self, input},
@@ -40,11 +40,11 @@ fn kernels_on_managed_memory_on_demand_and_prefetched() {
                 for c in plan.iter() {
                     let (st, d) = (s.stream(c.stream), data.slice(c.range()));
                     if prefetch {
-                        st.prefetch(d, To::Device)?;
+                        st.prefetch(d, Destination::Device)?;
                     }
                     kernels.process(st, d, iters)?;
                     if prefetch {
-                        st.prefetch(d, To::Host)?;
+                        st.prefetch(d, Destination::Host)?;
                     }
                 }
                 Ok(s.waits())
@@ -70,9 +70,9 @@ fn a_prefetch_is_ordered_like_a_write() {
     let ordering = gpu
         .scope(&streams, |s| {
             let d = s.managed(&mut m);
-            s.stream(0).prefetch(d, To::Device)?;
+            s.stream(0).prefetch(d, Destination::Device)?;
             kernels.process(s.stream(1), d, iters)?; // waits for the prefetch
-            s.stream(0).prefetch(d, To::Host)?; // waits for the kernel
+            s.stream(0).prefetch(d, Destination::Host)?; // waits for the kernel
             Ok(s.waits())
         })
         .unwrap();
@@ -95,12 +95,12 @@ fn only_managed_memory_prefetches() {
     m.copy_from_slice(&[7.0; 16]);
     gpu.scope(&streams, |s| {
         for view in [s.device(&mut d), s.mapped(&mut mapped)?] {
-            let err = s.stream(0).prefetch(view, To::Device).unwrap_err();
+            let err = s.stream(0).prefetch(view, Destination::Device).unwrap_err();
             assert!(format!("{err:#}").contains("only managed memory"), "{err:#}");
         }
         let view = s.managed(&mut m);
-        s.stream(0).prefetch(view.slice(3..3), To::Device)?;
-        s.stream(0).prefetch(view.slice(3..3), To::Host)
+        s.stream(0).prefetch(view.slice(3..3), Destination::Device)?;
+        s.stream(0).prefetch(view.slice(3..3), Destination::Host)
     })
     .unwrap();
     assert_eq!(&m[..], &[7.0; 16]);
@@ -198,7 +198,7 @@ fn managed_memory_outlives_the_gpu_that_made_it() {
     let streams = gpu.streams(1).unwrap();
     gpu.scope(&streams, |s| {
         let d = s.managed(&mut m);
-        s.stream(0).prefetch(d, To::Device)?;
+        s.stream(0).prefetch(d, Destination::Device)?;
         kernels.process(s.stream(0), d, 3)
     })
     .unwrap();
@@ -223,7 +223,7 @@ fn an_error_or_a_panic_mid_scope_returns_only_when_the_gpu_is_done() {
     let err = gpu
         .scope(&streams, |s| {
             kernels.process(s.stream(1), s.managed(&mut m), iters)?;
-            s.stream(0).prefetch(s.device(&mut d), To::Host)
+            s.stream(0).prefetch(s.device(&mut d), Destination::Host)
         })
         .unwrap_err();
     assert!(format!("{err:#}").contains("only managed memory"), "{err:#}");

@@ -9,7 +9,7 @@ use crate::{
     context::Context,
     ffi::{self as sys, check},
     host::{fill, pin_in_place, HostAlloc, PinnedBuffer, Registered},
-    memory::{memory_info, room, DeviceBuffer, Element, ManagedBuffer, Room},
+    memory::{memory_info, room, DeviceBuffer, DeviceRoom, Element, Footprint, ManagedBuffer, TooLarge},
     module::Module,
     scope::{self, Env, Observer, Observing, Scope, State},
     stream::{Event, EventPool, Stream},
@@ -160,15 +160,25 @@ impl Gpu {
     /// Managed memory for `len` elements, zeroed (`cudaMallocManaged(.., cudaMemAttachGlobal)`): one
     /// address for the host and the GPU, its pages moved to whichever touches them. Refused, with the
     /// reason, on a GPU where the host may not touch managed memory while the GPU works, and when the
-    /// device has no [`Room`] for it: more than its free memory less a margin kept for others.
+    /// device has no [`DeviceRoom`] for it: more than its free memory less a margin kept for others.
     pub fn managed<T: Element>(&self, len: usize) -> anyhow::Result<ManagedBuffer<T>> {
         ManagedBuffer::zeroed(&self.ctx, &self.info.name, len)
     }
 
-    /// How much memory that may come to rest on the device can still be asked for (see [`Room`]): for a
+    /// How much memory that may come to rest on the device can still be asked for (see [`DeviceRoom`]): for a
     /// program to check everything it means to allocate before it allocates any of it.
-    pub fn room(&self) -> anyhow::Result<Room> {
+    pub fn room(&self) -> anyhow::Result<DeviceRoom> {
         room(&self.ctx)
+    }
+
+    /// Checks everything a program means to allocate at once, before it allocates any of it: a
+    /// [`TooLarge`] naming each kind of memory that is short (device memory against [`DeviceRoom`],
+    /// pinned and pageable host memory against what the host has available, less a twentieth kept
+    /// free), or `Ok`. The allocations themselves check again: this only makes the refusal come first.
+    pub fn check_footprint(&self, need: &Footprint) -> anyhow::Result<()> {
+        let host = crate::memory::meminfo();
+        need.check(&self.room()?, host)
+            .map_err(|why| anyhow::Error::new(TooLarge(format!("{why}: choose a smaller size"))))
     }
 
     /// Pinned host memory for `len` elements, zeroed (`cudaMallocHost`).

@@ -20,7 +20,7 @@ use anyhow::bail;
 use crate::{
     context::Context,
     ffi::{self, error_name},
-    memory::{too_large, Bytes, Element},
+    memory::{host_margin, meminfo, too_large, Bytes, Element},
 };
 
 /// Ordinary pageable memory, `f(i)` for each element, with an error (not an abort) when the host
@@ -45,7 +45,7 @@ pub fn pageable<T: Element>(len: usize, f: impl Fn(usize) -> T + Sync) -> anyhow
 /// killer end this process, or another, with no message. Where `/proc/meminfo` cannot be read, allows it.
 fn host_room(bytes: usize, what: &str) -> anyhow::Result<()> {
     let Some((available, total)) = meminfo() else { return Ok(()) };
-    let margin = (total / 20).max(1 << 30);
+    let margin = host_margin(total);
     if bytes > available.saturating_sub(margin) {
         too_large!(
             "needs {} of {what}, and this host has {} available of {}, less {} kept free: choose a smaller size",
@@ -56,16 +56,6 @@ fn host_room(bytes: usize, what: &str) -> anyhow::Result<()> {
         );
     }
     Ok(())
-}
-
-/// (MemAvailable, MemTotal) in bytes, from `/proc/meminfo`.
-fn meminfo() -> Option<(usize, usize)> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let field = |name: &str| -> Option<usize> {
-        let line = text.lines().find(|l| l.starts_with(name))?;
-        Some(line.split_whitespace().nth(1)?.parse::<usize>().ok()? * 1024)
-    };
-    Some((field("MemAvailable:")?, field("MemTotal:")?))
 }
 
 /// Sets `out[i] = f(i)` on every core (up to 64 threads): filling a large pinned buffer on one thread

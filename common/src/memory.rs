@@ -173,7 +173,7 @@ fn zero_from_host(ptr: sys::CUdeviceptr, bytes: usize) {
     });
 }
 
-/// Managed memory this process holds, in bytes, per GPU (see [`Room::managed_held`]). Held locked from
+/// Managed memory this process holds, in bytes, per GPU (see [`DeviceRoom::managed_held`]). Held locked from
 /// a check to the allocation it allows (managed or device), so that two threads cannot both take the
 /// last room.
 static MANAGED_HELD: Mutex<BTreeMap<sys::CUdevice, usize>> = Mutex::new(BTreeMap::new());
@@ -189,7 +189,7 @@ fn managed_held() -> Held {
 /// shared machine must not see: device buffers fail, but managed memory is granted, and its pages
 /// then evict each other, and other programs' managed pages, back and forth across the bus.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub struct Room {
+pub struct DeviceRoom {
     /// Free device memory, as the driver reports it (`cuMemGetInfo`).
     pub free: usize,
     /// Device memory in all, as the driver reports it.
@@ -201,7 +201,7 @@ pub struct Room {
     pub managed_held: usize,
 }
 
-impl Room {
+impl DeviceRoom {
     /// Left free for the rest of the machine: a tenth of the device's memory, and at least 1 GiB.
     pub fn margin(&self) -> usize {
         (self.total / 10).max(1 << 30)
@@ -233,15 +233,123 @@ impl Room {
     }
 }
 
-/// The room on `ctx`'s GPU now (see [`Room`]); makes `ctx` current.
-pub(crate) fn room(ctx: &Context) -> anyhow::Result<Room> {
+/// The memory a program means to hold at its peak, by kind: checked at once against the machine
+/// ([`crate::Gpu::check_footprint`]) before any of it is allocated, so that a size past the machine is
+/// refused in a moment, with what it needs and what there is, rather than after pinning 80 GiB of the
+/// first of three vectors. Sums saturate: a size past `usize` is simply too large.
+///
+/// ```no_run
+/// # fn main() -> anyhow::Result<()> {
+/// let gpu = common::Gpu::init()?;
+/// let n = 1 << 28;
+/// let need = common::Footprint::default().pinned::<f32>(3 * n).device::<f32>(3 * n);
+/// gpu.check_footprint(&need)?; // TooLarge, naming the memory that is short, before anything is pinned
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Footprint {
+    /// Device memory, and managed memory (which may all come to rest on the device).
+    pub device: usize,
+    /// Pinned (page-locked) host memory: host memory the system cannot page out.
+    pub pinned: usize,
+    /// Ordinary pageable host memory.
+    pub pageable: usize,
+}
+
+impl Footprint {
+    fn bytes<T>(len: usize) -> usize {
+        len.saturating_mul(std::mem::size_of::<T>())
+    }
+
+    /// And `len` elements of `T` in device memory.
+    pub fn device<T: Element>(self, len: usize) -> Footprint {
+        Footprint { device: self.device.saturating_add(Self::bytes::<T>(len)), ..self }
+    }
+
+    /// And `len` elements of `T` in pinned host memory.
+    pub fn pinned<T: Element>(self, len: usize) -> Footprint {
+        Footprint { pinned: self.pinned.saturating_add(Self::bytes::<T>(len)), ..self }
+    }
+
+    /// And `len` elements of `T` in pageable host memory.
+    pub fn pageable<T: Element>(self, len: usize) -> Footprint {
+        Footprint { pageable: self.pageable.saturating_add(Self::bytes::<T>(len)), ..self }
+    }
+
+    /// Both at once.
+    pub fn and(self, other: Footprint) -> Footprint {
+        Footprint {
+            device: self.device.saturating_add(other.device),
+            pinned: self.pinned.saturating_add(other.pinned),
+            pageable: self.pageable.saturating_add(other.pageable),
+        }
+    }
+
+    /// The larger of each kind: for a program that holds one and then the other.
+    pub fn max(self, other: Footprint) -> Footprint {
+        Footprint {
+            device: self.device.max(other.device),
+            pinned: self.pinned.max(other.pinned),
+            pageable: self.pageable.max(other.pageable),
+        }
+    }
+
+    /// Whether it fits `device` and the host's memory, as `(available, total)` bytes (`None`: unknown,
+    /// not checked); if not, why not, in words: every kind that is short.
+    pub(crate) fn check(&self, device: &DeviceRoom, host: Option<(usize, usize)>) -> Result<(), String> {
+        let mut short = Vec::new();
+        if let Err(why) = device.check(self.device) {
+            short.push(why);
+        }
+        let host_bytes = self.pinned.saturating_add(self.pageable);
+        if let Some((available, total)) = host {
+            let margin = host_margin(total);
+            if host_bytes > available.saturating_sub(margin) {
+                let kinds = match (self.pinned, self.pageable) {
+                    (0, _) => format!("{} of pageable", Bytes(self.pageable)),
+                    (_, 0) => format!("{} of pinned", Bytes(self.pinned)),
+                    (p, q) => format!("{} of pinned and {} of pageable", Bytes(p), Bytes(q)),
+                };
+                short.push(format!(
+                    "needs {kinds} host memory, and this host has {} available of {}, less {} kept free",
+                    Bytes(available),
+                    Bytes(total),
+                    Bytes(margin)
+                ));
+            }
+        }
+        if short.is_empty() {
+            Ok(())
+        } else {
+            Err(short.join("; "))
+        }
+    }
+}
+
+/// What is kept free of a host with `total` bytes of memory: a twentieth, and at least 1 GiB.
+pub(crate) fn host_margin(total: usize) -> usize {
+    (total / 20).max(1 << 30)
+}
+
+/// (MemAvailable, MemTotal) in bytes, from `/proc/meminfo`.
+pub(crate) fn meminfo() -> Option<(usize, usize)> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let field = |name: &str| -> Option<usize> {
+        let line = text.lines().find(|l| l.starts_with(name))?;
+        Some(line.split_whitespace().nth(1)?.parse::<usize>().ok()? * 1024)
+    };
+    Some((field("MemAvailable:")?, field("MemTotal:")?))
+}
+
+/// The room on `ctx`'s GPU now (see [`DeviceRoom`]); makes `ctx` current.
+pub(crate) fn room(ctx: &Context) -> anyhow::Result<DeviceRoom> {
     room_holding(ctx, &managed_held())
 }
 
 /// The room on `ctx`'s GPU, with the lock on the managed memory held taken.
-fn room_holding(ctx: &Context, held: &Held) -> anyhow::Result<Room> {
+fn room_holding(ctx: &Context, held: &Held) -> anyhow::Result<DeviceRoom> {
     let (free, total) = memory_info(ctx)?;
-    Ok(Room { free, total, managed_held: held.get(&ctx.device()).copied().unwrap_or(0) })
+    Ok(DeviceRoom { free, total, managed_held: held.get(&ctx.device()).copied().unwrap_or(0) })
 }
 
 /// Whether `device` can hold managed memory that the CPU may touch while the GPU works on other
@@ -268,7 +376,7 @@ pub(crate) fn managed_support(device: sys::CUdevice) -> anyhow::Result<()> {
 /// The host reads and writes it as a slice, but only while no scope holds it: a scope takes it by
 /// `&mut` ([`crate::Scope::managed`]) and synchronizes every stream before it gives it back. Made by
 /// [`crate::Gpu::managed`], which refuses a GPU where the CPU may not touch managed memory while the GPU
-/// works, and a size the device has no [`Room`] for.
+/// works, and a size the device has no [`DeviceRoom`] for.
 pub struct ManagedBuffer<T: Element> {
     ptr: sys::CUdeviceptr,
     len: usize,
@@ -362,13 +470,13 @@ pub(crate) fn memory_info(ctx: &Context) -> anyhow::Result<(usize, usize)> {
 
 #[cfg(test)]
 mod tests {
-    use super::Room;
+    use super::{DeviceRoom, Footprint};
 
     const GIB: usize = 1 << 30;
 
     #[test]
     fn the_margin_is_a_tenth_of_the_device_and_at_least_a_gibibyte() {
-        let room = |total| Room { free: total, total, managed_held: 0 };
+        let room = |total| DeviceRoom { free: total, total, managed_held: 0 };
         assert_eq!(room(141 * GIB).margin(), 141 * GIB / 10);
         assert_eq!(room(8 * GIB).margin(), GIB);
         assert_eq!(room(GIB / 2).available(), 0, "a device smaller than the margin has no room");
@@ -376,13 +484,13 @@ mod tests {
 
     #[test]
     fn room_is_free_memory_less_the_margin_and_managed_memory_held() {
-        let r = Room { free: 100 * GIB, total: 140 * GIB, managed_held: 0 };
+        let r = DeviceRoom { free: 100 * GIB, total: 140 * GIB, managed_held: 0 };
         assert_eq!(r.available(), 86 * GIB);
         assert!(r.check(86 * GIB).is_ok());
         let why = r.check(86 * GIB + 4).unwrap_err();
         assert!(why.starts_with("needs 86.0 GiB of device memory, and at most 86 GiB may be asked for"), "{why}");
         assert!(why.contains("100 GiB free of 140 GiB, less 14 GiB kept free for others"), "{why}");
-        let held = Room { managed_held: 80 * GIB, ..r };
+        let held = DeviceRoom { managed_held: 80 * GIB, ..r };
         assert_eq!(held.available(), 6 * GIB);
         let why = held.check(8 * GIB).unwrap_err();
         assert!(why.ends_with("and 80 GiB of managed memory this process holds already"), "{why}");
@@ -390,11 +498,35 @@ mod tests {
 
     #[test]
     fn nothing_fits_when_free_memory_is_below_the_margin() {
-        let r = Room { free: 2 * GIB, total: 40 * GIB, managed_held: 0 };
+        let r = DeviceRoom { free: 2 * GIB, total: 40 * GIB, managed_held: 0 };
         assert_eq!(r.available(), 0);
         assert!(r.check(1).is_err());
         assert!(r.check(0).is_ok(), "asking for nothing always fits");
-        let crowded = Room { free: 20 * GIB, total: 40 * GIB, managed_held: 30 * GIB };
+        let crowded = DeviceRoom { free: 20 * GIB, total: 40 * GIB, managed_held: 30 * GIB };
         assert_eq!(crowded.available(), 0, "held memory beyond free memory leaves none, without overflow");
+    }
+
+    #[test]
+    fn a_footprint_names_every_kind_of_memory_that_is_short_and_saturates() {
+        let device = DeviceRoom { free: 100 * GIB, total: 140 * GIB, managed_held: 0 };
+        let host = Some((200 * GIB, 256 * GIB)); // 12.8 GiB kept free: 187.2 GiB may be asked for
+        let fits = Footprint::default().device::<f32>(GIB).pinned::<f32>(GIB).pageable::<u8>(GIB);
+        assert_eq!((fits.device, fits.pinned, fits.pageable), (4 * GIB, 4 * GIB, GIB));
+        assert!(fits.check(&device, host).is_ok());
+        // vector_add_streams -n 20G: three vectors of 20G floats pinned, and their chunks on the device.
+        let n = 20 * GIB;
+        let big = Footprint::default().pinned::<f32>(3 * n).device::<f32>(3 * n / 16);
+        let why = big.check(&device, host).unwrap_err();
+        assert!(why.contains("needs 240 GiB of pinned host memory, and this host has 200 GiB available"), "{why}");
+        assert!(!why.contains("device memory"), "15 GiB fits the device: {why}");
+        let both = big.and(Footprint::default().device::<f32>(n));
+        let why = both.check(&device, host).unwrap_err();
+        assert!(why.starts_with("needs 95 GiB of device memory") && why.contains("; needs 240 GiB of pinned"), "{why}");
+        assert!(both.check(&device, None).is_err(), "an unknown host still checks the device");
+        assert!(big.check(&device, None).is_ok(), "and does not refuse host memory it cannot see");
+        let huge = Footprint::default().pageable::<f64>(usize::MAX).pinned::<f64>(usize::MAX);
+        assert_eq!((huge.pageable, huge.pinned), (usize::MAX, usize::MAX), "saturates rather than wraps");
+        assert!(huge.check(&device, host).unwrap_err().contains("pinned and"), "both host kinds are named");
+        assert_eq!(fits.max(big).pinned, big.pinned);
     }
 }

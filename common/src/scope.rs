@@ -77,9 +77,10 @@ pub use crate::order::Waits;
 
 static NEXT_SCOPE: AtomicU64 = AtomicU64::new(1);
 
-/// Where [`ScopeStream::prefetch`] moves managed memory: to the scope's GPU, or back to the host.
+/// Where data goes: where [`ScopeStream::prefetch`] moves managed memory (to the scope's GPU, or back
+/// to the host), and which side of a copy a [`crate::Stager`] fills.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub enum To {
+pub enum Destination {
     /// To the scope's GPU.
     Device,
     /// To host memory.
@@ -475,17 +476,17 @@ impl<'scope, 'env> ScopeStream<'scope, 'env> {
     /// range to whole pages; moving a neighbour's page is safe ("memory accesses to this range are
     /// always coherent and are allowed even when the data is actively being migrated", says
     /// `cuMemPrefetchAsync`'s documentation), and costs only time.
-    pub fn prefetch<T: Element>(self, view: Dev<'scope, T>, to: To) -> anyhow::Result<()> {
+    pub fn prefetch<T: Element>(self, view: Dev<'scope, T>, to: Destination) -> anyhow::Result<()> {
         let name = match to {
-            To::Device => "prefetch to device",
-            To::Host => "prefetch to host",
+            Destination::Device => "prefetch to device",
+            Destination::Host => "prefetch to host",
         };
         if view.scope == self.scope.id && !self.scope.is_managed(view.buffer) {
             bail!("{name}: only managed memory (Gpu::managed) prefetches, and this view is device or mapped memory");
         }
         let (kind, dst) = match to {
-            To::Device => ("H2D", self.scope.env.ctx.device()),
-            To::Host => ("D2H", ffi::DEVICE_CPU),
+            Destination::Device => ("H2D", self.scope.env.ctx.device()),
+            Destination::Host => ("D2H", ffi::DEVICE_CPU),
         };
         let bytes = view.len * std::mem::size_of::<T>();
         self.scope.enqueue(self.index, &[view.access(true)], false, OpInfo::copy(kind, name, bytes), |s| match bytes {
@@ -852,7 +853,7 @@ mod tests {
             unsafe { s.stream(0).kernel(&busy, LaunchConfig::linear(1, 32)).write(m).value(16u64).value(1u32).launch() }
         });
         assert!(format!("{:#}", err.unwrap_err()).contains("another GPU's context"));
-        let err = gpu.scope(&streams, |s| s.stream(0).prefetch(s.managed(&mut buf), To::Device));
+        let err = gpu.scope(&streams, |s| s.stream(0).prefetch(s.managed(&mut buf), Destination::Device));
         assert!(format!("{:#}", err.unwrap_err()).contains("another GPU's context"));
         buf[0] = 1.0; // still the host's, and freed in its own context after the Gpu is gone
         drop((gpu, buf));

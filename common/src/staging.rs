@@ -166,13 +166,13 @@ impl<T: Element> Stager<T> {
     }
 
     /// The host's side of a staged transfer alone, with nothing on the GPU: the same threads copying
-    /// the same chunks of `host` into the same pinned slots, in turn (`To::Device`, an upload's side), or
-    /// out of them into `host` (`To::Host`, a download's, with streaming stores where a download uses
+    /// the same chunks of `host` into the same pinned slots, in turn (`Destination::Device`, an upload's side), or
+    /// out of them into `host` (`Destination::Host`, a download's, with streaming stores where a download uses
     /// them). A staged transfer large enough to be staged cannot beat this rate: it does the same CPU
     /// work, with DMA beside it.
-    pub fn host_side_only(&mut self, host: &mut [T], direction: crate::To) -> anyhow::Result<()> {
+    pub fn host_side_only(&mut self, host: &mut [T], direction: crate::Destination) -> anyhow::Result<()> {
         let (n, bytes) = (host.len(), std::mem::size_of_val(host));
-        let (streaming, to_device) = (bytes >= STREAM_DOWNLOADS_FROM, direction == crate::To::Device);
+        let (streaming, to_device) = (bytes >= STREAM_DOWNLOADS_FROM, direction == crate::Destination::Device);
         let at = SendPtr(host.as_mut_ptr());
         self.run(n, |w, k, range| {
             // SAFETY: `range` is one of this worker's chunks, disjoint from every other worker's, within

@@ -4,7 +4,7 @@
 
 mod support;
 
-use common::{host::fill, Gpu, To};
+use common::{host::fill, Destination, Gpu};
 
 #[test]
 #[ignore = "needs an NVIDIA GPU; cargo xtask test runs it where a driver is found"]
@@ -19,12 +19,12 @@ fn managed_memory_stays_readable_after_a_kernel_fault() {
     let err = gpu
         .scope(&streams, |s| {
             let managed = s.managed(&mut m);
-            s.stream(0).prefetch(managed, To::Device)?; // the pages move to the GPU
+            s.stream(0).prefetch(managed, Destination::Device)?; // the pages move to the GPU
             kernels.busy(s.stream(0), managed, 3)?;
             // SAFETY: this test process expects the fault and ends with it; the write lands 1 TiB below
             // a fresh device allocation, where this context maps nothing (as in fault.rs).
             unsafe { kernels.fault(s.stream(1), s.device(&mut d)) }?;
-            s.stream(0).prefetch(managed, To::Host) // may never run: the context dies
+            s.stream(0).prefetch(managed, Destination::Host) // may never run: the context dies
         })
         .unwrap_err();
     let msg = format!("{err:#}");
@@ -35,6 +35,6 @@ fn managed_memory_stays_readable_after_a_kernel_fault() {
     let finite = m.iter().filter(|x| x.is_finite()).count();
     eprintln!("the host read all {n} elements after the fault; {finite} are finite");
     assert_eq!(finite, n);
-    assert!(gpu.scope(&streams, |s| s.stream(0).prefetch(s.managed(&mut m), To::Device)).is_err());
+    assert!(gpu.scope(&streams, |s| s.stream(0).prefetch(s.managed(&mut m), Destination::Device)).is_err());
     drop((gpu, m, d, streams)); // freed on a dead context: no crash
 }

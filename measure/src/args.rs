@@ -10,6 +10,7 @@ use clap::{error::ErrorKind as ClapErrorKind, Args, Parser};
 use crate::{
     error::{bad_args, report, ErrorKind},
     timing::Repeats,
+    work::{ChunkKernel, Work},
     ChunkPlan,
 };
 
@@ -142,18 +143,12 @@ pub struct WorkArgs {
 }
 
 impl WorkArgs {
-    /// The work these flags ask for: `--iters` rounds of process, or rounds calibrated so that a chunk of
-    /// `chunk` elements takes as long to compute as to copy both ways ([`crate::pipeline::balanced_work`]).
-    pub fn work(
-        &self,
-        gpu: &common::Gpu,
-        kernels: &kernels::Kernels,
-        chunk: usize,
-        r: Repeats,
-    ) -> anyhow::Result<crate::work::Work> {
+    /// The kernel these flags ask for: `--iters` rounds of process, or rounds calibrated once the GPU
+    /// has started so that a chunk takes as long to compute as to copy both ways.
+    pub fn kernel(&self) -> ChunkKernel {
         match self.iters {
-            Some(iters) => Ok(crate::work::Work::Process(iters)),
-            None => crate::pipeline::balanced_work(gpu, kernels, chunk, r),
+            Some(iters) => ChunkKernel::Given(Work::Process(iters)),
+            None => ChunkKernel::Balanced,
         }
     }
 }
@@ -260,7 +255,7 @@ pub fn parse_threads(s: &str) -> anyhow::Result<usize> {
     Ok(n)
 }
 
-/// A rate in GB/s to hold a measurement against: finite, more than 0 (`--ref-h2d 55.3`).
+/// A rate in GB/s to hold a measurement against: finite, more than 0 (`--ref-htod 55.3`).
 pub fn parse_gbps(s: &str) -> anyhow::Result<f64> {
     match s.trim().parse::<f64>() {
         Ok(x) if x.is_finite() && x > 0.0 => Ok(x),

@@ -6,11 +6,11 @@
 //!
 //! | term | the part |
 //! | --- | --- |
-//! | uploads | every upload at once on many streams, then the last chunk's kernel and download |
-//! | downloads | the first chunk's upload and kernel, then every download at once |
-//! | copies both ways | every upload and every download at once, nothing ordering them |
-//! | kernels | the first chunk's upload, then every kernel at once, then the last chunk's download |
-//! | lanes in turn | the busiest lane's chunks (a stream's, or a reused buffer's), each chunk's upload, kernel and download one after another |
+//! | H2D copies | every H2D copy at once on many streams, then the last chunk's kernel and D2H copy |
+//! | D2H copies | the first chunk's H2D copy and kernel, then every D2H copy at once |
+//! | copies both ways | every H2D and every D2H copy at once, nothing ordering them |
+//! | kernels | the first chunk's H2D copy, then every kernel at once, then the last chunk's D2H copy |
+//! | busiest buffer | the chunks of the buffer with the most (a stream's own, or one reused in turn), each chunk's H2D copies, kernel and D2H copy one after another |
 //!
 //! The pipeline does all of each part's work with the same dependencies or more, so it cannot take less
 //! time than any part: each term, the best (least) of several runs, is a lower bound within timing noise,
@@ -19,46 +19,47 @@
 
 use serde::Serialize;
 
-use common::{DeviceBuffer, Gpu, Stream};
+use common::{Dev, DeviceBuffer, Gpu, ScopeStream, Stream};
 use kernels::Kernels;
 
 use crate::{
+    pipeline::{Buffering, Pipeline, PipelineRun},
     report::fmt_ms,
     timing::{measure_best, Repeats, Stats},
-    work::Work,
-    ChunkPlan,
+    work::Steps,
+    Chunk, ChunkPlan,
 };
 
 /// What limits a pipeline: the largest of its bound's terms.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub enum Bottleneck {
-    Uploads,
-    Downloads,
+    HtoD,
+    DtoH,
     BothDirections,
     Compute,
-    Lanes,
+    BusiestBuffer,
 }
 
 impl Bottleneck {
     /// A word or two for a table.
     pub fn name(self) -> &'static str {
         match self {
-            Bottleneck::Uploads => "uploads",
-            Bottleneck::Downloads => "downloads",
+            Bottleneck::HtoD => "H2D copies",
+            Bottleneck::DtoH => "D2H copies",
             Bottleneck::BothDirections => "copies both ways",
             Bottleneck::Compute => "kernels",
-            Bottleneck::Lanes => "lanes in turn",
+            Bottleneck::BusiestBuffer => "busiest buffer",
         }
     }
 
     /// What it means, in a sentence.
     pub fn describe(self) -> &'static str {
         match self {
-            Bottleneck::Uploads => "copy-bound: all the uploads, then the last chunk's kernel and download",
-            Bottleneck::Downloads => "copy-bound: the first chunk's upload and kernel, then all the downloads",
+            Bottleneck::HtoD => "copy-bound: all the H2D copies, then the last chunk's kernel and D2H copy",
+            Bottleneck::DtoH => "copy-bound: the first chunk's H2D copy and kernel, then all the D2H copies",
             Bottleneck::BothDirections => "copy-bound: moving the data both ways at once, at the rate the link keeps with both directions busy",
-            Bottleneck::Compute => "compute-bound: all the kernels, with the first upload before them and the last download after",
-            Bottleneck::Lanes => "each stream (or buffer) runs its chunks' upload, kernel and download one after another: fill and drain, or per-operation latency, dominate",
+            Bottleneck::Compute => "compute-bound: all the kernels, with the first H2D copy before them and the last D2H copy after",
+            Bottleneck::BusiestBuffer => "each buffer (a stream's own, or one reused in turn) takes its chunks' H2D copy, kernel and D2H copy one after another: fill and drain, or per-operation latency, dominate",
         }
     }
 }
@@ -66,18 +67,18 @@ impl Bottleneck {
 /// What the parts of a run cost alone, in ms (best of the repeats).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct PartCosts {
-    /// One chunk's upload, kernel and download alone, and all three back to back (for the notes).
-    pub upload_ms: f64,
+    /// One chunk's H2D copy, kernel and D2H copy alone, and all three back to back (for the notes).
+    pub htod_ms: f64,
     pub kernel_ms: f64,
-    pub download_ms: f64,
+    pub dtoh_ms: f64,
     pub chain_ms: f64,
     /// The parts in the module's table.
-    pub uploads_ms: f64,
-    pub downloads_ms: f64,
+    pub all_htod_ms: f64,
+    pub all_dtoh_ms: f64,
     pub copies_ms: f64,
     pub kernels_ms: f64,
-    /// (lanes, ms): for each number of lanes, its busiest lane's chunks one after another.
-    pub lanes: Vec<(usize, f64)>,
+    /// (buffers, ms): for each number of buffers, the chunks of the buffer with the most, one after another.
+    pub busiest_buffer: Vec<(usize, f64)>,
     /// The streams the "at once" parts ran on.
     pub streams: usize,
     /// (streams, ms): a timed scope with nothing in it, on that many streams: what forking to them and
@@ -87,8 +88,8 @@ pub struct PartCosts {
 }
 
 impl PartCosts {
-    fn lanes_ms(&self, lanes: usize) -> f64 {
-        self.lanes.iter().find(|l| l.0 == lanes).map_or(0.0, |l| l.1)
+    fn busiest_ms(&self, buffers: usize) -> f64 {
+        self.busiest_buffer.iter().find(|l| l.0 == buffers).map_or(0.0, |l| l.1)
     }
 
     /// What the parts' fork and join cost more than a run's on `streams` streams (0 if not measured).
@@ -99,6 +100,211 @@ impl PartCosts {
             _ => 0.0,
         }
     }
+
+    /// Measures the parts of runs of `plan` on `p`'s data (its output overwritten: check results
+    /// first), the busiest buffer and an empty scope for each of `runs`' bufferings. The "at once"
+    /// parts spread over 8 to 64 streams, at least the plan's.
+    pub fn measure(p: &mut Pipeline<'_>, plan: &ChunkPlan, runs: &[Buffering]) -> anyhow::Result<PartCosts> {
+        anyhow::ensure!(plan.elements <= p.elements(), "a plan of {} elements over less data", plan.elements);
+        let _phase = crate::timeline::phase("bound");
+        // No part can use more streams than two per chunk (every H2D and every D2H copy on its own),
+        // and fanning out to more would cost the parts waits the run does not pay.
+        let k = plan.streams.clamp(8, 64).min(2 * plan.chunks).max(1);
+        let gpu = p.gpu();
+        let streams = gpu.streams(k)?;
+        // H2D copies fill the first half while D2H copies read the second, so that nothing orders them.
+        let mut d = gpu.alloc::<f32>(2 * plan.elements)?;
+        let parts = Parts {
+            gpu,
+            kernels: p.kernels(),
+            steps: p.steps,
+            plan,
+            streams: &streams,
+            h_in: &p.h_in[..plan.elements],
+            // Five runs of each part for a best (least) time, more for short parts; big runs stay quick.
+            r: Repeats { warmup: 1.min(p.repeats.warmup), repeats: p.repeats.repeats.min(5) },
+        };
+        let out = &mut p.h_out[..plan.elements];
+        let [htod_ms, kernel_ms, dtoh_ms, chain_ms] = parts.one_chunk(&mut d, out)?;
+        let mut costs = PartCosts {
+            htod_ms,
+            kernel_ms,
+            dtoh_ms,
+            chain_ms,
+            all_htod_ms: parts.all_htod(&mut d, out)?,
+            all_dtoh_ms: parts.all_dtoh(&mut d, out)?,
+            copies_ms: parts.copies(&mut d, out)?,
+            kernels_ms: parts.kernels(&mut d, out)?,
+            busiest_buffer: Vec::new(),
+            streams: k,
+            empty: Vec::new(),
+        };
+        for b in runs {
+            if costs.busiest_buffer.iter().all(|l| l.0 != b.buffers) {
+                costs.busiest_buffer.push((b.buffers, parts.busiest_buffer(b.buffers, &mut d, out)?));
+            }
+        }
+        for n in runs.iter().map(|b| b.streams()).chain([k]).filter(|n| (1..=k).contains(n)) {
+            if costs.empty.iter().all(|e| e.0 != n) {
+                costs.empty.push((n, part(parts.r, || gpu.timed(&streams[..n], |_| Ok(())))?));
+            }
+        }
+        Ok(costs)
+    }
+}
+
+/// What a pipeline's parts run alone: its data, its steps, and streams to spread over. Each part runs
+/// in a device buffer twice as long as the data, which it may overwrite (H2D copies fill the first half
+/// while D2H copies read the second; `c = a + b` reads its inputs from the second half), and D2H copies
+/// into the output, which it overwrites.
+struct Parts<'a> {
+    gpu: &'a Gpu,
+    kernels: &'a Kernels,
+    steps: Steps,
+    plan: &'a ChunkPlan,
+    streams: &'a [Stream],
+    h_in: &'a [f32],
+    r: Repeats,
+}
+
+type Scratch = DeviceBuffer<f32>;
+
+impl<'a> Parts<'a> {
+    /// The stream chunk `c` runs on in the "at once" parts.
+    fn on<'s, 'e>(&self, s: &'s common::Scope<'s, 'e>, c: &Chunk) -> ScopeStream<'s, 'e> {
+        s.stream(c.index % self.streams.len())
+    }
+
+    /// Chunk `c`'s H2D copies (as many as the steps have) into its range of the first half of `d`.
+    fn htod<'s>(&self, on: ScopeStream<'s, '_>, d: Dev<'s, f32>, c: &Chunk) -> anyhow::Result<()>
+    where
+        'a: 's,
+    {
+        let h_in: &'a [f32] = self.h_in;
+        (0..self.steps.htod_copies()).try_for_each(|_| on.htod(&h_in[c.range()], d.slice(c.range())))
+    }
+
+    /// Chunk `c`'s kernel on its range of `d`.
+    fn kernel<'s>(&self, on: ScopeStream<'s, '_>, d: Dev<'s, f32>, c: &Chunk) -> anyhow::Result<()> {
+        let n = self.plan.elements;
+        match self.steps {
+            Steps::InPlace(work) => work.run(self.kernels, on, d.slice(c.range())),
+            Steps::VectorAdd => {
+                let input = d.slice(n + c.offset..n + c.offset + c.len);
+                self.kernels.vector_add(on, input, input, d.slice(c.range()))
+            }
+        }
+    }
+
+    /// The smallest chunk's H2D copy, kernel and D2H copy alone, and all three in turn.
+    fn one_chunk(&self, d: &mut Scratch, out: &mut [f32]) -> anyhow::Result<[f64; 4]> {
+        let c = Chunk { len: self.plan.elements / self.plan.chunks, ..self.plan.chunk(0) };
+        let (one, out) = (&self.streams[..1], &mut out[c.range()]);
+        let (gpu, r, h_in) = (self.gpu, self.r, &self.h_in[c.range()]);
+        let htod = part(r, || gpu.timed(one, |s| s.stream(0).htod(h_in, s.device(d).slice(c.range()))))?;
+        let kernel = part(r, || gpu.timed(one, |s| self.kernel(s.stream(0), s.device(d), &c)))?;
+        let dtoh = part(r, || gpu.timed(one, |s| s.stream(0).dtoh(s.device(d).slice(c.range()), &mut *out)))?;
+        let chain = part(r, || {
+            gpu.timed(one, |s| {
+                let (d, s0) = (s.device(d), s.stream(0));
+                self.htod(s0, d, &c)?;
+                self.kernel(s0, d, &c)?;
+                s0.dtoh(d.slice(c.range()), &mut *out)
+            })
+        })?;
+        Ok([htod, kernel, dtoh, chain])
+    }
+
+    /// Every H2D copy at once, then the last chunk's kernel and D2H copy behind its H2D copy.
+    fn all_htod(&self, d: &mut Scratch, out: &mut [f32]) -> anyhow::Result<f64> {
+        let last = self.plan.chunk(self.plan.chunks - 1);
+        part(self.r, || {
+            self.gpu.timed(self.streams, |s| {
+                let d = s.device(d);
+                self.plan.iter().try_for_each(|c| self.htod(self.on(s, &c), d, &c))?;
+                self.kernel(self.on(s, &last), d, &last)?;
+                self.on(s, &last).dtoh(d.slice(last.range()), &mut out[last.range()])
+            })
+        })
+    }
+
+    /// The first chunk's H2D copy and kernel, then every D2H copy at once (from the second half of the
+    /// buffer, which nothing writes, so that only the first kernel orders them).
+    fn all_dtoh(&self, d: &mut Scratch, out: &mut [f32]) -> anyhow::Result<f64> {
+        let (first, n) = (self.plan.chunk(0), self.plan.elements);
+        part(self.r, || {
+            self.gpu.timed(self.streams, |s| {
+                let (d, s0) = (s.device(d), s.stream(0));
+                self.htod(s0, d, &first)?;
+                self.kernel(s0, d, &first)?;
+                self.fan_out(s, s0.record_event()?)?;
+                for (c, out) in self.plan.iter().zip(self.plan.split_mut(out)) {
+                    self.on(s, &c).dtoh(d.slice(n + c.offset..n + c.offset + c.len), out)?;
+                }
+                Ok(())
+            })
+        })
+    }
+
+    /// Every stream but the first waits for `event`, where chunks spread to it.
+    fn fan_out<'s>(&self, s: &'s common::Scope<'s, '_>, event: common::ScopeEvent<'s>) -> anyhow::Result<()> {
+        (1..self.streams.len().min(self.plan.chunks)).try_for_each(|i| s.stream(i).wait_event(event))
+    }
+
+    /// Every H2D copy (into the first half) and every D2H copy (from the second) at once, H2D copies and
+    /// D2H copies on streams of their own.
+    fn copies(&self, d: &mut Scratch, out: &mut [f32]) -> anyhow::Result<f64> {
+        let (k, n) = (self.streams.len(), self.plan.elements);
+        let half = (k / 2).max(1);
+        part(self.r, || {
+            self.gpu.timed(self.streams, |s| {
+                let d = s.device(d);
+                for (c, out) in self.plan.iter().zip(self.plan.split_mut(out)) {
+                    let down = s.stream((half + c.index % (k - half).max(1)).min(k - 1));
+                    self.htod(s.stream(c.index % half), d, &c)?;
+                    down.dtoh(d.slice(n + c.offset..n + c.offset + c.len), out)?;
+                }
+                Ok(())
+            })
+        })
+    }
+
+    /// The first chunk's H2D copy, then every kernel at once, then the last chunk's D2H copy behind its kernel.
+    fn kernels(&self, d: &mut Scratch, out: &mut [f32]) -> anyhow::Result<f64> {
+        let (first, last) = (self.plan.chunk(0), self.plan.chunk(self.plan.chunks - 1));
+        part(self.r, || {
+            self.gpu.timed(self.streams, |s| {
+                let (d, s0) = (s.device(d), s.stream(0));
+                self.htod(s0, d, &first)?;
+                self.fan_out(s, s0.record_event()?)?;
+                self.plan.iter().try_for_each(|c| self.kernel(self.on(s, &c), d, &c))?;
+                self.on(s, &last).dtoh(d.slice(last.range()), &mut out[last.range()])
+            })
+        })
+    }
+
+    /// The busiest of `buffers` buffers: chunks 0, B, 2B, ... one after another on one stream.
+    fn busiest_buffer(&self, buffers: usize, d: &mut Scratch, out: &mut [f32]) -> anyhow::Result<f64> {
+        part(self.r, || {
+            self.gpu.timed(&self.streams[..1], |s| {
+                let (d, s0) = (s.device(d), s.stream(0));
+                let busiest =
+                    self.plan.iter().zip(self.plan.split_mut(out)).filter(|(c, _)| c.index % buffers.max(1) == 0);
+                for (c, out) in busiest {
+                    self.htod(s0, d, &c)?;
+                    self.kernel(s0, d, &c)?;
+                    s0.dtoh(d.slice(c.range()), out)?;
+                }
+                Ok(())
+            })
+        })
+    }
+}
+
+/// A part's time: the best of its runs, looked at long enough to catch the fast times of short work
+/// (see [`measure_best`]): 30 runs at most, while they add up to less than 5 ms.
+fn part(r: Repeats, f: impl FnMut() -> anyhow::Result<f64>) -> anyhow::Result<f64> {
+    measure_best(r, 30, 5.0, f)
 }
 
 /// A lower bound on a pipeline's time, with its terms.
@@ -110,35 +316,35 @@ pub struct Bound {
 }
 
 impl Bound {
-    /// The bound for a run on `streams` streams whose chunks go to `lanes` lanes (streams, or buffers
-    /// reused in turn).
-    pub fn new(c: &PartCosts, lanes: usize, streams: usize) -> Bound {
-        let extra = c.extra_fork_join_ms(streams);
+    /// The bound for a run laid out by `buffering`.
+    pub fn new(c: &PartCosts, buffering: Buffering) -> Bound {
+        let extra = c.extra_fork_join_ms(buffering.streams());
         let terms = vec![
-            (Bottleneck::Uploads, c.uploads_ms - extra),
-            (Bottleneck::Downloads, c.downloads_ms - extra),
+            (Bottleneck::HtoD, c.all_htod_ms - extra),
+            (Bottleneck::DtoH, c.all_dtoh_ms - extra),
             (Bottleneck::BothDirections, c.copies_ms - extra),
             (Bottleneck::Compute, c.kernels_ms - extra),
-            (Bottleneck::Lanes, c.lanes_ms(lanes)),
+            (Bottleneck::BusiestBuffer, c.busiest_ms(buffering.buffers)),
         ];
-        let (limit, ms) = terms.iter().copied().fold((Bottleneck::Lanes, 0.0), |a, t| if t.1 > a.1 { t } else { a });
+        let (limit, ms) =
+            terms.iter().copied().fold((Bottleneck::BusiestBuffer, 0.0), |a, t| if t.1 > a.1 { t } else { a });
         Bound { ms, limit, terms }
     }
 }
 
 /// A pipeline's measured time held against its bound.
 #[derive(Clone, Debug, Serialize)]
-pub struct Judged {
+pub struct AgainstBound {
     pub measured: Stats,
     pub bound: Bound,
     /// bound / measured: at most 1, within timing noise.
     pub efficiency: f64,
 }
 
-impl Judged {
-    pub fn new(measured: Stats, bound: Bound) -> Judged {
+impl AgainstBound {
+    pub fn new(measured: Stats, bound: Bound) -> AgainstBound {
         let efficiency = bound.ms / measured.median_ms;
-        Judged { measured, bound, efficiency }
+        AgainstBound { measured, bound, efficiency }
     }
 
     /// `6.004 ms, bound 5.62 ms (efficiency 0.936, 7% above its bound); limited by copies both ways`
@@ -158,285 +364,44 @@ impl Judged {
     }
 }
 
-/// What each chunk of a pipeline does between its upload and its download.
-#[derive(Clone, Copy, Debug, Serialize)]
-pub enum Steps {
-    /// One upload, `work` in place, one download.
-    InPlace(Work),
-    /// Two uploads (a and b), `c = a + b`, one download (c).
-    VectorAdd,
-}
-
-impl Steps {
-    fn uploads(self) -> usize {
-        match self {
-            Steps::InPlace(_) => 1,
-            Steps::VectorAdd => 2,
-        }
-    }
-
-    /// The chunk's kernel on `range` of `d`, the first half of the scratch buffer; `c = a + b` reads
-    /// its inputs from the second half, which only downloads read.
-    fn run<'s>(
-        self,
-        kernels: &Kernels,
-        on: common::ScopeStream<'s, '_>,
-        d: common::Dev<'s, f32>,
-        (range, n): (std::ops::Range<usize>, usize),
-    ) -> anyhow::Result<()> {
-        match self {
-            Steps::InPlace(work) => work.run(kernels, on, d.slice(range)),
-            Steps::VectorAdd => {
-                let input = d.slice(n + range.start..n + range.end);
-                kernels.vector_add(on, input, input, d.slice(range))
-            }
-        }
-    }
-}
-
-/// The data a pipeline works on, for measuring its costs: its input, a place for its output, and a
-/// device buffer twice as long as the input that the measurements may overwrite (uploads fill the
-/// first half while downloads read the second, so that nothing orders them).
-pub struct Workload<'a> {
-    pub h_in: &'a [f32],
-    pub h_out: &'a mut [f32],
-    pub scratch: &'a mut DeviceBuffer<f32>,
-}
-
-/// Measures [`PartCosts`] for `plan` with `steps` per chunk, the busiest lane for each count in `lanes`, and
-/// an empty scope on each count in `stream_counts` (the runs'). `streams` should be many (8 or more, and
-/// at least the pipeline's): the "at once" parts spread over them.
-#[allow(clippy::too_many_arguments)]
-pub fn measure_costs(
-    gpu: &Gpu,
-    kernels: &Kernels,
-    streams: &[Stream],
-    plan: &ChunkPlan,
-    steps: Steps,
-    lanes: &[usize],
-    stream_counts: &[usize],
-    data: Workload<'_>,
-    r: Repeats,
-) -> anyhow::Result<PartCosts> {
-    let uploads = steps.uploads();
-    let Workload { h_in, h_out, scratch } = data;
-    let n = plan.elements;
-    anyhow::ensure!(
-        h_in.len() == n && h_out.len() == n && scratch.len() >= 2 * n,
-        "the workload does not match the plan"
-    );
-    let _phase = crate::timeline::phase("bound");
-    // No part can use more streams than two per chunk (every upload and every download on its own),
-    // and fanning out to more would cost the parts waits the run does not pay.
-    let streams = &streams[..streams.len().min(2 * plan.chunks).max(1)];
-    let k = streams.len();
-    // The streams that run kernels or downloads besides the first, which must wait for it.
-    let fan_out = 1..k.min(plan.chunks);
-    let on = |c: &crate::Chunk| c.index % k;
-    let first = plan.chunk(0);
-    let last = plan.chunk(plan.chunks - 1);
-    let smallest = plan.elements / plan.chunks;
-    // One chunk alone, for the notes.
-    let one = &streams[..1];
-    let upload_ms =
-        part(r, || gpu.timed(one, |s| s.stream(0).htod(&h_in[..smallest], s.device(scratch).slice(0..smallest))))?;
-    let kernel_ms =
-        part(r, || gpu.timed(one, |s| steps.run(kernels, s.stream(0), s.device(scratch), (0..smallest, n))))?;
-    let download_ms =
-        part(r, || gpu.timed(one, |s| s.stream(0).dtoh(s.device(scratch).slice(0..smallest), &mut h_out[..smallest])))?;
-    let chain_ms = part(r, || {
-        gpu.timed(one, |s| {
-            let (d, s0) = (s.device(scratch), s.stream(0));
-            for _ in 0..uploads {
-                s0.htod(&h_in[..smallest], d.slice(0..smallest))?;
-            }
-            steps.run(kernels, s0, d, (0..smallest, n))?;
-            s0.dtoh(d.slice(0..smallest), &mut h_out[..smallest])
-        })
-    })?;
-    // Every upload at once, then the last chunk's kernel and download behind its upload.
-    let uploads_ms = part(r, || {
-        gpu.timed(streams, |s| {
-            let d = s.device(scratch);
-            for c in plan.iter() {
-                for _ in 0..uploads {
-                    s.stream(on(&c)).htod(&h_in[c.range()], d.slice(c.range()))?;
-                }
-            }
-            steps.run(kernels, s.stream(on(&last)), d, (last.range(), n))?;
-            s.stream(on(&last)).dtoh(d.slice(last.range()), &mut h_out[last.range()])
-        })
-    })?;
-    // The first chunk's upload and kernel, then every download at once (from the second half of the
-    // scratch buffer, which nothing writes, so that only the first kernel orders them).
-    let downloads_ms = part(r, || {
-        gpu.timed(streams, |s| {
-            let (d, s0) = (s.device(scratch), s.stream(0));
-            for _ in 0..uploads {
-                s0.htod(&h_in[first.range()], d.slice(first.range()))?;
-            }
-            steps.run(kernels, s0, d, (first.range(), n))?;
-            let computed = s0.record_event()?;
-            fan_out.clone().try_for_each(|i| s.stream(i).wait_event(computed))?;
-            for (c, out) in plan.iter().zip(plan.split_mut(h_out)) {
-                s.stream(on(&c)).dtoh(d.slice(n + c.offset..n + c.offset + c.len), out)?;
-            }
-            Ok(())
-        })
-    })?;
-    // Every upload (into the first half) and every download (from the second) at once, uploads and
-    // downloads on streams of their own.
-    let copies_ms = part(r, || {
-        gpu.timed(streams, |s| {
-            let d = s.device(scratch);
-            let half = (k / 2).max(1);
-            for (c, out) in plan.iter().zip(plan.split_mut(h_out)) {
-                let up = s.stream(c.index % half);
-                let down = s.stream((half + c.index % (k - half).max(1)).min(k - 1));
-                for _ in 0..uploads {
-                    up.htod(&h_in[c.range()], d.slice(c.range()))?;
-                }
-                down.dtoh(d.slice(n + c.offset..n + c.offset + c.len), out)?;
-            }
-            Ok(())
-        })
-    })?;
-    // The first chunk's upload, then every kernel at once, then the last chunk's download behind its kernel.
-    let kernels_ms = part(r, || {
-        gpu.timed(streams, |s| {
-            let (d, s0) = (s.device(scratch), s.stream(0));
-            for _ in 0..uploads {
-                s0.htod(&h_in[first.range()], d.slice(first.range()))?;
-            }
-            let uploaded = s0.record_event()?;
-            fan_out.clone().try_for_each(|i| s.stream(i).wait_event(uploaded))?;
-            for c in plan.iter() {
-                steps.run(kernels, s.stream(on(&c)), d, (c.range(), n))?;
-            }
-            s.stream(on(&last)).dtoh(d.slice(last.range()), &mut h_out[last.range()])
-        })
-    })?;
-    // The busiest lane: chunks 0, L, 2L, ... one after another on one stream.
-    let mut lane_costs = Vec::new();
-    for &l in lanes {
-        let ms = part(r, || {
-            gpu.timed(one, |s| {
-                let (d, s0) = (s.device(scratch), s.stream(0));
-                for (c, out) in plan.iter().zip(plan.split_mut(h_out)).filter(|(c, _)| c.index % l.max(1) == 0) {
-                    for _ in 0..uploads {
-                        s0.htod(&h_in[c.range()], d.slice(c.range()))?;
-                    }
-                    steps.run(kernels, s0, d, (c.range(), n))?;
-                    s0.dtoh(d.slice(c.range()), out)?;
-                }
-                Ok(())
-            })
-        })?;
-        lane_costs.push((l, ms));
-    }
-    let mut empty = Vec::new();
-    for n in stream_counts.iter().copied().chain([k]).filter(|n| (1..=k).contains(n)) {
-        if empty.iter().all(|e: &(usize, f64)| e.0 != n) {
-            empty.push((n, part(r, || gpu.timed(&streams[..n], |_| Ok(())))?));
-        }
-    }
-    Ok(PartCosts {
-        upload_ms,
-        kernel_ms,
-        download_ms,
-        chain_ms,
-        uploads_ms,
-        downloads_ms,
-        copies_ms,
-        kernels_ms,
-        lanes: lane_costs,
-        streams: k,
-        empty,
-    })
-}
-
-/// A part's time: the best of its runs, looked at long enough to catch the fast times of short work
-/// (see [`measure_best`]): 30 runs at most, while they add up to less than 5 ms.
-fn part(r: Repeats, f: impl FnMut() -> anyhow::Result<f64>) -> anyhow::Result<f64> {
-    measure_best(r, 30, 5.0, f)
-}
-
-/// One pipeline run held against its bound: its name, its lanes (streams or buffers in turn), its streams.
+/// One pipeline run held against its bound: its name, its buffering, and its time against the bound.
 #[derive(Clone, Debug, Serialize)]
-pub struct Run {
+pub struct BoundedRun {
     pub name: String,
-    pub lanes: usize,
-    pub streams: usize,
-    pub judged: Judged,
+    pub buffering: Buffering,
+    pub against_bound: AgainstBound,
 }
 
-/// A pipeline run to judge.
-#[derive(Clone, Debug)]
-pub struct Measured {
-    /// What the run was: `one stream`, `4 streams`.
-    pub name: String,
-    /// Its time.
-    pub time: Stats,
-    /// Lanes: the streams, or the buffers reused in turn, whose chunks run one after another.
-    pub lanes: usize,
-    /// The streams it ran on.
-    pub streams: usize,
-}
-
-impl Measured {
-    /// A run on `streams` streams, each a lane of its own.
-    pub fn on_streams(name: impl Into<String>, time: Stats, streams: usize) -> Measured {
-        Measured { name: name.into(), time, lanes: streams, streams }
-    }
-}
-
-/// The costs of a pipeline's operations and each run of it against its bound: what a pipeline lesson
+/// The costs of a pipeline's parts and each run of it against its bound: what a pipeline lesson
 /// prints, and serializes with `--json`.
 #[derive(Clone, Debug, Serialize)]
-pub struct Report {
+pub struct PipelineReport {
     pub costs: PartCosts,
-    pub runs: Vec<Run>,
+    pub runs: Vec<BoundedRun>,
 }
 
-impl Report {
-    /// Measures the costs of `plan`'s operations on `h_in` (downloading into `h_out`, whose contents it
-    /// overwrites: check results first), then holds each run, `(name, measured, lanes)`, against its bound.
-    pub fn measure(
-        gpu: &Gpu,
-        kernels: &Kernels,
-        plan: &ChunkPlan,
-        steps: Steps,
-        (h_in, h_out): (&[f32], &mut [f32]),
-        r: Repeats,
-        runs: &[Measured],
-    ) -> anyhow::Result<Report> {
-        let streams = gpu.streams(plan.streams.clamp(8, 64))?;
-        let mut scratch = gpu.alloc::<f32>(2 * plan.elements)?;
-        let mut lanes: Vec<usize> = runs.iter().map(|r| r.lanes).collect();
-        lanes.sort_unstable();
-        lanes.dedup();
-        let stream_counts: Vec<usize> = runs.iter().map(|r| r.streams).collect();
-        // Five runs of each part for a best (least) time, more for short parts (see `part`); big runs stay quick.
-        let r = Repeats { warmup: 1.min(r.warmup), repeats: r.repeats.min(5) };
-        let data = Workload { h_in, h_out, scratch: &mut scratch };
-        let costs = measure_costs(gpu, kernels, &streams, plan, steps, &lanes, &stream_counts, data, r)?;
+impl PipelineReport {
+    /// Measures the costs of `plan`'s parts on `p`'s data (overwriting its output: check results
+    /// first), then holds each of `runs` against its bound.
+    pub fn measure(p: &mut Pipeline<'_>, plan: &ChunkPlan, runs: &[PipelineRun]) -> anyhow::Result<PipelineReport> {
+        let bufferings: Vec<Buffering> = runs.iter().map(|r| r.buffering).collect();
+        let costs = PartCosts::measure(p, plan, &bufferings)?;
         let runs = runs
             .iter()
-            .map(|m| Run {
-                name: m.name.clone(),
-                lanes: m.lanes,
-                streams: m.streams,
-                judged: Judged::new(m.time, Bound::new(&costs, m.lanes, m.streams)),
+            .map(|r| BoundedRun {
+                name: r.name.clone(),
+                buffering: r.buffering,
+                against_bound: AgainstBound::new(r.time, Bound::new(&costs, r.buffering)),
             })
             .collect();
-        Ok(Report { costs, runs })
+        Ok(PipelineReport { costs, runs })
     }
 
     /// A table: run, time (median, and the runs' coefficient of variation), bound, efficiency, what limits it.
     pub fn table(&self) -> crate::report::Table {
         let mut t = crate::report::Table::new(&["run", "time", "spread", "bound", "efficiency", "limited by"]);
         for r in &self.runs {
-            let j = &r.judged;
+            let j = &r.against_bound;
             t.row(vec![
                 r.name.clone(),
                 fmt_ms(j.measured.median_ms),
@@ -452,18 +417,18 @@ impl Report {
     /// What each limit means and what the operations cost, for the lines under the table.
     pub fn notes(&self) -> Vec<String> {
         let c = &self.costs;
-        let mut limits: Vec<Bottleneck> = self.runs.iter().map(|r| r.judged.bound.limit).collect();
+        let mut limits: Vec<Bottleneck> = self.runs.iter().map(|r| r.against_bound.bound.limit).collect();
         limits.dedup();
         let mut lines: Vec<String> = limits.iter().map(|l| format!("{}: {}", l.name(), l.describe())).collect();
         lines.push(format!(
-            "measured alone (best of the repeats): one chunk's upload {}, kernel {}, download {}, all three in \
-             turn {}; the parts of the bound: uploads {}, downloads {}, copies both ways {}, kernels {}",
-            fmt_ms(c.upload_ms),
+            "measured alone (best of the repeats): one chunk's H2D {}, kernel {}, D2H {}, all three in turn {}; \
+             the parts of the bound: H2D copies {}, D2H copies {}, copies both ways {}, kernels {}",
+            fmt_ms(c.htod_ms),
             fmt_ms(c.kernel_ms),
-            fmt_ms(c.download_ms),
+            fmt_ms(c.dtoh_ms),
             fmt_ms(c.chain_ms),
-            fmt_ms(c.uploads_ms),
-            fmt_ms(c.downloads_ms),
+            fmt_ms(c.all_htod_ms),
+            fmt_ms(c.all_dtoh_ms),
             fmt_ms(c.copies_ms),
             fmt_ms(c.kernels_ms)
         ));
@@ -475,17 +440,17 @@ impl Report {
 mod tests {
     use super::*;
 
-    fn costs(uploads: f64, downloads: f64, copies: f64, kernels: f64, lanes: &[(usize, f64)]) -> PartCosts {
+    fn costs(all_htod: f64, all_dtoh: f64, copies: f64, kernels: f64, busiest: &[(usize, f64)]) -> PartCosts {
         PartCosts {
-            upload_ms: 1.0,
+            htod_ms: 1.0,
             kernel_ms: 1.0,
-            download_ms: 1.0,
+            dtoh_ms: 1.0,
             chain_ms: 3.0,
-            uploads_ms: uploads,
-            downloads_ms: downloads,
+            all_htod_ms: all_htod,
+            all_dtoh_ms: all_dtoh,
             copies_ms: copies,
             kernels_ms: kernels,
-            lanes: lanes.to_vec(),
+            busiest_buffer: busiest.to_vec(),
             streams: 8,
             empty: vec![(8, 0.010), (2, 0.006)],
         }
@@ -494,38 +459,50 @@ mod tests {
     #[test]
     fn the_largest_part_is_the_bound_and_names_the_limit() {
         let c = costs(34.0, 34.0, 35.2, 34.0, &[(1, 96.0), (4, 24.0)]);
-        let b = Bound::new(&c, 4, 8);
+        let b = Bound::new(&c, Buffering::per_stream(4));
         assert_eq!((b.limit, b.ms), (Bottleneck::BothDirections, 35.2));
         assert_eq!(b.terms.len(), 5);
-        let b = Bound::new(&c, 1, 8);
-        assert_eq!((b.limit, b.ms), (Bottleneck::Lanes, 96.0), "one stream: every chunk in turn");
+        let b = Bound::new(&c, Buffering::per_stream(1));
+        assert_eq!((b.limit, b.ms), (Bottleneck::BusiestBuffer, 96.0), "one stream: every chunk in turn");
     }
 
     #[test]
     fn a_long_kernel_makes_it_compute_bound() {
-        let b = Bound::new(&costs(10.0, 10.0, 11.0, 42.0, &[(4, 12.0)]), 4, 8);
+        let b = Bound::new(&costs(10.0, 10.0, 11.0, 42.0, &[(4, 12.0)]), Buffering::per_stream(4));
         assert_eq!((b.limit, b.ms), (Bottleneck::Compute, 42.0));
     }
 
     #[test]
     fn a_run_on_fewer_streams_pays_less_fork_and_join() {
-        let c = costs(0.05, 0.05, 0.05, 0.05, &[(2, 0.04)]);
-        let b = Bound::new(&c, 2, 2);
+        let mut c = costs(0.05, 0.05, 0.05, 0.05, &[(2, 0.04)]);
+        let b = Bound::new(&c, Buffering::per_stream(2));
         assert!((b.terms[0].1 - 0.046).abs() < 1e-12, "{:?}", b.terms);
-        assert_eq!(Bound::new(&c, 2, 8).terms[0].1, 0.05, "as many streams as the parts: nothing taken off");
-        assert_eq!(Bound::new(&c, 2, 3).terms[0].1, 0.05, "no empty scope measured on 3: nothing taken off");
+        assert_eq!(
+            Bound::new(&c, Buffering::per_stream(8)).terms[0].1,
+            0.05,
+            "as many streams as the parts: nothing off"
+        );
+        assert_eq!(
+            Bound::new(&c, Buffering::by_engine(2)).terms[0].1,
+            0.05,
+            "no empty scope measured on 3: nothing off"
+        );
+        c.empty.push((3, 0.007));
+        let b = Bound::new(&c, Buffering::by_engine(2));
+        assert!((b.terms[0].1 - 0.047).abs() < 1e-12 && b.terms[4].1 == 0.04, "two buffers on three streams: {b:?}");
     }
 
     #[test]
-    fn lanes_not_measured_count_nothing() {
-        let b = Bound::new(&costs(1.0, 1.0, 1.0, 1.0, &[(2, 5.0)]), 3, 8);
-        assert_eq!(b.terms[4], (Bottleneck::Lanes, 0.0));
+    fn buffers_not_measured_count_nothing() {
+        let b = Bound::new(&costs(1.0, 1.0, 1.0, 1.0, &[(2, 5.0)]), Buffering::per_stream(3));
+        assert_eq!(b.terms[4], (Bottleneck::BusiestBuffer, 0.0));
     }
 
     #[test]
     fn efficiency_is_bound_over_measured() {
         let m = Stats::from_samples(&[40.0, 40.0, 40.0]).unwrap();
-        let j = Judged::new(m, Bound::new(&costs(34.0, 34.0, 35.2, 34.0, &[(4, 24.0)]), 4, 8));
+        let j =
+            AgainstBound::new(m, Bound::new(&costs(34.0, 34.0, 35.2, 34.0, &[(4, 24.0)]), Buffering::per_stream(4)));
         assert!((j.efficiency - 35.2 / 40.0).abs() < 1e-9);
         assert!(j.line().contains("copies both ways"), "{}", j.line());
     }

@@ -66,16 +66,16 @@ impl CopyCost {
 /// One kind of host memory at one size: each direction's copy time.
 #[derive(Clone, Debug, Serialize)]
 pub struct BothWays {
-    pub h2d: Stats,
-    pub d2h: Stats,
+    pub htod: Stats,
+    pub dtoh: Stats,
 }
 
 impl BothWays {
     fn way(&self, d: usize) -> &Stats {
         if d == 0 {
-            &self.h2d
+            &self.htod
         } else {
-            &self.d2h
+            &self.dtoh
         }
     }
 }

@@ -13,9 +13,10 @@
 //! | [`machine`] | what the machine says of the GPU's link, clocks and NUMA node, and what limits a copy |
 //! | [`fit`] | a copy's cost over sizes: per-copy time and asymptotic rate |
 //! | [`chunks`] | how N elements are split into chunks and streams |
-//! | [`work`] | the per-chunk kernel work of the pipeline lessons, and its CPU check |
-//! | [`pipeline`] | the pipeline loop (upload, kernel, download per chunk) and the copy and kernel times it is built from |
+//! | [`work`] | what each chunk of a pipeline does (its H2D copies, its kernel, its D2H copy), and its CPU check |
+//! | [`pipeline`] | the one pipeline loop, the data it runs on, and the copy times and kernel calibration it is measured with |
 //! | [`bound`] | a lower bound on a pipeline's time, measured in the same run, and what limits it |
+//! | [`rig`] | the pipeline lessons' rig: the GPU, the setup, one stream against many, each run against its bound, the report |
 //! | [`planner`] | the best chunk and stream counts for a pipeline, from costs measured in the same run (a model) |
 //! | [`small`] | many small buffers moved every way there is (memcpy each, batched, packed, a graph, zero-copy), timed and checked |
 //! | [`small_plan`] | which way moves a given set of small buffers fastest, from costs measured in the same run (a model) |
@@ -32,6 +33,7 @@ pub mod multi;
 pub mod pipeline;
 pub mod planner;
 pub mod report;
+pub mod rig;
 pub mod small;
 pub mod small_plan;
 pub mod timeline;

@@ -1,25 +1,177 @@
-//! The pipeline's pieces that are not its story: copy times of one chunk, a kernel calibrated to
-//! balance the copies, and one loop for the benchmarks, the tests and the every-GPU lesson (the lessons
-//! spell their own loops out). How long a pipeline must take, at least, is [`crate::bound`]'s.
+//! The one pipeline loop, the data it runs on, and the copy times and kernel calibration it is
+//! measured with: each chunk's H2D copies, kernel and D2H copy, chunk after chunk, on device buffers and
+//! streams as a [`Buffering`] lays them out. overlap, vector_add_streams, double_buffering,
+//! overlap_sweep, planner and every_gpu run their pipelines through [`Pipeline::run`]; how long one
+//! must take, at least, is [`crate::bound`]'s, and the lessons' rig around both is [`crate::rig`]'s.
 
 use serde::Serialize;
 
-use common::{DeviceBuffer, Gpu, Stream};
+use common::{DeviceBuffer, Footprint, Gpu, PinnedBuffer, Stream};
 use kernels::Kernels;
 
 use crate::{
     timing::{measure, Repeats, Stats},
-    verify::input,
-    work::Work,
+    verify::{input, Check},
+    work::{ChunkKernel, Steps, Work},
     ChunkPlan,
 };
+
+/// How a pipeline's chunks use device buffers and streams: chunk i goes into buffer i % buffers, on
+/// that buffer's own stream, or, `by_engine`, on an H2D copy, a compute and a D2H copy stream that
+/// every buffer shares (double buffering).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Buffering {
+    pub buffers: usize,
+    pub by_engine: bool,
+}
+
+impl Buffering {
+    /// A buffer and a stream for each of `streams` streams: chunk i on stream i % streams.
+    pub fn per_stream(streams: usize) -> Buffering {
+        Buffering { buffers: streams, by_engine: false }
+    }
+
+    /// `buffers` buffers taken in turn, and a stream for each engine: H2D copies, kernels, D2H copies.
+    pub fn by_engine(buffers: usize) -> Buffering {
+        Buffering { buffers, by_engine: true }
+    }
+
+    /// The streams it runs on.
+    pub fn streams(self) -> usize {
+        if self.by_engine {
+            3
+        } else {
+            self.buffers
+        }
+    }
+}
+
+/// A pipeline run measured, to hold against its bound: what it was (`one stream`, `4 streams`), its
+/// time, and its buffering.
+#[derive(Clone, Debug)]
+pub struct PipelineRun {
+    pub name: String,
+    pub time: Stats,
+    pub buffering: Buffering,
+}
+
+/// Device buffers and streams for runs of one buffering, allocated once for all its runs.
+pub struct RunBuffers {
+    buffering: Buffering,
+    streams: Vec<Stream>,
+    bufs: Vec<DeviceBuffer<f32>>,
+}
+
+/// A pipeline on one GPU: its kernels, what each chunk does, and its data in pinned memory (async
+/// copies need it): the input, one vector per H2D copy one after another ([`input`]), and the output.
+pub struct Pipeline<'g> {
+    gpu: &'g Gpu,
+    kernels: &'g Kernels,
+    pub steps: Steps,
+    pub repeats: Repeats,
+    pub h_in: PinnedBuffer<f32>,
+    pub h_out: PinnedBuffer<f32>,
+}
+
+impl<'g> Pipeline<'g> {
+    /// A pipeline of `steps` over `elements` per vector, measured with `repeats`.
+    pub fn new(
+        gpu: &'g Gpu,
+        kernels: &'g Kernels,
+        steps: Steps,
+        elements: usize,
+        repeats: Repeats,
+    ) -> anyhow::Result<Self> {
+        let h_in = gpu.pinned_from_fn(elements * steps.htod_copies(), input)?; // cudaMallocHost, filled
+        let h_out = gpu.pinned::<f32>(elements)?;
+        Ok(Pipeline { gpu, kernels, steps, repeats, h_in, h_out })
+    }
+
+    /// What [`Pipeline::new`] pins, and what runs of `plan` with up to `buffers` buffers and their
+    /// bound take on the device, at most: for a lesson to check before it allocates any of it.
+    pub fn footprint(kernel: ChunkKernel, plan: &ChunkPlan, buffers: usize) -> Footprint {
+        let htod_copies = if matches!(kernel, ChunkKernel::VectorAdd) { 2 } else { 1 };
+        let per_chunk = if htod_copies == 2 { 3 } else { 1 } * plan.max_chunk();
+        // The bound's parts run in a scratch buffer twice the data; a calibration copies one chunk.
+        let device = (buffers.saturating_mul(per_chunk)).max(2 * plan.elements) + 2 * plan.max_chunk();
+        Footprint::default()
+            .pinned::<f32>(plan.elements * (htod_copies + 1) + 2 * plan.max_chunk())
+            .device::<f32>(device)
+    }
+
+    pub fn gpu(&self) -> &'g Gpu {
+        self.gpu
+    }
+
+    pub fn kernels(&self) -> &'g Kernels {
+        self.kernels
+    }
+
+    /// The elements of each vector.
+    pub fn elements(&self) -> usize {
+        self.h_out.len()
+    }
+
+    /// Buffers and streams for runs of `plan` laid out by `buffering`.
+    pub fn buffers(&self, plan: &ChunkPlan, buffering: Buffering) -> anyhow::Result<RunBuffers> {
+        let len = self.steps.device_len(plan.max_chunk());
+        Ok(RunBuffers {
+            buffering,
+            streams: self.gpu.streams(buffering.streams())?, //            cudaStreamCreateWithFlags(.., NonBlocking)
+            bufs: self.gpu.alloc_each::<f32>(buffering.buffers, len)?, // cudaMalloc(&d_data[i], CHUNK_BYTES)
+        })
+    }
+
+    /// The pipeline loop, once: chunk i's H2D copies into buffer i % B, its kernel, its D2H copy, on
+    /// that buffer's stream (or the engines' streams); the GPU time in ms. The chunks of a buffer
+    /// reuse it one after another, which the scope orders: on one stream by the stream's order, and
+    /// across streams by the waits it adds where a buffer's next H2D copy would overtake its D2H copy.
+    pub fn run(&mut self, plan: &ChunkPlan, on: &mut RunBuffers) -> anyhow::Result<f64> {
+        let (steps, kernels, n) = (self.steps, self.kernels, self.elements());
+        anyhow::ensure!(plan.elements <= n, "a plan of {} elements over data of {n}", plan.elements);
+        let (h_in, h_out) = (&self.h_in[..], &mut self.h_out[..plan.elements]);
+        let RunBuffers { buffering, streams, bufs } = on;
+        self.gpu.timed(streams, |s| {
+            let d = s.devices(bufs);
+            for (c, out) in plan.iter().zip(plan.split_mut(h_out)) {
+                let (buf, own) = (d[c.index % buffering.buffers], s.stream(c.index % buffering.buffers));
+                let (copy_in, compute, copy_out) =
+                    if buffering.by_engine { (s.stream(0), s.stream(1), s.stream(2)) } else { (own, own, own) };
+                for k in 0..steps.htod_copies() {
+                    copy_in.htod(&h_in[k * n + c.offset..k * n + c.offset + c.len], steps.input(buf, k, c.len))?;
+                }
+                steps.run(kernels, compute, buf, c.len)?; //  process<<<grid, 256, 0, stream>>>(d_data[i], n)
+                copy_out.dtoh(steps.output(buf, c.len), out)?;
+            }
+            Ok(())
+        })
+    }
+
+    /// The loop over the repeats, `plan` laid out by `buffering`, in a timeline phase named `name`;
+    /// its output is checked against the CPU (an error if it is wrong).
+    pub fn time(&mut self, name: &str, plan: &ChunkPlan, buffering: Buffering) -> anyhow::Result<PipelineRun> {
+        let mut on = self.buffers(plan, buffering)?;
+        self.h_out.fill(f32::NAN);
+        let time = {
+            let _p = crate::timeline::phase(name);
+            measure(self.repeats, || self.run(plan, &mut on))?
+        };
+        self.check(plan).ensure()?;
+        Ok(PipelineRun { name: name.into(), time, buffering })
+    }
+
+    /// The output of `plan`'s chunks against the CPU's ([`Steps::check`]).
+    pub fn check(&self, plan: &ChunkPlan) -> Check {
+        self.steps.check(&self.h_out[..plan.elements], plan)
+    }
+}
 
 /// One chunk's copies timed alone, and both directions at once (what each keeps while the other runs).
 #[derive(Clone, Copy, Debug, Serialize)]
 pub struct CopyTimes {
     pub bytes: usize,
-    pub h2d: Stats,
-    pub d2h: Stats,
+    pub htod: Stats,
+    pub dtoh: Stats,
     /// An H2D and a D2H of `bytes` each, on two streams at once.
     pub both: Stats,
 }
@@ -27,8 +179,8 @@ pub struct CopyTimes {
 /// Pinned host memory and device memory for timing copies of up to `len` f32 each way: allocated once,
 /// for measurements at many sizes (pinning a gigabyte takes longer than copying it several times).
 pub struct CopyBuffers {
-    h_in: common::PinnedBuffer<f32>,
-    h_out: common::PinnedBuffer<f32>,
+    h_in: PinnedBuffer<f32>,
+    h_out: PinnedBuffer<f32>,
     up: DeviceBuffer<f32>,
     down: DeviceBuffer<f32>,
     streams: Vec<Stream>,
@@ -59,15 +211,15 @@ impl CopyTimes {
         let (h_in, h_out) = (&h_in[..len], &mut h_out[..len]);
         // A phase of its own, unless the caller has named what these copies are for.
         let _phase = crate::timeline::current_phase().is_empty().then(|| crate::timeline::phase("copies alone"));
-        let h2d = measure(r, || gpu.timed(&streams[..1], |s| s.stream(0).htod(h_in, s.device(up).slice(0..len))))?;
-        let d2h = measure(r, || gpu.timed(&streams[..1], |s| s.stream(0).dtoh(s.device(down).slice(0..len), h_out)))?;
+        let htod = measure(r, || gpu.timed(&streams[..1], |s| s.stream(0).htod(h_in, s.device(up).slice(0..len))))?;
+        let dtoh = measure(r, || gpu.timed(&streams[..1], |s| s.stream(0).dtoh(s.device(down).slice(0..len), h_out)))?;
         let both = measure(r, || {
             gpu.timed(streams, |s| {
                 s.stream(0).htod(h_in, s.device(up).slice(0..len))?;
                 s.stream(1).dtoh(s.device(down).slice(0..len), h_out)
             })
         })?;
-        Ok(CopyTimes { bytes: len * 4, h2d, d2h, both })
+        Ok(CopyTimes { bytes: len * 4, htod, dtoh, both })
     }
 }
 
@@ -96,41 +248,20 @@ pub fn balanced_work(gpu: &Gpu, kernels: &Kernels, len: usize, r: Repeats) -> an
     Ok(Work::Process(calibrate_process(gpu, kernels, len, copies.both.median_ms, r)?))
 }
 
-/// How a pipeline lays chunks out: chunk i lives in device buffer i % buffers and runs on stream
-/// i % buffers, or, `by_engine`, on an upload, a compute and a download stream (double buffering).
-#[derive(Clone, Copy, Debug, Serialize)]
-pub struct Layout {
-    pub buffers: usize,
-    pub by_engine: bool,
+/// The steps `kernel` asks for on chunks of `chunk` elements: [`ChunkKernel::Balanced`] calibrated now.
+pub fn steps(gpu: &Gpu, kernels: &Kernels, kernel: ChunkKernel, chunk: usize, r: Repeats) -> anyhow::Result<Steps> {
+    Ok(match kernel {
+        ChunkKernel::VectorAdd => Steps::VectorAdd,
+        _ => Steps::InPlace(in_place(gpu, kernels, kernel, chunk, r)?),
+    })
 }
 
-/// Runs `work` over `h_in` into `h_out` once, chunked by `plan` and laid out by `layout`, and returns
-/// the GPU time in ms. The lessons spell this loop out; benchmarks and the multi-GPU lesson call it.
-#[allow(clippy::too_many_arguments)]
-pub fn run_pipeline(
-    gpu: &Gpu,
-    kernels: &Kernels,
-    streams: &[Stream],
-    plan: &ChunkPlan,
-    layout: Layout,
-    work: Work,
-    (h_in, h_out): (&[f32], &mut [f32]),
-    bufs: &mut [DeviceBuffer<f32>],
-) -> anyhow::Result<f64> {
-    anyhow::ensure!(
-        bufs.len() >= layout.buffers && streams.len() >= layout.buffers.max(if layout.by_engine { 3 } else { 1 }),
-        "too few buffers or streams for the layout"
-    );
-    gpu.timed(streams, |s| {
-        let d = s.devices(&mut bufs[..layout.buffers]);
-        for (c, out) in plan.iter().zip(plan.split_mut(h_out)) {
-            let (buf, own) = (d[c.index % layout.buffers].slice(0..c.len), s.stream(c.index % layout.buffers));
-            let (up, compute, down) =
-                if layout.by_engine { (s.stream(0), s.stream(1), s.stream(2)) } else { (own, own, own) };
-            up.htod(&h_in[c.range()], buf)?;
-            work.run(kernels, compute, buf)?;
-            down.dtoh(buf, out)?;
-        }
-        Ok(())
-    })
+/// The work in place `kernel` asks for on chunks of `chunk` elements: [`ChunkKernel::Balanced`]
+/// calibrated now; `c = a + b` is not in place, and is refused.
+pub fn in_place(gpu: &Gpu, kernels: &Kernels, kernel: ChunkKernel, chunk: usize, r: Repeats) -> anyhow::Result<Work> {
+    match kernel {
+        ChunkKernel::Balanced => balanced_work(gpu, kernels, chunk, r),
+        ChunkKernel::Given(work) => Ok(work),
+        ChunkKernel::VectorAdd => anyhow::bail!("c = a + b is not a kernel in place"),
+    }
 }

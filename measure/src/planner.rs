@@ -17,10 +17,10 @@ use kernels::Kernels;
 
 use crate::{
     fit::CopyCost,
-    pipeline::{run_pipeline, Layout},
+    pipeline::{Buffering, Pipeline},
     report::{fmt_bytes, fmt_ms},
     timing::{measure, Repeats, Stats},
-    work::Work,
+    work::{Steps, Work},
     ChunkPlan,
 };
 
@@ -341,32 +341,15 @@ impl ChildJob {
             if job.sizes.is_empty() { vec![] } else { kernel_times(gpu, kernels, work, &job.sizes, job.repeats)? };
         let mut runs = Vec::new();
         if !job.configs.is_empty() {
-            let h_in = gpu.pinned_from_fn(job.elements, crate::verify::input)?;
-            let mut h_out = gpu.pinned::<f32>(job.elements)?;
+            let mut p = Pipeline::new(gpu, kernels, Steps::InPlace(work), job.elements, job.repeats)?;
             for &(chunks, streams) in &job.configs {
                 let plan = ChunkPlan::new(job.elements, chunks, streams)?;
-                runs.push(run(gpu, kernels, &plan, work, (&h_in, &mut h_out), job.repeats)?);
+                runs.push(p.time("your kernel", &plan, Buffering::per_stream(streams))?.time);
             }
         }
         println!("{}", serde_json::to_string(&Done { kernel, runs })?);
         Ok(())
     }
-}
-
-/// Runs `plan` with the pipeline loop of [`run_pipeline`] (one buffer per stream) and returns its time.
-pub fn run(
-    gpu: &Gpu,
-    kernels: &Kernels,
-    plan: &ChunkPlan,
-    work: Work,
-    data: (&[f32], &mut [f32]),
-    r: Repeats,
-) -> anyhow::Result<Stats> {
-    let streams = gpu.streams(plan.streams)?;
-    let mut bufs = gpu.alloc_each::<f32>(plan.streams, plan.max_chunk())?;
-    let layout = Layout { buffers: plan.streams, by_engine: false };
-    let (h_in, h_out) = data;
-    measure(r, || run_pipeline(gpu, kernels, &streams, plan, layout, work, (h_in, &mut *h_out), &mut bufs))
 }
 
 #[cfg(test)]

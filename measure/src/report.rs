@@ -11,8 +11,6 @@
 //! report), so it takes them as they serialize, the shape their `--json` has; its tests hold it to
 //! theirs.
 
-mod chart;
-
 use std::{cell::RefCell, io::IsTerminal as _, path::Path};
 
 use serde::Serialize;
@@ -235,45 +233,44 @@ impl Output {
 
     /// Names every copy of a sweep by kind, direction and size (`pinned H2D 4 KiB`), in the series of its
     /// kind and direction, for [`Output::rate_chart`]: `times[i][k]` is kind `kinds[k]` at `sizes[i]`,
-    /// each way (`fit::BothWays`, `{"h2d": Stats, "d2h": Stats}`).
+    /// each way (`fit::BothWays`, `{"htod": Stats, "dtoh": Stats}`).
     pub fn sweep(&self, sizes: &[usize], kinds: &[&str], times: &impl Serialize) {
         let times = serde_json::to_value(times).unwrap_or_default();
         for (bytes, row) in sizes.iter().zip(times.as_array().into_iter().flatten()) {
             for (kind, both) in kinds.iter().zip(row.as_array().into_iter().flatten()) {
-                for (key, dir) in [("h2d", "H2D"), ("d2h", "D2H")] {
+                for (key, dir) in [("htod", "H2D"), ("dtoh", "D2H")] {
                     self.add(Figure::sized(format!("{kind} {dir}"), *bytes, &both[key]));
                 }
             }
         }
     }
 
-    /// Names a pipeline's runs (`bound::Report`: `one stream`, `4 streams`), each against its bound, and
+    /// Names a pipeline's runs (`bound::PipelineReport`: `one stream`, `4 streams`), each against its bound, and
     /// the bound's parts (best of their runs). Their work depends on the run's `plan`, and, except for
-    /// the copies alone, on its `work`, which a lesson may have calibrated: two runs with different work
-    /// are compared by each run's time over its bound, and on the copies.
+    /// the copies alone, on its `steps` (the kernel), which a lesson may have calibrated: two runs with
+    /// different kernels are compared by each run's time over its bound, and on the copies.
     pub fn pipeline(&self, report: &impl Serialize) {
         let r = serde_json::to_value(report).unwrap_or_default();
         for run in r["runs"].as_array().into_iter().flatten() {
-            let (Some(name), Some(bound)) = (run["name"].as_str(), run["judged"]["bound"]["ms"].as_f64()) else {
+            let against = &run["against_bound"];
+            let (Some(name), Some(bound)) = (run["name"].as_str(), against["bound"]["ms"].as_f64()) else {
                 continue;
             };
-            self.add(
-                Figure::new(name, &run["judged"]["measured"]).against(bound).depends_on("plan").calibrated("work"),
-            );
+            self.add(Figure::new(name, &against["measured"]).against(bound).depends_on("plan").calibrated("steps"));
         }
         for (name, key, kernel) in [
-            ("one chunk's upload", "upload_ms", false),
+            ("one chunk's H2D", "htod_ms", false),
             ("one chunk's kernel", "kernel_ms", true),
-            ("one chunk's download", "download_ms", false),
-            ("one chunk's upload, kernel and download in turn", "chain_ms", true),
-            ("bound part: uploads", "uploads_ms", true),
-            ("bound part: downloads", "downloads_ms", true),
+            ("one chunk's D2H", "dtoh_ms", false),
+            ("one chunk's H2D, kernel and D2H in turn", "chain_ms", true),
+            ("bound part: H2D copies", "all_htod_ms", true),
+            ("bound part: D2H copies", "all_dtoh_ms", true),
             ("bound part: copies both ways", "copies_ms", false),
             ("bound part: kernels", "kernels_ms", true),
         ] {
             let Some(ms) = r["costs"][key].as_f64() else { continue };
             let figure = Figure::best(format!("{name}, best"), ms).depends_on("plan");
-            self.add(if kernel { figure.calibrated("work") } else { figure });
+            self.add(if kernel { figure.calibrated("steps") } else { figure });
         }
     }
 
@@ -521,8 +518,8 @@ mod tests {
         let out = Output::new(true);
         out.figure("one stream", &stats(16.0));
         out.figure("one stream", &stats(16.1));
-        out.add(Figure::new("4 streams", &stats(6.0)).against(5.6).depends_on("plan").calibrated("work"));
-        out.add(Figure::best("one chunk's upload, best", 0.15));
+        out.add(Figure::new("4 streams", &stats(6.0)).against(5.6).depends_on("plan").calibrated("steps"));
+        out.add(Figure::best("one chunk's H2D, best", 0.15));
         out.add(Figure::new("pinned H2D 4 B / caller waits", &stats(0.009)).on_host().transfers(4));
         let doc = out.document(&serde_json::json!({ "plan": 1 })).unwrap();
         let f = &doc["figures"];
@@ -534,8 +531,8 @@ mod tests {
         assert_eq!(f[0]["stats"], serde_json::to_value(stats(16.0)).unwrap(), "the stats as they serialize");
         assert_eq!(f[1]["name"], "one stream (2)", "names stay one of a kind");
         assert_eq!(f[2]["bound_ms"], 5.6);
-        assert_eq!(f[2]["depends_on"], serde_json::json!(["plan", "work"]));
-        assert_eq!(f[2]["calibrated"], serde_json::json!(["work"]));
+        assert_eq!(f[2]["depends_on"], serde_json::json!(["plan", "steps"]));
+        assert_eq!(f[2]["calibrated"], serde_json::json!(["steps"]));
         assert!(f[0].get("depends_on").is_none() && f[0].get("best").is_none(), "{}", f[0]);
         assert_eq!((f[3]["best"].as_bool(), f[3]["stats"]["runs"].as_u64()), (Some(true), Some(1)));
         assert!(Output::new(true).document(&1).unwrap().get("figures").is_none(), "no names, no list");
@@ -546,8 +543,11 @@ mod tests {
         use crate::fit::BothWays;
         let sizes = [4096, 1 << 20];
         let times = vec![
-            vec![BothWays { h2d: stats(0.007), d2h: stats(0.0065) }, BothWays { h2d: stats(0.010), d2h: stats(0.011) }],
-            vec![BothWays { h2d: stats(0.025), d2h: stats(0.024) }, BothWays { h2d: stats(0.2), d2h: stats(0.25) }],
+            vec![
+                BothWays { htod: stats(0.007), dtoh: stats(0.0065) },
+                BothWays { htod: stats(0.010), dtoh: stats(0.011) },
+            ],
+            vec![BothWays { htod: stats(0.025), dtoh: stats(0.024) }, BothWays { htod: stats(0.2), dtoh: stats(0.25) }],
         ];
         let out = Output::new(true);
         out.sweep(&sizes, &["pinned", "pageable"], &times);
@@ -571,28 +571,30 @@ mod tests {
 
     #[test]
     fn a_pipeline_report_is_named_run_by_run_and_part_by_part() {
-        use crate::bound::{Bound, Judged, PartCosts, Report, Run};
+        use crate::{
+            bound::{AgainstBound, Bound, BoundedRun, PartCosts, PipelineReport},
+            pipeline::Buffering,
+        };
         let costs = PartCosts {
-            upload_ms: 0.15,
+            htod_ms: 0.15,
             kernel_ms: 0.16,
-            download_ms: 0.14,
+            dtoh_ms: 0.14,
             chain_ms: 0.46,
-            uploads_ms: 5.0,
-            downloads_ms: 5.1,
+            all_htod_ms: 5.0,
+            all_dtoh_ms: 5.1,
             copies_ms: 5.6,
             kernels_ms: 5.2,
-            lanes: vec![(1, 15.6), (4, 3.9)],
+            busiest_buffer: vec![(1, 15.6), (4, 3.9)],
             streams: 8,
             empty: vec![],
         };
-        let run = |name: &str, ms: f64, lanes: usize| Run {
+        let run = |name: &str, ms: f64, streams: usize| BoundedRun {
             name: name.into(),
-            lanes,
-            streams: lanes,
-            judged: Judged::new(stats(ms), Bound::new(&costs, lanes, lanes)),
+            buffering: Buffering::per_stream(streams),
+            against_bound: AgainstBound::new(stats(ms), Bound::new(&costs, Buffering::per_stream(streams))),
         };
         let out = Output::new(true);
-        out.pipeline(&Report {
+        out.pipeline(&PipelineReport {
             costs: costs.clone(),
             runs: vec![run("one stream", 15.7, 1), run("4 streams", 5.96, 4)],
         });
@@ -603,12 +605,12 @@ mod tests {
         assert_eq!(f[1].stats["median_ms"], 5.96);
         assert_eq!(
             (f[1].depends_on.clone(), f[1].calibrated.clone()),
-            (vec!["plan".into(), "work".into()], vec!["work".into()])
+            (vec!["plan".into(), "steps".into()], vec!["steps".into()])
         );
         let part = |name: &str| f.iter().find(|x| x.name == name).unwrap();
-        assert_eq!(part("one chunk's upload, best").stats["median_ms"], 0.15);
-        assert!(part("one chunk's upload, best").best && part("one chunk's upload, best").calibrated.is_empty());
+        assert_eq!(part("one chunk's H2D, best").stats["median_ms"], 0.15);
+        assert!(part("one chunk's H2D, best").best && part("one chunk's H2D, best").calibrated.is_empty());
         assert!(part("bound part: copies both ways, best").calibrated.is_empty());
-        assert_eq!(part("bound part: kernels, best").calibrated, ["work"]);
+        assert_eq!(part("bound part: kernels, best").calibrated, ["steps"]);
     }
 }

@@ -1,12 +1,12 @@
-//! The per-chunk work of the pipeline lessons: which kernel runs on each chunk in place, and how its
-//! result is checked against the CPU.
+//! What each chunk of a pipeline does between its H2D copies and its D2H copy ([`Steps`]): which kernel
+//! runs on it ([`Work`], in place, or `c = a + b`), and how its result is checked against the CPU.
 
 use common::{Dev, ScopeStream};
 use kernels::{cpu, Kernels};
 
 use crate::{verify, ChunkPlan};
 
-/// The per-chunk work of the pipeline lessons.
+/// The kernel run on each chunk in place.
 #[derive(Clone, Copy, Debug, serde::Serialize)]
 pub enum Work {
     /// A kernel of the user's own, `NAME(float* data, unsigned long long n)`, adopted with
@@ -58,6 +58,106 @@ impl Work {
             Work::Process(i) => format!("process: {i} rounds of x = x*a + b per element"),
             Work::SinCos(i) => format!("overlap_pattern.cu's kernel: {i} rounds of sin(x)*cos(x) + 1 per element"),
             Work::User => "a kernel of your own, in place".into(),
+        }
+    }
+}
+
+/// The kernel each chunk runs, as a lesson's flags choose it, before the GPU starts.
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+pub enum ChunkKernel {
+    /// [`Work::Process`] with its rounds calibrated so that a chunk takes as long to compute as its
+    /// copies take both ways at once: a kernel that gives overlap something to hide on every engine.
+    Balanced,
+    /// This work, as given.
+    Given(Work),
+    /// `c = a + b` on two copied in inputs ([`Steps::VectorAdd`]).
+    VectorAdd,
+}
+
+/// What each chunk of a pipeline does: its H2D copies, its kernel, its D2H copy.
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+pub enum Steps {
+    /// One H2D copy, `work` in place, one D2H copy.
+    InPlace(Work),
+    /// Two H2D copies (a and b), `c = a + b`, one D2H copy (c).
+    VectorAdd,
+}
+
+impl Steps {
+    /// H2D copies per chunk: the input vectors, each of the plan's length, one after another in the input.
+    pub fn htod_copies(self) -> usize {
+        match self {
+            Steps::InPlace(_) => 1,
+            Steps::VectorAdd => 2,
+        }
+    }
+
+    /// Device elements a chunk of `len` takes: the chunk, in place, or a, b and c.
+    pub fn device_len(self, len: usize) -> usize {
+        match self {
+            Steps::InPlace(_) => len,
+            Steps::VectorAdd => 3 * len,
+        }
+    }
+
+    /// The chunk's kernel in `d`, a buffer of [`Steps::device_len`] of `len`, whose inputs its H2D copies
+    /// filled: `work` on its first `len` elements, or `c = a + b` with a, b and c one after another.
+    pub fn run<'s>(
+        self,
+        kernels: &Kernels,
+        on: ScopeStream<'s, '_>,
+        d: Dev<'s, f32>,
+        len: usize,
+    ) -> anyhow::Result<()> {
+        match self {
+            Steps::InPlace(work) => work.run(kernels, on, d.slice(0..len)),
+            Steps::VectorAdd => {
+                let m = d.len() / 3;
+                kernels.vector_add(on, d.slice(0..len), d.slice(m..m + len), d.slice(2 * m..2 * m + len))
+            }
+        }
+    }
+
+    /// Where the chunk's `k`th H2D copy lands in its buffer `d` ([`Steps::run`]'s layout), and where
+    /// its D2H copy reads from.
+    pub fn input<'s>(self, d: Dev<'s, f32>, k: usize, len: usize) -> Dev<'s, f32> {
+        let m = d.len() / self.device_len(1);
+        d.slice(k * m..k * m + len)
+    }
+
+    pub fn output<'s>(self, d: Dev<'s, f32>, len: usize) -> Dev<'s, f32> {
+        match self {
+            Steps::InPlace(_) => d.slice(0..len),
+            Steps::VectorAdd => {
+                let m = d.len() / 3;
+                d.slice(2 * m..2 * m + len)
+            }
+        }
+    }
+
+    /// What the CPU makes of element `i` of `n`, from [`verify::input`]: the work on `input(i)`, or
+    /// `input(i) + input(n + i)` (b follows a in the input).
+    pub fn cpu(self, i: usize, n: usize) -> f32 {
+        match self {
+            Steps::InPlace(work) => work.cpu(verify::input(i)),
+            Steps::VectorAdd => verify::input(i) + verify::input(n + i),
+        }
+    }
+
+    /// Checks `got`, the output of `plan`'s chunks, against the CPU ([`Work::check`]; `c = a + b` bit
+    /// for bit, at the same places of each chunk).
+    pub fn check(self, got: &[f32], plan: &ChunkPlan) -> verify::Check {
+        match self {
+            Steps::InPlace(work) => work.check(got, plan),
+            Steps::VectorAdd => verify::chunks(got, plan, 62, 0.0, |i| self.cpu(i, plan.elements)),
+        }
+    }
+
+    /// The steps in words.
+    pub fn describe(self) -> String {
+        match self {
+            Steps::InPlace(work) => work.describe(),
+            Steps::VectorAdd => "c = a + b: two H2D copies, one addition and one D2H copy per element".into(),
         }
     }
 }

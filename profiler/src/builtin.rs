@@ -111,7 +111,7 @@ mod tests {
             |ops: Vec<&Op>| summarize(&ops.into_iter().filter(|o| o.kind != Kind::Memset).collect::<Vec<_>>());
         let (n, b) = (engines(nsys.iter().collect()), engines(builtin.ops.iter().collect()));
         for (what, count, x, y) in
-            [("H2D", 54.0, n.h2d, b.h2d), ("D2H", 54.0, n.d2h, b.d2h), ("kernel", 51.0, n.kernel, b.kernel)]
+            [("H2D", 54.0, n.htod, b.htod), ("D2H", 54.0, n.dtoh, b.dtoh), ("kernel", 51.0, n.kernel, b.kernel)]
         {
             let excess_us = (y - x) / count * 1e3;
             assert!(

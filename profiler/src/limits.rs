@@ -23,8 +23,8 @@ pub fn limit(s: &Summary) -> String {
         return "nothing timed".into();
     }
     let pct = |x: f64| format!("{:.0}%", 100.0 * x / s.span);
-    let engines = [("H2D", s.h2d), ("kernels", s.kernel), ("D2H", s.d2h)];
-    let sum = s.h2d + s.kernel + s.d2h;
+    let engines = [("H2D", s.htod), ("kernels", s.kernel), ("D2H", s.dtoh)];
+    let sum = s.htod + s.kernel + s.dtoh;
     if s.idle >= IDLE_DOMINATES * s.span {
         return format!(
             "latency-bound: the GPU sat idle {} of the span, between operations (launches, host work, waits)",
@@ -77,14 +77,14 @@ pub fn limit(s: &Summary) -> String {
 /// bound: operations change speed when overlapped (copies slow when both directions run at once,
 /// kernels when copies compete for memory), so a run can beat it or fall short of it.
 pub fn model(s: &Summary) -> f64 {
-    s.h2d.max(s.kernel).max(s.d2h)
+    s.htod.max(s.kernel).max(s.dtoh)
 }
 
 /// The work a stretch does: bytes each way, bytes set and copied otherwise, and kernels by name.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Work {
-    h2d: u64,
-    d2h: u64,
+    htod: u64,
+    dtoh: u64,
     memset: u64,
     other: u64,
     kernels: BTreeMap<String, usize>,
@@ -95,8 +95,8 @@ pub fn work(ops: &[&Op]) -> Work {
     let mut w = Work::default();
     for o in ops {
         match o.kind {
-            Kind::H2D => w.h2d += o.bytes,
-            Kind::D2H => w.d2h += o.bytes,
+            Kind::H2D => w.htod += o.bytes,
+            Kind::D2H => w.dtoh += o.bytes,
             Kind::Memset => w.memset += o.bytes,
             Kind::Other => w.other += o.bytes,
             Kind::Kernel => *w.kernels.entry(o.name.clone()).or_default() += 1,
@@ -133,13 +133,13 @@ mod tests {
         Op { corr: Some(corr), ..crate::trace::test_op(stream, kind, start, end) }
     }
 
-    fn summary(span: f64, h2d: f64, kernel: f64, d2h: f64, under: f64, both: f64, idle: f64) -> Summary {
-        let copy = h2d + d2h - both;
+    fn summary(span: f64, htod: f64, kernel: f64, dtoh: f64, under: f64, both: f64, idle: f64) -> Summary {
+        let copy = htod + dtoh - both;
         Summary {
             ops: 1,
             span,
-            h2d,
-            d2h,
+            htod,
+            dtoh,
             kernel,
             copy_under_kernel: under,
             overlap_fraction: if copy > 0.0 { under / copy } else { 0.0 },

@@ -49,9 +49,9 @@ pub struct Summary {
     /// From the first operation's start to the last one's end.
     pub span: f64,
     /// Time during which an H2D copy ran.
-    pub h2d: f64,
+    pub htod: f64,
     /// Time during which a D2H copy ran.
-    pub d2h: f64,
+    pub dtoh: f64,
     /// Time during which a kernel ran.
     pub kernel: f64,
     /// Copy time (either direction) during which a kernel ran.
@@ -79,8 +79,8 @@ pub fn summarize(ops: &[&Op]) -> Summary {
     Summary {
         ops: ops.len(),
         span,
-        h2d: length(&h),
-        d2h: length(&d),
+        htod: length(&h),
+        dtoh: length(&d),
         kernel: length(&k),
         copy_under_kernel,
         overlap_fraction: if copy_time > 0.0 { copy_under_kernel / copy_time } else { 0.0 },
@@ -93,7 +93,7 @@ pub fn summarize(ops: &[&Op]) -> Summary {
 /// busy times, the relative difference in span, and the difference in overlap fraction.
 pub fn agreement(a: &Summary, b: &Summary) -> (f64, f64, f64) {
     let rel = |x: f64, y: f64| if x.max(y) < 1e-3 { 0.0 } else { (x - y).abs() / x.max(y) };
-    let busy = rel(a.h2d, b.h2d).max(rel(a.d2h, b.d2h)).max(rel(a.kernel, b.kernel));
+    let busy = rel(a.htod, b.htod).max(rel(a.dtoh, b.dtoh)).max(rel(a.kernel, b.kernel));
     (busy, rel(a.span, b.span), (a.overlap_fraction - b.overlap_fraction).abs())
 }
 
@@ -115,7 +115,7 @@ mod tests {
             op("2", Kind::D2H, 3.0, 4.0),
         ];
         let s = summarize(&ops.iter().collect::<Vec<_>>());
-        assert_eq!((s.ops, s.span, s.h2d, s.kernel, s.d2h), (6, 4.0, 2.0, 2.0, 2.0));
+        assert_eq!((s.ops, s.span, s.htod, s.kernel, s.dtoh), (6, 4.0, 2.0, 2.0, 2.0));
         assert_eq!(s.copy_under_kernel, 2.0, "H2D 1-2 under kernel 1-2, D2H 2-3 under kernel 2-3");
         assert_eq!(s.overlap_fraction, 0.5);
         assert_eq!(s.both_directions, 0.0);
@@ -131,8 +131,8 @@ mod tests {
 
     #[test]
     fn agreement_of_two_summaries() {
-        let a = Summary { h2d: 10.0, d2h: 10.0, kernel: 10.0, overlap_fraction: 0.9, ..Default::default() };
-        let b = Summary { h2d: 10.5, d2h: 10.0, kernel: 9.9, overlap_fraction: 0.88, ..Default::default() };
+        let a = Summary { htod: 10.0, dtoh: 10.0, kernel: 10.0, overlap_fraction: 0.9, ..Default::default() };
+        let b = Summary { htod: 10.5, dtoh: 10.0, kernel: 9.9, overlap_fraction: 0.88, ..Default::default() };
         let (busy, span, overlap) = agreement(&a, &b);
         assert!((busy - 0.5 / 10.5).abs() < 1e-12 && (overlap - 0.02).abs() < 1e-12 && span == 0.0);
     }

@@ -202,9 +202,9 @@ fn rows_table(heading: &str, rows: &[(String, Vec<&Op>)], extra: Option<Extra>) 
         let s = metrics::summarize(ops);
         let cells = [
             format!("{:.3}", s.span),
-            format!("{:.3}", s.h2d),
+            format!("{:.3}", s.htod),
             format!("{:.3}", s.kernel),
-            format!("{:.3}", s.d2h),
+            format!("{:.3}", s.dtoh),
             format!("{:.0}%", 100.0 * s.overlap_fraction),
             format!("{:.3}", s.both_directions),
             format!("{:.3}", s.idle),

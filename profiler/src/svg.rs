@@ -49,9 +49,9 @@ pub fn timeline(t: &Trace, title: &str, window: Option<(f64, f64)>) -> String {
         s,
         r#"<text x="10" y="42">{:.3} ms: H2D busy {:.3}, kernels {:.3}, D2H {:.3} ms; {:.0}% of copy time under a kernel; both directions at once {:.3} ms; idle {:.3} ms</text>"#,
         span,
-        sum.h2d,
+        sum.htod,
         sum.kernel,
-        sum.d2h,
+        sum.dtoh,
         100.0 * sum.overlap_fraction,
         sum.both_directions,
         sum.idle

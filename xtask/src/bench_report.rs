@@ -2,7 +2,7 @@
 //! (`gpu-limits.json`), prints our best figures beside them, and draws the copies as users of this field
 //! expect to see them: GB/s against transfer size on a log scale, a line per kind of host memory and
 //! direction, the link's raw rate across (`rates.svg` beside criterion's reports). The picture is the
-//! one `pinned_memory --svg` draws, by the same code (`measure/src/report/chart.rs`, std only).
+//! one `pinned_memory --svg` draws, by the same code (the `chart` crate, std only).
 //!
 //! A run stopped early is reported as far as it got: the benchmark writes its plan
 //! (`gpu-bench-plan.json`) and its limits before any benchmark, so the report says which planned
@@ -18,9 +18,6 @@ use anyhow::{bail, Context as _};
 use serde_json::Value;
 
 use crate::{flags::BenchReportFlags, tools};
-
-#[path = "../../measure/src/report/chart.rs"]
-mod chart;
 
 /// One benchmark's result: where it is, its median time, its bytes, and when it was written.
 #[derive(Clone, Debug, PartialEq)]
@@ -39,7 +36,7 @@ impl Result {
         self.bytes as f64 / self.median_ns
     }
 
-    /// Its name as criterion and the plan give it: `h2d/pinned/4 KiB`, `buffering/single`.
+    /// Its name as criterion and the plan give it: `htod/pinned/4 KiB`, `buffering/single`.
     pub fn id(&self) -> String {
         [self.group.as_str(), &self.function, &self.value]
             .iter()
@@ -125,7 +122,7 @@ pub fn this_run(results: &[Result], plan: Option<&Plan>) -> (Vec<Result>, usize)
     (current, earlier.len())
 }
 
-/// The lines of the picture: each kind of host memory in the `h2d` and `d2h` groups, GB/s at each size.
+/// The lines of the picture: each kind of host memory in the `htod` and `dtoh` groups, GB/s at each size.
 pub fn rate_series(results: &[Result]) -> Vec<chart::Series> {
     let mut kinds: Vec<&str> = results.iter().filter(|r| r.bytes > 0).map(|r| r.function.as_str()).collect();
     kinds
@@ -133,7 +130,7 @@ pub fn rate_series(results: &[Result]) -> Vec<chart::Series> {
     kinds.dedup();
     let mut out = Vec::new();
     for kind in kinds {
-        for (group, dir) in [("h2d", "H2D"), ("d2h", "D2H")] {
+        for (group, dir) in [("htod", "H2D"), ("dtoh", "D2H")] {
             let mut points: Vec<(f64, f64)> = results
                 .iter()
                 .filter(|r| r.group == group && r.function == kind && r.bytes > 0)
@@ -154,7 +151,7 @@ pub fn ceilings(limits: &Value) -> Vec<chart::Ceiling> {
     let (label, gbps) = match limits["link_gbps"].as_f64() {
         Some(l) => ("PCIe link, raw rate per direction", Some(l)),
         None => {
-            ("best pinned copy measured (the link's rate was not read)", limits["copy_engine_gbps"]["h2d"].as_f64())
+            ("best pinned copy measured (the link's rate was not read)", limits["copy_engine_gbps"]["htod"].as_f64())
         }
     };
     gbps.map(|gbps| chart::Ceiling { label: label.into(), gbps }).into_iter().collect()
@@ -264,14 +261,17 @@ pub fn report(results: &[Result], limits: Option<&Value>, plan: Option<&Plan>) -
     }
     let lim = |path: &[&str]| path.iter().fold(limits_or_none, |v, k| &v[*k]).as_f64();
     let name = limits_or_none["device"]["name"].as_str().unwrap_or("the GPU");
-    s += &format!("\nBest figures of this run on {name}, against the limits measured in the same run\n\n");
     s += &format!(
-        "{:<8} {:<16} {:>10} {:>10} {:>12} {:>8}\n",
-        "group", "host memory", "best GB/s", "at", "limit GB/s", "of limit"
+        "\nBest figures of this run on {name}, against references measured first in the same run: the best of \
+         large pinned copies (a reference, not a bound: a benchmark may beat it)\n\n"
+    );
+    s += &format!(
+        "{:<8} {:<16} {:>10} {:>10} {:>14} {:>8}\n",
+        "group", "host memory", "best GB/s", "at", "reference GB/s", "of it"
     );
     for (group, limit) in [
-        ("h2d", lim(&["copy_engine_gbps", "h2d"])),
-        ("d2h", lim(&["copy_engine_gbps", "d2h"])),
+        ("htod", lim(&["copy_engine_gbps", "htod"])),
+        ("dtoh", lim(&["copy_engine_gbps", "dtoh"])),
         ("both", lim(&["copy_engine_gbps", "both_total"])),
     ] {
         let mut best: BTreeMap<&str, &Result> = BTreeMap::new();
@@ -283,7 +283,7 @@ pub fn report(results: &[Result], limits: Option<&Value>, plan: Option<&Plan>) -
         }
         if best.is_empty() {
             if let Some(l) = limit {
-                s += &format!("{group:<8} {:<16} {:>10} {:>10} {l:>12.2} {:>8}\n", "not measured", "-", "-", "-");
+                s += &format!("{group:<8} {:<16} {:>10} {:>10} {l:>14.2} {:>8}\n", "not measured", "-", "-", "-");
             }
         }
         for (kind, r) in best {
@@ -291,7 +291,7 @@ pub fn report(results: &[Result], limits: Option<&Value>, plan: Option<&Plan>) -
                 Some(l) => (format!("{l:.2}"), format!("{:.1}%", 100.0 * r.gbps() / l)),
                 None => ("-".into(), "-".into()),
             };
-            s += &format!("{group:<8} {kind:<16} {:>10.2} {:>10} {l:>12} {pct:>8}\n", r.gbps(), r.value);
+            s += &format!("{group:<8} {kind:<16} {:>10.2} {:>10} {l:>14} {pct:>8}\n", r.gbps(), r.value);
         }
     }
     if let (Some(m), Some(p)) =
@@ -306,8 +306,10 @@ pub fn report(results: &[Result], limits: Option<&Value>, plan: Option<&Plan>) -
     let count = |s: &str| s.split_whitespace().next().and_then(|n| n.parse::<u32>().ok()).unwrap_or(0);
     overlap.sort_by_key(|r| (count(&r.function), count(&r.value)));
     if !overlap.is_empty() {
+        s += "\nThe pipelines against the lessons' lower bound, measured first from each run's parts (the best of a few \
+              runs each): criterion's median may come under it by timing noise, an efficiency above 1\n";
         s += &format!(
-            "\n{:<26} {:>10} {:>10} {:>11}  {}\n",
+            "{:<26} {:>10} {:>10} {:>11}  {}\n",
             "overlap pipeline", "median ms", "bound ms", "efficiency", "limited by"
         );
         for r in overlap {
@@ -363,9 +365,9 @@ mod tests {
     #[test]
     fn reads_criterion_output_and_reports_against_limits() {
         let dir = std::env::temp_dir().join(format!("bench-report-{}", std::process::id()));
-        write(&dir, "h2d", "pinned", "1 GiB", 1 << 30, 1_073_741_824.0 / 55.0);
-        write(&dir, "h2d", "pinned", "4 KiB", 4096, 6000.0);
-        write(&dir, "h2d", "pageable", "1 GiB", 1 << 30, 1_073_741_824.0 / 9.0);
+        write(&dir, "htod", "pinned", "1 GiB", 1 << 30, 1_073_741_824.0 / 55.0);
+        write(&dir, "htod", "pinned", "4 KiB", 4096, 6000.0);
+        write(&dir, "htod", "pageable", "1 GiB", 1 << 30, 1_073_741_824.0 / 9.0);
         write(&dir, "overlap", "32 chunks", "4 streams", 1 << 29, 6.0e6);
         let results = read_results(&dir).unwrap();
         assert_eq!(results.len(), 4);
@@ -374,12 +376,12 @@ mod tests {
         );
         let limits = serde_json::json!({
             "device": { "name": "Test GPU" },
-            "copy_engine_gbps": { "h2d": 55.0, "d2h": 55.0, "both_total": 94.0 },
+            "copy_engine_gbps": { "htod": 55.0, "dtoh": 55.0, "both_total": 94.0 },
             "device_memory_gbps": { "measured_copy": 4000.0, "peak_from_clocks": 4800.0 },
             "pipeline": { "bound_ms": { "overlap/32 chunks/4 streams": 5.8 }, "limited_by": { "overlap/32 chunks/4 streams": "copies both ways" } },
         });
         let text = report(&results, Some(&limits), None);
-        assert!(text.contains("h2d      pinned                55.00      1 GiB        55.00   100.0%"), "{text}");
+        assert!(text.contains("htod     pinned                55.00      1 GiB          55.00   100.0%"), "{text}");
         assert!(text.contains("pageable"));
         assert!(text.contains("32 chunks on 4 streams"), "{text}");
         assert!(text.contains("0.967  copies both ways"), "efficiency of 6.0 ms against a 5.8 ms bound: {text}");
@@ -390,7 +392,7 @@ mod tests {
     fn limits(bounds: &[&str]) -> Value {
         let mut l = serde_json::json!({
             "device": { "name": "Test GPU" },
-            "copy_engine_gbps": { "h2d": 55.0, "d2h": 55.0, "both_total": 94.0 },
+            "copy_engine_gbps": { "htod": 55.0, "dtoh": 55.0, "both_total": 94.0 },
             "device_memory_gbps": { "measured_copy": 4000.0, "peak_from_clocks": 4800.0 },
             "pipeline": { "bound_ms": {}, "limited_by": {}, "chunks": [32, 128] },
         });
@@ -406,9 +408,9 @@ mod tests {
 
     fn plan(started_unix: u64) -> Plan {
         let benchmarks = [
-            "h2d/pinned/4 KiB",
-            "h2d/pinned/256 MiB",
-            "d2h/pinned/256 MiB",
+            "htod/pinned/4 KiB",
+            "htod/pinned/256 MiB",
+            "dtoh/pinned/256 MiB",
             "overlap/32 chunks/4 streams",
             "overlap/128 chunks/4 streams",
             "buffering/single",
@@ -423,9 +425,9 @@ mod tests {
     fn a_run_stopped_early_reports_what_it_measured_and_says_what_is_missing() {
         let dir = std::env::temp_dir().join(format!("bench-report-partial-{}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
-        write(&dir, "h2d", "pinned", "256 MiB", 256 << 20, (256 << 20) as f64 / 54.0);
-        write(&dir, "h2d", "pinned", "4 KiB", 4096, 6000.0);
-        write(&dir, "d2h", "pinned", "256 MiB", 256 << 20, (256 << 20) as f64 / 53.0);
+        write(&dir, "htod", "pinned", "256 MiB", 256 << 20, (256 << 20) as f64 / 54.0);
+        write(&dir, "htod", "pinned", "4 KiB", 4096, 6000.0);
+        write(&dir, "dtoh", "pinned", "256 MiB", 256 << 20, (256 << 20) as f64 / 53.0);
         write(&dir, "overlap", "32 chunks", "4 streams", 1 << 29, 6.2e6);
         write(&dir, "zero_copy", "mapped", "1 GiB", 2 << 30, 1e8);
         // The last was written by an earlier run, an hour before this one started.
@@ -448,7 +450,7 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("the first: overlap/128 chunks/4 streams"), "{text}");
-        assert!(text.contains("h2d      pinned                54.00    256 MiB        55.00    98.2%"), "{text}");
+        assert!(text.contains("htod     pinned                54.00    256 MiB          55.00    98.2%"), "{text}");
         assert!(
             text.contains("32 chunks on 4 streams          6.200      6.000       0.968  copies both ways"),
             "{text}"
@@ -457,18 +459,18 @@ mod tests {
         // Without limits: the figures alone, and why.
         let text = report(&results, None, Some(&plan));
         assert!(text.contains("note: no gpu-limits.json: no limits to hold the figures against"), "{text}");
-        assert!(text.contains("h2d      pinned                54.00    256 MiB            -        -"), "{text}");
+        assert!(text.contains("htod     pinned                54.00    256 MiB              -        -"), "{text}");
         assert!(text.contains("32 chunks on 4 streams          6.200          -           -  -"), "{text}");
         // Stopped before any benchmark: the limits alone.
         let text = report(&[], Some(&limits(&[])), Some(&plan));
         assert!(text.contains("no benchmark results from this run yet"), "{text}");
         assert!(text.contains("measured 0 of 7 planned benchmarks"), "{text}");
-        assert!(text.contains("h2d      not measured              -          -        55.00        -"), "{text}");
+        assert!(text.contains("htod     not measured              -          -          55.00        -"), "{text}");
         assert!(text.contains("4000 GB/s of a 4800 GB/s peak"), "{text}");
         // Without a plan (a run before plans were written), every result counts and nothing is missing.
         let text = report(&results, Some(&limits(&["32", "128"])), None);
         assert!(!text.contains("note:"), "{text}");
-        assert_eq!(Result { value: String::new(), ..results[0].clone() }.id(), "d2h/pinned");
+        assert_eq!(Result { value: String::new(), ..results[0].clone() }.id(), "dtoh/pinned");
         let parsed =
             Plan::parse(&serde_json::json!({ "started_unix": 5, "benchmarks": ["a/b"], "full": true })).unwrap();
         assert_eq!((parsed.started_unix, parsed.benchmarks, parsed.full), (5, vec!["a/b".to_string()], true));
@@ -486,10 +488,10 @@ mod tests {
             unix: 0,
         };
         let results = [
-            r("h2d", "pinned", 1 << 30, 55.0),
-            r("h2d", "pinned", 4096, 0.7),
-            r("d2h", "pinned", 4096, 0.8),
-            r("h2d", "pageable", 4096, 0.4),
+            r("htod", "pinned", 1 << 30, 55.0),
+            r("htod", "pinned", 4096, 0.7),
+            r("dtoh", "pinned", 4096, 0.8),
+            r("htod", "pageable", 4096, 0.4),
             r("both", "pinned", 8192, 1.2),
             r("overlap", "32 chunks", 1 << 29, 80.0),
         ];
@@ -497,9 +499,9 @@ mod tests {
         let labels: Vec<&str> = series.iter().map(|s| s.label.as_str()).collect();
         assert_eq!(labels, ["pageable H2D", "pinned H2D", "pinned D2H"]);
         assert_eq!(series[1].points[0], (4096.0, 0.7), "sorted by size: {:?}", series[1]);
-        let limits = serde_json::json!({ "link_gbps": 63.0, "copy_engine_gbps": { "h2d": 55.3 } });
+        let limits = serde_json::json!({ "link_gbps": 63.0, "copy_engine_gbps": { "htod": 55.3 } });
         assert_eq!(ceilings(&limits)[0].gbps, 63.0);
-        let older = serde_json::json!({ "copy_engine_gbps": { "h2d": 55.3 } });
+        let older = serde_json::json!({ "copy_engine_gbps": { "htod": 55.3 } });
         assert!(ceilings(&older)[0].label.starts_with("best pinned copy measured"));
         let svg = chart::rate_chart("t", &series, &ceilings(&limits));
         assert_eq!(svg.matches("<polyline").count(), 3);

@@ -63,7 +63,7 @@ use crate::{
 pub const RESOLVED_MS: f64 = 0.001;
 
 /// The settings that decide what a run measures, where its `result` has them.
-const SETTINGS: [&str; 6] = ["plan", "work", "sizes", "bytes", "repeats", "size"];
+const SETTINGS: [&str; 7] = ["plan", "steps", "work", "sizes", "bytes", "repeats", "size"];
 
 /// How a figure is compared.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -158,17 +158,7 @@ fn size_in(name: &str) -> Option<usize> {
 
 /// `4 KiB`, `1.5 MiB`, as the lessons write sizes (`common::Bytes`).
 pub fn fmt_bytes(bytes: usize) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let (mut v, mut u) = (bytes as f64, 0);
-    while v >= 1024.0 && u < UNITS.len() - 1 {
-        v /= 1024.0;
-        u += 1;
-    }
-    if v.fract() == 0.0 {
-        format!("{v:.0} {}", UNITS[u])
-    } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
+    chart::size_label(bytes as f64)
 }
 
 /// One run's figure in a comparison: its median and interval, ms or time over bound.
@@ -531,7 +521,8 @@ fn describe_table(table: &Table, path: Option<&Path>) -> String {
 
 /// Compares two lessons' documents (`{"result", "figures"}`; a bare result is read as one without names).
 pub fn compare(a: &Value, b: &Value, table: &Table) -> Comparison {
-    let (ra, rb) = (a.get("result").unwrap_or(a), b.get("result").unwrap_or(b));
+    let (ra, rb) = (learned_settings(a.get("result").unwrap_or(a)), learned_settings(b.get("result").unwrap_or(b)));
+    let (ra, rb) = (&ra, &rb);
     let lesson = lesson_in(a).or_else(|| lesson_in(b)).unwrap_or_default();
     let ((na, la), (nb, lb)) = (readings(a), readings(b));
     let named = !na.is_empty() && !nb.is_empty();
@@ -716,6 +707,22 @@ fn readings(doc: &Value) -> (Vec<Reading>, bool) {
     (learned, any)
 }
 
+/// Figures renamed since a run was made: (the old name, the name now). A run's old names are read as
+/// the new ones, so that a run from before a rename still compares. Names only change with a reason:
+/// one spelling of each direction (H2D, D2H) in the pipelines' parts.
+pub const RENAMED: [(&str, &str); 5] = [
+    ("one chunk's upload, best", "one chunk's H2D, best"),
+    ("one chunk's download, best", "one chunk's D2H, best"),
+    ("one chunk's upload, kernel and download in turn, best", "one chunk's H2D, kernel and D2H in turn, best"),
+    ("bound part: uploads, best", "bound part: H2D copies, best"),
+    ("bound part: downloads, best", "bound part: D2H copies, best"),
+];
+
+/// `name` as it is called now ([`RENAMED`]).
+fn renamed(name: &str) -> String {
+    RENAMED.iter().find(|(old, _)| *old == name).map_or(name, |(_, new)| new).to_string()
+}
+
 /// The figures a document names, if any.
 fn named(doc: &Value) -> Vec<Reading> {
     let strings = |v: &Value| -> Vec<String> {
@@ -724,7 +731,7 @@ fn named(doc: &Value) -> Vec<Reading> {
     let Some(list) = doc.get("figures").and_then(Value::as_array) else { return Vec::new() };
     list.iter()
         .filter_map(|f| {
-            let mut r = Reading::of(f["name"].as_str()?.to_string(), &f["stats"])?;
+            let mut r = Reading::of(renamed(f["name"].as_str()?), &f["stats"])?;
             r.clock = match f["clock"].as_str() {
                 Some("host") => Some(Clock::Host),
                 Some("gpu") => Some(Clock::Gpu),
@@ -924,6 +931,18 @@ fn lesson_of(doc: &Value, path: &Path) -> String {
     stem.trim_end_matches(|c: char| c.is_ascii_digit() || "-_. ".contains(c)).to_string()
 }
 
+/// A run's settings named as its lesson names them now: a pipeline lesson's kernel, `work` before it
+/// was `steps` (`{"Process": 812}` is `{"InPlace": {"Process": 812}}`).
+fn learned_settings(result: &Value) -> Value {
+    let mut r = result.clone();
+    if let (Some(o), true) = (r.as_object_mut(), result.get("report").is_some()) {
+        if let (Some(work), false) = (o.get("work").cloned(), o.contains_key("steps")) {
+            o.insert("steps".into(), serde_json::json!({ "InPlace": work }));
+        }
+    }
+    r
+}
+
 /// Which lesson, run how, a document says it is: its command line without the program's folder and
 /// without `--json` (`overlap --seed`).
 fn lesson_in(doc: &Value) -> Option<String> {
@@ -931,7 +950,9 @@ fn lesson_in(doc: &Value) -> Option<String> {
         doc["machine"]["command"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
     let (program, args) = command.split_first()?;
     let name = Path::new(program).file_name().map_or(program.to_string(), |n| n.to_string_lossy().into_owned());
-    let args = args.iter().filter(|a| **a != "--json").map(|a| a.to_string());
+    // `--seed` was overlap's `--original` before it was named so.
+    let args =
+        args.iter().filter(|a| **a != "--json").map(|a| if *a == "--seed" { "--original" } else { a }.to_string());
     Some([name].into_iter().chain(args).collect::<Vec<_>>().join(" "))
 }
 

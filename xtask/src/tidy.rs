@@ -32,15 +32,39 @@ fn the_libcuda_stub_covers_every_driver_call() {
     );
 }
 
+/// The lessons in `examples/`: `NAME.rs`, or a folder `NAME/` with its `main.rs` (a lesson with
+/// apparatus of its own beside it).
 fn lesson_files() -> Vec<String> {
     let dir = tools::root().join("examples");
     let mut names: Vec<String> = std::fs::read_dir(&dir)
         .unwrap()
         .flatten()
-        .filter_map(|e| e.file_name().to_str()?.strip_suffix(".rs").map(String::from))
+        .filter_map(|e| {
+            let name = e.file_name().to_str()?.to_string();
+            match name.strip_suffix(".rs") {
+                Some(stem) => Some(stem.to_string()),
+                None => e.path().join("main.rs").exists().then_some(name),
+            }
+        })
         .collect();
     names.sort();
     names
+}
+
+/// A lesson's source files, relative to the root: its `main.rs` (or its one file) first.
+fn lesson_sources(name: &str) -> Vec<String> {
+    let root = tools::root();
+    if root.join(format!("examples/{name}.rs")).exists() {
+        return vec![format!("examples/{name}.rs")];
+    }
+    let mut files: Vec<String> = walkdir::WalkDir::new(root.join("examples").join(name))
+        .into_iter()
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "rs"))
+        .map(|e| e.path().strip_prefix(&root).unwrap().to_string_lossy().into_owned())
+        .collect();
+    files.sort_by_key(|f| (!f.ends_with("/main.rs"), f.clone()));
+    files
 }
 
 /// Every lesson is registered once, in `lessons::LESSONS`, and README.md's lesson table names each.
@@ -60,43 +84,75 @@ fn every_lesson_is_registered_once() {
 
 /// The longest a seed's program in Rust may be: the CUDA C++ programs are 40 to 110 lines.
 const SEED_FUNCTION_LINES: usize = 60;
-/// A sanity bound on a whole lesson: past it, its apparatus belongs in `measure`.
-const LESSON_LINES: usize = 260;
+/// The least share of its `main.rs` a seed lesson's program is: the rest is flags, `main` and one call
+/// to a rig.
+const SEED_SHARE: f64 = 0.4;
+/// The longest function in a lesson.
+const LESSON_FUNCTION_LINES: usize = 60;
+
+/// The functions of a Rust file, by a reading of its lines that rustfmt's layout makes sound: a line
+/// `fn NAME` (any indent, any of `pub`, `const`, `unsafe`, `async` before it) up to the first line
+/// at its indent that closes it; each with its first line (its doc comment's, if any), its `fn` line
+/// and its last line, 0-based.
+fn functions(lines: &[&str]) -> Vec<(String, usize, usize, usize)> {
+    let mut out = Vec::new();
+    for (i, l) in lines.iter().enumerate() {
+        let t = l.trim_start();
+        let indent = &l[..l.len() - t.len()];
+        let mut rest = t;
+        for prefix in ["pub(crate) ", "pub ", "const ", "async ", "unsafe "] {
+            rest = rest.strip_prefix(prefix).unwrap_or(rest);
+        }
+        let Some(rest) = rest.strip_prefix("fn ") else { continue };
+        let name = rest.split(['(', '<']).next().unwrap_or("").to_string();
+        let end = if l.trim_end().ends_with('}') || l.trim_end().ends_with(';') {
+            i
+        } else {
+            lines[i..].iter().position(|x| *x == format!("{indent}}}")).map_or(lines.len() - 1, |e| i + e)
+        };
+        let doc = (0..i).rev().take_while(|&j| lines[j].trim_start().starts_with("///")).last().unwrap_or(i);
+        out.push((name, doc, i, end));
+    }
+    out
+}
 
 /// A lesson reads as its seed first: a lesson that follows a CUDA C++ program opens (right after
-/// `main`) with one function that is that program in Rust, short, and names the program in its doc; the
-/// measuring apparatus follows it. No line of a lesson is wider than rustfmt's 120 columns. Every
-/// offender is listed at once.
+/// `main`) with one function that is that program in Rust, short, naming the program in the lesson's
+/// doc, and at least [`SEED_SHARE`] of its `main.rs`: the measuring apparatus follows it in one call to
+/// a rig. No function of a lesson runs past [`LESSON_FUNCTION_LINES`] lines, and no line of a lesson
+/// is wider than rustfmt's 120 columns. Every offender is listed at once.
 #[test]
 fn lessons_read_as_their_seed_first() {
     let mut offences = Vec::new();
     for lesson in crate::lessons::LESSONS.iter() {
-        let path = format!("examples/{}.rs", lesson.name);
-        let text = std::fs::read_to_string(tools::root().join(&path)).unwrap();
-        let lines: Vec<&str> = text.lines().collect();
-        if lines.len() > LESSON_LINES {
-            offences
-                .push(format!("{path}: {} lines, more than {LESSON_LINES}: move apparatus into measure", lines.len()));
-        }
-        for (i, l) in lines.iter().enumerate().filter(|(_, l)| l.chars().count() > 120) {
-            offences.push(format!("{path}:{}: {} columns, more than 120", i + 1, l.chars().count()));
+        let sources = lesson_sources(lesson.name);
+        for path in &sources {
+            let text = std::fs::read_to_string(tools::root().join(path)).unwrap();
+            let lines: Vec<&str> = text.lines().collect();
+            for (i, l) in lines.iter().enumerate().filter(|(_, l)| l.chars().count() > 120) {
+                offences.push(format!("{path}:{}: {} columns, more than 120", i + 1, l.chars().count()));
+            }
+            for (name, _, start, end) in functions(&lines) {
+                if end - start + 1 > LESSON_FUNCTION_LINES {
+                    offences.push(format!(
+                        "{path}:{}: fn {name} is {} lines, more than {LESSON_FUNCTION_LINES}",
+                        start + 1,
+                        end - start + 1
+                    ));
+                }
+            }
         }
         let Some(seed) = &lesson.seed else { continue };
+        let path = &sources[0];
+        let text = std::fs::read_to_string(tools::root().join(path)).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
         if !text.lines().take_while(|l| l.starts_with("//!")).any(|l| l.contains(seed.program)) {
             offences.push(format!("{path}: its doc does not name the program it follows, {}", seed.program));
         }
-        let fns: Vec<(usize, &str)> = lines
-            .iter()
-            .enumerate()
-            .filter_map(|(i, l)| {
-                let rest = l.strip_prefix("fn ").or_else(|| l.strip_prefix("pub fn "))?;
-                Some((i, rest.split(['(', '<']).next()?))
-            })
-            .collect();
-        let after_main = fns.iter().position(|(_, f)| *f == "main").and_then(|m| fns.get(m + 1));
+        let fns: Vec<_> = functions(&lines).into_iter().filter(|f| !lines[f.2].starts_with(' ')).collect();
+        let after_main = fns.iter().position(|f| f.0 == "main").and_then(|m| fns.get(m + 1));
         match after_main {
-            Some((start, f)) if *f == seed.function => {
-                let end = lines[*start..].iter().position(|l| *l == "}").map_or(lines.len(), |e| start + e);
+            Some((f, doc, start, end)) if *f == seed.function => {
                 if end - start + 1 > SEED_FUNCTION_LINES {
                     offences.push(format!(
                         "{path}: {f}, {}'s program, is {} lines, more than {SEED_FUNCTION_LINES}",
@@ -104,16 +160,118 @@ fn lessons_read_as_their_seed_first() {
                         end - start + 1
                     ));
                 }
+                let share = (end - doc + 1) as f64 / lines.len() as f64;
+                if share < SEED_SHARE {
+                    offences.push(format!(
+                        "{path}: {f}, {}'s program, is {:.0}% of the file ({} of {} lines), less than {:.0}%: the \
+                         rest should be flags, main and one call to a rig",
+                        seed.program,
+                        100.0 * share,
+                        end - doc + 1,
+                        lines.len(),
+                        100.0 * SEED_SHARE
+                    ));
+                }
             }
             other => offences.push(format!(
                 "{path}: the function after main should be {}, {}'s program in Rust; it is {:?}",
                 seed.function,
                 seed.program,
-                other.map(|o| o.1)
+                other.map(|o| &o.0)
             )),
         }
     }
     assert!(offences.is_empty(), "{} offences:\n  {}", offences.len(), offences.join("\n  "));
+}
+
+/// The modules of `measure` a text names: `measure::MODULE`, and `use measure::{...}` lists, the crate
+/// root's re-exports (`ChunkPlan`, `Stats`) resolved to their modules.
+fn measure_modules_named(text: &str, modules: &[String], reexports: &[(String, String)]) -> Vec<String> {
+    let as_crate = text.replace("measure::", "crate::");
+    let named = uses(&as_crate, reexports);
+    named.into_iter().filter(|m| modules.contains(m)).collect()
+}
+
+/// The shared crate holds what two lessons or more use: every module of `measure` serves at least two
+/// lessons, by name or through another of its modules that does. Code that serves one lesson lives in
+/// that lesson (a folder, `examples/NAME/`, where it is large). Benchmarks, tests and xtask do not count.
+#[test]
+fn every_shared_module_serves_two_lessons() {
+    let dir = tools::root().join("measure/src");
+    let (_, layers) = LAYERS.iter().find(|(d, _)| *d == "measure/src").unwrap();
+    let modules: Vec<String> = layers.iter().map(|m| m.to_string()).collect();
+    let reexports = reexports_of(&std::fs::read_to_string(dir.join("lib.rs")).unwrap());
+    let inner: Vec<(String, Vec<String>)> = modules
+        .iter()
+        .map(|m| {
+            let text = std::fs::read_to_string(dir.join(format!("{m}.rs"))).unwrap();
+            (m.clone(), uses(&text, &reexports))
+        })
+        .collect();
+    let mut served: std::collections::BTreeMap<String, Vec<&str>> = Default::default();
+    for lesson in crate::lessons::LESSONS.iter() {
+        let mut reached: Vec<String> = Vec::new();
+        for path in lesson_sources(lesson.name) {
+            let text = std::fs::read_to_string(tools::root().join(path)).unwrap();
+            reached.extend(measure_modules_named(&text, &modules, &reexports));
+        }
+        // Through the modules it names, and theirs.
+        let mut i = 0;
+        while i < reached.len() {
+            let next = inner.iter().find(|(m, _)| *m == reached[i]).map(|x| x.1.clone()).unwrap_or_default();
+            reached.extend(next.into_iter().filter(|m| modules.contains(m)));
+            reached.sort();
+            reached.dedup();
+            i += 1;
+        }
+        for m in reached {
+            served.entry(m).or_default().push(lesson.name);
+        }
+    }
+    let lonely: Vec<String> = modules
+        .iter()
+        .filter(|m| served.get(*m).is_none_or(|l| l.len() < 2))
+        .map(|m| {
+            format!(
+                "measure/src/{m}.rs serves {:?}: move it into that lesson",
+                served.get(m).cloned().unwrap_or_default()
+            )
+        })
+        .collect();
+    assert!(
+        lonely.is_empty(),
+        "{} modules of the shared crate serve fewer than two lessons:\n  {}",
+        lonely.len(),
+        lonely.join("\n  ")
+    );
+}
+
+/// Parameters travel as named structs, not long lists: `allow(clippy::too_many_arguments)` stands only
+/// on the driver's own declarations (`common/src/ffi.rs`, and the copy of its form that check-ffi's
+/// tests read).
+#[test]
+fn no_long_parameter_lists_outside_the_driver_declarations() {
+    let root = tools::root();
+    let mut offences = Vec::new();
+    for e in walkdir::WalkDir::new(&root).into_iter().filter_entry(|e| {
+        let n = e.file_name().to_string_lossy();
+        !(n == "target" || n.starts_with('.') || n == "compile_fail")
+    }) {
+        let Ok(e) = e else { continue };
+        let rel = e.path().strip_prefix(&root).unwrap().to_string_lossy().into_owned();
+        if !rel.ends_with(".rs")
+            || rel == "common/src/ffi.rs"
+            || rel == "xtask/src/decls.rs"
+            || rel == "xtask/src/tidy.rs"
+        {
+            continue;
+        }
+        let text = std::fs::read_to_string(e.path()).unwrap_or_default();
+        for (i, _) in text.lines().enumerate().filter(|(_, l)| l.contains("too_many_arguments")) {
+            offences.push(format!("{rel}:{}", i + 1));
+        }
+    }
+    assert!(offences.is_empty(), "allow(too_many_arguments) outside the driver declarations: {}", offences.join(", "));
 }
 
 /// Where `unsafe` may stand outside `common`: the promise a launch of a kernel makes (that it stays
@@ -217,6 +375,7 @@ const LAYERS: [(&str, &[&str]); 3] = [
             "small",
             "small_plan",
             "lesson",
+            "rig",
         ],
     ),
     (
@@ -227,6 +386,19 @@ const LAYERS: [(&str, &[&str]); 3] = [
         ],
     ),
 ];
+
+/// The crate root's re-exports, `pub use MODULE::{A, B};`: (name, module) for each.
+fn reexports_of(lib: &str) -> Vec<(String, String)> {
+    let mut reexports = Vec::new();
+    for line in lib.lines().filter_map(|l| l.strip_prefix("pub use ")) {
+        let (module, names) = line.trim_end_matches(';').split_once("::").unwrap_or((line, ""));
+        for name in names.trim_matches(|c| c == '{' || c == '}').split(',') {
+            let name = name.trim().rsplit("::").next().unwrap_or("").to_string();
+            reexports.push((name, module.to_string()));
+        }
+    }
+    reexports
+}
 
 /// The modules a module's code (its tests left out) names through `crate::`, the crate root's
 /// re-exports (`pub use MODULE::...` in lib.rs) resolved to their modules.
@@ -278,15 +450,7 @@ fn no_module_uses_one_above_it() {
     let mut offences = Vec::new();
     for (dir, layers) in LAYERS {
         let dir = tools::root().join(dir);
-        let lib = std::fs::read_to_string(dir.join("lib.rs")).unwrap();
-        let mut reexports = Vec::new();
-        for line in lib.lines().filter_map(|l| l.strip_prefix("pub use ")) {
-            let (module, names) = line.trim_end_matches(';').split_once("::").unwrap_or((line, ""));
-            for name in names.trim_matches(|c| c == '{' || c == '}').split(',') {
-                let name = name.trim().rsplit("::").next().unwrap_or("").to_string();
-                reexports.push((name, module.to_string()));
-            }
-        }
+        let reexports = reexports_of(&std::fs::read_to_string(dir.join("lib.rs")).unwrap());
         let mut files: Vec<String> = std::fs::read_dir(&dir)
             .unwrap()
             .flatten()

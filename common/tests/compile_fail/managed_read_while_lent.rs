@@ -1,5 +1,5 @@
 // Managed memory lent to a scope cannot be read by the host either: its pages may be moving, or a kernel writing them.
-use common::{Gpu, To, LaunchConfig};
+use common::{Gpu, Destination, LaunchConfig};
 
 fn main() -> common::anyhow::Result<()> {
     let gpu = Gpu::init()?;
@@ -8,7 +8,7 @@ fn main() -> common::anyhow::Result<()> {
     let mut m = gpu.managed::<f32>(4)?;
     gpu.scope(&streams, |s| {
         let d = s.managed(&mut m);
-        s.stream(0).prefetch(d, To::Device)?;
+        s.stream(0).prefetch(d, Destination::Device)?;
         println!("{}", m[0]);
         unsafe { s.stream(0).kernel(&k, LaunchConfig::linear(1, 1)).write(d).launch() }
     })?;

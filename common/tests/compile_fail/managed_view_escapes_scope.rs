@@ -1,11 +1,11 @@
 // A view of managed memory cannot leave its scope: afterwards the host owns the memory again.
-use common::{Gpu, To};
+use common::{Gpu, Destination};
 
 fn main() -> common::anyhow::Result<()> {
     let gpu = Gpu::init()?;
     let streams = gpu.streams(1)?;
     let mut m = gpu.managed::<f32>(4)?;
     let leaked = gpu.scope(&streams, |s| Ok(s.managed(&mut m)))?;
-    gpu.scope(&streams, |s| s.stream(0).prefetch(leaked, To::Device))?;
+    gpu.scope(&streams, |s| s.stream(0).prefetch(leaked, Destination::Device))?;
     Ok(())
 }

@@ -420,7 +420,7 @@ fn a_copy_loop_beside_a_run_is_found_on_the_figures_it_slows() {
         verdicts(&c),
         [
             ("4 streams", Verdict::Slower),
-            ("one chunk's upload, best", Verdict::Slower),
+            ("one chunk's H2D, best", Verdict::Slower),
             ("bound part: copies both ways, best", Verdict::Slower)
         ],
         "{}",
@@ -444,7 +444,7 @@ fn overlap(iters: u32, one: (f64, f64), four: (f64, f64), upload: f64, kernel: f
         vec![
             run("one stream", one),
             run("4 streams", four),
-            part("one chunk's upload, best", upload, false),
+            part("one chunk's H2D, best", upload, false),
             part("one chunk's kernel, best", kernel, true),
             part("bound part: copies both ways, best", copies, false),
         ],
@@ -464,7 +464,7 @@ fn overlap_runs_with_different_calibrations_are_compared_on_what_does_not_depend
         [
             ("one stream", Measure::OverBound, "over its bound".into()),
             ("4 streams", Measure::OverBound, "over its bound".into()),
-            ("one chunk's upload, best", Measure::Time, "gpu, pinned, large, 0.1-2 ms".into()),
+            ("one chunk's H2D, best", Measure::Time, "gpu, pinned, large, 0.1-2 ms".into()),
             ("bound part: copies both ways, best", Measure::Time, "gpu, pinned, large, >=2 ms".into()),
         ]
     );
@@ -496,7 +496,7 @@ fn old_overlap_files_with_different_calibrations_compare_their_runs_over_their_b
     let result = |iters: u32, ms: f64, bound: f64| {
         json!({ "work": { "Process": iters }, "report": { "runs": [
             { "name": "4 streams", "judged": { "measured": stats(ms, 0.004), "bound": { "ms": bound }, "efficiency": bound / ms } },
-        ], "copies": { "h2d": stats(0.15, 0.01) } } })
+        ], "copies": { "htod": stats(0.15, 0.01) } } })
     };
     let c = compare(
         &json!({ "result": result(1198, 5.96, 5.65) }),
@@ -535,11 +535,11 @@ fn figures_are_matched_by_name() {
     assert!(text.contains("note: 1 figures only in B: pinned H2D 1 GiB"), "{text}");
     assert!(text.contains("pinned H2D 64 MiB  ") && text.contains("+23.0%"), "{text}");
     // One file with names and one without, of a lesson whose old form is not known: both by place.
-    let copies = |ms: f64| json!({ "copies": [[{ "h2d": stats(ms, 0.001), "d2h": stats(ms, 0.001) }]] });
+    let copies = |ms: f64| json!({ "copies": [[{ "htod": stats(ms, 0.001), "dtoh": stats(ms, 0.001) }]] });
     let named = doc(copies(1.0), vec![figure("pinned H2D 4 KiB", 1.0, 0.0)]);
     let c = compare(&named, &json!({ "result": copies(1.2) }), &table());
     assert_eq!(c.matched, Matched::Places);
-    assert_eq!(c.changes[0].name, "copies[0][0].d2h");
+    assert_eq!(c.changes[0].name, "copies[0][0].dtoh");
 }
 
 #[test]
@@ -666,4 +666,39 @@ fn baseline_runs_fit_the_drift_for_the_comparison() {
     f.baseline = vec![dir.join("a2.json")];
     assert_eq!(run(f).unwrap(), 0, "one baseline run can only widen the drift");
     let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_run_from_before_a_rename_still_compares() {
+    // Before: overlap ran as `--seed`, named its parts "upload"/"download" and called its kernel `work`.
+    let old = json!({
+        "machine": { "command": ["./lessons/overlap", "--seed", "--json"] },
+        "result": { "plan": {"chunks": 4}, "work": {"SinCos": 500}, "report": {} },
+        "figures": [
+            { "name": "bound part: uploads, best", "stats": stats(5.0, 0.01), "clock": "gpu",
+              "depends_on": ["plan"], "calibrated": ["work"] },
+            { "name": "one stream", "stats": stats(15.7, 0.01), "clock": "gpu", "bound_ms": 15.6,
+              "depends_on": ["plan", "work"], "calibrated": ["work"] },
+        ],
+    });
+    let new = json!({
+        "machine": { "command": ["./lessons/overlap", "--original", "--json"] },
+        "result": { "plan": {"chunks": 4}, "steps": {"InPlace": {"SinCos": 500}}, "report": {} },
+        "figures": [
+            { "name": "bound part: H2D copies, best", "stats": stats(5.0, 0.01), "clock": "gpu",
+              "depends_on": ["plan"], "calibrated": ["steps"] },
+            { "name": "one stream", "stats": stats(15.7, 0.01), "clock": "gpu", "bound_ms": 15.6,
+              "depends_on": ["plan", "steps"], "calibrated": ["steps"] },
+        ],
+    });
+    let c = compare(&old, &new, &table());
+    let names: Vec<&str> = c.changes.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["bound part: H2D copies, best", "one stream"], "{c:?}");
+    assert!(c.only_in_a.is_empty() && c.only_in_b.is_empty() && c.differing.is_empty(), "{c:?}");
+    assert_eq!(c.changes[1].figure, "overlap --original: one stream", "the old flag is the new one");
+    assert_eq!(lesson_in(&old), lesson_in(&new));
+    // A kernel that did change is still seen, under its new key.
+    let mut other = new.clone();
+    other["result"]["steps"] = json!({"InPlace": {"SinCos": 600}});
+    assert_eq!(compare(&old, &other, &table()).differing.len(), 1);
 }

@@ -1,8 +1,8 @@
 //! The picture of a copy sweep, as SVG: GB/s against transfer size on a logarithmic axis, a line per
 //! kind of memory and direction, and the link's rate drawn across as the ceiling the lines approach.
 //!
-//! It uses nothing but std, so that `cargo xtask bench-report` draws the same picture from criterion's
-//! results by including this file (`#[path]`), without depending on the lessons' apparatus.
+//! A crate of its own, of std alone, so that `cargo xtask bench-report` draws the same picture from
+//! criterion's results as `pinned_memory --svg` does, without depending on the lessons' apparatus.
 
 use std::fmt::Write as _;
 
@@ -27,7 +27,7 @@ fn kind(label: &str) -> &str {
     label.trim_end_matches(" H2D").trim_end_matches(" D2H").trim_end_matches(" both ways")
 }
 
-/// `4 KiB`, `1 MiB`, `1 GiB` for an axis.
+/// `4 KiB`, `1.5 MiB`, `1 GiB`: a size as the lessons write it (`common::Bytes`), for an axis or a name.
 pub fn size_label(bytes: f64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
     let (mut v, mut u) = (bytes, 0);
