@@ -22,16 +22,11 @@ use measure::{
     ChunkPlan,
 };
 
-/// Two device buffers, alternating, against one buffer and against one buffer per stream.
+/// Two device buffers, alternating, against one buffer and against one buffer per stream (--streams).
 #[derive(Parser)]
 struct Args {
-    /// (--streams sets the streams of the one-buffer-per-stream comparison)
     #[command(flatten)]
-    pipeline: args::PipelineArgs,
-    #[command(flatten)]
-    work: args::WorkArgs,
-    #[command(flatten)]
-    run: args::RunArgs,
+    flags: args::PipelineFlags,
 }
 
 fn main() -> ExitCode {
@@ -84,9 +79,9 @@ fn double_buffering_exercise(
 }
 
 fn double_buffering(args: &Args, out: &Output) -> anyhow::Result<()> {
-    let plan = args.pipeline.plan(64 << 20, 32, 4)?;
-    let k = plan.streams.max(2);
-    let rig = PipelineRig::start(out, PipelineSetup::new(plan, args.work.kernel(), &args.run), k)?;
+    let setup = PipelineSetup::from_flags(&args.flags, (64 << 20, 32, 4))?;
+    let (plan, k) = (setup.plan, setup.plan.streams.max(2));
+    let rig = PipelineRig::start(out, setup, k)?;
     let mut p = rig.pipeline(out)?;
     let (exercise, check, waits) = double_buffering_exercise(&mut p, plan, out)?;
     // For comparison: one buffer per stream, chunk i on stream i % k (k = 1: everything in turn).

@@ -33,14 +33,10 @@ use measure::{
 #[derive(Parser)]
 struct Args {
     #[command(flatten)]
-    pipeline: args::PipelineArgs,
-    #[command(flatten)]
-    work: args::WorkArgs,
+    flags: args::PipelineFlags,
     /// overlap_pattern.cu's configuration: 16M elements, 4 chunks on 4 streams, 500 rounds of sin*cos
     #[arg(long)]
     original: bool,
-    #[command(flatten)]
-    run: args::RunArgs,
 }
 
 fn main() -> ExitCode {
@@ -91,12 +87,12 @@ fn overlap_pattern_cu(gpu: &Gpu, kernels: &Kernels, out: &Output) -> anyhow::Res
 }
 
 fn overlap(args: &Args, out: &Output) -> anyhow::Result<()> {
-    let (plan, kernel) = match args.original {
-        true => (args.pipeline.plan(16 << 20, 4, 4)?, ChunkKernel::Given(Work::SinCos(args.work.iters.unwrap_or(500)))),
-        false => (args.pipeline.plan(64 << 20, 32, 4)?, args.work.kernel()),
-    };
-    let setup = rig::PipelineSetup { plan, kernel, repeats: args.run.repeats() };
-    let rig = rig::PipelineRig::start(out, setup, plan.streams)?;
+    let defaults = if args.original { (16 << 20, 4, 4) } else { (64 << 20, 32, 4) };
+    let mut setup = rig::PipelineSetup::from_flags(&args.flags, defaults)?;
+    if args.original {
+        setup.kernel = ChunkKernel::Given(Work::SinCos(args.flags.work.iters.unwrap_or(500)));
+    }
+    let rig = rig::PipelineRig::start(out, setup, setup.plan.streams)?;
     let [without_overlap, with_overlap] = overlap_pattern_cu(&rig.gpu, &rig.kernels, out)?;
     // The same loop for this plan, over several runs, each held against its bound.
     let original = serde_json::json!({ "without_overlap_ms": without_overlap, "with_overlap_ms": with_overlap });

@@ -20,16 +20,11 @@ use measure::{
     ChunkPlan,
 };
 
-/// The overlap loop over stream and chunk counts, each run against its bound.
+/// The overlap loop over stream and chunk counts, each run against its bound (-n sets the data).
 #[derive(Parser)]
 struct Args {
-    /// (-n sets the data; --chunks and --streams are swept)
     #[command(flatten)]
-    pipeline: args::PipelineArgs,
-    #[command(flatten)]
-    work: args::WorkArgs,
-    #[command(flatten)]
-    run: args::RunArgs,
+    flags: args::PipelineFlags,
 }
 
 const STREAMS: [usize; 7] = [1, 2, 3, 4, 8, 16, 32];
@@ -47,8 +42,8 @@ fn main() -> ExitCode {
 
 fn sweep(args: &Args, out: &Output) -> anyhow::Result<()> {
     // The kernel is balanced at 32 chunks, the lesson's default.
-    let plan = args.pipeline.plan(16 << 20, 32, 4)?;
-    let rig = PipelineRig::start(out, PipelineSetup::new(plan, args.work.kernel(), &args.run), 32)?;
+    let setup = PipelineSetup::from_flags(&args.flags, (16 << 20, 32, 4))?;
+    let (plan, rig) = (setup.plan, PipelineRig::start(out, setup, 32)?);
     let mut p = rig.pipeline(out)?;
     let chunk_counts: Vec<usize> = CHUNKS.into_iter().filter(|c| *c <= plan.elements).collect();
     let bar = out.progress_bar((chunk_counts.len() * STREAMS.len()) as u64, "sweep");

@@ -47,8 +47,8 @@ use anyhow::{anyhow, bail, Context as _};
 
 use crate::{
     context::Context,
-    ffi::{self, check, CuResult},
-    launch::{Enqueue, LaunchBuilder, LaunchConfig, Queue, QueueSealed},
+    ffi::{self, check},
+    launch::{Checked, Enqueue, LaunchBuilder, LaunchConfig, Queue, QueueSealed},
     memory::Element,
     module::{Kernel, Loaded},
     order::{normalize, OpInfo},
@@ -174,13 +174,7 @@ impl<'scope> Enqueue<'scope> for GraphBuilder<'_, 'scope, '_> {
         self.scope.id
     }
 
-    fn launch(
-        &self,
-        _stream: usize,
-        kernel: &Kernel,
-        accesses: &[DevAccess],
-        queue: &mut dyn FnMut(ffi::CUstream) -> CuResult,
-    ) -> anyhow::Result<()> {
+    fn launch(&self, Checked { kernel, accesses, queue, .. }: Checked<'_>) -> anyhow::Result<()> {
         let name = &kernel.name;
         if !kernel.module.ctx.is(self.scope.env.ctx) {
             bail!("graph: kernel {name}: its module was loaded by another GPU's context");

@@ -114,17 +114,21 @@ pub trait Queue<'scope>: QueueSealed {
 #[doc(hidden)]
 pub trait QueueSealed {}
 
-/// What a queue does with a launch whose arguments are checked: order it against the other streams by
-/// `accesses`, and call `queue` on the stream it goes on (`stream`, for a scope: its index).
+/// What a queue does with a launch whose arguments are checked ([`Checked`]): order it against the
+/// other streams by its accesses, and call its `queue` on the stream it goes on.
 pub(crate) trait Enqueue<'scope> {
     fn scope_id(&self) -> u64;
-    fn launch(
-        &self,
-        stream: usize,
-        kernel: &Kernel,
-        accesses: &[DevAccess],
-        queue: &mut dyn FnMut(ffi::CUstream) -> CuResult,
-    ) -> anyhow::Result<()>;
+    fn launch(&self, launch: Checked<'_>) -> anyhow::Result<()>;
+}
+
+/// A launch whose arguments are checked, for its queue to order and queue: the stream it goes on (for
+/// a scope, its index), the kernel, the device ranges it reads and writes, and the call that queues it
+/// on a driver stream.
+pub(crate) struct Checked<'a> {
+    pub stream: usize,
+    pub kernel: &'a Kernel,
+    pub accesses: &'a [DevAccess],
+    pub queue: &'a mut dyn FnMut(ffi::CUstream) -> CuResult,
 }
 
 /// A launch being declared ([`crate::ScopeStream::kernel`]): each argument in the kernel's order, then
@@ -242,14 +246,15 @@ impl<'q, 'scope> LaunchBuilder<'q, 'scope> {
             bail!("kernel {}: a device handle from another scope (buffer {})", k.name, a.buffer);
         }
         let (config, mut params) = (self.config, self.params);
-        self.queue.launch(self.stream, k, &self.accesses, &mut |stream| {
+        let queue = &mut |stream| {
             // SAFETY: the buffer holds one value per parameter, each at the offset and of the size the
             // driver compiled (checked above, argument by argument), and is the kernel's parameter size
             // (the driver refuses any other); every pointer is a live device range lent to the scope
             // that orders this launch; the caller promised the kernel stays within them; the queue
             // checked the module's context and holds it loaded until the scope has synchronized.
             unsafe { k.enqueue(&config, bytes_mut(&mut params), stream) }
-        })
+        };
+        self.queue.launch(Checked { stream: self.stream, kernel: k, accesses: &self.accesses, queue })
     }
 }
 

@@ -65,7 +65,7 @@ use crate::{
     context::Context,
     ffi::{self, check, error_name, CuResult},
     host::PinnedBuffer,
-    launch::{Enqueue, LaunchBuilder, LaunchConfig},
+    launch::{Checked, Enqueue, LaunchBuilder, LaunchConfig},
     memory::{DeviceBuffer, Element, ManagedBuffer},
     module::{Kernel, Loaded},
     order::{Book, OpInfo},
@@ -580,13 +580,7 @@ impl<'scope> Enqueue<'scope> for Scope<'scope, '_> {
         self.id
     }
 
-    fn launch(
-        &self,
-        stream: usize,
-        kernel: &Kernel,
-        accesses: &[DevAccess],
-        queue: &mut dyn FnMut(ffi::CUstream) -> CuResult,
-    ) -> anyhow::Result<()> {
+    fn launch(&self, Checked { stream, kernel, accesses, queue }: Checked<'_>) -> anyhow::Result<()> {
         let scope = self;
         if !kernel.module.ctx.is(scope.env.ctx) {
             bail!("kernel {}: its module was loaded by another GPU's context", kernel.name);

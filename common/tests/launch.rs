@@ -60,14 +60,7 @@ fn arguments_that_do_not_match_the_ptx_are_refused_before_anything_runs() {
     let streams = gpu.streams(1).unwrap();
     let (mut a, mut b) = (gpu.alloc::<f32>(64).unwrap(), gpu.alloc::<f32>(64).unwrap());
     let cfg = LaunchConfig::for_elements(64, 64);
-    let mut refused = |f: &Launcher| -> String {
-        let mut b_host = vec![7f32; 64];
-        let e = gpu.scope(&streams, |s| f(s.stream(0), s.device(&mut a), s.device(&mut b))).unwrap_err();
-        // Nothing ran: b is still zeros.
-        gpu.scope(&streams, |s| s.stream(0).dtoh(s.device(&mut b), &mut b_host)).unwrap();
-        assert!(b_host.iter().all(|v| *v == 0.0), "the refused launch wrote b");
-        format!("{e:#}")
-    };
+    let mut refused = |f: &Launcher| refusal(&gpu, &streams, (&mut a, &mut b), f);
     // SAFETY: refused before it is queued (as the test checks).
     let e = refused(&|st, x, y| unsafe { st.kernel(&saxpy, cfg).read(x).write(y).value(2.0f32).launch() });
     assert!(e.contains("kernel saxpy: takes 4 arguments and was given 3"), "{e}");
@@ -138,6 +131,21 @@ fn a_module_dropped_inside_the_scope_stays_loaded_until_the_work_is_done() {
 
 /// A launch to be refused: given a stream and two views, it declares its arguments and launches.
 type Launcher<'k> = dyn for<'s, 'e> Fn(ScopeStream<'s, 'e>, Dev<'s, f32>, Dev<'s, f32>) -> anyhow::Result<()> + 'k;
+
+/// What the launch `f` on `a` and `b` (zeros) is refused with, after checking that nothing ran: `b` is
+/// still zeros.
+fn refusal(
+    gpu: &Gpu,
+    streams: &[common::Stream],
+    (a, b): (&mut common::DeviceBuffer<f32>, &mut common::DeviceBuffer<f32>),
+    f: &Launcher,
+) -> String {
+    let mut b_host = vec![7f32; 64];
+    let e = gpu.scope(streams, |s| f(s.stream(0), s.device(a), s.device(b))).unwrap_err();
+    gpu.scope(streams, |s| s.stream(0).dtoh(s.device(b), &mut b_host)).unwrap();
+    assert!(b_host.iter().all(|v| *v == 0.0), "the refused launch wrote b");
+    format!("{e:#}")
+}
 
 /// Issue 24's spoofs (`tests/ptx/spoof_*.ptx`), valid PTX that a reading of the text which did not know
 /// PTX's strings and whitespace took for spoof(out), where ptxas compiles spoof(out, secret): a `.file`
@@ -225,13 +233,7 @@ fn with_its_prototype_a_value_for_a_pointer_is_refused() {
     for module in [gpu.load_ptx_with_prototypes(PTX, cu).unwrap(), gpu.load_ptx_file(dir.join("kernels.ptx")).unwrap()]
     {
         let saxpy = module.kernel("saxpy").unwrap();
-        let mut refused = |f: &Launcher| -> String {
-            let mut b_host = vec![7f32; 64];
-            let e = gpu.scope(&streams, |s| f(s.stream(0), s.device(&mut a), s.device(&mut b))).unwrap_err();
-            gpu.scope(&streams, |s| s.stream(0).dtoh(s.device(&mut b), &mut b_host)).unwrap();
-            assert!(b_host.iter().all(|v| *v == 0.0), "the refused launch wrote b");
-            format!("{e:#}")
-        };
+        let mut refused = |f: &Launcher| refusal(&gpu, &streams, (&mut a, &mut b), f);
         // SAFETY: refused before it is queued (as the test checks).
         let e = refused(&|st, _, y| unsafe {
             st.kernel(&saxpy, cfg).value(0u64).write(y).value(2.0f32).value(64u64).launch()

@@ -134,6 +134,18 @@ impl PipelineArgs {
     }
 }
 
+/// The flags of a pipeline lesson whose kernel runs in place: how the data is cut up, the kernel, and
+/// how to measure.
+#[derive(Args, Clone, Debug)]
+pub struct PipelineFlags {
+    #[command(flatten)]
+    pub pipeline: PipelineArgs,
+    #[command(flatten)]
+    pub work: WorkArgs,
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
 /// The per-chunk work of the pipeline lessons.
 #[derive(Args, Clone, Debug)]
 pub struct WorkArgs {

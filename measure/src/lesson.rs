@@ -5,15 +5,19 @@
 //!
 //! ```ignore
 //! fn main() -> ExitCode {
-//!     common::lesson::run(overlap)
+//!     measure::lesson::run(zero_copy)
 //! }
 //!
-//! fn overlap(args: &Args, out: &Output) -> anyhow::Result<()> {
-//!     let plan = args.pipeline.plan(64 << 20, 32, 4)?; // a bad combination: exit 2, GPU untouched
-//!     let gpu = common::lesson::gpu(out)?;              // the GPU CUDA_DEVICE names, and its report
+//! fn zero_copy(args: &Args, out: &Output) -> anyhow::Result<()> {
+//!     let sizes = args.sizes()?;                         // a bad combination: exit 2, GPU untouched
+//!     let gpu = measure::lesson::gpu(out)?;              // the GPU CUDA_DEVICE names, and its report
+//!     gpu.check_footprint(&footprint(&sizes))?;          // too large for this machine: exit 2, at once
 //!     ...
 //! }
 //! ```
+//!
+//! The pipeline lessons start through their rig instead ([`crate::rig::PipelineRig::start`]), which
+//! does the same.
 
 use std::process::ExitCode;
 

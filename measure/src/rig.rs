@@ -11,7 +11,7 @@ use common::{DeviceInfo, Gpu};
 use kernels::Kernels;
 
 use crate::{
-    args::RunArgs,
+    args::PipelineFlags,
     bound::PipelineReport,
     pipeline::{self, Buffering, Pipeline, PipelineRun},
     report::{fmt_bytes, fmt_count, Output},
@@ -30,8 +30,13 @@ pub struct PipelineSetup {
 }
 
 impl PipelineSetup {
-    pub fn new(plan: ChunkPlan, kernel: ChunkKernel, run: &RunArgs) -> PipelineSetup {
-        PipelineSetup { plan, kernel, repeats: run.repeats() }
+    /// From a lesson's flags, with its defaults for the flags not given: `(elements, chunks, streams)`.
+    pub fn from_flags(
+        flags: &PipelineFlags,
+        (elements, chunks, streams): (usize, usize, usize),
+    ) -> anyhow::Result<Self> {
+        let plan = flags.pipeline.plan(elements, chunks, streams)?;
+        Ok(PipelineSetup { plan, kernel: flags.work.kernel(), repeats: flags.run.repeats() })
     }
 }
 

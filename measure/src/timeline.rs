@@ -18,8 +18,6 @@ use std::{
     time::Instant,
 };
 
-use serde::Serialize;
-
 use common::{Gpu, Observer, TimedOp};
 
 thread_local! {
@@ -54,17 +52,13 @@ pub fn current_phase() -> String {
     PHASE.with(|p| p.borrow().clone())
 }
 
-/// One operation as the GPU ran it, in ms since the process started recording.
-#[derive(Clone, Debug, Serialize)]
+/// One operation as the GPU ran it, on the process's clock: the operation ([`TimedOp`]: its `label` is
+/// the phase it ran in, its stream numbered from 0 per GPU, its times in ms since the process started
+/// recording) and the GPU it ran on.
+#[derive(Clone, Debug)]
 pub struct Record {
     pub device: u32,
-    pub phase: String,
-    pub stream: usize,
-    pub kind: &'static str,
-    pub name: String,
-    pub bytes: usize,
-    pub start_ms: f64,
-    pub end_ms: f64,
+    pub op: TimedOp,
 }
 
 /// The records of every GPU of the process, on one clock: the host's, from the first recorder's start.
@@ -110,16 +104,8 @@ impl Observer for Recorder {
         let origin_ms = self.origin_ms.get().copied().unwrap_or(0.0);
         let next = self.streams.len();
         let stream = *self.streams.entry(op.stream).or_insert(next);
-        self.records.push(Record {
-            device: self.device,
-            phase: op.label,
-            stream,
-            kind: op.kind,
-            name: op.name,
-            bytes: op.bytes,
-            start_ms: origin_ms + op.start_ms,
-            end_ms: origin_ms + op.end_ms,
-        });
+        let (start_ms, end_ms) = (origin_ms + op.start_ms, origin_ms + op.end_ms);
+        self.records.push(Record { device: self.device, op: TimedOp { stream, start_ms, end_ms, ..op } });
     }
 }
 
@@ -151,26 +137,27 @@ pub fn chrome_trace(records: &[Record]) -> serde_json::Value {
         .iter()
         .map(|r| {
             // Streams of GPU 0 are plain numbers; those of other GPUs are named for their GPU.
-            let tid = if r.device == 0 {
-                serde_json::json!(r.stream)
+            let (op, device) = (&r.op, r.device);
+            let tid = if device == 0 {
+                serde_json::json!(op.stream)
             } else {
-                serde_json::json!(format!("gpu{}.{}", r.device, r.stream))
+                serde_json::json!(format!("gpu{device}.{}", op.stream))
             };
             serde_json::json!({
-                "name": r.name, "cat": r.kind, "ph": "X", "pid": 0, "tid": tid,
-                "ts": us(r.start_ms), "dur": us(r.end_ms - r.start_ms),
-                "args": { "bytes": r.bytes, "phase": r.phase },
+                "name": op.name, "cat": op.kind, "ph": "X", "pid": 0, "tid": tid,
+                "ts": us(op.start_ms), "dur": us(op.end_ms - op.start_ms),
+                "args": { "bytes": op.bytes, "phase": op.label },
             })
         })
         .collect();
     let mut phases: Vec<(String, f64, f64)> = Vec::new();
-    for r in records {
+    for op in records.iter().map(|r| &r.op) {
         match phases.last_mut() {
-            Some(p) if p.0 == r.phase => {
-                p.1 = p.1.min(r.start_ms);
-                p.2 = p.2.max(r.end_ms);
+            Some(p) if p.0 == op.label => {
+                p.1 = p.1.min(op.start_ms);
+                p.2 = p.2.max(op.end_ms);
             }
-            _ => phases.push((r.phase.clone(), r.start_ms, r.end_ms)),
+            _ => phases.push((op.label.clone(), op.start_ms, op.end_ms)),
         }
     }
     for (name, start, end) in phases {
@@ -185,15 +172,9 @@ mod tests {
 
     #[test]
     fn chrome_trace_has_ops_and_phases() {
-        let r = |phase: &str, stream, kind, start_ms, end_ms| Record {
+        let r = |phase: &str, stream, kind: &'static str, start_ms, end_ms| Record {
             device: 0,
-            phase: phase.into(),
-            stream,
-            kind,
-            name: kind.into(),
-            bytes: 8,
-            start_ms,
-            end_ms,
+            op: TimedOp { label: phase.into(), stream, kind, name: kind.into(), bytes: 8, start_ms, end_ms },
         };
         let t = chrome_trace(&[r("a", 0, "H2D", 0.0, 1.0), r("a", 1, "kernel", 0.5, 2.0), r("b", 0, "D2H", 3.0, 4.5)]);
         let ev = t["traceEvents"].as_array().unwrap();

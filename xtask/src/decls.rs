@@ -484,6 +484,14 @@ impl fmt::Display for Sig {
 mod tests {
     use super::*;
 
+    /// The sample declarations below with common's own `opaque!` macro, as ffi.rs writes it.
+    fn sample() -> String {
+        let ffi = include_str!("../../common/src/ffi.rs");
+        let start = ffi.find("macro_rules! opaque").expect("ffi.rs declares its handles with opaque!");
+        let end = start + ffi[start..].find("\n}\n").unwrap() + 3;
+        SAMPLE.replacen("OPAQUE_MACRO\n", &ffi[start..end], 1)
+    }
+
     const SAMPLE: &str = r#"
 //! A module doc.
 #![allow(non_snake_case)]
@@ -491,15 +499,7 @@ use std::ffi::{c_char, c_int, c_uint, c_void};
 
 /// `CUdevice`.
 pub type CUdevice = c_int;
-macro_rules! opaque {
-    ($($handle:ident => $st:ident),*) => {$(
-        #[repr(C)]
-        pub struct $st {
-            _private: [u8; 0],
-        }
-        pub type $handle = *mut $st;
-    )*};
-}
+OPAQUE_MACRO
 opaque!(CUcontext => CUctx_st, CUstream => CUstream_st);
 
 pub const CU_DEVICE_ATTRIBUTE_X: c_int = 0x10;
@@ -548,7 +548,7 @@ mod tests {
 
     #[test]
     fn reads_every_kind_of_declaration() {
-        let d = parse(SAMPLE).unwrap();
+        let d = parse(&sample()).unwrap();
         let names: Vec<&str> = d.funcs.iter().map(|f| f.name.as_str()).collect();
         assert_eq!(names, ["cuInit", "cuGetErrorName", "sync"]);
         assert_eq!(d.funcs[2].symbol, "cuCtxSynchronize");

@@ -6,14 +6,16 @@ use anyhow::{bail, Context as _};
 
 use crate::tools;
 
-/// A lesson: its name (`examples/NAME.rs`), arguments that keep a run short (for the sanitizer),
-/// arguments for the profiler, whose pictures should show the real workload and whose built-in timeline
-/// is accurate only for operations of some length, and for a lesson that follows a CUDA C++ program
-/// (`seeds/`), the function that is that program in Rust, which the lesson opens with.
+/// A lesson: its name (`examples/NAME.rs` or `examples/NAME/main.rs`), arguments that keep a run short
+/// (for the sanitizer), arguments for the profiler, whose pictures should show the real workload and
+/// whose built-in timeline is accurate only for operations of some length, and for a lesson that follows
+/// a CUDA C++ program (`seeds/`), the function that is that program in Rust, which the lesson opens with.
 pub struct Lesson {
     pub name: &'static str,
-    pub quick: &'static [&'static str],
-    pub profile: &'static [&'static str],
+    quick: &'static [&'static str],
+    profile: &'static [&'static str],
+    /// Whether it takes `--repeats` and `--warmup` (every lesson but the example of a kernel of one's own).
+    repeats: bool,
     #[cfg_attr(not(test), allow(dead_code))] // read by the tidy test
     pub seed: Option<Seed>,
 }
@@ -27,105 +29,62 @@ pub struct Seed {
     pub function: &'static str,
 }
 
+type Args = &'static [&'static str];
+
+impl Lesson {
+    /// A lesson measured with `--repeats` and `--warmup`: its quick and profile arguments.
+    const fn new(name: &'static str, quick: Args, profile: Args) -> Lesson {
+        Lesson { name, quick, profile, repeats: true, seed: None }
+    }
+
+    /// That follows `program`, whose Rust is `function`.
+    const fn seed(self, program: &'static str, function: &'static str) -> Lesson {
+        Lesson { seed: Some(Seed { program, function }), ..self }
+    }
+
+    /// A short run: two repeats after one warm-up, unless its arguments say otherwise.
+    pub fn quick(&self) -> Vec<&'static str> {
+        self.with_repeats(self.quick, ["--repeats", "2", "--warmup", "1"])
+    }
+
+    /// A run for the profiler: three repeats after one warm-up.
+    pub fn profile(&self) -> Vec<&'static str> {
+        self.with_repeats(self.profile, ["--repeats", "3", "--warmup", "1"])
+    }
+
+    fn with_repeats(&self, args: Args, repeats: [&'static str; 4]) -> Vec<&'static str> {
+        let mut v = args.to_vec();
+        if self.repeats && !args.contains(&"--repeats") {
+            v.extend(repeats);
+        }
+        v
+    }
+}
+
 /// Every lesson, once: the only list of them (a tidy test holds `examples/` and README.md to it).
+#[rustfmt::skip]
 pub const LESSONS: [Lesson; 15] = [
-    Lesson {
-        name: "pinned_memory",
-        quick: &["--min", "64KiB", "--max", "4MiB", "--repeats", "2", "--warmup", "1"],
-        profile: &["--max", "64MiB", "--repeats", "3", "--warmup", "1"],
-        seed: Some(Seed { program: "pinned_memory.cu", function: "pinned_memory_cu" }),
-    },
-    Lesson {
-        name: "async_memcpy",
-        quick: &["-n", "256k", "--repeats", "2", "--warmup", "1"],
-        profile: &["--repeats", "3", "--warmup", "1"],
-        seed: Some(Seed { program: "async_memcpy.cu", function: "async_memcpy_cu" }),
-    },
-    Lesson {
-        name: "overlap",
-        quick: &["-n", "4M", "--chunks", "8", "--streams", "4", "--iters", "64", "--repeats", "2", "--warmup", "1"],
-        profile: &["--repeats", "3", "--warmup", "1"],
-        seed: Some(Seed { program: "overlap_pattern.cu", function: "overlap_pattern_cu" }),
-    },
-    Lesson {
-        name: "overlap_sweep",
-        quick: &["-n", "1M", "--iters", "16", "--repeats", "2", "--warmup", "1"],
-        profile: &["-n", "16M", "--repeats", "3", "--warmup", "1"],
-        seed: None,
-    },
-    Lesson {
-        name: "vector_add_streams",
-        quick: &["-n", "4M", "--chunks", "8", "--streams", "4", "--repeats", "2", "--warmup", "1"],
-        profile: &["--repeats", "3", "--warmup", "1"],
-        seed: Some(Seed { program: "asyncMemoryCopyExample.cu", function: "async_memory_copy_example_cu" }),
-    },
-    Lesson {
-        name: "zero_copy",
-        quick: &["--min", "64KiB", "--max", "4MiB", "--repeats", "2", "--warmup", "1"],
-        profile: &["--max", "64MiB", "--repeats", "3", "--warmup", "1"],
-        seed: Some(Seed { program: "day43_ZeroCopyExample.cu", function: "zero_copy_example_cu" }),
-    },
-    Lesson {
-        name: "double_buffering",
-        quick: &["-n", "4M", "--chunks", "8", "--streams", "4", "--iters", "64", "--repeats", "2", "--warmup", "1"],
-        profile: &["--repeats", "3", "--warmup", "1"],
-        seed: Some(Seed { program: "the double-buffering exercise", function: "double_buffering_exercise" }),
-    },
-    Lesson {
-        name: "staged_copy",
-        quick: &["--min", "4MiB", "--max", "16MiB", "--threads", "4", "--repeats", "2", "--warmup", "1"],
-        profile: &["--max", "256MiB", "--repeats", "3", "--warmup", "1"],
-        seed: None,
-    },
-    Lesson {
-        name: "bidirectional",
-        quick: &["--min", "1MiB", "--max", "4MiB", "--repeats", "2", "--warmup", "1"],
-        profile: &["--max", "256MiB", "--repeats", "3", "--warmup", "1"],
-        seed: None,
-    },
-    Lesson {
-        name: "managed_memory",
-        quick: &["--min", "16MiB", "--max", "64MiB", "--iters", "64", "--repeats", "2", "--warmup", "1"],
-        profile: &["--max", "256MiB", "--repeats", "3", "--warmup", "1"],
-        seed: None,
-    },
-    Lesson {
-        name: "every_gpu",
-        quick: &["--size", "4MiB", "--repeats", "2", "--warmup", "1"],
-        profile: &["--size", "256MiB", "--repeats", "3", "--warmup", "1"],
-        seed: None,
-    },
-    Lesson {
-        name: "latency",
-        quick: &["--accesses", "256", "--repeats", "2", "--warmup", "1"],
-        profile: &["--repeats", "3", "--warmup", "1"],
-        seed: None,
-    },
-    Lesson {
-        name: "planner",
-        quick: &["--size", "16MiB", "--iters", "16", "--repeats", "2", "--warmup", "1"],
-        profile: &["--repeats", "3", "--warmup", "1"],
-        seed: None,
-    },
-    Lesson {
-        name: "small_copies",
-        quick: &[
-            "--counts",
-            "3,20",
-            "--sizes",
-            "100,4KiB",
-            "--no-model",
-            "--streams",
-            "2",
-            "--repeats",
-            "1",
-            "--warmup",
-            "0",
-        ],
-        profile: &["--counts", "100,1000", "--sizes", "4KiB,64KiB", "--repeats", "3", "--warmup", "1"],
-        seed: None,
-    },
-    Lesson { name: "your_kernel", quick: &[], profile: &[], seed: None },
+    Lesson::new("pinned_memory", &["--min", "64KiB", "--max", "4MiB"], &["--max", "64MiB"])
+        .seed("pinned_memory.cu", "pinned_memory_cu"),
+    Lesson::new("async_memcpy", &["-n", "256k"], &[]).seed("async_memcpy.cu", "async_memcpy_cu"),
+    Lesson::new("overlap", &["-n", "4M", "--chunks", "8", "--streams", "4", "--iters", "64"], &[])
+        .seed("overlap_pattern.cu", "overlap_pattern_cu"),
+    Lesson::new("overlap_sweep", &["-n", "1M", "--iters", "16"], &["-n", "16M"]),
+    Lesson::new("vector_add_streams", &["-n", "4M", "--chunks", "8", "--streams", "4"], &[])
+        .seed("asyncMemoryCopyExample.cu", "async_memory_copy_example_cu"),
+    Lesson::new("zero_copy", &["--min", "64KiB", "--max", "4MiB"], &["--max", "64MiB"])
+        .seed("day43_ZeroCopyExample.cu", "zero_copy_example_cu"),
+    Lesson::new("double_buffering", &["-n", "4M", "--chunks", "8", "--streams", "4", "--iters", "64"], &[])
+        .seed("the double-buffering exercise", "double_buffering_exercise"),
+    Lesson::new("staged_copy", &["--min", "4MiB", "--max", "16MiB", "--threads", "4"], &["--max", "256MiB"]),
+    Lesson::new("bidirectional", &["--min", "1MiB", "--max", "4MiB"], &["--max", "256MiB"]),
+    Lesson::new("managed_memory", &["--min", "16MiB", "--max", "64MiB", "--iters", "64"], &["--max", "256MiB"]),
+    Lesson::new("every_gpu", &["--size", "4MiB"], &["--size", "256MiB"]),
+    Lesson::new("latency", &["--accesses", "256"], &[]),
+    Lesson::new("planner", &["--size", "16MiB", "--iters", "16"], &[]),
+    Lesson::new("small_copies", &["--counts", "3,20", "--sizes", "100,4KiB", "--no-model", "--streams", "2", "--repeats", "1", "--warmup", "0"],
+        &["--counts", "100,1000", "--sizes", "4KiB,64KiB"]),
+    Lesson { name: "your_kernel", quick: &[], profile: &[], repeats: false, seed: None },
 ];
 
 /// The lessons named (all when none), checked against the list.

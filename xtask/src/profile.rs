@@ -61,13 +61,13 @@ pub fn run(flags: ProfileFlags) -> anyhow::Result<()> {
     // One step per lesson, with the time left estimated from those done; hidden where stderr is no terminal.
     let bar = progress(names.len());
     for name in &names {
-        let args = lessons::LESSONS.iter().find(|l| l.name == name).map(|l| l.profile).unwrap_or(&[]);
+        let args = lessons::LESSONS.iter().find(|l| l.name == name).map(|l| l.profile()).unwrap_or_default();
         bar.set_message(name.clone());
         let timeline = out.join(format!("{name}.timeline.json"));
         let recorded = match &nsys {
             Some(nsys) => {
                 let bin = bins.join(name);
-                let rec = record(nsys, bin.as_os_str(), args, Some(("GPU_TIMELINE", &timeline)), (&out, name), true)?;
+                let rec = record(nsys, bin.as_os_str(), &args, Some(("GPU_TIMELINE", &timeline)), (&out, name), true)?;
                 let rules = analyze(nsys, &rec, (&out, name));
                 Some((rec, rules))
             }

@@ -39,7 +39,7 @@ pub fn run(flags: SanitizeFlags) -> anyhow::Result<()> {
     println!("{:<20} {}", "lesson", tools_to_run.iter().map(|t| format!("{t:>11}")).collect::<String>());
     let mut failures = Vec::new();
     for l in selected {
-        let (lesson, args) = (l.name, l.quick);
+        let (lesson, args) = (l.name, l.quick());
         let mut row = format!("{lesson:<20} ");
         for tool in &tools_to_run {
             let mut cmd = Command::new(&sanitizer);
@@ -49,7 +49,7 @@ pub fn run(flags: SanitizeFlags) -> anyhow::Result<()> {
             }
             let out = cmd
                 .arg(bins.join(lesson))
-                .args(args)
+                .args(&args)
                 .output()
                 .with_context(|| format!("running compute-sanitizer on {lesson}"))?;
             let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
