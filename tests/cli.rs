@@ -186,7 +186,7 @@ fn a_kernel_of_your_own_is_checked_before_the_gpu_starts() {
 #[test]
 fn only_the_planner_acts_as_the_child_that_runs_a_users_kernel() {
     let job = r#"{"kernel":{"ptx":"/nonexistent/yours.ptx","name":"yours"},"sizes":[1024],"elements":0,"configs":[],"repeats":{"warmup":0,"repeats":1}}"#;
-    let child = |name: &str| Command::new(lesson(name)).env(measure::planner::CHILD, job).output().unwrap();
+    let child = |name: &str| Command::new(lesson(name)).env("GPU_TRANSFERS_USER_KERNEL", job).output().unwrap();
     let planner = child("planner");
     let said = String::from_utf8_lossy(&planner.stderr);
     assert!(said.contains("reading /nonexistent/yours.ptx"), "the planner's child reads the PTX: {said}");

@@ -277,7 +277,7 @@ pub fn parse_gbps(s: &str) -> anyhow::Result<f64> {
 }
 
 /// `--devices`: `all`, or a list of device numbers such as `0,1`, each once. Whether the devices exist
-/// is known only to the driver: `device::parse_devices` checks that, before any GPU work.
+/// is known only to the driver: `every_gpu` checks that (its `parse_devices`), before any GPU work.
 pub fn parse_device_list(s: &str) -> anyhow::Result<String> {
     let t = s.trim();
     if t == "all" {

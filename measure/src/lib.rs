@@ -17,10 +17,8 @@
 //! | [`pipeline`] | the one pipeline loop, the data it runs on, and the copy times and kernel calibration it is measured with |
 //! | [`bound`] | a lower bound on a pipeline's time, measured in the same run, and what limits it |
 //! | [`rig`] | the pipeline lessons' rig: the GPU, the setup, one stream against many, each run against its bound, the report |
-//! | [`planner`] | the best chunk and stream counts for a pipeline, from costs measured in the same run (a model) |
 //! | [`small`] | many small buffers moved every way there is (memcpy each, batched, packed, a graph, zero-copy), timed and checked |
 //! | [`small_plan`] | which way moves a given set of small buffers fastest, from costs measured in the same run (a model) |
-//! | [`multi`] | driving several GPUs at once: device lists, lockstep phases, NUMA binding |
 
 pub mod args;
 pub mod bound;
@@ -29,9 +27,7 @@ pub mod error;
 pub mod fit;
 pub mod lesson;
 pub mod machine;
-pub mod multi;
 pub mod pipeline;
-pub mod planner;
 pub mod report;
 pub mod rig;
 pub mod small;
