@@ -165,6 +165,26 @@ impl WorkArgs {
     }
 }
 
+/// The sizes a lesson sweeps, from `--min` to `--max`, 4x each step. Each lesson has its own defaults,
+/// which its flags' summary names.
+#[derive(Args, Clone, Debug)]
+pub struct SweepArgs {
+    /// Smallest size, then 4x each step up to --max: bytes, or with KiB, MiB or GiB (default: the lesson's, above)
+    #[arg(long, value_parser = parse_bytes, allow_negative_numbers = true)]
+    pub min: Option<usize>,
+    /// Largest size (default: the lesson's, above)
+    #[arg(long, value_parser = parse_bytes, allow_negative_numbers = true)]
+    pub max: Option<usize>,
+}
+
+impl SweepArgs {
+    /// The sizes the flags ask for, with the lesson's `min` and `max` for those not given
+    /// ([`size_sweep`]): whole f32 elements, `--min` at most `--max`, and `--max` the last.
+    pub fn sizes(&self, min: usize, max: usize) -> anyhow::Result<Vec<usize>> {
+        size_sweep(self.min.unwrap_or(min), self.max.unwrap_or(max), 4)
+    }
+}
+
 /// Why a string is not a whole number, in words: negative, too large, or not a number at all.
 fn whole(s: &str, digits: &str, max: u128) -> anyhow::Result<u128> {
     if digits.starts_with('-') && digits.len() > 1 && digits[1..].chars().all(|c| c.is_ascii_digit() || c == '_') {
@@ -449,6 +469,10 @@ mod tests {
         assert!(err(size_sweep(4096, 0, 4)).contains("--max 0: sizes must run from at least 4 bytes"));
         let e = size_sweep(4096, 0, 4).unwrap_err();
         assert_eq!(crate::error::ErrorKind::of(&e), crate::error::ErrorKind::BadArguments);
+        let given = |min, max| SweepArgs { min, max }.sizes(4096, 65536);
+        assert_eq!(given(None, None).unwrap(), vec![4096, 16384, 65536], "the lesson's defaults");
+        assert_eq!(given(None, Some(16384)).unwrap(), vec![4096, 16384], "a flag given, the other the default");
+        assert_eq!(err(given(None, Some(1024))), "--min 4 KiB is more than --max 1 KiB");
     }
 
     #[test]
