@@ -265,3 +265,28 @@ pub fn in_place(gpu: &Gpu, kernels: &Kernels, kernel: ChunkKernel, chunk: usize,
         ChunkKernel::VectorAdd => anyhow::bail!("c = a + b is not a kernel in place"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GIB: usize = 1 << 30;
+
+    #[test]
+    fn a_pipelines_footprint_counts_its_vectors_buffers_and_bound() {
+        // overlap's defaults: 64M floats (256 MiB) in 32 chunks on 4 streams, in and out pinned; the
+        // bound's scratch (twice the data) is the most the device holds at once.
+        let plan = ChunkPlan::new(64 << 20, 32, 4).unwrap();
+        let f = Pipeline::footprint(ChunkKernel::Balanced, &plan, 4);
+        assert_eq!(f.pinned, (2 * (64 << 20) + 2 * plan.max_chunk()) * 4);
+        assert_eq!(f.device, (2 * (64 << 20) + 2 * plan.max_chunk()) * 4);
+        // vector_add_streams -n 20G: a, b and c of 80 GiB each pinned, before anything is allocated.
+        let plan = ChunkPlan::new(20 << 30, 16, 4).unwrap();
+        let f = Pipeline::footprint(ChunkKernel::VectorAdd, &plan, 4);
+        assert!(f.pinned >= 240 * GIB && f.device >= 160 * GIB, "{f:?}");
+        // Many buffers of big chunks outweigh the bound's scratch.
+        let plan = ChunkPlan::new(1 << 20, 4, 4).unwrap();
+        let f = Pipeline::footprint(ChunkKernel::VectorAdd, &plan, 4);
+        assert_eq!(f.device, (4 * 3 * (1 << 18) + 2 * (1 << 18)) * 4);
+    }
+}
