@@ -18,8 +18,6 @@
 //! | [`bound`] | a lower bound on a pipeline's time, measured in the same run, and what limits it |
 //! | [`rig`] | the pipeline lessons' rig: the GPU, the setup, one stream against many, each run against its bound, the report |
 //! | [`planner`] | the best chunk and stream counts for a pipeline, from costs measured in the same run (a model) |
-//! | [`small`] | many small buffers moved every way there is (memcpy each, batched, packed, a graph, zero-copy), timed and checked |
-//! | [`small_plan`] | which way moves a given set of small buffers fastest, from costs measured in the same run (a model) |
 //! | [`multi`] | driving several GPUs at once: device lists, lockstep phases, NUMA binding |
 
 pub mod args;
@@ -34,8 +32,6 @@ pub mod pipeline;
 pub mod planner;
 pub mod report;
 pub mod rig;
-pub mod small;
-pub mod small_plan;
 pub mod timeline;
 pub mod timing;
 pub mod verify;
