@@ -1,5 +1,6 @@
-// Kernels of the small-copies lesson: many small buffers moved between one packed buffer (or host
-// memory mapped for the GPU) and a device arena, by one launch each way.
+// The small-copies lesson's kernel: many small buffers moved between one packed buffer (or host memory
+// mapped for the GPU) and a device arena, by one launch each way (the same kernel, its table read the
+// other way back).
 //
 // table[3 * e .. 3 * e + 3) = (offset in `packed`, offset in `arena`, bytes) of buffer e. An entry that
 // does not fit inside both buffers is skipped, so no table makes a kernel touch memory outside them.
@@ -26,26 +27,18 @@ __device__ __forceinline__ void copy_entry(const unsigned char* from, unsigned c
     }
 }
 
-// Each buffer from its place in `packed` to its place in `arena`.
-extern "C" __global__ void scatter(const unsigned char* packed, unsigned long long packed_len,
-                                   const unsigned long long* table, unsigned int count, unsigned char* arena,
-                                   unsigned long long arena_len) {
+// Each buffer of the table from its place in `from` to its place in `to`, the table read one way or the
+// other: with `backward` 0 an entry's first offset is in `from` and its second in `to` (the scatter:
+// packed to arena), with `backward` 1 the other way round (the gather: arena back to packed).
+extern "C" __global__ void copy_by_table(const unsigned char* from, unsigned long long from_len,
+                                         const unsigned long long* table, unsigned int count,
+                                         unsigned int backward, unsigned char* to, unsigned long long to_len) {
+    unsigned int b = backward & 1;
     for (unsigned int e = blockIdx.y; e < count; e += gridDim.y) {
-        unsigned long long at = table[3 * e], to = table[3 * e + 1], bytes = table[3 * e + 2];
-        if (fits(at, bytes, packed_len) && fits(to, bytes, arena_len)) {
-            copy_entry(packed + at, arena + to, bytes);
-        }
-    }
-}
-
-// Each buffer from its place in `arena` back to its place in `packed`.
-extern "C" __global__ void gather(const unsigned char* arena, unsigned long long arena_len,
-                                  const unsigned long long* table, unsigned int count, unsigned char* packed,
-                                  unsigned long long packed_len) {
-    for (unsigned int e = blockIdx.y; e < count; e += gridDim.y) {
-        unsigned long long at = table[3 * e], from = table[3 * e + 1], bytes = table[3 * e + 2];
-        if (fits(at, bytes, packed_len) && fits(from, bytes, arena_len)) {
-            copy_entry(arena + from, packed + at, bytes);
+        const unsigned long long* entry = table + 3ull * e;
+        unsigned long long at = entry[b], dest = entry[1 - b], bytes = entry[2];
+        if (fits(at, bytes, from_len) && fits(dest, bytes, to_len)) {
+            copy_entry(from + at, to + dest, bytes);
         }
     }
 }

@@ -122,12 +122,19 @@ fn lesson_specific_flags() {
 
 #[test]
 fn small_copies_flags() {
-    bad_flag("small_copies", &["--sizes", "4KiB,0"], "a buffer of at least 1 byte");
+    bad_flag("small_copies", &["--sizes", "4KiB,0"], "must be at least 1 byte");
     bad_flag("small_copies", &["--counts", "10,-3"], "'-3' is negative");
+    bad_flag("small_copies", &["--counts", "10,2M"], "at most 1,000,000 buffers");
     bad_flag("small_copies", &["--plan", "4KiB*x"], "'4KiB*x': the count 'x' is not a whole number");
     bad_flag("small_copies", &["--plan", "0*3"], "a buffer of 0 bytes");
     bad_flag("small_copies", &["--streams", "33"], "--streams 33: at most 32");
     bad_flag("small_copies", &["--max-total", "1KiB", "--sizes", "4KiB", "--no-model"], "every count and size is over");
+}
+
+#[test]
+fn latency_flags() {
+    bad_flag("latency", &["--bytes", "0"], "must be at least 1 byte");
+    bad_flag("latency", &["--accesses", "100"], "--accesses: 256 (launch costs must not swamp reads) to 16384");
 }
 
 #[test]

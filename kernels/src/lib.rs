@@ -27,8 +27,7 @@ pub struct Kernels {
     scale: Kernel,
     accumulate: Kernel,
     chase: Kernel,
-    scatter: Kernel,
-    gather: Kernel,
+    copy_by_table: Kernel,
     /// A kernel of the user's, `NAME(float* data, unsigned long long n)` ([`Kernels::adopt_user`]).
     user: Option<Kernel>,
     sms: u32,
@@ -39,9 +38,9 @@ fn ours(launch: LaunchBuilder<'_, '_>) -> anyhow::Result<()> {
     // SAFETY: every kernel of this crate's .cu files touches only the views its launcher declares, in
     // the declared way: each indexes element i < n of views of n elements (grid-stride or one thread
     // per element, n passed from the views' lengths), chase bounds every link it reads by the chain's
-    // length, and scatter and gather skip every table entry that does not fit inside both buffers (whose
+    // length, and copy_by_table skips every table entry that does not fit inside both buffers (whose
     // lengths are passed from the views'), reading only the table's first 3 * count elements (count
-    // passed from the table view's length). Their CPU twins and the GPU tests hold them to that.
+    // passed from the table view's length, the column it reads first masked to 0 or 1). Their CPU twins and the GPU tests hold them to that.
     unsafe { launch.launch() }
 }
 
@@ -62,8 +61,7 @@ impl Kernels {
             scale: zero_copy.kernel("scale")?,
             accumulate: zero_copy.kernel("accumulate")?,
             chase: zero_copy.kernel("chase")?,
-            scatter: small_copies.kernel("scatter")?,
-            gather: small_copies.kernel("gather")?,
+            copy_by_table: small_copies.kernel("copy_by_table")?,
             user: None,
             sms: gpu.info.sms,
         })
@@ -152,33 +150,25 @@ impl Kernels {
         })
     }
 
-    /// `scatter<<<..>>>(packed, table, arena)`: each buffer of `table` (`(offset in packed, offset in
-    /// arena, bytes)`, three numbers a buffer) from its place in `packed` to its place in `arena`, all in
-    /// one launch ([`cpu::scatter`]). `packed` may be device memory or mapped host memory (zero-copy).
-    /// `largest`, the largest buffer's bytes, only spreads the work: entries that do not fit in both
-    /// buffers are skipped, whatever the table holds.
-    pub fn scatter<'s>(
+    /// `copy_by_table<<<..>>>(from, table, to)`: each buffer of `table` (`(offset in packed, offset in
+    /// arena, bytes)`, three numbers a buffer) from its place in `from` to its place in `to`, all in one
+    /// launch ([`cpu::copy_by_table`]): [`TableCopy::Scatter`] from the packed buffer into the arena,
+    /// [`TableCopy::Gather`] from the arena back into the packed buffer. The packed side may be device
+    /// memory or mapped host memory (zero-copy). `largest`, the largest buffer's bytes, only spreads the
+    /// work: entries that do not fit in both buffers are skipped, whatever the table holds.
+    pub fn copy_by_table<'s>(
         &self,
         on: impl Queue<'s>,
-        packed: DevRead<'s, u8>,
+        way: TableCopy,
+        from: DevRead<'s, u8>,
         table: DevRead<'s, u64>,
-        arena: Dev<'s, u8>,
+        to: Dev<'s, u8>,
         largest: usize,
     ) -> anyhow::Result<()> {
-        by_table(on, &self.scatter, (packed, table, arena), largest)
-    }
-
-    /// `gather<<<..>>>(arena, table, packed)`: the reverse of [`Kernels::scatter`], each buffer from its
-    /// place in `arena` back to its place in `packed` ([`cpu::gather`]).
-    pub fn gather<'s>(
-        &self,
-        on: impl Queue<'s>,
-        arena: DevRead<'s, u8>,
-        table: DevRead<'s, u64>,
-        packed: Dev<'s, u8>,
-        largest: usize,
-    ) -> anyhow::Result<()> {
-        by_table(on, &self.gather, (arena, table, packed), largest)
+        let (config, count) = (entries_grid(table.len() / 3, largest), (table.len() / 3) as u32);
+        let launch = on.kernel(&self.copy_by_table, config).read(from).value(from.len() as u64).read(table);
+        let launch = launch.value(count).value(way as u32).write(to).value(to.len() as u64);
+        ours(table_fits(launch, table.len()))
     }
 
     /// Takes a kernel of the user's, declared `extern "C" __global__ void NAME(float* data, unsigned
@@ -204,21 +194,18 @@ impl Kernels {
     }
 }
 
-/// The grid of scatter and gather: a row of blocks per buffer (up to 65535 rows, striding beyond), with
-/// as many blocks in the row as a buffer of `largest` bytes keeps busy at 16 KiB a block (1 to 64).
-/// `kernel(from, from_len, table, count, to, to_len)`: scatter or gather, whose parameters run alike.
-fn by_table<'s>(
-    on: impl Queue<'s>,
-    kernel: &Kernel,
-    (from, table, to): (DevRead<'s, u8>, DevRead<'s, u64>, Dev<'s, u8>),
-    largest: usize,
-) -> anyhow::Result<()> {
-    let config = entries_grid(table.len() / 3, largest);
-    let launch = on.kernel(kernel, config).read(from).value(from.len() as u64).read(table);
-    let launch = launch.value((table.len() / 3) as u32).write(to).value(to.len() as u64);
-    ours(table_fits(launch, table.len()))
+/// Which way [`Kernels::copy_by_table`] reads its table of `(offset in packed, offset in arena, bytes)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TableCopy {
+    /// From each entry's first offset (the packed buffer, or mapped host memory) to its second (the arena).
+    Scatter = 0,
+    /// Back: from each entry's second offset (the arena) to its first.
+    Gather = 1,
 }
 
+/// The grid of [`Kernels::copy_by_table`]: a row of blocks per buffer (up to 65535 rows, striding
+/// beyond), with as many blocks in the row as a buffer of `largest` bytes keeps busy at 16 KiB a block
+/// (1 to 64).
 fn entries_grid(count: usize, largest: usize) -> LaunchConfig {
     let across = largest.div_ceil(16 << 10).clamp(1, 64) as u32;
     LaunchConfig { grid: (across, count.clamp(1, 65535) as u32, 1), block: (BLOCK, 1, 1), shared_bytes: 0 }
@@ -242,6 +229,8 @@ fn same_length<'q, 's>(launch: LaunchBuilder<'q, 's>, input: usize, out: usize) 
 
 /// The CPU twins of the kernels, operation for operation, so results can be compared bit for bit.
 pub mod cpu {
+    use super::TableCopy;
+
     pub const PROCESS_A: f32 = 1.0 - 1.0 / 16384.0;
     pub const PROCESS_B: f32 = 1.0 / 16384.0;
 
@@ -275,26 +264,18 @@ pub mod cpu {
         bytes <= len as u64 && offset <= len as u64 - bytes
     }
 
-    /// What [`super::Kernels::scatter`] does: each `(at, to, bytes)` of `table` copies `packed[at..at +
-    /// bytes]` to `arena[to..to + bytes]`, where both fit.
-    pub fn scatter(packed: &[u8], table: &[u64], arena: &mut [u8]) {
+    /// What [`super::Kernels::copy_by_table`] does: each `(packed, arena, bytes)` of `table` copies
+    /// `from[packed..packed + bytes]` to `to[arena..arena + bytes]` ([`TableCopy::Scatter`]), or
+    /// `from[arena..arena + bytes]` to `to[packed..packed + bytes]` ([`TableCopy::Gather`]), where both fit.
+    pub fn copy_by_table(way: TableCopy, from: &[u8], table: &[u64], to: &mut [u8]) {
         for e in table.chunks_exact(3) {
-            let (at, to, bytes) = (e[0], e[1], e[2]);
-            if fits(at, bytes, packed.len()) && fits(to, bytes, arena.len()) {
-                let (at, to, bytes) = (at as usize, to as usize, bytes as usize);
-                arena[to..to + bytes].copy_from_slice(&packed[at..at + bytes]);
-            }
-        }
-    }
-
-    /// What [`super::Kernels::gather`] does: each `(at, from, bytes)` of `table` copies `arena[from..from
-    /// + bytes]` back to `packed[at..at + bytes]`, where both fit.
-    pub fn gather(arena: &[u8], table: &[u64], packed: &mut [u8]) {
-        for e in table.chunks_exact(3) {
-            let (at, from, bytes) = (e[0], e[1], e[2]);
-            if fits(at, bytes, packed.len()) && fits(from, bytes, arena.len()) {
-                let (at, from, bytes) = (at as usize, from as usize, bytes as usize);
-                packed[at..at + bytes].copy_from_slice(&arena[from..from + bytes]);
+            let (src, dst, bytes) = match way {
+                TableCopy::Scatter => (e[0], e[1], e[2]),
+                TableCopy::Gather => (e[1], e[0], e[2]),
+            };
+            if fits(src, bytes, from.len()) && fits(dst, bytes, to.len()) {
+                let (src, dst, bytes) = (src as usize, dst as usize, bytes as usize);
+                to[dst..dst + bytes].copy_from_slice(&from[src..src + bytes]);
             }
         }
     }
@@ -309,7 +290,7 @@ pub mod cpu {
 
 #[cfg(test)]
 mod tests {
-    use super::cpu;
+    use super::{cpu, TableCopy};
 
     #[test]
     fn the_ptx_targets_the_driver_we_ship_for() {
@@ -344,21 +325,21 @@ mod tests {
     }
 
     #[test]
-    fn scatter_and_gather_twins_move_every_buffer_and_skip_what_does_not_fit() {
+    fn the_copy_by_table_twin_scatters_and_gathers_every_buffer_and_skips_what_does_not_fit() {
         let packed: Vec<u8> = (0..64).collect();
         // Buffers of 3, 16 and 5 bytes; the last entry reaches past the arena and is skipped.
         let table = [0, 32, 3, 3, 0, 16, 19, 100, 5, 60, 40, 10];
         let mut arena = vec![0u8; 48];
-        cpu::scatter(&packed, &table, &mut arena);
+        cpu::copy_by_table(TableCopy::Scatter, &packed, &table, &mut arena);
         assert_eq!(&arena[32..35], &[0, 1, 2]);
         assert_eq!(&arena[0..16], &packed[3..19]);
         assert_eq!(&arena[40..48], &[0; 8], "the entry that does not fit moved nothing");
         let mut back = vec![0u8; 64];
-        cpu::gather(&arena, &table, &mut back);
+        cpu::copy_by_table(TableCopy::Gather, &arena, &table, &mut back);
         assert_eq!(&back[..19], &packed[..19]);
         assert_eq!(back[19..].iter().filter(|b| **b != 0).count(), 0);
         let huge = [u64::MAX, 0, 2, 0, u64::MAX - 1, 2];
-        cpu::scatter(&packed, &huge, &mut arena); // offsets that would overflow fit nowhere
+        cpu::copy_by_table(TableCopy::Scatter, &packed, &huge, &mut arena); // offsets that would overflow fit nowhere
     }
 
     #[test]

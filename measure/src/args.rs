@@ -264,6 +264,14 @@ pub fn parse_bytes(s: &str) -> anyhow::Result<usize> {
         .ok_or_else(|| anyhow::anyhow!("'{s}' is too large"))
 }
 
+/// [`parse_bytes`], at least 1 byte: the size of a copy or a buffer.
+pub fn parse_nonzero_bytes(s: &str) -> anyhow::Result<usize> {
+    match parse_bytes(s)? {
+        0 => bail!("must be at least 1 byte"),
+        b => Ok(b),
+    }
+}
+
 /// A size in bytes that holds whole f32 elements, at least one: `--slot`.
 pub fn parse_elements_bytes(s: &str) -> anyhow::Result<usize> {
     let bytes = parse_bytes(s)?;
@@ -391,6 +399,8 @@ mod tests {
         assert!(err(parse_bytes("abc")).contains("not a size"));
         assert!(err(parse_bytes("-1MiB")).contains("negative"));
         assert!(err(parse_bytes("99999999999GiB")).contains("too large"));
+        assert_eq!(parse_nonzero_bytes("4").unwrap(), 4);
+        assert_eq!(err(parse_nonzero_bytes("0")), "must be at least 1 byte");
         assert_eq!(parse_elements_bytes("8MiB").unwrap(), 8 << 20);
         assert!(err(parse_elements_bytes("0")).contains("at least one f32 element"));
         assert!(err(parse_elements_bytes("6")).contains("not a whole number of f32 elements"));

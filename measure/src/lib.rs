@@ -17,8 +17,6 @@
 //! | [`pipeline`] | the one pipeline loop, the data it runs on, and the copy times and kernel calibration it is measured with |
 //! | [`bound`] | a lower bound on a pipeline's time, measured in the same run, and what limits it |
 //! | [`rig`] | the pipeline lessons' rig: the GPU, the setup, one stream against many, each run against its bound, the report |
-//! | [`small`] | many small buffers moved every way there is (memcpy each, batched, packed, a graph, zero-copy), timed and checked |
-//! | [`small_plan`] | which way moves a given set of small buffers fastest, from costs measured in the same run (a model) |
 
 pub mod args;
 pub mod bound;
@@ -30,8 +28,6 @@ pub mod machine;
 pub mod pipeline;
 pub mod report;
 pub mod rig;
-pub mod small;
-pub mod small_plan;
 pub mod timeline;
 pub mod timing;
 pub mod verify;

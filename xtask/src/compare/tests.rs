@@ -107,7 +107,7 @@ fn small_result(sets: &[(usize, usize)], time: impl Fn(&str, &str, &str, f64) ->
 }
 
 /// The same run as this version writes it: its figures named `SET / WAY / what`, as
-/// `measure::small::SetRun::figures` names them.
+/// `SetRun::figures` (examples/small_copies/results.rs) names them.
 fn small_named(result: Value) -> Value {
     let mut figures = Vec::new();
     for run in result["sets"].as_array().unwrap() {

@@ -1,0 +1,518 @@
+//! What the planner's model is built from ([`ModelCosts`]), all measured in the same run on the rig, and
+//! what the model says each way takes over a set ([`ModelCosts::predict`]). A model, not a bound: it adds
+//! up what each way's parts cost alone.
+//!
+//! The costs: one copy each way as `t = α + n/β` ([`CopyCost`], single copies from 256 B to 4 MiB); what
+//! the host spends queueing one copy through the scope, and a round trip's fork, join and
+//! synchronization; one copy per buffer's, a batch's and a graph's GPU time and host time as a fixed
+//! part plus a part per buffer (from 16 and 1024 buffers of 256 B); the CPU's packing rate (one thread
+//! over buffers of 256 B to 256 KiB, per buffer and per byte, and the pool's threads together over 16
+//! MiB in pieces); the copy kernel's scatter and gather, and zero-copy's, as a launch and a rate over the
+//! bytes. Each way's round trip is then the sum of its parts (the GPU's and the host's overlapping where
+//! they do):
+//!
+//! - memcpy each: GPU fixed + n · per buffer + B/β↑ + B/β↓; wall the larger of the GPU and the 2n
+//!   calls, and the scope;
+//! - batch: GPU fixed + n · per buffer + B/β↑ + B/β↓; wall the larger of the GPU and the two calls, and
+//!   the scope;
+//! - packed: GPU each piece's copy up once it is packed (the pieces packed on the pool's threads, a wave
+//!   at a time), the kernels, each piece's copy back; wall the last piece unpacked once it landed, and
+//!   the scope;
+//! - graph: GPU fixed + n · per buffer + B/β↑ + B/β↓; wall the larger of the launch and the GPU (the GPU
+//!   starts while the launch goes on), and the scope;
+//! - zero-copy: GPU the kernels over mapped memory; wall the larger of the GPU and two calls, and the
+//!   scope.
+
+use std::time::Instant;
+
+use serde::Serialize;
+
+use common::SrcOrder;
+use kernels::TableCopy;
+use measure::{
+    fit::CopyCost,
+    timing::{host_ms, measure_best, measure_parts_within, Stats},
+};
+
+use crate::{
+    buffers::{BufferPlacement, BufferSet},
+    packing::{pack_all, pieces, unpack_all},
+    results::SetRun,
+    rig::{ms, SmallCopiesRig, BUDGET_MS},
+    ways::TransferWay,
+};
+
+/// A cost with a fixed part and a part per buffer, in µs.
+#[derive(Clone, Copy, Debug, Serialize, PartialEq)]
+pub struct LinearCost {
+    pub fixed_us: f64,
+    pub per_buffer_us: f64,
+}
+
+impl LinearCost {
+    /// Through `(buffers, ms)` at two counts; neither part below zero.
+    pub fn through(a: (usize, f64), b: (usize, f64)) -> LinearCost {
+        let per = ((b.1 - a.1) / (b.0 as f64 - a.0 as f64) * 1e3).max(0.0);
+        LinearCost { fixed_us: (a.1 * 1e3 - a.0 as f64 * per).max(0.0), per_buffer_us: per }
+    }
+
+    pub fn ms(&self, buffers: usize) -> f64 {
+        (self.fixed_us + buffers as f64 * self.per_buffer_us) * 1e-3
+    }
+}
+
+/// What the model is built from, all measured in the same run.
+#[derive(Clone, Debug, Serialize)]
+pub struct ModelCosts {
+    /// One copy H2D, and one D2H, over sizes: GPU time (`up` and `down` in the JSON).
+    #[serde(rename = "up")]
+    pub htod: CopyCost,
+    #[serde(rename = "down")]
+    pub dtoh: CopyCost,
+    /// The host's time to queue one copy through the scope, µs.
+    pub call_us: f64,
+    /// One copy per buffer each way: GPU, and the host in the calls; the bytes' time at the copies'
+    /// rates comes on top.
+    pub each_gpu: LinearCost,
+    pub each_host: LinearCost,
+    /// A round trip's fork, join and synchronization: a timed scope that queues nothing, wall µs.
+    pub scope_us: f64,
+    /// A batch up and one back (stream order): GPU, and the host in the two calls; the bytes' time at
+    /// the copies' rates comes on top.
+    pub batch_gpu: LinearCost,
+    pub batch_host: LinearCost,
+    /// A graph of every copy both ways, replayed: GPU, and the host in `cudaGraphLaunch`.
+    pub graph_gpu: LinearCost,
+    pub graph_host: LinearCost,
+    /// The CPU copying the host's buffers into the pinned packed one, and out of it, one thread: α per
+    /// buffer, β its rate.
+    pub pack: CopyCost,
+    pub unpack: CopyCost,
+    /// The threads the packed way packs on (the pool's), and the rates they reach together over 16 MiB
+    /// in pieces, GB/s.
+    pub pack_threads: usize,
+    pub pack_threads_gbps: f64,
+    pub unpack_threads_gbps: f64,
+    /// The scatter and the gather kernels together, in device memory: α their launches, β their rate
+    /// over the buffers' bytes.
+    pub kernels: CopyCost,
+    /// Zero-copy's two kernels, over mapped host memory: α their launches, β their rate.
+    pub zero_copy: CopyCost,
+}
+
+/// One way's predicted round trip, ms.
+#[derive(Clone, Debug, Serialize)]
+pub struct Prediction {
+    pub way: TransferWay,
+    pub gpu_ms: f64,
+    pub host_ms: f64,
+    pub wall_ms: f64,
+}
+
+/// The sets the costs are measured on: 16 and 1024 buffers of 256 B (fixed and per-buffer parts), 64
+/// buffers of 256 B, 16 KiB and 256 KiB (rates), and 16 of 1 MiB (the CPU's threads together).
+pub struct CalibrationSets {
+    pub few: BufferSet,
+    pub many: BufferSet,
+    pub spread: [BufferSet; 3],
+    pub big: BufferSet,
+}
+
+impl Default for CalibrationSets {
+    fn default() -> CalibrationSets {
+        let spread = [256, 16 << 10, 256 << 10].map(|s| BufferSet::uniform(64, s));
+        let (few, many, big) =
+            (BufferSet::uniform(16, 256), BufferSet::uniform(1024, 256), BufferSet::uniform(16, 1 << 20));
+        CalibrationSets { few, many, spread, big }
+    }
+}
+
+impl CalibrationSets {
+    /// Every one of them.
+    pub fn all(&self) -> impl Iterator<Item = &BufferSet> {
+        [&self.few, &self.many, &self.big].into_iter().chain(&self.spread)
+    }
+}
+
+/// The per-buffer lines of one memcpy per buffer, a batch and a graph, and a queued copy's host time.
+struct CallCosts {
+    call_us: f64,
+    lines: [[LinearCost; 2]; 3],
+}
+
+/// The CPU's packing and unpacking, the copy kernel's and zero-copy's launches and rates.
+struct RateCosts {
+    pack: CopyCost,
+    unpack: CopyCost,
+    pack_threads: usize,
+    pack_threads_gbps: f64,
+    unpack_threads_gbps: f64,
+    kernels: CopyCost,
+    zero_copy: CopyCost,
+}
+
+impl ModelCosts {
+    /// Measures every cost on `rig` (which must hold the [`CalibrationSets`]).
+    pub fn measure(rig: &mut SmallCopiesRig, batch: bool, zero_copy: bool) -> anyhow::Result<ModelCosts> {
+        let _phase = measure::timeline::phase("small copies: costs");
+        let [htod_times, dtoh_times] = rig.copy_times(&[256, 4 << 10, 64 << 10, 1 << 20, 4 << 20])?;
+        let scope_us = rig.empty_scope()?.median_ms * 1e3;
+        let sets = CalibrationSets::default();
+        let CallCosts { call_us, lines: [[each_gpu, each_host], [batch_gpu, batch_host], [graph_gpu, graph_host]] } =
+            CallCosts::measure(rig, &sets, batch)?;
+        let rates = RateCosts::measure(rig, &sets, zero_copy)?;
+        Ok(ModelCosts {
+            htod: CopyCost::fit(&htod_times)?,
+            dtoh: CopyCost::fit(&dtoh_times)?,
+            call_us,
+            each_gpu,
+            each_host,
+            scope_us,
+            batch_gpu,
+            batch_host,
+            graph_gpu,
+            graph_host,
+            pack: rates.pack,
+            unpack: rates.unpack,
+            pack_threads: rates.pack_threads,
+            pack_threads_gbps: rates.pack_threads_gbps,
+            unpack_threads_gbps: rates.unpack_threads_gbps,
+            kernels: rates.kernels,
+            zero_copy: rates.zero_copy,
+        })
+    }
+
+    /// The bytes of `n` buffers in all at the copies' rates, both ways, ms.
+    fn bytes_ms(&self, bytes: usize) -> f64 {
+        bytes as f64 * (1.0 / self.htod.beta_gbps + 1.0 / self.dtoh.beta_gbps) * 1e-6
+    }
+
+    /// Packing (or unpacking) one piece of `buffers` buffers and `bytes` bytes while `busy` threads pack
+    /// at once, ms: a buffer's fixed cost each, and the bytes at one thread's rate, or at the threads'
+    /// share of what they reach together, whichever is slower.
+    pub fn piece_ms(&self, buffers: usize, bytes: usize, busy: usize) -> f64 {
+        Self::cpu_ms(&self.pack, self.pack_threads_gbps, (buffers, bytes, busy))
+    }
+
+    /// Unpacking one piece, likewise.
+    pub fn unpiece_ms(&self, buffers: usize, bytes: usize, busy: usize) -> f64 {
+        Self::cpu_ms(&self.unpack, self.unpack_threads_gbps, (buffers, bytes, busy))
+    }
+
+    fn cpu_ms(one: &CopyCost, together_gbps: f64, (buffers, bytes, busy): (usize, usize, usize)) -> f64 {
+        let share = together_gbps / busy.max(1) as f64;
+        let gbps = if share.is_finite() { one.beta_gbps.min(share) } else { one.beta_gbps };
+        buffers as f64 * one.alpha_us * 1e-3 + bytes as f64 / (gbps * 1e6)
+    }
+
+    /// The packed way's round trip over `set`, as it runs it (see `packing::packed_round_trip`): the
+    /// pieces packed on the pool, each copied up once packed; the kernels; each piece copied back, and
+    /// unpacked once landed. (GPU span, host calls, wall), ms.
+    pub fn packed_ms(&self, set: &BufferSet) -> (f64, f64, f64) {
+        let places = BufferPlacement::new(set);
+        let pieces = pieces(&places);
+        let threads = self.pack_threads.clamp(1, pieces.len());
+        let call = self.call_us * 1e-3;
+        let (mut copied, mut host) = (0.0f64, 0.0);
+        for (p, piece) in pieces.iter().enumerate() {
+            let bytes: usize = places.sizes[piece.clone()].iter().sum();
+            // Pieces are packed `threads` at a time; this one is ready when its wave is done.
+            let ready = ((p / threads) + 1) as f64 * self.piece_ms(piece.len(), bytes, threads);
+            host += call;
+            copied = copied.max(ready).max(host) + self.htod.ms(bytes);
+        }
+        let kernels = self.kernels.ms(places.bytes());
+        host += 2.0 * call;
+        let mut landed = copied.max(host) + kernels;
+        let mut unpacked = 0.0f64;
+        for piece in &pieces {
+            let bytes: usize = places.sizes[piece.clone()].iter().sum();
+            landed += self.dtoh.ms(bytes);
+            unpacked = unpacked.max(landed) + self.unpiece_ms(piece.len(), bytes, 1);
+        }
+        host += 2.0 * pieces.len() as f64 * call;
+        (landed, host, unpacked.max(landed) + self.scope_us * 1e-3)
+    }
+
+    /// What the model says `way` takes over `set`.
+    pub fn predict(&self, way: TransferWay, set: &BufferSet) -> Prediction {
+        let (n, bytes, scope) = (set.count(), set.bytes(), self.scope_us * 1e-3);
+        let call = self.call_us * 1e-3;
+        let (gpu_ms, host_ms, wall_ms) = match way {
+            TransferWay::Each { .. } => {
+                // Copies back to back on one stream overlap part of each one's fixed cost: a line through
+                // the run's own, not a copy's α taken n times.
+                let gpu = self.each_gpu.ms(n) + self.bytes_ms(bytes);
+                let host = self.each_host.ms(n);
+                (gpu, host, gpu.max(host) + scope)
+            }
+            TransferWay::Batch { .. } => {
+                let gpu = self.batch_gpu.ms(n) + self.bytes_ms(bytes);
+                let host = self.batch_host.ms(n);
+                (gpu, host, gpu.max(host) + scope)
+            }
+            TransferWay::Packed => self.packed_ms(set),
+            TransferWay::Graph => {
+                // cudaGraphLaunch hands the nodes over as it goes: the GPU starts before the call returns.
+                let gpu = self.graph_gpu.ms(n) + self.bytes_ms(bytes);
+                let host = self.graph_host.ms(n);
+                (gpu, host, host.max(gpu) + scope)
+            }
+            TransferWay::ZeroCopy => {
+                let gpu = self.zero_copy.ms(bytes);
+                (gpu, 2.0 * call, gpu.max(2.0 * call) + scope)
+            }
+        };
+        Prediction { way, gpu_ms, host_ms, wall_ms }
+    }
+
+    /// The costs in words, a line each.
+    pub fn describe(&self) -> Vec<String> {
+        let copy = |c: &CopyCost| format!("{:.1} µs + n / {:.1} GB/s", c.alpha_us, c.beta_gbps);
+        let line = |c: &LinearCost| format!("{:.1} µs + {:.2} µs a buffer", c.fixed_us, c.per_buffer_us);
+        let mut v = vec![
+            format!("one copy H2D: {}; D2H: {}", copy(&self.htod), copy(&self.dtoh)),
+            format!(
+                "queueing a copy through the scope: {:.2} µs of the host; a round trip's fork, join, sync: {:.1} µs",
+                self.call_us, self.scope_us
+            ),
+        ];
+        if self.batch_gpu.fixed_us.is_finite() {
+            v.push(format!("a batch up and back: GPU {}, host {}", line(&self.batch_gpu), line(&self.batch_host)));
+        }
+        v.push(format!("a graph replayed: GPU {}, host {}", line(&self.graph_gpu), line(&self.graph_host)));
+        v.push(format!(
+            "packing on the CPU: {:.2} µs a buffer at {:.1} GB/s on one thread, {:.1} GB/s on {}; unpacking {:.2} µs \
+             a buffer at {:.1} GB/s, {:.1} GB/s on {}",
+            self.pack.alpha_us,
+            self.pack.beta_gbps,
+            self.pack_threads_gbps,
+            self.pack_threads,
+            self.unpack.alpha_us,
+            self.unpack.beta_gbps,
+            self.unpack_threads_gbps,
+            self.pack_threads
+        ));
+        v.push(format!("the copy kernel, scattering and gathering: {}", copy(&self.kernels)));
+        if self.zero_copy.alpha_us.is_finite() {
+            v.push(format!("zero-copy kernels over mapped memory: {}", copy(&self.zero_copy)));
+        }
+        v
+    }
+}
+
+impl CallCosts {
+    /// One memcpy per buffer, a stream-ordered batch and a graph over few and many tiny buffers: a line
+    /// through each one's GPU and host times ([GPU, host] of each, in that order).
+    fn measure(rig: &mut SmallCopiesRig, sets: &CalibrationSets, batch: bool) -> anyhow::Result<CallCosts> {
+        let each = TransferWay::Each { streams: 1, pageable: false };
+        let batch_way = TransferWay::Batch { order: SrcOrder::StreamOrder, pageable: false };
+        let mut tiny = vec![each, TransferWay::Graph];
+        if batch {
+            tiny.push(batch_way);
+        }
+        let (a, b) = (rig.run_set(&sets.few, &tiny)?, rig.run_set(&sets.many, &tiny)?);
+        let point = |run: &SetRun, way: TransferWay, host: bool| {
+            let w = run.ways.iter().find(|w| w.way == way);
+            w.map(|w| (run.count, if host { w.host.median_ms } else { w.gpu.median_ms }))
+        };
+        let line = |way: TransferWay, host: bool| match (point(&a, way, host), point(&b, way, host)) {
+            (Some(x), Some(y)) => LinearCost::through(x, y),
+            _ => LinearCost { fixed_us: f64::NAN, per_buffer_us: f64::NAN },
+        };
+        let call_us = point(&b, each, true).map_or(f64::NAN, |(n, ms)| ms * 1e3 / (2 * n) as f64);
+        let lines = [each, batch_way, TransferWay::Graph].map(|way| [line(way, false), line(way, true)]);
+        Ok(CallCosts { call_us, lines })
+    }
+}
+
+impl RateCosts {
+    /// The copy kernel, the CPU's packing on one thread and zero-copy over 64 buffers of three sizes; the
+    /// CPU's packing on the pool's threads over 16 of 1 MiB.
+    fn measure(rig: &mut SmallCopiesRig, sets: &CalibrationSets, zero_copy: bool) -> anyhow::Result<RateCosts> {
+        let (mut kernel_points, mut zero_points) = (Vec::new(), Vec::new());
+        let (mut pack_points, mut unpack_points) = (Vec::new(), Vec::new());
+        for set in &sets.spread {
+            kernel_points.push((set.bytes(), rig.kernel_time(set)?));
+            let (pack, unpack) = rig.cpu_side(set, false);
+            pack_points.push((set.sizes[0], pack / set.count() as f64));
+            unpack_points.push((set.sizes[0], unpack / set.count() as f64));
+            if zero_copy {
+                let run = rig.run_set(set, &[TransferWay::ZeroCopy])?;
+                zero_points.push((set.bytes(), run.ways[0].gpu.min_ms));
+            }
+        }
+        let big = &sets.big;
+        let pack_threads = rayon::current_num_threads().min(pieces(&BufferPlacement::new(big)).len());
+        let (pack, unpack) = rig.cpu_side(big, true);
+        let nothing = CopyCost { alpha_us: f64::NAN, beta_gbps: f64::NAN, half_rate_bytes: f64::NAN, worst_miss: 0.0 };
+        Ok(RateCosts {
+            pack: CopyCost::fit(&pack_points)?,
+            unpack: CopyCost::fit(&unpack_points)?,
+            pack_threads,
+            pack_threads_gbps: big.bytes() as f64 / (pack * 1e6),
+            unpack_threads_gbps: big.bytes() as f64 / (unpack * 1e6),
+            kernels: CopyCost::fit(&kernel_points)?,
+            zero_copy: if zero_copy { CopyCost::fit(&zero_points)? } else { nothing },
+        })
+    }
+}
+
+impl SmallCopiesRig {
+    /// The best GPU time of one copy H2D of each of `sizes` bytes, and of one D2H, as `(bytes, ms)`.
+    pub fn copy_times(&mut self, sizes: &[usize]) -> anyhow::Result<[Vec<(usize, f64)>; 2]> {
+        let (gpu, s0, r) = (&self.gpu, &self.streams[..1], self.repeats);
+        let (src, dst, d_packed) = (&self.host.packed_htod, &mut self.host.packed_dtoh, &mut self.device.packed);
+        let (mut htod_times, mut dtoh_times) = (Vec::new(), Vec::new());
+        for &bytes in sizes {
+            anyhow::ensure!(bytes <= src.len() && bytes <= d_packed.len(), "copies of {bytes} bytes in a smaller rig");
+            let htod = measure_best(r, 30, 5.0, || {
+                gpu.timed(s0, |s| s.stream(0).htod(&src[..bytes], s.device(d_packed).slice(0..bytes)))
+            })?;
+            let dtoh = measure_best(r, 30, 5.0, || {
+                gpu.timed(s0, |s| s.stream(0).dtoh(s.device(d_packed).slice(0..bytes), &mut dst[..bytes]))
+            })?;
+            htod_times.push((bytes, htod));
+            dtoh_times.push((bytes, dtoh));
+        }
+        Ok([htod_times, dtoh_times])
+    }
+
+    /// The wall time of a timed scope on one stream that queues nothing: its fork, join and
+    /// synchronization, what every round trip pays once.
+    pub fn empty_scope(&mut self) -> anyhow::Result<Stats> {
+        let (gpu, s0) = (&self.gpu, &self.streams[..1]);
+        let [wall] = measure_parts_within(self.repeats, BUDGET_MS, || {
+            let t = Instant::now();
+            gpu.timed(s0, |_| Ok(()))?;
+            Ok([ms(t)])
+        })?;
+        Ok(wall)
+    }
+
+    /// The best GPU time of the copy kernel over `set`, scattering then gathering, in device memory (its
+    /// table copied H2D first).
+    pub fn kernel_time(&mut self, set: &BufferSet) -> anyhow::Result<f64> {
+        let places = BufferPlacement::new(set);
+        let SmallCopiesRig { gpu, kernels, streams, device, repeats, .. } = self;
+        let fits = places.device_len <= device.arena.len() && places.packed_len <= device.packed.len();
+        anyhow::ensure!(fits, "the rig is too small");
+        let (s0, table, n, largest) = (&streams[..1], places.packed_table(), places.count(), places.largest());
+        gpu.scope(s0, |s| s.stream(0).htod(&table, s.device(&mut device.tables).slice(0..3 * n)))?;
+        measure_best(*repeats, 30, 5.0, || {
+            gpu.timed(s0, |s| {
+                let (packed, arena) =
+                    (s.device(&mut device.packed).slice(0..places.packed_len), s.device(&mut device.arena));
+                let table = s.device(&mut device.tables).slice(0..3 * n).read_only();
+                kernels.copy_by_table(s.stream(0), TableCopy::Scatter, packed.read_only(), table, arena, largest)?;
+                kernels.copy_by_table(s.stream(0), TableCopy::Gather, arena.read_only(), table, packed, largest)
+            })
+        })
+    }
+
+    /// The packed way's CPU side alone over `set`, in the rig's own buffers (the host buffers, and the
+    /// pinned packed ones): packing and unpacking, on one thread or piece by piece on the pool, the best of
+    /// five, ms.
+    pub fn cpu_side(&mut self, set: &BufferSet, pool: bool) -> (f64, f64) {
+        let places = BufferPlacement::new(set);
+        let host = &mut self.host;
+        let best = |f: &mut dyn FnMut() -> f64| (0..5).map(|_| f()).fold(f64::INFINITY, f64::min);
+        let srcs = places.host_slices(&host.h_in);
+        let pack = best(&mut || host_ms(|| pack_all(&places, &srcs, &mut host.packed_htod[..], pool)).1);
+        let unpack = best(&mut || {
+            let outs = places.host_slices_mut(&mut host.h_out);
+            host_ms(|| unpack_all(&places, &host.packed_dtoh[..], outs, pool)).1
+        });
+        (pack, unpack)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::rivals;
+
+    fn cost(alpha_us: f64, beta_gbps: f64) -> CopyCost {
+        CopyCost { alpha_us, beta_gbps, half_rate_bytes: alpha_us * 1e-6 * beta_gbps * 1e9, worst_miss: 0.0 }
+    }
+
+    /// ModelCosts like the H200's: 6 µs per copy at 55 GB/s, 4 µs to queue one, a batch 10 µs + 1 µs a buffer,
+    /// a graph 5 µs + 2.5 µs a buffer, packing 0.05 µs a buffer at 10 GB/s, kernels 8 µs at 400 GB/s,
+    /// zero-copy 8 µs at 25 GB/s.
+    fn h200() -> ModelCosts {
+        ModelCosts {
+            htod: cost(6.0, 55.0),
+            dtoh: cost(5.5, 55.0),
+            call_us: 4.0,
+            each_gpu: LinearCost { fixed_us: 4.0, per_buffer_us: 6.0 },
+            each_host: LinearCost { fixed_us: 2.0, per_buffer_us: 8.0 },
+            scope_us: 10.0,
+            batch_gpu: LinearCost { fixed_us: 10.0, per_buffer_us: 1.0 },
+            batch_host: LinearCost { fixed_us: 5.0, per_buffer_us: 0.3 },
+            graph_gpu: LinearCost { fixed_us: 5.0, per_buffer_us: 2.5 },
+            graph_host: LinearCost { fixed_us: 4.0, per_buffer_us: 0.01 },
+            pack: cost(0.05, 10.0),
+            unpack: cost(0.05, 10.0),
+            pack_threads: 8,
+            pack_threads_gbps: 40.0,
+            unpack_threads_gbps: 40.0,
+            kernels: cost(8.0, 400.0),
+            zero_copy: cost(8.0, 25.0),
+        }
+    }
+
+    #[test]
+    fn a_line_through_two_counts() {
+        let l = LinearCost::through((16, 0.026), (256, 0.266));
+        assert!((l.per_buffer_us - 1.0).abs() < 1e-9 && (l.fixed_us - 10.0).abs() < 1e-9, "{l:?}");
+        assert_eq!(LinearCost::through((16, 0.03), (256, 0.02)).per_buffer_us, 0.0, "never below zero");
+    }
+
+    #[test]
+    fn many_tiny_buffers_are_not_copied_one_by_one_and_few_large_ones_are_no_worse_so() {
+        let c = h200();
+        let ways = rivals(true, true);
+        let best = |set: &BufferSet| {
+            let p: Vec<Prediction> = ways.iter().map(|w| c.predict(*w, set)).collect();
+            p.into_iter().min_by(|a, b| a.wall_ms.total_cmp(&b.wall_ms)).unwrap()
+        };
+        let tiny = BufferSet::uniform(1000, 256);
+        let each = c.predict(TransferWay::Each { streams: 1, pageable: false }, &tiny);
+        assert!((each.gpu_ms - (4e-3 + 1000.0 * (6e-3 + 512.0 / 55e6))).abs() < 1e-9, "{each:?}");
+        assert!(
+            (each.host_ms - (2e-3 + 8.0)).abs() < 1e-9 && each.wall_ms > each.host_ms,
+            "the host holds it: {each:?}"
+        );
+        assert!(!matches!(best(&tiny).way, TransferWay::Each { .. }), "{:?}", best(&tiny));
+        // Four buffers of 16 MiB: the per-copy cost is lost in the bytes; one memcpy each is within 10%
+        // of the best.
+        let large = BufferSet::uniform(4, 16 << 20);
+        let (b, e) = (best(&large), c.predict(TransferWay::Each { streams: 1, pageable: false }, &large));
+        assert!(e.wall_ms / b.wall_ms < 1.1, "{b:?} {e:?}");
+    }
+
+    #[test]
+    fn packing_uses_threads_where_they_pay() {
+        let c = h200();
+        // One piece: packed on one thread, then its copies and the kernels, then unpacked.
+        let small = BufferSet::uniform(100, 1024);
+        let one = c.piece_ms(100, 102_400, 1);
+        assert!((one - (100.0 * 0.05e-3 + 102_400.0 / 10e6)).abs() < 1e-9);
+        let (gpu, _, wall) = c.packed_ms(&small);
+        assert!(wall > gpu + one && gpu > one, "{gpu} {wall}");
+        // Sixteen pieces on eight threads, pipelined with their copies: far less than packing it all on one
+        // thread, then copying, then unpacking.
+        let big = BufferSet::uniform(64, 1 << 20);
+        let (_, _, wall) = c.packed_ms(&big);
+        let serial = 2.0 * (64 << 20) as f64 / 10e6 + 2.0 * c.htod.ms(64 << 20);
+        assert!(wall < 0.6 * serial, "{wall} against {serial}");
+        assert!(c.piece_ms(4, 4 << 20, 8) > c.piece_ms(4, 4 << 20, 1), "threads share what they reach together");
+    }
+
+    #[test]
+    fn the_costs_read_as_lines() {
+        let lines = h200().describe();
+        assert!(lines[0].starts_with("one copy H2D: 6.0 µs + n / 55.0 GB/s"), "{}", lines[0]);
+        assert!(lines.iter().any(|l| l.contains("a batch up and back: GPU 10.0 µs + 1.00 µs a buffer")));
+    }
+}

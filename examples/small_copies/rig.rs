@@ -1,0 +1,372 @@
+//! The lesson's rig: the GPU, the lessons' kernels, the streams and every buffer the ways move the sets
+//! through, allocated once for the largest set after the footprint of them all was checked. It runs
+//! every way over a set, each checked byte for byte and held against one copy of all the bytes each way
+//! ([`SmallCopiesRig::run_set`]), and the lesson's grid of sets with its tables and JSON
+//! ([`SmallCopiesRig::every_way_over_every_set`]).
+
+use std::{cell::Cell, time::Instant};
+
+use rayon::prelude::*;
+use serde::Serialize;
+
+use common::{DeviceBuffer, DeviceInfo, Footprint, Gpu, HostAlloc, PinnedBuffer, Scope, Stream};
+use kernels::Kernels;
+use measure::{
+    report::{fmt_bytes, Output},
+    timing::{measure_best, measure_parts_within, Repeats},
+};
+
+use crate::{
+    buffers::{byte, BufferPlacement, BufferSet, SetGrid, POISON},
+    results::{self, ByteCheck, SetRun, WayRun, MATTERS},
+    ways::TransferWay,
+};
+
+/// What a measurement of one way may take, after three runs: with a dozen ways over a dozen sets, a
+/// run of milliseconds gets three runs after its checked run, and one of microseconds the usual repeats.
+pub const BUDGET_MS: f64 = 15.0;
+
+/// Milliseconds since `t`.
+pub fn ms(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1e3
+}
+
+/// What a way's round trip runs on: the GPU, the lessons' kernels, and the streams it may use.
+#[derive(Clone, Copy)]
+pub struct GpuSide<'r> {
+    pub gpu: &'r Gpu,
+    pub kernels: &'r Kernels,
+    pub streams: &'r [Stream],
+}
+
+impl<'r> GpuSide<'r> {
+    /// The first `k` streams only.
+    pub fn first(self, k: usize) -> GpuSide<'r> {
+        GpuSide { streams: &self.streams[..k], ..self }
+    }
+
+    /// `calls` in a timed scope on the streams: the GPU's time, and the host's in the calls, ms.
+    pub fn timed_calls(
+        self,
+        calls: impl for<'s> FnOnce(&'s Scope<'s, 'r>) -> anyhow::Result<()>,
+    ) -> anyhow::Result<(f64, f64)> {
+        let host = Cell::new(0.0);
+        let gpu_ms = self.gpu.timed(self.streams, |s| {
+            let t = Instant::now();
+            calls(s)?;
+            host.set(ms(t));
+            Ok(())
+        })?;
+        Ok((gpu_ms, host.get()))
+    }
+}
+
+/// The rig's pinned host memory.
+pub struct HostBuffers {
+    /// The host buffers, as slices of two mapped pinned arenas (mapped for zero-copy; copies run from
+    /// them as from any pinned memory): what goes up, and where it comes back.
+    pub h_in: PinnedBuffer<u8>,
+    pub h_out: PinnedBuffer<u8>,
+    /// The packed staging buffers, for the H2D copy and the D2H copy (the D2H one also holds the poison an
+    /// arena is filled with).
+    pub packed_htod: PinnedBuffer<u8>,
+    pub packed_dtoh: PinnedBuffer<u8>,
+}
+
+/// The rig's device memory.
+pub struct DeviceBuffers {
+    /// Where every buffer of a set goes, in order.
+    pub arena: DeviceBuffer<u8>,
+    /// The packed way's buffer on the device.
+    pub packed: DeviceBuffer<u8>,
+    /// The copy kernel's tables: the packed buffer's, then the host arena's (zero-copy).
+    pub tables: DeviceBuffer<u64>,
+}
+
+/// Pageable copies of a set's buffers: a `Vec` each, in and out.
+pub struct PageableCopies {
+    pub ins: Vec<Vec<u8>>,
+    pub outs: Vec<Vec<u8>>,
+}
+
+/// The GPU, the kernels, the streams and the buffers every way uses, for sets up to the largest it was
+/// made for.
+pub struct SmallCopiesRig {
+    pub gpu: Gpu,
+    pub kernels: Kernels,
+    pub streams: Vec<Stream>,
+    pub repeats: Repeats,
+    pub host: HostBuffers,
+    pub device: DeviceBuffers,
+    /// Whether this driver has batched copies; if not, why not.
+    pub batch: Result<(), String>,
+}
+
+/// What `--json` writes for the grid of sets.
+#[derive(Serialize)]
+struct GridResults<'a> {
+    device: &'a DeviceInfo,
+    repeats: Repeats,
+    budget_ms: f64,
+    streams: usize,
+    batch: Option<&'a String>,
+    left_out: &'a [String],
+    sets: &'a [SetRun],
+}
+
+/// The most of each of `places`' lengths (at least 1).
+fn most(places: &[BufferPlacement], f: fn(&BufferPlacement) -> usize) -> usize {
+    places.iter().map(f).max().unwrap_or(1).max(1)
+}
+
+/// What a rig for `places` holds at its peak: the two host arenas, the packed buffers for the H2D and
+/// the D2H copies (the D2H one at least an arena: it holds the poison), the arena, the packed buffer
+/// and both tables on the device; and while a set runs, its buffers' pageable copies in and out and its
+/// tables on the host.
+pub fn footprint(places: &[BufferPlacement]) -> Footprint {
+    let (host, device) = (most(places, |p| p.host_len), most(places, |p| p.device_len));
+    let (packed, count) = (most(places, |p| p.packed_len), most(places, BufferPlacement::count));
+    let copies = most(places, |p| {
+        let headers = p.count().saturating_mul(2 * std::mem::size_of::<Vec<u8>>());
+        p.bytes().saturating_mul(2).saturating_add(headers)
+    });
+    Footprint::default()
+        .pinned::<u8>(host.saturating_mul(2))
+        .pinned::<u8>(packed.saturating_add(packed.max(device)))
+        .device::<u8>(device.saturating_add(packed))
+        .device::<u64>(count.saturating_mul(6))
+        .pageable::<u8>(copies)
+        .pageable::<u64>(count.saturating_mul(6))
+}
+
+impl SmallCopiesRig {
+    /// Starts the GPU (its report printed), refuses at once a rig for `places` that does not fit this
+    /// machine, loads the kernels, says which ways this driver and GPU leave out, and allocates the rig.
+    pub fn start(
+        out: &Output,
+        places: &[BufferPlacement],
+        streams: usize,
+        repeats: Repeats,
+    ) -> anyhow::Result<SmallCopiesRig> {
+        let gpu = measure::lesson::gpu(out)?;
+        gpu.check_footprint(&footprint(places))?; // before anything is allocated
+        let kernels = Kernels::load(&gpu)?; // the lessons' kernels, copy_by_table among them
+        let rig = SmallCopiesRig::new(gpu, kernels, places, streams, repeats)?;
+        if let Err(why) = &rig.batch {
+            out.say(format!("no batched copies: {why}; those ways are left out"));
+        }
+        if !rig.zero_copy() {
+            out.say(format!("{} cannot map host memory: zero-copy is left out", rig.gpu.info.name));
+        }
+        Ok(rig)
+    }
+
+    /// Buffers for every set of `places` on `gpu`, and `streams` streams.
+    pub fn new(
+        gpu: Gpu,
+        kernels: Kernels,
+        places: &[BufferPlacement],
+        streams: usize,
+        repeats: Repeats,
+    ) -> anyhow::Result<SmallCopiesRig> {
+        let (host, dev, packed) =
+            (most(places, |p| p.host_len), most(places, |p| p.device_len), most(places, |p| p.packed_len));
+        let flags = if gpu.info.can_map_host_memory { HostAlloc::MAPPED } else { HostAlloc::DEFAULT };
+        let host_buffers = HostBuffers {
+            h_in: gpu.pinned_with(host, flags)?,
+            h_out: gpu.pinned_with(host, flags)?,
+            packed_htod: gpu.pinned(packed)?,
+            packed_dtoh: gpu.pinned(packed.max(dev))?,
+        };
+        let tables = most(places, |p| 6 * p.count());
+        let device = DeviceBuffers { arena: gpu.alloc(dev)?, packed: gpu.alloc(packed)?, tables: gpu.alloc(tables)? };
+        let streams = gpu.streams(streams.max(1))?;
+        let batch = common::batch_support(); // cuGetProcAddress("cuMemcpyBatchAsync", 12.8)
+        Ok(SmallCopiesRig { gpu, kernels, streams, repeats, host: host_buffers, device, batch })
+    }
+
+    /// Whether the GPU maps host memory, for zero-copy.
+    pub fn zero_copy(&self) -> bool {
+        self.gpu.info.can_map_host_memory
+    }
+
+    /// Every way this driver and GPU have.
+    pub fn ways(&self) -> Vec<TransferWay> {
+        TransferWay::all(self.streams.len(), self.batch.is_ok(), self.zero_copy())
+    }
+
+    /// Every way of `ways` over `set`, each checked byte for byte, with one copy of all the bytes each
+    /// way measured beside them.
+    pub fn run_set(&mut self, set: &BufferSet, ways: &[TransferWay]) -> anyhow::Result<SetRun> {
+        let _phase = measure::timeline::phase(&set.name);
+        let places = BufferPlacement::new(set);
+        let mut pageable = self.fill(set, &places)?;
+        let (one_copy_ms, one_copy_wall_ms) = self.one_copy(places.bytes())?;
+        let mut runs = Vec::new();
+        for &way in ways {
+            let _phase = measure::timeline::phase(&format!("{}: {}", set.name, way.name()));
+            let run = self.run_way(way, &places, &mut pageable, one_copy_ms)?;
+            run.check.ensure(&format!("{} over {}", run.name, set.name))?;
+            runs.push(run);
+        }
+        let (count, bytes, uniform) = (places.count(), places.bytes(), set.uniform);
+        Ok(SetRun { set: set.name.clone(), count, bytes, uniform, one_copy_ms, one_copy_wall_ms, ways: runs })
+    }
+
+    /// Fills the host arena with `set`'s bytes, makes its pageable copies, and copies its tables H2D.
+    fn fill(&mut self, set: &BufferSet, places: &BufferPlacement) -> anyhow::Result<PageableCopies> {
+        let fits = places.host_len <= self.host.h_in.len() && places.device_len <= self.device.arena.len();
+        let fits = fits
+            && places.device_len <= self.host.packed_dtoh.len()
+            && places.packed_len <= self.host.packed_htod.len();
+        let fits = fits && 6 * places.count() <= self.device.tables.len();
+        anyhow::ensure!(fits, "{}: the rig was made for smaller sets", set.name);
+        places
+            .host_slices_mut(&mut self.host.h_in)
+            .into_par_iter()
+            .enumerate()
+            .for_each(|(i, b)| b.iter_mut().enumerate().for_each(|(j, x)| *x = byte(i, j)));
+        let pageable = PageableCopies {
+            ins: (0..places.count())
+                .into_par_iter()
+                .map(|i| (0..places.sizes[i]).map(|j| byte(i, j)).collect())
+                .collect(),
+            outs: places.sizes.iter().map(|s| vec![0; *s]).collect(),
+        };
+        let tables: Vec<u64> = places.packed_table().into_iter().chain(places.host_table()).collect();
+        let (s0, d_tables) = (&self.streams[..1], &mut self.device.tables);
+        self.gpu.scope(s0, |s| s.stream(0).htod(&tables, s.device(d_tables).slice(0..tables.len())))?;
+        Ok(pageable)
+    }
+
+    /// One copy of `bytes` up and one back: the GPU time, the best of runs, and the wall time as the
+    /// caller waits for it, the median, ms.
+    fn one_copy(&mut self, bytes: usize) -> anyhow::Result<(f64, f64)> {
+        let SmallCopiesRig { gpu, streams, host, device, repeats, .. } = self;
+        let (s0, up, down, d_packed) = (&streams[..1], &host.packed_htod, &mut host.packed_dtoh, &mut device.packed);
+        let mut once = || {
+            let t = Instant::now();
+            let gpu_ms = gpu.timed(s0, |s| {
+                let d = s.device(d_packed).slice(0..bytes);
+                s.stream(0).htod(&up[..bytes], d)?;
+                s.stream(0).dtoh(d, &mut down[..bytes])
+            })?;
+            anyhow::Ok([ms(t), gpu_ms])
+        };
+        let [wall, _] = measure_parts_within(*repeats, BUDGET_MS, &mut once)?;
+        let gpu_ms = measure_best(*repeats, 30, 5.0, || once().map(|[_, gpu]| gpu))?;
+        Ok((gpu_ms, wall.median_ms))
+    }
+
+    /// `way` over the set `places` holds: its checked run (the first warm-up), then its timed runs.
+    fn run_way(
+        &mut self,
+        way: TransferWay,
+        places: &BufferPlacement,
+        pageable: &mut PageableCopies,
+        one_copy_ms: f64,
+    ) -> anyhow::Result<WayRun> {
+        let ([wall, gpu, host], check, build_ms) = match way {
+            TransferWay::Graph => self.graph(places)?,
+            _ => {
+                self.poison(places, pageable)?;
+                self.once(way, places, pageable)?; // the checked run is the first warm-up
+                let check = self.check(places, way, pageable);
+                let rest = Repeats { warmup: self.repeats.warmup.saturating_sub(1), ..self.repeats };
+                (measure_parts_within(rest, BUDGET_MS, || self.once(way, places, pageable))?, check, None)
+            }
+        };
+        Ok(WayRun {
+            way,
+            name: way.name(),
+            gbps: 2.0 * places.bytes() as f64 / (wall.median_ms * 1e6),
+            gpu_vs_one_copy: gpu.median_ms / one_copy_ms,
+            bounded: way.bounded(),
+            wall,
+            gpu,
+            host,
+            check,
+            build_ms,
+        })
+    }
+
+    /// Fills every output with [`POISON`]: the host buffers, and the arena on the device.
+    pub fn poison(&mut self, places: &BufferPlacement, pageable: &mut PageableCopies) -> anyhow::Result<()> {
+        self.host.h_out[..places.host_len].fill(POISON);
+        pageable.outs.iter_mut().for_each(|o| o.fill(POISON));
+        self.host.packed_dtoh.fill(POISON);
+        let (s0, down, d_arena, len) =
+            (&self.streams[..1], &self.host.packed_dtoh, &mut self.device.arena, places.device_len);
+        self.gpu.scope(s0, |s| s.stream(0).htod(&down[..len], s.device(d_arena).slice(0..len)))
+    }
+
+    /// Whether every buffer `way` brought back is what went up.
+    pub fn check(&self, places: &BufferPlacement, way: TransferWay, pageable: &PageableCopies) -> ByteCheck {
+        match way.pageable() {
+            true => ByteCheck::of(pageable.ins.iter().map(|v| &v[..]), pageable.outs.iter().map(|v| &v[..])),
+            false => ByteCheck::of(
+                places.host_slices(&self.host.h_in).into_iter(),
+                places.host_slices(&self.host.h_out).into_iter(),
+            ),
+        }
+    }
+
+    /// The lesson's grid: every way over every set, each checked byte for byte; the grid at a glance,
+    /// where batching, packing and graphs stop mattering, the last set (the model-like one) in detail,
+    /// and the JSON document.
+    pub fn every_way_over_every_set(&mut self, grid: &SetGrid, out: &Output) -> anyhow::Result<()> {
+        let ways = self.ways();
+        let bar = out.progress_bar(grid.sets.len() as u64, "sets");
+        let mut runs = Vec::new();
+        for set in &grid.sets {
+            bar.step(set.name.clone());
+            runs.push(self.run_set(set, &ways)?); // every way, each checked byte for byte
+            bar.done();
+        }
+        bar.finish();
+        runs.iter().flat_map(SetRun::figures).for_each(|f| out.add(f)); // `1000 x 4 KiB / memcpy each / host`
+        self.print_grid(&runs, grid, out);
+        let (device, streams, batch) = (&self.gpu.info, self.streams.len(), self.batch.as_ref().err());
+        let (repeats, left_out, sets) = (self.repeats, &grid.left_out[..], &runs[..]);
+        out.finish(&GridResults { device, repeats, budget_ms: BUDGET_MS, streams, batch, left_out, sets })
+    }
+
+    /// The grid's tables and notes.
+    fn print_grid(&self, runs: &[SetRun], grid: &SetGrid, out: &Output) {
+        let Repeats { warmup, repeats } = self.repeats;
+        out.say(format!(
+            "Every buffer up into a device arena and back into its own host buffer: wall µs as the caller \
+             waits (first call to last byte home), median of up to {repeats} runs after up to {warmup} warm-up \
+             ({BUDGET_MS:.0} ms each at most after three); every byte checked"
+        ));
+        out.table(&results::grid_table(runs));
+        out.say(results::winners(runs));
+        out.say(
+            "one copy each way: one H2D copy of all the bytes then one D2H, GPU time, the best of runs: the bytes \
+             at the link's rate with one copy's fixed cost each way",
+        );
+        if !grid.left_out.is_empty() {
+            let (most, left_out) = (fmt_bytes(grid.max_total), grid.left_out.join(", "));
+            out.say(format!("left out (more than {most} each way): {left_out}"));
+        }
+        if let Some(t) = results::crossover_table(runs) {
+            out.say(format!(
+                "\nWhere batching, packing and graphs stop mattering: the size from which each is less than \
+                 {MATTERS:.1}x faster than the faster memcpy per buffer (wall), measured, and where fits over the \
+                 sizes put it"
+            ));
+            out.table(&t);
+        }
+        let model = runs.last().expect("a set at least"); // the model-like set, unless left out
+        out.say(format!("\n{}, every way", model.set));
+        out.table(&results::detail_table(model));
+        out.say(
+            "GPU / one copy: the GPU time against one copy of all the bytes each way. A bound for one memcpy per \
+             buffer from pinned memory and for packed (they move the same bytes through the same copies, paying at \
+             least one copy's fixed cost each way); a reference for the rest: the driver may write small pageable \
+             copies inline, the batched call and a graph reach the copy engines by other paths, and zero-copy uses \
+             none",
+        );
+        results::beaten(runs).iter().for_each(|l| out.say(format!("  {l}")));
+    }
+}
