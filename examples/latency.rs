@@ -154,8 +154,7 @@ impl LatencyRig {
     /// Starts the GPU (its report printed), refuses at once sizes that do not fit it, and loads the
     /// kernels.
     fn start(out: &Output, args: &Args) -> anyhow::Result<LatencyRig> {
-        let gpu = measure::lesson::gpu(out)?;
-        gpu.check_footprint(&footprint(args.bytes))?; // before anything is allocated
+        let gpu = measure::lesson::gpu(out, &footprint(args.bytes))?; // before anything is allocated
         let kernels = Kernels::load(&gpu)?; // the lessons' kernels: cuModuleLoadData, cuModuleGetFunction
         let streams = gpu.streams(1)?;
         let (bytes, accesses, repeats) = (args.bytes, args.accesses, args.run.repeats());

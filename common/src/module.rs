@@ -100,11 +100,15 @@ impl Module {
         let text = CString::new(ptx).with_context(|| format!("{what} has a NUL byte"))?;
         ctx.make_current()?;
         let cubin = jit_link(&text, what)?;
-        let raw = load_whole(&text, what)?;
+        let entries = ptx::entries(ptx);
+        let raw = load_whole(&text, what).map_err(|e| match pointer_to_shared_or_local(&entries) {
+            Some(why) => e.context(why),
+            None => e,
+        })?;
         let loaded = Arc::new(Loaded { raw, ctx: ctx.clone() });
         let layouts = cubin::kernels(bytes(&cubin));
         let prototypes = prototypes.map(|(from, source)| (from, prototype::kernels(source)));
-        Ok(Module { loaded, entries: ptx::entries(ptx), layouts, prototypes })
+        Ok(Module { loaded, entries, layouts, prototypes })
     }
 
     /// The kernel `name` (declare it `extern "C"` in CUDA C++, so that its name is not mangled), with
@@ -163,6 +167,21 @@ impl std::fmt::Debug for Module {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_list().entries(self.kernel_names()).finish()
     }
+}
+
+/// Why the driver may have refused to load the module: a kernel parameter declared a pointer to
+/// `.shared` or `.local` memory. The 580 driver (CUDA 13.0) compiles such PTX, with its JIT linker too,
+/// and then refuses to load what it made (`CUDA_ERROR_INVALID_IMAGE`, with nothing in its log).
+fn pointer_to_shared_or_local(entries: &Result<Vec<ptx::Entry>, String>) -> Option<String> {
+    entries.as_ref().ok()?.iter().find_map(|e| {
+        let params = e.params.as_ref().ok()?;
+        let p = params.iter().find(|p| p.ptx.ends_with(".ptr .shared") || p.ptx.ends_with(".ptr .local"))?;
+        Some(format!(
+            "kernel {}: parameter {} is declared `{}`: the driver compiles a pointer to .shared or .local \
+             memory as a kernel parameter but will not load it (declare it .ptr .global, or plain .u64)",
+            e.name, p.name, p.ptx
+        ))
+    })
 }
 
 /// A cubin image, 8-byte aligned.

@@ -27,7 +27,8 @@
 //!
 //! Parameters: `.param`, any number of `.align N` (the largest applies, at least the type's own),
 //! a type (`.u8` to `.u64`, `.s8` to `.s64`, `.b8` to `.b64`, `.b128`, `.f16`, `.f32`, `.f64`), then
-//! optionally `.ptr` with a state space (`.global`, `.const`, `.local`, `.shared`) and a pointee's
+//! optionally `.ptr` with a state space (`.global`, `.const`, `.local`, `.shared`: the 580 driver
+//! compiles the last two and then will not load the module, which `Gpu::load_ptx` then says) and a pointee's
 //! `.align N`, or a pointee's `.align N` alone (which ptxas takes as the pointee's, not the
 //! parameter's), a name, and optionally an array length (`[16]`, in decimal, hex, octal or binary).
 //! Refused as unsupported, though ptxas accepts them: `.texref`, `.surfref` and `.samplerref`

@@ -270,6 +270,21 @@ fn ptx_the_driver_cannot_compile_is_refused_with_its_message() {
     assert!(!e.contains('\n'), "one line: {e}");
 }
 
+/// A kernel taking a pointer to shared memory: the 580 driver compiles it and will not load it
+/// (`CUDA_ERROR_INVALID_IMAGE`, an empty log); the refusal says which parameter is why. A driver that
+/// loads it has nothing to explain.
+#[test]
+#[ignore = "needs an NVIDIA GPU; cargo xtask test runs it where a driver is found"]
+fn a_module_the_driver_will_not_load_for_a_pointer_to_shared_memory_says_so() {
+    let (gpu, _lock) = gpu();
+    let ptx = ".version 9.0\n.target sm_75\n.address_size 64\n.visible .entry k(.param .u64 .ptr .shared .align 4 p)\n{ ret; }\n";
+    if let Err(e) = gpu.load_ptx(ptx) {
+        let e = format!("{e:#}");
+        assert!(e.contains("kernel k: parameter p is declared `.u64 .ptr .shared`"), "{e}");
+        assert!(e.contains("CUDA_ERROR_INVALID_IMAGE"), "{e}");
+    }
+}
+
 /// Generated PTX in every form `common::ptx` reads (the differential test's, `support/ptxgen.rs`),
 /// through the driver's JIT linker: each kernel the reading supports is accepted (the text, the cubin
 /// the driver made and the driver's own account agree), each it refuses is refused for its reason.

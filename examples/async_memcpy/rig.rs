@@ -70,8 +70,7 @@ impl<'a> AsyncRig<'a> {
     /// Starts the GPU that `CUDA_DEVICE` names (its report printed), refuses at once an `-n` whose
     /// buffers do not fit it or the host, and loads the lessons' kernels.
     pub fn start(out: &Output, args: &'a Args) -> anyhow::Result<AsyncRig<'a>> {
-        let gpu = measure::lesson::gpu(out)?;
-        gpu.check_footprint(&footprint(args.elements))?;
+        let gpu = measure::lesson::gpu(out, &footprint(args.elements))?;
         let kernels = Kernels::load(&gpu)?; // the lessons' kernels: cuModuleLoadData, cuModuleGetFunction
         Ok(AsyncRig { gpu, kernels, args })
     }

@@ -25,7 +25,7 @@ pub fn footprint(max: usize) -> Footprint {
 struct BidirectionalResults<'a> {
     device: &'a DeviceInfo,
     repeats: Repeats,
-    sizes: &'a [CopyTimes],
+    by_size: &'a [CopyTimes],
     reference_each_way_gbps: Option<f64>,
 }
 
@@ -41,8 +41,7 @@ impl BothWays {
     /// buffers do not fit it or the host, and allocates them for the largest of `sizes`.
     pub fn start(out: &Output, sizes: &[usize], repeats: Repeats) -> anyhow::Result<BothWays> {
         let max = sizes.iter().copied().max().unwrap_or(0);
-        let gpu = measure::lesson::gpu(out)?;
-        gpu.check_footprint(&footprint(max))?;
+        let gpu = measure::lesson::gpu(out, &footprint(max))?;
         out.say(format!(
             "Copies each way alone and both at once (an H2D and a D2H on two streams), GB/s, median of up to {} runs",
             repeats.repeats
@@ -101,7 +100,7 @@ impl BothWays {
     /// Writes the JSON: the device, the repeats, every size's times, and the reference.
     pub fn finish(&self, out: &Output, rows: &[CopyTimes], reference: Option<f64>) -> anyhow::Result<()> {
         let (device, repeats) = (&self.gpu.info, self.repeats);
-        out.finish(&BidirectionalResults { device, repeats, sizes: rows, reference_each_way_gbps: reference })
+        out.finish(&BidirectionalResults { device, repeats, by_size: rows, reference_each_way_gbps: reference })
     }
 }
 

@@ -13,7 +13,7 @@ use kernels::Kernels;
 use measure::{
     machine::{numa_node_of, why_together, GpuAlone, Health, HostMemory},
     pipeline::{balanced_work, Buffering, Pipeline},
-    report::{fmt_bytes, Output, Table},
+    report::{fmt_bytes, Figure, Output, Table},
     timeline::phase,
     timing::{measure, Repeats, Stats, Window},
     work::Steps,
@@ -51,6 +51,8 @@ pub struct PerGpu {
     both_gbps: f64,
     /// The overlap pipeline: bytes in and out per second.
     pipeline_gbps: f64,
+    /// Each phase's times, in the order of [`PHASES`].
+    times: [Stats; 4],
     /// Each phase's span on the host clock and the bytes it moved.
     windows: Vec<Window>,
     /// Link, clocks and what among them would slow copies (read when the GPU runs alone).
@@ -177,9 +179,18 @@ impl EveryGpu {
         why_together(&gpus, least, host).iter().for_each(|l| out.say(l));
     }
 
-    /// Writes the JSON: the devices, the size, each GPU alone and together, and the host's memory.
+    /// Writes the JSON: the devices, the size, each GPU alone and together, and the host's memory; and
+    /// each GPU's phases as figures, named `GPU 0 alone: H2D`, for `xtask compare`.
     pub fn finish(&self, out: &Output, alone: &[PerGpu], together: &[PerGpu], host: &HostMemory) -> anyhow::Result<()> {
         let (bytes, repeats) = (self.run.bytes, self.run.repeats);
+        let chunk = 4 * (bytes / 4).min(PIPELINE_ELEMENTS).div_ceil(32);
+        for (g, how) in alone.iter().map(|g| (g, "alone")).chain(together.iter().map(|g| (g, "together"))) {
+            for ((phase, _), stats) in PHASES.iter().zip(&g.times) {
+                let each = if *phase == "pipeline" { chunk } else { bytes };
+                let figure = Figure::new(format!("GPU {} {how}: {phase}", g.device), stats).transfers(each);
+                out.add(figure.depends_on("bytes"));
+            }
+        }
         out.finish(&EveryGpuResults { devices: &self.devices, bytes, repeats, alone, together, host_memory: host })
     }
 }
@@ -218,6 +229,7 @@ impl PerGpuRun {
             dtoh_gbps: dtoh.0.gbps(self.bytes),
             both_gbps: both.0.gbps(2 * self.bytes),
             pipeline_gbps: pipeline.0.gbps(2 * plan.elements * 4),
+            times: [htod.0, dtoh.0, both.0, pipeline.0],
             windows: vec![htod.1, dtoh.1, both.1, pipeline.1],
             bus: gpu.info.pci_bus_id.clone(),
             health,

@@ -84,8 +84,7 @@ impl ManagedRig {
         let plans =
             sizes.map(|b| ChunkPlan::new(b / 4, args.chunks, args.streams)).collect::<anyhow::Result<Vec<_>>>()?;
         let repeats = args.run.repeats();
-        let gpu = measure::lesson::gpu(out)?;
-        gpu.check_footprint(&footprint(&plans[plans.len() - 1]))?;
+        let gpu = measure::lesson::gpu(out, &footprint(&plans[plans.len() - 1]))?;
         let room = gpu.room()?; //                                        cudaMemGetInfo(&free, &total)
         let kernels = Kernels::load(&gpu)?; // the lessons' kernels: cuModuleLoadData, cuModuleGetFunction
         let chunk = plans[plans.len() - 1].max_chunk();

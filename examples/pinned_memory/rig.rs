@@ -85,8 +85,7 @@ impl<'a> PinnedRig<'a> {
     /// once sizes whose buffers do not fit it or the host.
     pub fn start(out: &Output, args: &'a Args) -> anyhow::Result<PinnedRig<'a>> {
         let sizes = args.sizes.sizes(4 << 10, 64 << 20)?;
-        let (gpu, health) = measure::lesson::gpu_and_health(out)?;
-        gpu.check_footprint(&footprint(sizes[sizes.len() - 1]))?;
+        let (gpu, health) = measure::lesson::gpu_and_health(out, &footprint(sizes[sizes.len() - 1]))?;
         Ok(PinnedRig { gpu, health, sizes, args })
     }
 

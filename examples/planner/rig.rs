@@ -125,8 +125,7 @@ impl PlannerRig {
     /// Starts the GPU that `CUDA_DEVICE` names (its report printed), refuses at once a `--size` whose
     /// memory does not fit it or the host, loads the lessons' kernels and calibrates the kernel.
     pub fn start(out: &Output, setup: PlannerSetup) -> anyhow::Result<PlannerRig> {
-        let gpu = measure::lesson::gpu(out)?;
-        gpu.check_footprint(&setup.footprint())?;
+        let gpu = measure::lesson::gpu(out, &setup.footprint())?;
         let kernels = Kernels::load(&gpu)?; // the lessons' kernels: cuModuleLoadData, cuModuleGetFunction
         let (mib, r) = ((1 << 20) / 4, setup.repeats);
         let work = match (setup.ms_per_mib, setup.iters, &setup.user) {
@@ -211,7 +210,8 @@ impl PlannerRig {
             .collect();
         for x in &tried {
             let name = format!("{} chunks on {} streams", x.predicted.chunks, x.predicted.streams); // for xtask compare
-            out.add(Figure::new(name, &x.achieved).transfers(bytes / x.predicted.chunks).depends_on("work"));
+            let figure = Figure::new(name, &x.achieved).transfers(bytes / x.predicted.chunks);
+            out.add(figure.calibrated("work").against_model(x.predicted.ms));
         }
         self.print_tried(&tried, out);
         Ok(tried)

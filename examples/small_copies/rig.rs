@@ -148,8 +148,7 @@ impl SmallCopiesRig {
         streams: usize,
         repeats: Repeats,
     ) -> anyhow::Result<SmallCopiesRig> {
-        let gpu = measure::lesson::gpu(out)?;
-        gpu.check_footprint(&footprint(places))?; // before anything is allocated
+        let gpu = measure::lesson::gpu(out, &footprint(places))?; // before anything is allocated
         let kernels = Kernels::load(&gpu)?; // the lessons' kernels, copy_by_table among them
         let rig = SmallCopiesRig::new(gpu, kernels, places, streams, repeats)?;
         if let Err(why) = &rig.batch {
@@ -270,9 +269,14 @@ impl SmallCopiesRig {
             TransferWay::Graph => self.graph(places)?,
             _ => {
                 self.poison(places, pageable)?;
+                let t = Instant::now();
                 self.once(way, places, pageable)?; // the checked run is the first warm-up
+                let first_ms = ms(t);
                 let check = self.check(places, way, pageable);
-                let rest = Repeats { warmup: self.repeats.warmup.saturating_sub(1), ..self.repeats };
+                // A run of half the budget is warm after one, as measure_parts_within has it.
+                let warm = first_ms >= BUDGET_MS / 2.0;
+                let warmup = if warm { 0 } else { self.repeats.warmup.saturating_sub(1) };
+                let rest = Repeats { warmup, ..self.repeats };
                 (measure_parts_within(rest, BUDGET_MS, || self.once(way, places, pageable))?, check, None)
             }
         };

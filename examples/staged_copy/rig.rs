@@ -104,8 +104,7 @@ impl StagedRig {
     /// Starts the GPU that `CUDA_DEVICE` names (its report printed), refuses at once a setup whose
     /// memory does not fit it or the host, then allocates it all.
     pub fn start(out: &Output, setup: StagedSetup) -> anyhow::Result<StagedRig> {
-        let gpu = measure::lesson::gpu(out)?;
-        gpu.check_footprint(&setup.footprint())?;
+        let gpu = measure::lesson::gpu(out, &setup.footprint())?;
         let n = setup.elements();
         let d_data = gpu.alloc::<f32>(n)?;
         let pageable = common::pageable(n, input)?;

@@ -63,8 +63,7 @@ impl ZeroCopyRig {
     /// GPU can map host memory.
     pub fn start(out: &Output, args: &Args) -> anyhow::Result<ZeroCopyRig> {
         let sizes = args.sizes.sizes(64 << 10, 64 << 20)?;
-        let gpu = measure::lesson::gpu(out)?;
-        gpu.check_footprint(&footprint(sizes[sizes.len() - 1]))?;
+        let gpu = measure::lesson::gpu(out, &footprint(sizes[sizes.len() - 1]))?;
         let kernels = Kernels::load(&gpu)?; // the lessons' kernels: cuModuleLoadData, cuModuleGetFunction
         if !gpu.info.can_map_host_memory {
             anyhow::bail!("{} cannot map host memory, so zero-copy is not available on it", gpu.info.name);

@@ -10,8 +10,7 @@
 //!
 //! fn zero_copy(args: &Args, out: &Output) -> anyhow::Result<()> {
 //!     let sizes = args.sizes()?;                         // a bad combination: exit 2, GPU untouched
-//!     let gpu = measure::lesson::gpu(out)?;              // the GPU CUDA_DEVICE names, and its report
-//!     gpu.check_footprint(&footprint(&sizes))?;          // too large for this machine: exit 2, at once
+//!     let gpu = measure::lesson::gpu(out, &footprint(&sizes))?; // too large: exit 2, at once, one line
 //!     ...
 //! }
 //! ```
@@ -21,7 +20,7 @@
 
 use std::process::ExitCode;
 
-use common::Gpu;
+use common::{Footprint, Gpu};
 
 use crate::{
     error::{finish, json_requested},
@@ -36,16 +35,18 @@ pub fn run<A: clap::Parser>(lesson: impl FnOnce(&A, &Output) -> anyhow::Result<(
     finish(lesson(&args, &out).map_err(Into::into))
 }
 
-/// Starts the GPU that `CUDA_DEVICE` names (default 0), with the built-in timeline where
-/// `GPU_TIMELINE` asks for it, and prints its report.
-pub fn gpu(out: &Output) -> anyhow::Result<Gpu> {
-    gpu_and_health(out).map(|(gpu, _)| gpu)
+/// Starts the GPU that `CUDA_DEVICE` names (default 0), checks that what the lesson will allocate fits
+/// it and this host (refused before anything is allocated or printed: one line on stderr, exit code 2),
+/// starts the built-in timeline where `GPU_TIMELINE` asks for it, and prints the GPU's report.
+pub fn gpu(out: &Output, need: &Footprint) -> anyhow::Result<Gpu> {
+    gpu_and_health(out, need).map(|(gpu, _)| gpu)
 }
 
 /// [`gpu`], and what the machine says of its link, clocks and NUMA node (printed in the report, with any
 /// likely cause of slow copies it points to).
-pub fn gpu_and_health(out: &Output) -> anyhow::Result<(Gpu, Health)> {
+pub fn gpu_and_health(out: &Output, need: &Footprint) -> anyhow::Result<(Gpu, Health)> {
     let mut gpu = Gpu::init()?;
+    gpu.check_footprint(need)?;
     crate::timeline::record_if_asked(&mut gpu)?;
     let health = Health::read(&gpu);
     out.say(format!("{}\n      {}", describe(&gpu.info), health.summary()));

@@ -110,6 +110,10 @@ pub struct Figure {
     /// A lower bound on its time measured on the same work in the same run.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bound_ms: Option<f64>,
+    /// A model's prediction of its time, made from costs measured on the same work in the same run: not
+    /// a bound (a run may beat it), but like one it follows the work a run calibrated.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model_ms: Option<f64>,
     /// Settings of the run (keys of its `result`) that decide the work it measures beyond its name:
     /// where two runs differ in one, their figures measure different work.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -133,6 +137,7 @@ impl Figure {
             bytes: None,
             best: false,
             bound_ms: None,
+            model_ms: None,
             depends_on: Vec::new(),
             calibrated: Vec::new(),
         }
@@ -175,6 +180,12 @@ impl Figure {
     /// Held against a lower bound of `ms`, measured on the same work in the same run.
     pub fn against(self, bound_ms: f64) -> Figure {
         Figure { bound_ms: Some(bound_ms), ..self }
+    }
+
+    /// Held against a model's prediction of `ms`, made from costs measured on the same work in the same
+    /// run.
+    pub fn against_model(self, model_ms: f64) -> Figure {
+        Figure { model_ms: Some(model_ms), ..self }
     }
 
     /// Its work depends on the run's setting `key` (a key of the lesson's JSON result).

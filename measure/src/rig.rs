@@ -64,8 +64,7 @@ impl PipelineRig {
     /// Starts the GPU that `CUDA_DEVICE` names (its report printed), refuses at once a setup whose
     /// memory, with up to `buffers` device buffers, does not fit it, and loads the lessons' kernels.
     pub fn start(out: &Output, setup: PipelineSetup, buffers: usize) -> anyhow::Result<PipelineRig> {
-        let gpu = crate::lesson::gpu(out)?;
-        gpu.check_footprint(&Pipeline::footprint(setup.kernel, &setup.plan, buffers))?;
+        let gpu = crate::lesson::gpu(out, &Pipeline::footprint(setup.kernel, &setup.plan, buffers))?;
         let kernels = Kernels::load(&gpu)?; // the lessons' kernels: cuModuleLoadData, cuModuleGetFunction
         Ok(PipelineRig { gpu, kernels, setup })
     }

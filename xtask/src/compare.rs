@@ -72,6 +72,8 @@ pub enum Measure {
     Time,
     /// Its time over the lower bound measured on its own work in its own run (1 / efficiency).
     OverBound,
+    /// Its time over a model's prediction made from costs measured on its own work in its own run.
+    OverModel,
 }
 
 /// One figure as one run has it.
@@ -89,6 +91,7 @@ pub struct Reading {
     /// The CPU's side moves its bytes page by page (pageable or managed memory), where the run says.
     pub cpu_paged: bool,
     pub bound_ms: Option<f64>,
+    pub model_ms: Option<f64>,
     pub depends_on: Vec<String>,
     pub calibrated: Vec<String>,
 }
@@ -120,6 +123,7 @@ impl Reading {
             transfer_bytes: None,
             cpu_paged: false,
             bound_ms: None,
+            model_ms: None,
             depends_on: Vec::new(),
             calibrated: Vec::new(),
         })
@@ -201,6 +205,7 @@ impl Change {
             let over = match measure {
                 Measure::Time => 1.0,
                 Measure::OverBound => r.bound_ms.filter(|b| *b > 0.0)?,
+                Measure::OverModel => r.model_ms.filter(|m| *m > 0.0)?,
             };
             Some(Side { center: r.ms / over, lo: r.lo_ms / over, hi: r.hi_ms / over })
         };
@@ -213,6 +218,7 @@ impl Change {
         let fast = a.ms.min(b.ms);
         let kind = match measure {
             Measure::OverBound => Kind::OverBound,
+            Measure::OverModel => Kind::OverModel,
             Measure::Time => {
                 let pageable = [a, b].iter().any(|r| r.cpu_paged || r.name.to_lowercase().contains("pageable"));
                 let clock = a.clock.or(b.clock).unwrap_or_else(|| a.timed_by());
@@ -258,6 +264,7 @@ impl Change {
         let (further, nearer) = match self.measure {
             Measure::Time => ("slower", "faster"),
             Measure::OverBound => ("slower: further from its bound", "faster: nearer its bound"),
+            Measure::OverModel => ("slower: further over its model", "faster: nearer its model"),
         };
         match self.verdict {
             Verdict::Same => "same: within its drift".into(),
@@ -273,6 +280,7 @@ impl Change {
     fn value(&self, v: f64) -> String {
         match self.measure {
             Measure::OverBound => format!("{v:.3}x bound"),
+            Measure::OverModel => format!("{v:.3}x model"),
             Measure::Time if v < 0.1 => format!("{:.2} µs", v * 1e3),
             Measure::Time => format!("{v:.3} ms"),
         }
@@ -533,10 +541,28 @@ pub fn compare(a: &Value, b: &Value, table: &Table) -> Comparison {
         (true, false, true) => Matched::Learned("B"),
         (true, false, false) => Matched::Names,
     };
-    let (fa, fb) = if named { (na, nb) } else { (by_place(ra), by_place(rb)) };
+    let (mut fa, mut fb) = if named { (na, nb) } else { (by_place(ra), by_place(rb)) };
+    // Where `work` was learned as `steps`, the figures that named it name `steps`.
+    for (f, doc, learned) in [(&mut fa, a, ra), (&mut fb, b, rb)] {
+        let result = doc.get("result").unwrap_or(doc);
+        if learned.get("steps").is_some() && result.get("steps").is_none() {
+            for k in f.iter_mut().flat_map(|r| r.depends_on.iter_mut().chain(r.calibrated.iter_mut())) {
+                if k == "work" {
+                    *k = "steps".into();
+                }
+            }
+        }
+    }
     let mut keys: BTreeSet<String> = SETTINGS.iter().map(|s| s.to_string()).collect();
-    keys.extend(fa.iter().chain(&fb).flat_map(|f| f.depends_on.iter().cloned()));
-    let differing = differing_settings(ra, rb, &keys);
+    let depended: BTreeSet<String> = fa.iter().chain(&fb).flat_map(|f| f.depends_on.iter().cloned()).collect();
+    keys.extend(depended.iter().cloned());
+    let mut differing = differing_settings(ra, rb, &keys);
+    // A setting a figure depends on that one run has and the other lacks (renamed between them, as
+    // `work` became `steps`) cannot be taken as the same.
+    for k in depended.iter().filter(|k| ra.get(k.as_str()).is_some() != rb.get(k.as_str()).is_some()) {
+        let show = |r: &Value| r.get(k.as_str()).map_or("absent".to_string(), Value::to_string);
+        differing.push((k.clone(), show(ra), show(rb)));
+    }
     let differs = |k: &String| differing.iter().any(|d| &d.0 == k);
     let mut cmp = Comparison {
         changes: Vec::new(),
@@ -558,6 +584,8 @@ pub fn compare(a: &Value, b: &Value, table: &Table) -> Comparison {
             Measure::Time
         } else if depends.iter().all(|k| calibrated(k)) && x.bound_ms.is_some() && y.bound_ms.is_some() {
             Measure::OverBound
+        } else if depends.iter().all(|k| calibrated(k)) && x.model_ms.is_some() && y.model_ms.is_some() {
+            Measure::OverModel
         } else {
             let keys: Vec<&str> = depends.iter().map(|k| k.as_str()).collect();
             let why = if depends.iter().all(|k| calibrated(k)) {
@@ -598,10 +626,10 @@ pub fn report(cmp: &Comparison, all: bool) -> String {
     }
     let left = |why: &str| cmp.left_out.iter().filter(|l| l.1.contains(why)).count();
     for key in &cmp.calibrated {
-        let over = cmp.changes.iter().filter(|c| c.measure == Measure::OverBound).count();
+        let over = cmp.changes.iter().filter(|c| c.measure != Measure::Time).count();
         s += &format!(
             "      {key} was calibrated anew in each run, so the runs' times measure different work: {over} pipeline \
-             runs are\n      compared by their time over their own bound (measured on the run's own work), {} figures \
+             runs are\n      compared by their time over their own bound or model (measured on the run's own work), {} figures \
              that do not\n      depend on {key} as they are; {} figures of the calibrated work are left out (the same \
              --iters for both\n      compares times)\n",
             cmp.changes.len() - over,
@@ -740,6 +768,7 @@ fn named(doc: &Value) -> Vec<Reading> {
             r.transfer_bytes = f["transfer_bytes"].as_u64().map(|b| b as usize);
             r.cpu_paged = f["cpu_paged"].as_bool().unwrap_or(false);
             r.bound_ms = f["bound_ms"].as_f64();
+            r.model_ms = f["model_ms"].as_f64();
             r.depends_on = strings(&f["depends_on"]);
             r.calibrated = strings(&f["calibrated"]);
             Some(r)
@@ -935,7 +964,8 @@ fn lesson_of(doc: &Value, path: &Path) -> String {
 /// was `steps` (`{"Process": 812}` is `{"InPlace": {"Process": 812}}`).
 fn learned_settings(result: &Value) -> Value {
     let mut r = result.clone();
-    if let (Some(o), true) = (r.as_object_mut(), result.get("report").is_some()) {
+    let pipeline = result.get("report").is_some() || result.get("points").is_some(); // overlap_sweep's
+    if let (Some(o), true) = (r.as_object_mut(), pipeline) {
         if let (Some(work), false) = (o.get("work").cloned(), o.contains_key("steps")) {
             o.insert("steps".into(), serde_json::json!({ "InPlace": work }));
         }

@@ -223,7 +223,9 @@ fn param(r: &mut Rng, (name, unique): (&str, &str), room: &mut u32, refused_form
     if elem == 8 && ty != ".f64" && r.chance(30) {
         text += &format!("{}.ptr", ows(r));
         if r.chance(70) {
-            text += &format!("{}{}", ows(r), r.pick(&[".global", ".const", ".local", ".shared"]));
+            let spaces: &[&str] =
+                if refused_forms { &[".global", ".const", ".local", ".shared"] } else { &[".global", ".const"] };
+            text += &format!("{}{}", ows(r), r.pick(spaces));
         }
         if r.chance(40) {
             text += &format!("{}.align{}{}", ows(r), ws(r), power(r, 5));
@@ -306,10 +308,13 @@ pub fn file(seed: u64, index: u64, count: usize) -> File {
     file_with(seed, index, count, true)
 }
 
-/// The same without the forms only ptxas takes: the driver's JIT refused every generated module
-/// (`CUDA_ERROR_INVALID_IMAGE`, with nothing in its log, on the 580 driver) while they held `.texref` or
-/// `.surfref` parameters (texture and surface references, gone from CUDA 12's runtime) or comments inside
-/// the header's three directives, all of which ptxas 13.0 compiles.
+/// The same without the forms only ptxas takes. The 580 driver (CUDA 13.0, on the H200) compiles every
+/// generated module with its JIT linker, then refuses to load the cubin it made, and to load the PTX as
+/// a whole program (`CUDA_ERROR_INVALID_IMAGE`, nothing in its log), where a kernel has a parameter
+/// declared `.ptr .shared` or `.ptr .local`: loading every prefix of seven such files, each first
+/// failed at the first kernel with one, and the one file without any loaded (2026-11-25). So these
+/// files hold pointers to `.global` and `.const` only; nor, as before, `.texref` or `.surfref`
+/// parameters (gone from CUDA 12's runtime) or comments inside the header's three directives.
 pub fn file_for_the_driver(seed: u64, index: u64, count: usize) -> File {
     file_with(seed, index, count, false)
 }

@@ -702,3 +702,60 @@ fn a_run_from_before_a_rename_still_compares() {
     other["result"]["steps"] = json!({"InPlace": {"SinCos": 600}});
     assert_eq!(compare(&old, &other, &table()).differing.len(), 1);
 }
+
+/// The planner's runs, its kernel calibrated anew in each run: each run held against the model's
+/// prediction made in that run.
+fn planner(work: u32, runs: &[(&str, f64, f64)]) -> Value {
+    let figures = runs
+        .iter()
+        .map(|(name, ms, model)| {
+            json!({ "name": name, "stats": stats(*ms, 0.004), "clock": "gpu",
+            "model_ms": model, "depends_on": ["work"], "calibrated": ["work"], "transfer_bytes": 8 << 20 })
+        })
+        .collect();
+    doc(json!({ "work": { "Process": work }, "bytes": 256 << 20 }), figures)
+}
+
+#[test]
+fn planner_runs_with_different_calibrations_are_compared_over_their_model() {
+    let a = planner(1566, &[("32 chunks on 3 streams", 7.33, 7.62), ("32 chunks on 1 streams", 17.44, 17.9)]);
+    let b = planner(1490, &[("32 chunks on 3 streams", 7.05, 7.31), ("32 chunks on 1 streams", 16.9, 17.3)]);
+    let c = compare(&a, &b, &table());
+    let how: Vec<(Measure, String)> = c.changes.iter().map(|c| (c.measure, c.kind.to_string())).collect();
+    assert_eq!(how, [(Measure::OverModel, "over its model".into()), (Measure::OverModel, "over its model".into())]);
+    assert_eq!(verdicts(&c), []);
+    // A run that lands 20% further over its model is found, whatever its kernel.
+    let slow = planner(1490, &[("32 chunks on 3 streams", 8.8, 7.31), ("32 chunks on 1 streams", 16.9, 17.3)]);
+    let c = compare(&a, &slow, &table());
+    assert_eq!(verdicts(&c), [("32 chunks on 3 streams", Verdict::Slower)]);
+    assert!(c.changes[0].why().starts_with("slower: further over its model"), "{}", c.changes[0].why());
+    assert_eq!(c.changes[0].value(c.changes[0].b.center), "1.204x model");
+    // Without the model's figure the calibrated work cannot be compared: left out, not guessed.
+    let mut bare = b.clone();
+    bare["figures"].as_array_mut().unwrap().iter_mut().for_each(|f| f["model_ms"] = Value::Null);
+    let c = compare(&a, &bare, &table());
+    assert!(c.changes.is_empty() && c.left_out.len() == 2, "{:?}", c.left_out);
+}
+
+#[test]
+fn a_setting_one_run_lacks_is_not_taken_as_the_same() {
+    // overlap_sweep before `work` was named `steps`: its kernel calibrated anew in each run, under
+    // either name, so its runs are compared over their bounds, never by their times.
+    let sweep = |key: &str, rounds: u32, ms: f64, bound: f64| {
+        let f = json!({ "name": "16 chunks / 16 streams", "stats": stats(ms, 0.004), "clock": "gpu",
+            "bound_ms": bound, "depends_on": ["elements", key], "calibrated": [key] });
+        doc(json!({ "elements": 16 << 20, "points": [], key: { "Process": rounds } }), vec![f])
+    };
+    let c = compare(&sweep("work", 1209, 1.726, 1.546), &sweep("steps", 3078, 3.591, 3.22), &table());
+    assert_eq!(c.changes.len(), 1, "{c:?}");
+    assert_eq!(c.changes[0].measure, Measure::OverBound);
+    assert_eq!(verdicts(&c), []);
+    let text = report(&c, false);
+    assert!(text.contains("steps is {\"InPlace\":{\"Process\":1209}} in A and {\"Process\":3078} in B"), "{text}");
+    // A setting renamed where compare does not know it: absent in one run, so never the same.
+    let mut other = sweep("work", 1209, 1.726, 1.546);
+    other["result"].as_object_mut().unwrap().remove("points");
+    let c = compare(&other, &sweep("steps", 3078, 3.591, 3.22), &table());
+    assert_eq!(c.changes[0].measure, Measure::OverBound, "{c:?}");
+    assert!(report(&c, false).contains("work is {\"Process\":1209} in A and absent in B"), "{}", report(&c, false));
+}
