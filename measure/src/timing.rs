@@ -93,22 +93,9 @@ pub fn measure_best(
 /// milliseconds, and each part gets its own statistics. When to stop is decided on the first part.
 pub fn measure_parts<const N: usize>(
     r: Repeats,
-    mut f: impl FnMut() -> anyhow::Result<[f64; N]>,
+    f: impl FnMut() -> anyhow::Result<[f64; N]>,
 ) -> anyhow::Result<[Stats; N]> {
-    for _ in 0..r.warmup {
-        f()?;
-    }
-    let mut samples: Vec<[f64; N]> = Vec::with_capacity(r.repeats);
-    while samples.len() < r.repeats {
-        samples.push(f()?);
-        if samples.len() >= 3 && samples.iter().map(|s| s[0]).sum::<f64>() >= ENOUGH_MS {
-            break;
-        }
-    }
-    let stats = (0..N)
-        .map(|k| Stats::from_samples(&samples.iter().map(|s| s[k]).collect::<Vec<_>>()))
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    Ok(stats.try_into().expect("one Stats per part"))
+    runs_in_parts(r, f64::INFINITY, ENOUGH_MS, f)
 }
 
 /// [`measure_parts`] held to a budget, for lessons that time many things: the warm-up runs stop once
@@ -117,11 +104,22 @@ pub fn measure_parts<const N: usize>(
 pub fn measure_parts_within<const N: usize>(
     r: Repeats,
     budget_ms: f64,
+    f: impl FnMut() -> anyhow::Result<[f64; N]>,
+) -> anyhow::Result<[Stats; N]> {
+    runs_in_parts(r, budget_ms / 2.0, budget_ms, f)
+}
+
+/// Warm-up runs until they add up to `warm_ms`, then timed runs, at least three (or `repeats` if
+/// fewer), until they add up to `enough_ms`; each part's statistics.
+fn runs_in_parts<const N: usize>(
+    r: Repeats,
+    warm_ms: f64,
+    enough_ms: f64,
     mut f: impl FnMut() -> anyhow::Result<[f64; N]>,
 ) -> anyhow::Result<[Stats; N]> {
     let mut warm = 0.0;
     for _ in 0..r.warmup {
-        if warm >= budget_ms / 2.0 {
+        if warm >= warm_ms {
             break;
         }
         warm += f()?[0];
@@ -129,7 +127,7 @@ pub fn measure_parts_within<const N: usize>(
     let mut samples: Vec<[f64; N]> = Vec::with_capacity(r.repeats);
     while samples.len() < r.repeats {
         samples.push(f()?);
-        if samples.len() >= 3 && samples.iter().map(|s| s[0]).sum::<f64>() >= budget_ms {
+        if samples.len() >= 3 && samples.iter().map(|s| s[0]).sum::<f64>() >= enough_ms {
             break;
         }
     }
