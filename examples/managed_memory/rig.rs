@@ -171,12 +171,19 @@ impl ManagedRig {
     }
 }
 
-/// Names one way's figures at one size (`16 MiB / on demand / wall`) for `cargo xtask compare`, each
-/// marked as moved page by page on the CPU's side, as the lesson's figures always were: the driver
-/// migrates managed memory's pages there, on faults or prefetches.
+/// Names one way's figures at one size (`16 MiB / on demand / wall`) for `cargo xtask compare`, those
+/// of managed memory marked as moved page by page on the CPU's side (the driver migrates its pages
+/// there, on faults or prefetches); the explicit copies' are from pinned memory.
 fn figures(out: &Output, how: DataMovement, plan: &ChunkPlan, t: &Times) {
     let (bytes, chunk) = (fmt_bytes(plan.elements * 4), plan.max_chunk() * 4);
-    let figure = |what: &str, s: &Stats| Figure::new(format!("{bytes} / {} / {what}", how.name()), s).cpu_paged();
+    let figure = |what: &str, s: &Stats| {
+        let f = Figure::new(format!("{bytes} / {} / {what}", how.name()), s);
+        if matches!(how, DataMovement::ExplicitCopies) {
+            f
+        } else {
+            f.cpu_paged()
+        }
+    };
     out.add(figure("wall", &t.wall).on_host().transfers(chunk));
     out.add(figure("host fill", &t.host_fill).on_host());
     out.add(figure("gpu", &t.gpu).transfers(chunk));

@@ -297,12 +297,14 @@ impl Table {
         self.row(kind).drift
     }
 
-    /// The drift `figure` (`lesson: figure`) of `kind` is held to: its own where it is restless, else
-    /// its kind's; and whether it is its own.
+    /// The drift `figure` (`lesson: figure`) of `kind` is held to: its own where it is restless (and
+    /// wider than its kind's: a figure fitted under another kind, before its run said what it is, may
+    /// have a narrower own drift than the kind it is now), else its kind's; and whether it is its own.
     pub fn drift_of(&self, kind: Kind, figure: &str) -> (f64, bool) {
+        let of_kind = self.drift(kind);
         match self.restless.get(figure) {
-            Some(r) if matches!(kind, Kind::Time { .. }) => (r.drift, true),
-            _ => (self.drift(kind), false),
+            Some(r) if matches!(kind, Kind::Time { .. }) && r.drift > of_kind => (r.drift, true),
+            _ => (of_kind, false),
         }
     }
 
@@ -513,6 +515,10 @@ mod tests {
         assert!((own.drift - ((1.25f64 * 0.05).exp() - 1.0)).abs() < 1e-12, "{own:?}");
         assert_eq!(t.drift_of(big, "l: f0"), (own.drift, true));
         assert_eq!(t.drift_of(big, "l: f1"), (row.drift, false));
+        // Held as a kind wider than its own drift (its run now says it is pageable), the kind's applies.
+        let wide = Kind::of(Clock::Gpu, true, Some(64 << 20), 1.2);
+        assert!(t.drift(wide) > own.drift);
+        assert_eq!(t.drift_of(wide, "l: f0"), (t.drift(wide), false));
         assert_eq!(t.row(host), Table::provisional().row(host), "two movements are too few");
         assert!(!t.provisional_only());
         // With replace off (a single baseline run), a fit only widens.
