@@ -896,7 +896,12 @@ pub fn calibrate(dir: &Path) -> anyhow::Result<(Table, String)> {
         };
         let gpu = &doc["machine"]["gpus"][0];
         gpus.extend(gpu["name"].as_str().map(String::from));
-        drivers.extend(gpu["driver_version"].as_str().map(String::from));
+        // `[13, 0]` as the lessons write it (a string in older runs).
+        let version = match &gpu["driver_version"] {
+            Value::Array(parts) => Some(parts.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(".")),
+            v => v.as_str().map(String::from),
+        };
+        drivers.extend(version);
         latest = latest.max(doc["machine"]["unix_time"].as_u64().unwrap_or(0));
         groups.entry(lesson_of(&doc, path)).or_default().push(doc);
     }
