@@ -24,6 +24,8 @@ use crate::{lockstep::Lockstep, numa::bind_thread_to_node};
 
 /// The elements the pipeline phase runs over, at most (the copies move all of `--size`).
 const PIPELINE_ELEMENTS: usize = 64 << 20;
+/// The chunks the pipeline phase cuts them into.
+const PIPELINE_CHUNKS: usize = 32;
 /// Host memory the CPUs' own read and write rates are measured over, once every GPU is done.
 pub const HOST_MEMORY_BYTES: usize = 1 << 30;
 
@@ -33,7 +35,7 @@ pub const HOST_MEMORY_BYTES: usize = 1 << 30;
 /// the CPUs' rates are measured over comes after the GPUs are done, counted beside them all the same.
 pub fn footprint(bytes: usize, gpus: usize) -> Footprint {
     let n = bytes / 4;
-    let chunk = n.min(PIPELINE_ELEMENTS).div_ceil(32);
+    let chunk = pipeline_chunk(n);
     let own = Footprint::default().device::<f32>(n.saturating_mul(2).saturating_add(4 * chunk));
     let all = Footprint::default().pinned::<f32>(n.saturating_mul(2).saturating_mul(gpus));
     own.and(all).max(Footprint::default().pageable::<u8>(HOST_MEMORY_BYTES))
@@ -183,7 +185,7 @@ impl EveryGpu {
     /// each GPU's phases as figures, named `GPU 0 alone: H2D`, for `xtask compare`.
     pub fn finish(&self, out: &Output, alone: &[PerGpu], together: &[PerGpu], host: &HostMemory) -> anyhow::Result<()> {
         let (bytes, repeats) = (self.run.bytes, self.run.repeats);
-        let chunk = 4 * (bytes / 4).min(PIPELINE_ELEMENTS).div_ceil(32);
+        let chunk = 4 * pipeline_chunk(bytes / 4);
         for (g, how) in alone.iter().map(|g| (g, "alone")).chain(together.iter().map(|g| (g, "together"))) {
             for ((phase, _), stats) in PHASES.iter().zip(&g.times) {
                 let each = if *phase == "pipeline" { chunk } else { bytes };
@@ -193,6 +195,11 @@ impl EveryGpu {
         }
         out.finish(&EveryGpuResults { devices: &self.devices, bytes, repeats, alone, together, host_memory: host })
     }
+}
+
+/// Elements in the pipeline phase's largest chunk, for copies of `n` elements (its plan's `max_chunk`).
+fn pipeline_chunk(n: usize) -> usize {
+    n.min(PIPELINE_ELEMENTS).div_ceil(PIPELINE_CHUNKS)
 }
 
 /// A phase's rate summed over GPUs.
@@ -212,7 +219,7 @@ impl PerGpuRun {
             bind_thread_to_node(node)?; // pinned memory allocated and touched below lands near the GPU
         }
         let n = self.bytes / 4;
-        let plan = ChunkPlan::new(n.min(PIPELINE_ELEMENTS), 32, 4)?;
+        let plan = ChunkPlan::new(n.min(PIPELINE_ELEMENTS), PIPELINE_CHUNKS, 4)?;
         let work = balanced_work(&gpu, &kernels, plan.max_chunk(), self.repeats)?;
         // Pinned input and output of `bytes` each, for the copies and the pipeline over the first part.
         let mut p = Pipeline::new(&gpu, &kernels, Steps::InPlace(work), n, self.repeats)?;
@@ -296,6 +303,11 @@ mod tests {
         // Small copies: the pipeline runs over all of them, its chunks a 32nd each.
         let small = footprint(4 * MIB, 2);
         assert_eq!((small.device, small.pinned), (8 * MIB + (512 << 10), 16 * MIB));
+        // The figures' chunk is the pipeline plan's.
+        for n in [MIB / 4, GIB / 4, (GIB + 12) / 4] {
+            let plan = ChunkPlan::new(n.min(PIPELINE_ELEMENTS), PIPELINE_CHUNKS, 4).unwrap();
+            assert_eq!(pipeline_chunk(n), plan.max_chunk(), "{n}");
+        }
         // A size past any machine saturates rather than wraps.
         let huge = footprint(usize::MAX, 8);
         assert_eq!((huge.device, huge.pinned), (usize::MAX, usize::MAX));
