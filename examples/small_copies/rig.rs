@@ -13,7 +13,7 @@ use common::{DeviceBuffer, DeviceInfo, Footprint, Gpu, HostAlloc, PinnedBuffer, 
 use kernels::Kernels;
 use measure::{
     report::{fmt_bytes, Output},
-    timing::{measure_best, measure_parts_within, Repeats},
+    timing::{measure_best, measure_parts_within, measure_parts_within_after, Repeats},
 };
 
 use crate::{
@@ -273,11 +273,8 @@ impl SmallCopiesRig {
                 self.once(way, places, pageable)?; // the checked run is the first warm-up
                 let first_ms = ms(t);
                 let check = self.check(places, way, pageable);
-                // A run of half the budget is warm after one, as measure_parts_within has it.
-                let warm = first_ms >= BUDGET_MS / 2.0;
-                let warmup = if warm { 0 } else { self.repeats.warmup.saturating_sub(1) };
-                let rest = Repeats { warmup, ..self.repeats };
-                (measure_parts_within(rest, BUDGET_MS, || self.once(way, places, pageable))?, check, None)
+                let (r, again) = (self.repeats, || self.once(way, places, pageable));
+                (measure_parts_within_after(first_ms, r, BUDGET_MS, again)?, check, None)
             }
         };
         Ok(WayRun {

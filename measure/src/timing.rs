@@ -95,7 +95,7 @@ pub fn measure_parts<const N: usize>(
     r: Repeats,
     f: impl FnMut() -> anyhow::Result<[f64; N]>,
 ) -> anyhow::Result<[Stats; N]> {
-    runs_in_parts(r, f64::INFINITY, ENOUGH_MS, f)
+    runs_in_parts(r, 0.0, f64::INFINITY, ENOUGH_MS, f)
 }
 
 /// [`measure_parts`] held to a budget, for lessons that time many things: the warm-up runs stop once
@@ -106,18 +106,32 @@ pub fn measure_parts_within<const N: usize>(
     budget_ms: f64,
     f: impl FnMut() -> anyhow::Result<[f64; N]>,
 ) -> anyhow::Result<[Stats; N]> {
-    runs_in_parts(r, budget_ms / 2.0, budget_ms, f)
+    runs_in_parts(r, 0.0, budget_ms / 2.0, budget_ms, f)
 }
 
-/// Warm-up runs until they add up to `warm_ms`, then timed runs, at least three (or `repeats` if
-/// fewer), until they add up to `enough_ms`; each part's statistics.
+/// [`measure_parts_within`] after a run the caller made itself (a run whose result it checked), which
+/// took `first_ms` and counts as the first of `r`'s warm-up runs: a first run of half the budget leaves
+/// no more warm-up to do.
+pub fn measure_parts_within_after<const N: usize>(
+    first_ms: f64,
+    r: Repeats,
+    budget_ms: f64,
+    f: impl FnMut() -> anyhow::Result<[f64; N]>,
+) -> anyhow::Result<[Stats; N]> {
+    let rest = Repeats { warmup: r.warmup.saturating_sub(1), ..r };
+    runs_in_parts(rest, first_ms, budget_ms / 2.0, budget_ms, f)
+}
+
+/// Warm-up runs until they add up to `warm_ms` (counting `warmed_ms` already spent), then timed runs,
+/// at least three (or `repeats` if fewer), until they add up to `enough_ms`; each part's statistics.
 fn runs_in_parts<const N: usize>(
     r: Repeats,
+    warmed_ms: f64,
     warm_ms: f64,
     enough_ms: f64,
     mut f: impl FnMut() -> anyhow::Result<[f64; N]>,
 ) -> anyhow::Result<[Stats; N]> {
-    let mut warm = 0.0;
+    let mut warm = warmed_ms;
     for _ in 0..r.warmup {
         if warm >= warm_ms {
             break;
@@ -293,6 +307,18 @@ mod tests {
         })
         .unwrap();
         assert_eq!((calls, s.runs), (2 + 10, 10), "short runs: every warm-up and repeat");
+        // After a checked run of its own, the caller's run is the first warm-up.
+        let after = |first_ms: f64| {
+            let mut calls = 0;
+            measure_parts_within_after(first_ms, r, 10.0, || {
+                calls += 1;
+                Ok([0.1])
+            })
+            .unwrap();
+            calls
+        };
+        assert_eq!(after(2.0), 1 + 10, "a short first run: one more warm-up");
+        assert_eq!(after(5.0), 10, "a first run of half the budget: warm already");
     }
 
     #[test]
