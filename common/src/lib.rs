@@ -112,6 +112,6 @@ pub use launch::{LaunchBuilder, LaunchConfig, Queue, Value};
 pub use memory::{Bytes, DeviceBuffer, DeviceRoom, Element, Footprint, ManagedBuffer, TooLarge};
 pub use module::{Kernel, Module};
 pub use scope::{Destination, Landing, Observer, Scope, ScopeEvent, ScopeStream, TimedOp, Waits};
-pub use staging::Stager;
+pub use staging::{PartedSlice, Stager};
 pub use stream::Stream;
 pub use view::{Dev, DevRead};

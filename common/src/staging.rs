@@ -11,8 +11,18 @@
 //! is as fast there and has no threads to start.
 //!
 //! Both calls return when the transfer is complete, so the borrows they take end with the work.
+//!
+//! A [`PartedSlice`] is the other half of moving many small buffers: several threads pack them into one
+//! pinned buffer, a part each, and each piece of it can be copied as soon as its parts are packed.
 
-use std::{ops::Range, sync::Arc};
+use std::{
+    marker::PhantomData,
+    ops::Range,
+    sync::{
+        atomic::{AtomicBool, AtomicUsize, Ordering},
+        Arc,
+    },
+};
 
 use anyhow::{bail, Context as _};
 
@@ -292,6 +302,150 @@ impl<T> SendPtr<T> {
     }
 }
 
+/// A slice that several threads write at once, a part each, and that is read back a piece at a time (a
+/// run of consecutive parts) as soon as every part of the piece is written: how many small buffers are
+/// packed into one pinned buffer on several threads, each piece copied to the GPU as soon as it is
+/// packed, while the threads pack the next.
+///
+/// Each part is handed out once, by [`PartedSlice::claim`], as a [`Part`] that writes it; dropping the
+/// `Part` marks it written. [`PartedSlice::piece`] hands a piece out, shared, only once every part of it
+/// is written, and for as long as the slice was lent: no part of it can be written again. A `Part`
+/// forgotten (`mem::forget`) leaves its piece unwritten for good; one dropped while its thread panics
+/// marks the slice failed ([`PartedSlice::failed`]) instead, and its piece is never handed out.
+pub struct PartedSlice<'a, T> {
+    ptr: *mut T,
+    /// Part i is `ends[i - 1]..ends[i]` (the first from 0); the last end is the slice's length.
+    ends: Vec<usize>,
+    /// Piece p is parts `piece_ends[p - 1]..piece_ends[p]`; the last is the number of parts.
+    piece_ends: Vec<usize>,
+    claimed: Vec<AtomicBool>,
+    /// Each piece's parts not yet written.
+    unwritten: Vec<AtomicUsize>,
+    failed: AtomicBool,
+    _lent: PhantomData<&'a mut [T]>,
+}
+
+// SAFETY: a PartedSlice holds a `&'a mut [T]` in all but name: moving it to another thread moves that
+// borrow, which needs `T: Send`.
+unsafe impl<T: Send> Send for PartedSlice<'_, T> {}
+// SAFETY: shared between threads it hands each part's `&mut` to one thread (`T: Send`, as
+// `split_at_mut` and threads do) and whole pieces as `&[T]` to any (`T: Sync`); the atomics order them.
+unsafe impl<T: Send + Sync> Sync for PartedSlice<'_, T> {}
+
+impl<'a, T> PartedSlice<'a, T> {
+    /// `slice` cut into parts that end at `part_ends` (ascending, the last the slice's length), grouped
+    /// into pieces that end at `piece_ends` (numbers of parts, ascending, the last the number of parts).
+    pub fn new(slice: &'a mut [T], part_ends: Vec<usize>, piece_ends: Vec<usize>) -> anyhow::Result<Self> {
+        let ascending = |v: &[usize]| v.windows(2).all(|w| w[0] <= w[1]);
+        if !ascending(&part_ends) || part_ends.last().copied().unwrap_or(0) != slice.len() {
+            bail!("parts must end in ascending order, the last at the slice's length ({})", slice.len());
+        }
+        if !ascending(&piece_ends) || piece_ends.last().copied().unwrap_or(0) != part_ends.len() {
+            bail!("pieces must end in ascending order, the last at the number of parts ({})", part_ends.len());
+        }
+        let unwritten = (0..piece_ends.len())
+            .map(|p| AtomicUsize::new(piece_ends[p] - if p == 0 { 0 } else { piece_ends[p - 1] }))
+            .collect();
+        Ok(PartedSlice {
+            ptr: slice.as_mut_ptr(),
+            claimed: part_ends.iter().map(|_| AtomicBool::new(false)).collect(),
+            ends: part_ends,
+            piece_ends,
+            unwritten,
+            failed: AtomicBool::new(false),
+            _lent: PhantomData,
+        })
+    }
+
+    /// How many parts there are.
+    pub fn parts(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// How many pieces there are.
+    pub fn pieces(&self) -> usize {
+        self.piece_ends.len()
+    }
+
+    /// Where part `i` lies in the slice.
+    pub fn part_range(&self, i: usize) -> Range<usize> {
+        (if i == 0 { 0 } else { self.ends[i - 1] })..self.ends[i]
+    }
+
+    /// Where piece `p` lies in the slice.
+    pub fn piece_range(&self, p: usize) -> Range<usize> {
+        let parts = self.piece_parts(p);
+        let start = if parts.start == 0 { 0 } else { self.ends[parts.start - 1] };
+        start..if parts.end == 0 { 0 } else { self.ends[parts.end - 1] }
+    }
+
+    /// Which parts piece `p` is made of.
+    pub fn piece_parts(&self, p: usize) -> Range<usize> {
+        (if p == 0 { 0 } else { self.piece_ends[p - 1] })..self.piece_ends[p]
+    }
+
+    /// Part `i` to write, if nobody has claimed it before (each is handed out once).
+    pub fn claim(&self, i: usize) -> Option<Part<'_, T>> {
+        if i >= self.ends.len() || self.claimed[i].swap(true, Ordering::AcqRel) {
+            return None;
+        }
+        let range = self.part_range(i);
+        let piece = self.piece_ends.partition_point(|&end| end <= i);
+        // SAFETY: `range` lies within the slice (the ends ascend to its length, checked in `new`) and
+        // overlaps no other part's; this part is handed out once (the swap above), and no piece holding
+        // it is handed out until its `Part` is dropped. The slice is lent to `self` for 'a.
+        let slice = unsafe { std::slice::from_raw_parts_mut(self.ptr.add(range.start), range.len()) };
+        Some(Part { slice, unwritten: &self.unwritten[piece], failed: &self.failed })
+    }
+
+    /// Piece `p`, once every part of it is written; `None` before (or for good, where a part was
+    /// forgotten or dropped in a panic).
+    pub fn piece(&self, p: usize) -> Option<&'a [T]> {
+        if self.unwritten[p].load(Ordering::Acquire) != 0 {
+            return None;
+        }
+        let range = self.piece_range(p);
+        // SAFETY: every part of the piece was claimed (each once) and its `Part` dropped without a panic
+        // (the count reached 0; Acquire sees their writes), so no `&mut` to these elements exists or can
+        // be made again; the slice stays lent for 'a, so nothing else writes them either.
+        Some(unsafe { std::slice::from_raw_parts(self.ptr.add(range.start), range.len()) })
+    }
+
+    /// Whether a part was dropped while its thread panicked: its piece will never be handed out.
+    pub fn failed(&self) -> bool {
+        self.failed.load(Ordering::Acquire)
+    }
+}
+
+/// One part of a [`PartedSlice`], to write; dropping it marks the part written.
+pub struct Part<'p, T> {
+    slice: &'p mut [T],
+    unwritten: &'p AtomicUsize,
+    failed: &'p AtomicBool,
+}
+
+impl<T> std::ops::Deref for Part<'_, T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        self.slice
+    }
+}
+
+impl<T> std::ops::DerefMut for Part<'_, T> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        self.slice
+    }
+}
+
+impl<T> Drop for Part<'_, T> {
+    fn drop(&mut self) {
+        match std::thread::panicking() {
+            true => self.failed.store(true, Ordering::Release),
+            false => drop(self.unwritten.fetch_sub(1, Ordering::Release)),
+        }
+    }
+}
+
 /// `dst.copy_from_slice(src)`, with non-temporal (streaming) stores for copies of 4 KiB or more on
 /// x86-64: the destination's lines are written without first being read into the cache, which halves the
 /// memory traffic of a copy that will not be read again soon, as staging's are. Ends with a store fence,
@@ -344,8 +498,94 @@ unsafe fn nt_copy(dst: *mut u8, src: *const u8, bytes: usize) {
 
 #[cfg(test)]
 mod tests {
-    use super::{split, stream_copy};
+    use std::sync::atomic::{AtomicUsize, Ordering};
 
+    use super::{split, stream_copy, PartedSlice};
+
+    #[test]
+    fn a_piece_is_handed_out_once_every_part_of_it_is_written_and_each_part_once() {
+        let mut buf = vec![0u32; 10];
+        // Parts 0..3, 3..3 (empty), 3..7, 7..10; pieces: parts 0..2 and 2..4.
+        let parted = PartedSlice::new(&mut buf, vec![3, 3, 7, 10], vec![2, 4]).unwrap();
+        assert_eq!((parted.parts(), parted.pieces()), (4, 2));
+        assert_eq!((parted.piece_range(0), parted.piece_range(1)), (0..3, 3..10));
+        let mut a = parted.claim(0).unwrap();
+        assert!(parted.claim(0).is_none(), "a part is handed out once");
+        a.fill(1);
+        assert!(parted.piece(0).is_none(), "part 0 is still being written, and part 1 unclaimed");
+        drop(a);
+        assert!(parted.piece(0).is_none(), "part 1, empty, is not written yet");
+        drop(parted.claim(1).unwrap());
+        assert_eq!(parted.piece(0).unwrap(), &[1, 1, 1]);
+        assert!(parted.claim(1).is_none() && parted.claim(4).is_none());
+        let (mut c, d) = (parted.claim(2).unwrap(), parted.claim(3).unwrap());
+        c.fill(2);
+        drop(c);
+        std::mem::forget(d);
+        assert!(parted.piece(1).is_none(), "a forgotten part leaves its piece unwritten for good");
+        assert!(!parted.failed());
+        let first = parted.piece(0).unwrap();
+        drop(parted);
+        assert_eq!(first, &[1, 1, 1], "a piece handed out stays readable for as long as the slice was lent");
+    }
+
+    #[test]
+    fn layouts_that_do_not_tile_the_slice_are_refused() {
+        let mut buf = vec![0u8; 8];
+        assert!(PartedSlice::new(&mut buf, vec![4, 2, 8], vec![3]).is_err(), "parts out of order");
+        assert!(PartedSlice::new(&mut buf, vec![4, 7], vec![2]).is_err(), "parts short of the slice");
+        assert!(PartedSlice::new(&mut buf, vec![4, 9], vec![2]).is_err(), "parts past the slice");
+        assert!(PartedSlice::new(&mut buf, vec![4, 8], vec![1]).is_err(), "pieces short of the parts");
+        assert!(PartedSlice::new(&mut buf, vec![4, 8], vec![2, 1]).is_err(), "pieces out of order");
+        assert!(PartedSlice::new(&mut buf, vec![4, 8], vec![1, 2]).is_ok());
+    }
+
+    #[test]
+    fn a_part_dropped_in_a_panic_fails_the_slice_and_never_completes_its_piece() {
+        let mut buf = vec![0u8; 4];
+        let parted = PartedSlice::new(&mut buf, vec![2, 4], vec![2]).unwrap();
+        drop(parted.claim(1).unwrap());
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut part = parted.claim(0).unwrap();
+            part[0] = 7;
+            panic!("packing failed halfway");
+        }));
+        assert!(caught.is_err());
+        assert!(parted.failed() && parted.piece(0).is_none());
+    }
+
+    #[test]
+    fn threads_writing_parts_hand_over_whole_pieces_in_order() {
+        let n = 1 << 16;
+        let mut buf = vec![0u32; n];
+        let ends: Vec<usize> = (1..=256).map(|i| i * n / 256).collect();
+        let parted = PartedSlice::new(&mut buf, ends, (1..=16).map(|p| p * 16).collect()).unwrap();
+        let next = AtomicUsize::new(0);
+        let pack = || loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            let Some(mut part) = parted.claim(i) else { break };
+            part.iter_mut().for_each(|x| *x = i as u32 + 1);
+        };
+        std::thread::scope(|t| {
+            for _ in 0..3 {
+                t.spawn(pack);
+            }
+            for p in 0..parted.pieces() {
+                let piece = loop {
+                    match parted.piece(p) {
+                        Some(piece) => break piece,
+                        None => std::hint::spin_loop(),
+                    }
+                };
+                let start = parted.piece_range(p).start;
+                for part in parted.piece_parts(p) {
+                    let r = parted.part_range(part);
+                    let whole = piece[r.start - start..r.end - start].iter().all(|&x| x == part as u32 + 1);
+                    assert!(whole, "piece {p}: part {part} written whole before the piece is handed out");
+                }
+            }
+        });
+    }
     #[test]
     fn stream_copy_copies_every_byte_at_any_alignment() {
         let src: Vec<u8> = (0..300_000u32).map(|i| (i * 7 % 251) as u8).collect();

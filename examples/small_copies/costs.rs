@@ -15,9 +15,9 @@
 //!   calls, and the scope;
 //! - batch: GPU fixed + n · per buffer + B/β↑ + B/β↓; wall the larger of the GPU and the two calls, and
 //!   the scope;
-//! - packed: GPU each piece's copy up once it is packed (the pieces packed on the pool's threads, a wave
-//!   at a time), the kernels, each piece's copy back; wall the last piece unpacked once it landed, and
-//!   the scope;
+//! - packed: GPU each piece's copy up once its items are packed (the items packed in order by the crew's
+//!   threads together), the kernels, each piece's copy back; wall the last piece's items unpacked by the
+//!   crew once it landed, and the scope;
 //! - graph: GPU fixed + n · per buffer + B/β↑ + B/β↓; wall the larger of the launch and the GPU (the GPU
 //!   starts while the launch goes on), and the scope;
 //! - zero-copy: GPU the kernels over mapped memory; wall the larger of the GPU and two calls, and the
@@ -36,7 +36,7 @@ use measure::{
 
 use crate::{
     buffers::{BufferPlacement, BufferSet},
-    packing::{pack_all, pieces, unpack_all},
+    packing::{crew_threads, pack_all, unpack_all, PackLayout},
     results::SetRun,
     rig::{ms, SmallCopiesRig, BUDGET_MS},
     ways::TransferWay,
@@ -88,8 +88,8 @@ pub struct ModelCosts {
     /// buffer, β its rate.
     pub pack: CopyCost,
     pub unpack: CopyCost,
-    /// The threads the packed way packs on (the pool's), and the rates they reach together over 16 MiB
-    /// in pieces, GB/s.
+    /// The threads the packed way packs on (the caller's and the pool's), and the rates they reach together
+    /// over 16 MiB, GB/s.
     pub pack_threads: usize,
     pub pack_threads_gbps: f64,
     pub unpack_threads_gbps: f64,
@@ -187,14 +187,14 @@ impl ModelCosts {
         bytes as f64 * (1.0 / self.htod.beta_gbps + 1.0 / self.dtoh.beta_gbps) * 1e-6
     }
 
-    /// Packing (or unpacking) one piece of `buffers` buffers and `bytes` bytes while `busy` threads pack
-    /// at once, ms: a buffer's fixed cost each, and the bytes at one thread's rate, or at the threads'
-    /// share of what they reach together, whichever is slower.
+    /// Packing (or unpacking) `buffers` buffers and `bytes` bytes on one of `busy` threads that pack at
+    /// once, ms: a buffer's fixed cost each, and the bytes at one thread's rate, or at the threads' share
+    /// of what they reach together, whichever is slower.
     pub fn piece_ms(&self, buffers: usize, bytes: usize, busy: usize) -> f64 {
         Self::cpu_ms(&self.pack, self.pack_threads_gbps, (buffers, bytes, busy))
     }
 
-    /// Unpacking one piece, likewise.
+    /// Unpacking, likewise.
     pub fn unpiece_ms(&self, buffers: usize, bytes: usize, busy: usize) -> f64 {
         Self::cpu_ms(&self.unpack, self.unpack_threads_gbps, (buffers, bytes, busy))
     }
@@ -206,31 +206,32 @@ impl ModelCosts {
     }
 
     /// The packed way's round trip over `set`, as it runs it (see `packing::packed_round_trip`): the
-    /// pieces packed on the pool, each copied up once packed; the kernels; each piece copied back, and
-    /// unpacked once landed. (GPU span, host calls, wall), ms.
+    /// items packed in order by the crew's threads together, each piece copied up once its items are
+    /// packed; the kernels; each piece copied back, and its items unpacked by the crew once it landed.
+    /// (GPU span, host calls, wall), ms.
     pub fn packed_ms(&self, set: &BufferSet) -> (f64, f64, f64) {
         let places = BufferPlacement::new(set);
-        let pieces = pieces(&places);
-        let threads = self.pack_threads.clamp(1, pieces.len());
+        let layout = PackLayout::new(&places);
+        let threads = self.pack_threads.clamp(1, layout.items.len());
         let call = self.call_us * 1e-3;
-        let (mut copied, mut host) = (0.0f64, 0.0);
-        for (p, piece) in pieces.iter().enumerate() {
-            let bytes: usize = places.sizes[piece.clone()].iter().sum();
-            // Pieces are packed `threads` at a time; this one is ready when its wave is done.
-            let ready = ((p / threads) + 1) as f64 * self.piece_ms(piece.len(), bytes, threads);
+        let piece = |p: usize| (layout.piece_buffers(p).len(), layout.piece_bytes(p).len());
+        let (mut packed, mut copied, mut host) = (0.0f64, 0.0f64, 0.0);
+        for p in 0..layout.pieces.len() {
+            let (buffers, bytes) = piece(p);
+            // The threads share the piece's items: it is packed a thread's share of it after the last.
+            packed += self.piece_ms(buffers, bytes, threads) / threads as f64;
             host += call;
-            copied = copied.max(ready).max(host) + self.htod.ms(bytes);
+            copied = copied.max(packed).max(host) + self.htod.ms(bytes);
         }
         let kernels = self.kernels.ms(places.bytes());
         host += 2.0 * call;
-        let mut landed = copied.max(host) + kernels;
-        let mut unpacked = 0.0f64;
-        for piece in &pieces {
-            let bytes: usize = places.sizes[piece.clone()].iter().sum();
+        let (mut landed, mut unpacked) = (copied.max(host) + kernels, 0.0f64);
+        for p in 0..layout.pieces.len() {
+            let (buffers, bytes) = piece(p);
             landed += self.dtoh.ms(bytes);
-            unpacked = unpacked.max(landed) + self.unpiece_ms(piece.len(), bytes, 1);
+            unpacked = unpacked.max(landed) + self.unpiece_ms(buffers, bytes, threads) / threads as f64;
         }
-        host += 2.0 * pieces.len() as f64 * call;
+        host += 2.0 * layout.pieces.len() as f64 * call;
         (landed, host, unpacked.max(landed) + self.scope_us * 1e-3)
     }
 
@@ -343,7 +344,7 @@ impl RateCosts {
             }
         }
         let big = &sets.big;
-        let pack_threads = rayon::current_num_threads().min(pieces(&BufferPlacement::new(big)).len());
+        let pack_threads = crew_threads(PackLayout::new(&BufferPlacement::new(big)).items.len());
         let (pack, unpack) = rig.cpu_side(big, true);
         let nothing = CopyCost { alpha_us: f64::NAN, beta_gbps: f64::NAN, half_rate_bytes: f64::NAN, worst_miss: 0.0 };
         Ok(RateCosts {
@@ -411,17 +412,18 @@ impl SmallCopiesRig {
     }
 
     /// The packed way's CPU side alone over `set`, in the rig's own buffers (the host buffers, and the
-    /// pinned packed ones): packing and unpacking, on one thread or piece by piece on the pool, the best of
-    /// five, ms.
-    pub fn cpu_side(&mut self, set: &BufferSet, pool: bool) -> (f64, f64) {
+    /// pinned packed ones): packing and unpacking, on one thread or, `crew`, on the threads the packed way
+    /// shares its items among, the best of five, ms.
+    pub fn cpu_side(&mut self, set: &BufferSet, crew: bool) -> (f64, f64) {
         let places = BufferPlacement::new(set);
+        let threads = if crew { crew_threads(PackLayout::new(&places).items.len()) } else { 1 };
         let host = &mut self.host;
         let best = |f: &mut dyn FnMut() -> f64| (0..5).map(|_| f()).fold(f64::INFINITY, f64::min);
         let srcs = places.host_slices(&host.h_in);
-        let pack = best(&mut || host_ms(|| pack_all(&places, &srcs, &mut host.packed_htod[..], pool)).1);
+        let pack = best(&mut || host_ms(|| pack_all(&places, &srcs, &mut host.packed_htod[..], threads)).1);
         let unpack = best(&mut || {
             let outs = places.host_slices_mut(&mut host.h_out);
-            host_ms(|| unpack_all(&places, &host.packed_dtoh[..], outs, pool)).1
+            host_ms(|| unpack_all(&places, &host.packed_dtoh[..], outs, threads)).1
         });
         (pack, unpack)
     }

@@ -1,22 +1,25 @@
 //! The packed way: the CPU gathers the buffers into one pinned buffer, one copy goes up, the copy kernel
 //! scatters them into the arena; back, the kernel gathers them, one copy comes down, the CPU unpacks
-//! them. Its CPU work is pipelined with the copies: the set is cut into pieces, each goes up as soon as
-//! it is packed and is unpacked as soon as it has landed, and the pool's threads share the packing and
-//! the unpacking with the caller's.
+//! them. Its CPU work is pipelined with the copies, and shared by several threads at a fine grain: the
+//! set is cut into items (runs of buffers of about 64 KiB) that the threads pack in order, the caller's
+//! among them, and into pieces (runs of items, 512 KiB or more) that the copies move. A piece goes up as
+//! soon as its items are packed, and its items are unpacked, by every thread, as soon as it has landed,
+//! while the next is on its way. So even the first piece and the last are shared by the threads: with a
+//! piece to a thread, as before, the link waited for one thread to pack the first and the caller for one
+//! to unpack the last (on the H100's host, 65-75 µs each of a 450-530 µs round trip of 1000 x 4 KiB).
 
 use std::{
-    collections::VecDeque,
     ops::Range,
     sync::{
-        atomic::{AtomicUsize, Ordering::Relaxed},
-        mpsc::{channel, Receiver, Sender},
-        Condvar, Mutex,
+        atomic::{
+            AtomicBool, AtomicUsize,
+            Ordering::{AcqRel, Acquire, Relaxed, Release},
+        },
+        Mutex, OnceLock,
     },
 };
 
-use anyhow::Context as _;
-
-use common::{Dev, Landing, ScopeStream};
+use common::{staging::stream_copy, Dev, Landing, PartedSlice, ScopeStream};
 use kernels::TableCopy;
 
 use crate::{
@@ -25,204 +28,224 @@ use crate::{
     ways::RoundTripBuffers,
 };
 
-/// The packed way moves a set in pieces of this many bytes or more (at most [`MAX_PIECES`]): each
-/// piece costs a copy's fixed time each way, and the pieces let the CPU pack one while another is on
-/// its way, and unpack one while the next arrives.
+/// What one thread packs or unpacks at a time: runs of consecutive buffers of this many bytes or more
+/// (a larger buffer alone), small enough that the threads share each piece.
+pub const ITEM_BYTES: usize = 64 << 10;
+/// What one copy moves: runs of items of this many bytes or more, at most [`MAX_PIECES`]. Each piece
+/// costs a copy's fixed time each way; the pieces let one go up while the next is packed, and one be
+/// unpacked while the next comes down.
 pub const PIECE_BYTES: usize = 512 << 10;
 pub const MAX_PIECES: usize = 16;
+/// The most threads that pack and unpack (the caller's and the pool's): the host's memory, not its
+/// cores, limits them beyond that (on the H200's host 16 threads wrote memory at 67 GB/s, a little more
+/// than the link moves).
+pub const MOST_THREADS: usize = 8;
 
-/// The pieces the packed way cuts a set into: runs of consecutive buffers of about equal bytes.
-pub fn pieces(places: &BufferPlacement) -> Vec<Range<usize>> {
-    let wanted = (places.packed_len / PIECE_BYTES).clamp(1, MAX_PIECES);
-    let share = places.bytes().div_ceil(wanted).max(1);
-    let (mut out, mut start, mut bytes) = (Vec::new(), 0, 0);
-    for (i, size) in places.sizes.iter().enumerate() {
-        bytes += size;
-        if bytes >= share && out.len() + 1 < wanted {
+/// How the packed way cuts a set: items (runs of buffers that one thread packs at a time) and pieces
+/// (runs of items that one copy moves), and the bytes of the packed buffer each occupies. The items
+/// tile the packed buffer, the padding between two buffers going with the first.
+pub struct PackLayout {
+    pub items: Vec<Range<usize>>,
+    pub pieces: Vec<Range<usize>>,
+    /// Where each item ends in the packed buffer.
+    item_ends: Vec<usize>,
+}
+
+impl PackLayout {
+    pub fn new(places: &BufferPlacement) -> PackLayout {
+        let items = runs(&places.sizes, |_| ITEM_BYTES, usize::MAX);
+        let item_sizes: Vec<usize> = items.iter().map(|r| places.sizes[r.clone()].iter().sum()).collect();
+        let wanted = (places.packed_len / PIECE_BYTES).clamp(1, MAX_PIECES);
+        let share = places.bytes().div_ceil(wanted).max(1);
+        let pieces = runs(&item_sizes, |_| share, wanted);
+        let item_ends = items
+            .iter()
+            .map(|r| if r.end < places.count() { places.packed[r.end] } else { places.packed_len })
+            .collect();
+        PackLayout { items, pieces, item_ends }
+    }
+
+    pub fn item_bytes(&self, i: usize) -> Range<usize> {
+        (if i == 0 { 0 } else { self.item_ends[i - 1] })..self.item_ends[i]
+    }
+
+    pub fn piece_bytes(&self, p: usize) -> Range<usize> {
+        let items = &self.pieces[p];
+        self.item_bytes(items.start).start..self.item_bytes(items.end - 1).end
+    }
+
+    /// The buffers of piece `p`.
+    pub fn piece_buffers(&self, p: usize) -> Range<usize> {
+        let items = &self.pieces[p];
+        self.items[items.start].start..self.items[items.end - 1].end
+    }
+
+    /// The packed buffer (its first `packed_len` bytes), to be written item by item and read piece by piece.
+    fn parted<'a>(&self, packed: &'a mut [u8]) -> anyhow::Result<PartedSlice<'a, u8>> {
+        let len = self.item_ends.last().copied().unwrap_or(0);
+        anyhow::ensure!(packed.len() >= len, "a packed buffer of {} bytes for {len}", packed.len());
+        PartedSlice::new(&mut packed[..len], self.item_ends.clone(), self.pieces.iter().map(|p| p.end).collect())
+    }
+
+    /// `outs`, the set's host buffers in order, grouped by item.
+    fn by_item<'o>(&self, outs: Vec<&'o mut [u8]>) -> Vec<Mutex<Vec<&'o mut [u8]>>> {
+        let mut outs = outs.into_iter();
+        self.items.iter().map(|r| Mutex::new(outs.by_ref().take(r.len()).collect())).collect()
+    }
+}
+
+/// `sizes` cut into runs of consecutive entries that add up to `least(run)` or more, at most `most` runs
+/// (the last takes the rest); one run at least.
+fn runs(sizes: &[usize], least: impl Fn(usize) -> usize, most: usize) -> Vec<Range<usize>> {
+    let (mut out, mut start, mut sum) = (Vec::new(), 0, 0);
+    for (i, size) in sizes.iter().enumerate() {
+        sum += size;
+        if sum >= least(out.len()) && out.len() + 1 < most {
             out.push(start..i + 1);
-            (start, bytes) = (i + 1, 0);
+            (start, sum) = (i + 1, 0);
         }
     }
-    if start < places.count() || out.is_empty() {
-        out.push(start..places.count());
+    if start < sizes.len() || out.is_empty() {
+        out.push(start..sizes.len());
     }
     out
 }
 
-/// A set cut into pieces for the packed way: the buffers of each piece, the bytes of the packed buffer
-/// it occupies, and the buffers' sources.
-pub struct PackedPieces<'a> {
-    places: &'a BufferPlacement,
-    pieces: Vec<Range<usize>>,
-    bounds: Vec<Range<usize>>,
-    srcs: &'a [&'a [u8]],
+/// How many threads pack and unpack a set cut into `items` items: the caller's and the pool's, at most
+/// [`MOST_THREADS`], and no more than there are items.
+pub fn crew_threads(items: usize) -> usize {
+    rayon::current_num_threads().min(MOST_THREADS).min(items).max(1)
 }
 
-/// A landed piece to unpack: its index, its part of the packed buffer, and the buffers it fills.
-type UnpackJob<'a> = (usize, &'a [u8], Vec<&'a mut [u8]>);
-
-impl<'a> PackedPieces<'a> {
-    pub fn new(places: &'a BufferPlacement, srcs: &'a [&'a [u8]]) -> Self {
-        let pieces = pieces(places);
-        let bounds = pieces.iter().map(|piece| piece_bytes(places, piece)).collect();
-        PackedPieces { places, pieces, bounds, srcs }
-    }
-
-    /// Packs piece `p` into `region`, its part of the packed buffer, and hands the region back.
-    fn pack<'r>(&self, (p, region): (usize, &'r mut [u8])) -> (usize, &'r mut [u8]) {
-        let piece = &self.pieces[p];
-        pack(self.places, piece, &self.srcs[piece.clone()], region, self.bounds[p].start);
-        (p, region)
-    }
-
-    fn unpack(&self, (p, region, to): UnpackJob<'_>) {
-        unpack(self.places, &self.pieces[p], region, to, self.bounds[p].start);
-    }
-
-    /// `outs`, the set's host buffers in order, grouped by piece.
-    fn by_piece<'o>(&self, outs: Vec<&'o mut [u8]>) -> Vec<Vec<&'o mut [u8]>> {
-        let mut outs = outs.into_iter();
-        self.pieces.iter().map(|p| outs.by_ref().take(p.len()).collect()).collect()
-    }
+/// The packing side: the items, claimed in order by every thread, each packed into its part of the
+/// packed buffer.
+struct Packing<'a, 'w> {
+    layout: &'w PackLayout,
+    places: &'w BufferPlacement,
+    srcs: &'w [&'a [u8]],
+    packed: PartedSlice<'a, u8>,
+    next: AtomicUsize,
 }
 
-/// Packs every buffer of `srcs` into `packed` (the packed buffer), piece by piece on the thread pool
-/// (or on this thread), as the packed way does: for measuring what the CPU's side of it costs alone.
-pub fn pack_all(places: &BufferPlacement, srcs: &[&[u8]], packed: &mut [u8], pool: bool) {
-    let work = PackedPieces::new(places, srcs);
-    let regions = slices_mut(packed, work.bounds.iter().cloned());
-    rayon::in_place_scope(|scope| {
-        for (p, region) in regions.into_iter().enumerate() {
-            let work = &work;
-            match pool {
-                true => scope.spawn(move |_| {
-                    work.pack((p, region));
-                }),
-                false => {
-                    work.pack((p, region));
-                }
-            }
+impl<'a> Packing<'a, '_> {
+    /// Packs the next item nobody has taken; false when every item is taken.
+    fn pack_next(&self) -> bool {
+        if self.next.load(Relaxed) >= self.packed.parts() {
+            return false;
         }
-    });
-}
-
-/// The other way: every buffer out of `packed` into `outs`, piece by piece.
-pub fn unpack_all(places: &BufferPlacement, packed: &[u8], outs: Vec<&mut [u8]>, pool: bool) {
-    let work = PackedPieces::new(places, &[]);
-    let outs = work.by_piece(outs);
-    rayon::in_place_scope(|scope| {
-        for ((p, bytes), to) in work.bounds.iter().enumerate().zip(outs) {
-            let (work, region) = (&work, &packed[bytes.clone()]);
-            match pool {
-                true => scope.spawn(move |_| work.unpack((p, region, to))),
-                false => work.unpack((p, region, to)),
-            }
+        let i = self.next.fetch_add(1, Relaxed);
+        let Some(mut part) = self.packed.claim(i) else { return false };
+        let base = self.layout.item_bytes(i).start;
+        for b in self.layout.items[i].clone() {
+            let r = self.places.packed_range(b);
+            stream_copy(&mut part[r.start - base..r.end - base], self.srcs[b]);
         }
-    });
-}
-
-/// The bytes of the packed buffer that a piece of buffers occupies.
-fn piece_bytes(places: &BufferPlacement, piece: &Range<usize>) -> Range<usize> {
-    match piece.is_empty() {
-        true => 0..0,
-        false => places.packed[piece.start]..places.packed_range(piece.end - 1).end,
-    }
-}
-
-/// Copies the buffers `from[k]` of `piece` into their places in `region`, the piece's part of the packed
-/// buffer (which starts at `base`).
-/// Packs with streaming stores (`common::staging::stream_copy`, for buffers of 4 KiB or more): the
-/// packed bytes go to memory without being read into the CPU's caches first, which halves the memory
-/// traffic, and the copy engine then reads them from memory rather than from the caches. On the H200's
-/// host that took the packed way over 1000 x 4 KiB from 610 to 545 µs, and over 100 x 64 KiB from 801 to
-/// 608 µs.
-fn pack(places: &BufferPlacement, piece: &Range<usize>, from: &[&[u8]], region: &mut [u8], base: usize) {
-    for (k, src) in from.iter().enumerate() {
-        let r = places.packed_range(piece.start + k);
-        common::staging::stream_copy(&mut region[r.start - base..r.end - base], src);
-    }
-}
-
-/// The buffers of `piece` out of `region` into `to`, likewise.
-fn unpack(places: &BufferPlacement, piece: &Range<usize>, region: &[u8], to: Vec<&mut [u8]>, base: usize) {
-    for (k, dst) in to.into_iter().enumerate() {
-        let r = places.packed_range(piece.start + k);
-        common::staging::stream_copy(dst, &region[r.start - base..r.end - base]);
-    }
-}
-
-/// The pieces to pack, claimed one at a time: the caller's thread takes them from the first on, in the
-/// order they go up, and the pool's threads from the last back. A sleeping pool took 50-100 µs to wake
-/// on the H200's host: the caller starts at once, and never waits for a piece a waking thread holds.
-struct PackClaims<'a> {
-    front: AtomicUsize,
-    back: AtomicUsize,
-    regions: Vec<Mutex<Option<&'a mut [u8]>>>,
-}
-
-impl<'a> PackClaims<'a> {
-    fn new(regions: Vec<&'a mut [u8]>) -> Self {
-        let n = regions.len();
-        let regions = regions.into_iter().map(|r| Mutex::new(Some(r))).collect();
-        PackClaims { front: 0.into(), back: n.into(), regions }
+        true
     }
 
-    /// Piece `p`'s region, if nobody has claimed it.
-    fn take(&self, p: usize) -> Option<(usize, &'a mut [u8])> {
-        Some((p, self.regions.get(p)?.lock().unwrap_or_else(|e| e.into_inner()).take()?))
+    /// A pool thread's share: items until none is left.
+    fn help(&self) {
+        while self.pack_next() {}
     }
 
-    /// The first piece nobody has claimed (the caller's way). The pool claims from the back, so once a
-    /// piece is taken, every one after it is too.
-    fn first(&self) -> Option<(usize, &'a mut [u8])> {
-        self.take(self.front.fetch_add(1, Relaxed))
-    }
-
-    /// The last piece nobody has claimed (the pool's way); likewise, once one is taken, every one before it
-    /// is too.
-    fn last(&self) -> Option<(usize, &'a mut [u8])> {
-        let taken = self.back.fetch_update(Relaxed, Relaxed, |b| b.checked_sub(1));
-        self.take(taken.ok()?.checked_sub(1)?)
-    }
-}
-
-/// Landed pieces waiting to be unpacked, for the pool's threads and the caller's.
-#[derive(Default)]
-struct LandedPieces<'a> {
-    queue: Mutex<(VecDeque<UnpackJob<'a>>, bool)>,
-    ready: Condvar,
-}
-
-impl<'a> LandedPieces<'a> {
-    fn push(&self, job: UnpackJob<'a>) {
-        self.queue.lock().unwrap_or_else(|e| e.into_inner()).0.push_back(job);
-        self.ready.notify_one();
-    }
-
-    fn close(&self) {
-        self.queue.lock().unwrap_or_else(|e| e.into_inner()).1 = true;
-        self.ready.notify_all();
-    }
-
-    /// The next piece to unpack; `None` once closed and empty (or, `wait` false, when empty).
-    fn take(&self, wait: bool) -> Option<UnpackJob<'a>> {
-        let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+    /// Piece `p` once packed; meanwhile this thread packs the next items itself.
+    fn piece(&self, p: usize) -> anyhow::Result<&'a [u8]> {
+        let mut spins = 0;
         loop {
-            if let Some(job) = q.0.pop_front() {
-                return Some(job);
+            if let Some(piece) = self.packed.piece(p) {
+                return Ok(piece);
             }
-            if q.1 || !wait {
-                return None;
+            anyhow::ensure!(!self.packed.failed(), "a packing thread panicked");
+            if !self.pack_next() {
+                pause(&mut spins); // its last items are in other threads' hands
             }
-            q = self.ready.wait(q).unwrap_or_else(|e| e.into_inner());
         }
     }
 }
 
-/// The packed way's round trip, its CPU work pipelined with the copies: the pieces are packed by the
-/// pool's threads and this one, and each goes up as soon as it is packed; the copy kernel scatters every
-/// buffer into the arena and gathers it back; each piece comes back on its own and is unpacked as soon
-/// as it has landed, while the next is on its way. Returns the GPU time, ms.
+/// The unpacking side: each item's bytes of its landed piece, published in order as the pieces land,
+/// and its buffers, each item claimed once, in order, by every thread.
+struct Unpacking<'s, 'o, 'w> {
+    layout: &'w PackLayout,
+    places: &'w BufferPlacement,
+    landed_bytes: Vec<OnceLock<&'s [u8]>>,
+    outs: Vec<Mutex<Vec<&'o mut [u8]>>>,
+    /// Items whose piece has landed (a prefix), the next to claim, and whether no more will land.
+    landed: AtomicUsize,
+    next: AtomicUsize,
+    closed: AtomicBool,
+}
+
+impl<'s, 'o, 'w> Unpacking<'s, 'o, 'w> {
+    fn new(layout: &'w PackLayout, places: &'w BufferPlacement, outs: Vec<&'o mut [u8]>) -> Self {
+        let landed_bytes = layout.items.iter().map(|_| OnceLock::new()).collect();
+        let (landed, next, closed) = (AtomicUsize::new(0), AtomicUsize::new(0), AtomicBool::new(false));
+        Unpacking { layout, places, landed_bytes, outs: layout.by_item(outs), landed, next, closed }
+    }
+
+    /// Piece `p` has landed in `region`: its items may be unpacked.
+    fn landed(&self, p: usize, region: &'s [u8]) {
+        let start = self.layout.piece_bytes(p).start;
+        for i in self.layout.pieces[p].clone() {
+            let bytes = self.layout.item_bytes(i);
+            let _ = self.landed_bytes[i].set(&region[bytes.start - start..bytes.end - start]);
+        }
+        self.landed.store(self.layout.pieces[p].end, Release);
+    }
+
+    /// No more pieces will land (all have, or the round trip failed).
+    fn close(&self) {
+        self.closed.store(true, Release);
+    }
+
+    /// Unpacks the next landed item nobody has taken; `None` when there is none yet, `Some(false)` when
+    /// there will be none.
+    fn unpack_next(&self) -> Option<bool> {
+        let i = self.next.load(Acquire);
+        let closed = self.closed.load(Acquire); // read before `landed`: a close after that landed the rest
+        if i >= self.layout.items.len() || (closed && i >= self.landed.load(Acquire)) {
+            return Some(false);
+        }
+        if i >= self.landed.load(Acquire) || self.next.compare_exchange(i, i + 1, AcqRel, Relaxed).is_err() {
+            return None;
+        }
+        let (from, base) = (self.landed_bytes[i].get().expect("landed"), self.layout.item_bytes(i).start);
+        let outs = std::mem::take(&mut *self.outs[i].lock().unwrap_or_else(|e| e.into_inner()));
+        for (b, dst) in self.layout.items[i].clone().zip(outs) {
+            let r = self.places.packed_range(b);
+            stream_copy(dst, &from[r.start - base..r.end - base]);
+        }
+        Some(true)
+    }
+
+    /// Items as they land, until every one is unpacked or no more will land.
+    fn help(&self) {
+        let mut spins = 0;
+        loop {
+            match self.unpack_next() {
+                Some(true) => spins = 0,
+                Some(false) => return,
+                None => pause(&mut spins), // the next piece is on its way
+            }
+        }
+    }
+}
+
+/// Waits a moment for another thread: spinning, which notices at once (a sleeping thread took tens of
+/// microseconds to wake on the H100's and H200's hosts), and after a while yielding the core, should
+/// the threads outnumber the cores.
+fn pause(spins: &mut u32) {
+    *spins += 1;
+    match *spins < 256 {
+        true => std::hint::spin_loop(),
+        false => std::thread::yield_now(),
+    }
+}
+
+/// The packed way's round trip: every thread packs items in order, and each piece goes up as soon as
+/// its items are packed; the copy kernel scatters every buffer into the arena and gathers it back; each
+/// piece comes back on its own and its items are unpacked by every thread as soon as it has landed,
+/// while the next is on its way. Returns the GPU time, ms.
 pub fn packed_round_trip(
     on: GpuSide,
     places: &BufferPlacement,
@@ -231,119 +254,109 @@ pub fn packed_round_trip(
     device: &mut DeviceBuffers,
 ) -> anyhow::Result<f64> {
     let RoundTripBuffers { srcs, outs } = data;
-    let work = PackedPieces::new(places, &srcs);
-    let helpers = rayon::current_num_threads().min(work.pieces.len()).saturating_sub(1);
-    let claims = PackClaims::new(slices_mut(packed_htod, work.bounds.iter().cloned()));
-    let (dtoh_regions, outs) = (slices_mut(packed_dtoh, work.bounds.iter().cloned()), work.by_piece(outs));
+    let layout = PackLayout::new(places);
+    let packing = Packing { layout: &layout, places, srcs: &srcs, packed: layout.parted(packed_htod)?, next: 0.into() };
+    let helpers = crew_threads(layout.items.len()) - 1;
+    let dtoh_regions = slices_mut(packed_dtoh, (0..layout.pieces.len()).map(|p| layout.piece_bytes(p)));
     let (n, largest) = (places.count(), places.largest());
-    let (tx, rx) = channel();
     rayon::in_place_scope(|pool| {
-        spawn_packers(pool, helpers, (&claims, &work), tx);
+        on_helpers(pool, helpers, || packing.help());
         on.gpu.timed(on.streams, |s| {
             let (packed, arena, st) = (s.device(&mut device.packed), s.device(&mut device.arena), s.stream(0));
             let packed = packed.slice(0..places.packed_len);
             let table = s.device(&mut device.tables).slice(0..3 * n).read_only(); // the packed buffer's
-            htod_as_packed(st, packed, (&claims, &work), &rx)?;
+            htod_as_packed(st, packed, &packing)?;
             on.kernels.copy_by_table(st, TableCopy::Scatter, packed.read_only(), table, arena, largest)?;
             on.kernels.copy_by_table(st, TableCopy::Gather, arena.read_only(), table, packed, largest)?;
             let landings = dtoh_regions
                 .into_iter()
-                .zip(&work.bounds)
-                .map(|(region, bytes)| st.dtoh_landing(packed.slice(bytes.clone()), region)) // a piece back
+                .enumerate()
+                .map(|(p, region)| st.dtoh_landing(packed.slice(layout.piece_bytes(p)), region)) // a piece back
                 .collect::<anyhow::Result<Vec<_>>>()?;
-            unpack_as_they_land(landings, outs, helpers, &work)
+            unpack_as_they_land(landings, Unpacking::new(&layout, places, outs), helpers)
         })
     })
 }
 
-/// The pool's threads pack pieces from the last back, each sent to the caller's thread as it is done.
-/// One task wakes the rest, so that the caller pays for waking one sleeping thread, not each.
-fn spawn_packers<'s, 'a: 's>(
-    pool: &rayon::Scope<'s>,
-    helpers: usize,
-    (claims, work): (&'s PackClaims<'a>, &'s PackedPieces<'s>),
-    tx: Sender<(usize, &'a mut [u8])>,
-) {
-    let pack_all = move |tx: Sender<_>| {
-        while let Some(claimed) = claims.last() {
-            let _ = tx.send(work.pack(claimed));
-        }
-    };
+/// `work` on `helpers` of the pool's threads. One task wakes the rest, so that the caller pays for
+/// waking one sleeping thread, not each (a sleeping pool took 20-100 µs to wake on the H100's and the
+/// H200's hosts).
+fn on_helpers<'s>(pool: &rayon::Scope<'s>, helpers: usize, work: impl Fn() + Send + Sync + Copy + 's) {
     if helpers > 0 {
         pool.spawn(move |pool| {
             for _ in 1..helpers {
-                let tx = tx.clone();
-                pool.spawn(move |_| pack_all(tx));
+                pool.spawn(move |_| work());
             }
-            pack_all(tx)
+            work()
         });
     }
 }
 
-/// Each piece up as soon as it is packed, in order: this thread packs the next piece nobody has taken,
-/// or else waits for a thread that has.
+/// Each piece up as soon as it is packed, in order, this thread packing items meanwhile.
 fn htod_as_packed<'s, 'a: 's>(
     st: ScopeStream<'s, '_>,
     packed: Dev<'s, u8>,
-    (claims, work): (&PackClaims<'a>, &PackedPieces<'_>),
-    packed_by_pool: &Receiver<(usize, &'a mut [u8])>,
+    packing: &Packing<'a, '_>,
 ) -> anyhow::Result<()> {
-    let mut ready: Vec<Option<&'a mut [u8]>> = (0..work.pieces.len()).map(|_| None).collect();
-    for (p, bytes) in work.bounds.iter().enumerate() {
-        while ready[p].is_none() {
-            let (q, region) = match claims.first() {
-                Some(claimed) => work.pack(claimed),
-                None => packed_by_pool.recv().context("a packing thread stopped")?,
-            };
-            ready[q] = Some(region);
-        }
-        let region: &'a [u8] = ready[p].take().expect("packed");
-        st.htod(region, packed.slice(bytes.clone()))?; //                        cudaMemcpyAsync, a piece up
+    for p in 0..packing.layout.pieces.len() {
+        let piece = packing.piece(p)?;
+        st.htod(piece, packed.slice(packing.layout.piece_bytes(p)))?; //          cudaMemcpyAsync, a piece up
     }
     Ok(())
 }
 
-/// Each piece unpacked as soon as it has landed, while the next is on its way: this thread waits for the
-/// pieces in order and hands each to the pool's threads (which wake while the GPU works), or unpacks it
-/// itself where there are none; then it unpacks what is left with them.
+/// Each piece's items unpacked as soon as it has landed, by the pool's threads (which wake while the GPU
+/// works); this thread waits for the pieces in order, then unpacks what is left with them.
 fn unpack_as_they_land<'s>(
     landings: Vec<Landing<'s, '_, u8>>,
-    outs: Vec<Vec<&'s mut [u8]>>,
+    unpacking: Unpacking<'s, '_, '_>,
     helpers: usize,
-    work: &PackedPieces<'_>,
 ) -> anyhow::Result<()> {
-    let landed = LandedPieces::default();
+    let unpacking = &unpacking;
     rayon::in_place_scope(|pool| {
-        let landed = &landed;
-        let unpack_all = move || {
-            while let Some(job) = landed.take(true) {
-                work.unpack(job);
-            }
-        };
-        if helpers > 0 {
-            pool.spawn(move |pool| {
-                for _ in 1..helpers {
-                    pool.spawn(move |_| unpack_all());
-                }
-                unpack_all()
-            });
-        }
-        let waited = landings.into_iter().zip(outs).enumerate().try_for_each(|(p, (landing, to))| {
-            let region = landing.wait()?; //                                     landed: the host's again
-            landed.push((p, region, to));
-            // Without helpers, this thread unpacks each piece as soon as it has landed.
-            let mine = if helpers == 0 { landed.take(false) } else { None };
-            if let Some(job) = mine {
-                work.unpack(job);
+        on_helpers(pool, helpers, move || unpacking.help());
+        let waited = landings.into_iter().enumerate().try_for_each(|(p, landing)| {
+            unpacking.landed(p, landing.wait()?); //                              landed: the host's again
+            if helpers == 0 {
+                while let Some(true) = unpacking.unpack_next() {}
             }
             anyhow::Ok(())
         });
-        landed.close();
-        while let Some(job) = landed.take(false) {
-            work.unpack(job);
-        }
+        unpacking.close();
+        unpacking.help();
         waited
     })
+}
+
+/// Packs every buffer of `srcs` into `packed` on `threads` threads (this one among them), as the packed
+/// way does: for measuring what the CPU's side of it costs alone.
+pub fn pack_all(places: &BufferPlacement, srcs: &[&[u8]], packed: &mut [u8], threads: usize) {
+    let layout = PackLayout::new(places);
+    let packing = Packing {
+        layout: &layout,
+        places,
+        srcs,
+        packed: layout.parted(packed).expect("a rig's buffer"),
+        next: 0.into(),
+    };
+    rayon::in_place_scope(|pool| {
+        on_helpers(pool, threads.saturating_sub(1), || packing.help());
+        packing.help();
+    });
+}
+
+/// The other way: every buffer out of `packed` into `outs`, likewise.
+pub fn unpack_all(places: &BufferPlacement, packed: &[u8], outs: Vec<&mut [u8]>, threads: usize) {
+    let layout = PackLayout::new(places);
+    let unpacking = Unpacking::new(&layout, places, outs);
+    for p in 0..layout.pieces.len() {
+        unpacking.landed(p, &packed[layout.piece_bytes(p)]);
+    }
+    unpacking.close();
+    rayon::in_place_scope(|pool| {
+        on_helpers(pool, threads.saturating_sub(1), || unpacking.help());
+        unpacking.help();
+    });
 }
 
 #[cfg(test)]
@@ -356,74 +369,97 @@ mod tests {
         results::ByteCheck,
     };
 
-    /// The packed way's data path on the CPU: pack, the kernel's twin, unpack; every byte comes back.
+    /// The packed way's data path on the CPU: pack, the kernel's twin, unpack; every byte comes back, on
+    /// one thread and on several.
     #[test]
     fn the_packed_round_trip_brings_every_byte_back() {
-        let set = BufferSet::parse("4*3,1KiB*5,100*7").unwrap();
-        let places = BufferPlacement::new(&set);
-        let n = places.count();
-        let mut h_in = vec![0u8; places.host_len];
-        for (i, b) in places.host_slices_mut(&mut h_in).into_iter().enumerate() {
-            b.iter_mut().enumerate().for_each(|(j, x)| *x = byte(i, j));
+        for (spec, threads) in [("4*3,1KiB*5,100*7", 1), ("4*3,1KiB*5,100*7", 3), ("4KiB*300,3MiB*1,5*9", 4)] {
+            let set = BufferSet::parse(spec).unwrap();
+            let places = BufferPlacement::new(&set);
+            let n = places.count();
+            let mut h_in = vec![0u8; places.host_len];
+            for (i, b) in places.host_slices_mut(&mut h_in).into_iter().enumerate() {
+                b.iter_mut().enumerate().for_each(|(j, x)| *x = byte(i, j));
+            }
+            let (mut packed_htod, mut arena, mut packed_dtoh) =
+                (vec![0u8; places.packed_len], vec![0u8; places.device_len], vec![0u8; places.packed_len]);
+            pack_all(&places, &places.host_slices(&h_in), &mut packed_htod, threads);
+            cpu::copy_by_table(TableCopy::Scatter, &packed_htod, &places.packed_table(), &mut arena);
+            cpu::copy_by_table(TableCopy::Gather, &arena, &places.packed_table(), &mut packed_dtoh);
+            let mut h_out = vec![POISON; places.host_len];
+            unpack_all(&places, &packed_dtoh, places.host_slices_mut(&mut h_out), threads);
+            let c = ByteCheck::of(places.host_slices(&h_in).into_iter(), places.host_slices(&h_out).into_iter());
+            c.ensure("the packed round trip").unwrap();
+            assert_eq!((c.buffers, c.bytes), (n, set.bytes()), "{spec} on {threads}");
+            // Zero-copy's table reaches the same arena from the host arena.
+            let mut arena2 = vec![0u8; places.device_len];
+            cpu::copy_by_table(TableCopy::Scatter, &h_in, &places.host_table(), &mut arena2);
+            assert_eq!(arena, arena2);
         }
-        let (mut packed_htod, mut arena, mut packed_dtoh) =
-            (vec![0u8; places.packed_len], vec![0u8; places.device_len], vec![0u8; places.packed_len]);
-        pack_all(&places, &places.host_slices(&h_in), &mut packed_htod, true);
-        cpu::copy_by_table(TableCopy::Scatter, &packed_htod, &places.packed_table(), &mut arena);
-        cpu::copy_by_table(TableCopy::Gather, &arena, &places.packed_table(), &mut packed_dtoh);
-        let mut h_out = vec![POISON; places.host_len];
-        unpack_all(&places, &packed_dtoh, places.host_slices_mut(&mut h_out), false);
-        let c = ByteCheck::of(places.host_slices(&h_in).into_iter(), places.host_slices(&h_out).into_iter());
-        c.ensure("the packed round trip").unwrap();
-        assert_eq!((c.buffers, c.bytes), (n, set.bytes()));
-        // Zero-copy's table reaches the same arena from the host arena.
-        let mut arena2 = vec![0u8; places.device_len];
-        cpu::copy_by_table(TableCopy::Scatter, &h_in, &places.host_table(), &mut arena2);
-        assert_eq!(arena, arena2);
         let wrong = ByteCheck::of([&[1u8, 2][..]].into_iter(), [&[1u8, 3][..]].into_iter());
         assert!(wrong.ensure("x").unwrap_err().to_string().contains("buffer 0, byte 1: got 0x03, expected 0x02"));
     }
 
-    /// The caller's thread takes pieces from the front and the pool's from the back: each piece once,
-    /// however they meet.
+    /// Pieces landing one by one are unpacked by the threads as they land, each item once, and every
+    /// thread stops once the last has landed, or once no more will.
     #[test]
-    fn claims_from_both_ends_take_each_piece_once() {
-        for n in [0, 1, 2, 7, 16] {
-            let mut buf = vec![0u8; n];
-            let claims = PackClaims::new(buf.chunks_mut(1).collect());
-            let got = Mutex::new(Vec::new());
+    fn items_are_unpacked_as_their_pieces_land_and_the_threads_stop_when_none_will() {
+        let set = BufferSet::uniform(600, 4096);
+        let places = BufferPlacement::new(&set);
+        let layout = PackLayout::new(&places);
+        assert!(layout.pieces.len() > 1, "{} pieces", layout.pieces.len());
+        let packed: Vec<u8> = (0..places.packed_len).map(|i| (i % 251) as u8).collect();
+        for landing in [layout.pieces.len(), 1] {
+            let mut h_out = vec![POISON; places.host_len];
+            let unpacking = Unpacking::new(&layout, &places, places.host_slices_mut(&mut h_out));
             std::thread::scope(|t| {
                 for _ in 0..3 {
-                    t.spawn(|| {
-                        while let Some((p, _)) = claims.last() {
-                            got.lock().unwrap().push(p);
-                        }
-                    });
+                    t.spawn(|| unpacking.help());
                 }
-                while let Some((p, _)) = claims.first() {
-                    got.lock().unwrap().push(p);
+                for p in 0..landing {
+                    unpacking.landed(p, &packed[layout.piece_bytes(p)]);
                 }
+                unpacking.close();
+                unpacking.help();
             });
-            let mut got = got.into_inner().unwrap();
-            got.sort();
-            assert_eq!(got, (0..n).collect::<Vec<_>>(), "{n} pieces");
-            assert!(claims.first().is_none() && claims.last().is_none());
+            let buffers = layout.piece_buffers(landing - 1).end;
+            for (b, out) in places.host_slices(&h_out).into_iter().enumerate() {
+                let want: Vec<u8> = places.packed_range(b).map(|i| (i % 251) as u8).collect();
+                match b < buffers {
+                    true => assert_eq!(out, &want[..], "buffer {b}"),
+                    false => assert!(out.iter().all(|&x| x == POISON), "buffer {b} of a piece that never landed"),
+                }
+            }
         }
     }
 
-    /// A set is cut into pieces of about equal bytes, every buffer in one, in order.
+    /// A set is cut into items of whole buffers and pieces of whole items, tiling the packed buffer.
     #[test]
-    fn the_packed_way_cuts_sets_into_pieces_of_whole_buffers() {
+    fn the_packed_way_cuts_sets_into_items_and_pieces_of_whole_buffers() {
         for spec in ["4", "4KiB*1000", "1MiB*10", "model", "3MiB*1,4*100", "1KiB*5000"] {
             let places = BufferPlacement::new(&BufferSet::parse(spec).unwrap());
-            let p = pieces(&places);
-            assert_eq!(p.first().unwrap().start, 0, "{spec}");
-            assert_eq!(p.last().unwrap().end, places.count(), "{spec}");
-            assert!(p.windows(2).all(|w| w[0].end == w[1].start && !w[0].is_empty()), "{spec}: {p:?}");
+            let layout = PackLayout::new(&places);
+            let (items, pieces) = (&layout.items, &layout.pieces);
+            assert_eq!((items[0].start, items.last().unwrap().end), (0, places.count()), "{spec}");
+            assert!(items.windows(2).all(|w| w[0].end == w[1].start && !w[0].is_empty()), "{spec}: {items:?}");
+            assert_eq!((pieces[0].start, pieces.last().unwrap().end), (0, items.len()), "{spec}");
+            assert!(pieces.windows(2).all(|w| w[0].end == w[1].start && !w[0].is_empty()), "{spec}: {pieces:?}");
             let most = MAX_PIECES.min((places.packed_len / PIECE_BYTES).max(1));
-            assert!(p.len() <= most, "{spec}: {}", p.len());
+            assert!(pieces.len() <= most, "{spec}: {}", pieces.len());
+            assert_eq!(layout.item_bytes(items.len() - 1).end, places.packed_len, "{spec}");
+            for (i, r) in items.iter().enumerate() {
+                let bytes = layout.item_bytes(i);
+                assert!(r
+                    .clone()
+                    .all(|b| bytes.start <= places.packed_range(b).start && places.packed_range(b).end <= bytes.end));
+            }
         }
-        let thousand = BufferPlacement::new(&BufferSet::uniform(1000, 4096));
-        assert_eq!(pieces(&thousand).len(), 7, "4 MiB: pieces of 512 KiB or more");
+        let layout = PackLayout::new(&BufferPlacement::new(&BufferSet::uniform(1000, 4096)));
+        assert_eq!(
+            (layout.items.len(), layout.pieces.len()),
+            (63, 7),
+            "4 MiB: items of 64 KiB, pieces of 512 KiB or more"
+        );
+        assert_eq!(crew_threads(1), 1, "one item, one thread");
     }
 }
