@@ -88,11 +88,11 @@ pub struct ModelCosts {
     /// buffer, β its rate.
     pub pack: CopyCost,
     pub unpack: CopyCost,
-    /// The threads the packed way packs on (the caller's and the pool's), and the rates they reach together
-    /// over 16 MiB, GB/s.
+    /// The threads the packed way packs on (the caller's and the pool's), and what they take together
+    /// over a set: α their start (the pool's threads waking), β the rate they reach together.
     pub pack_threads: usize,
-    pub pack_threads_gbps: f64,
-    pub unpack_threads_gbps: f64,
+    pub crew_pack: CopyCost,
+    pub crew_unpack: CopyCost,
     /// The scatter and the gather kernels together, in device memory: α their launches, β their rate
     /// over the buffers' bytes.
     pub kernels: CopyCost,
@@ -145,8 +145,8 @@ struct RateCosts {
     pack: CopyCost,
     unpack: CopyCost,
     pack_threads: usize,
-    pack_threads_gbps: f64,
-    unpack_threads_gbps: f64,
+    crew_pack: CopyCost,
+    crew_unpack: CopyCost,
     kernels: CopyCost,
     zero_copy: CopyCost,
 }
@@ -175,8 +175,8 @@ impl ModelCosts {
             pack: rates.pack,
             unpack: rates.unpack,
             pack_threads: rates.pack_threads,
-            pack_threads_gbps: rates.pack_threads_gbps,
-            unpack_threads_gbps: rates.unpack_threads_gbps,
+            crew_pack: rates.crew_pack,
+            crew_unpack: rates.crew_unpack,
             kernels: rates.kernels,
             zero_copy: rates.zero_copy,
         })
@@ -187,39 +187,22 @@ impl ModelCosts {
         bytes as f64 * (1.0 / self.htod.beta_gbps + 1.0 / self.dtoh.beta_gbps) * 1e-6
     }
 
-    /// Packing (or unpacking) `buffers` buffers and `bytes` bytes on one of `busy` threads that pack at
-    /// once, ms: a buffer's fixed cost each, and the bytes at one thread's rate, or at the threads' share
-    /// of what they reach together, whichever is slower.
-    pub fn piece_ms(&self, buffers: usize, bytes: usize, busy: usize) -> f64 {
-        Self::cpu_ms(&self.pack, self.pack_threads_gbps, (buffers, bytes, busy))
-    }
-
-    /// Unpacking, likewise.
-    pub fn unpiece_ms(&self, buffers: usize, bytes: usize, busy: usize) -> f64 {
-        Self::cpu_ms(&self.unpack, self.unpack_threads_gbps, (buffers, bytes, busy))
-    }
-
-    fn cpu_ms(one: &CopyCost, together_gbps: f64, (buffers, bytes, busy): (usize, usize, usize)) -> f64 {
-        let share = together_gbps / busy.max(1) as f64;
-        let gbps = if share.is_finite() { one.beta_gbps.min(share) } else { one.beta_gbps };
-        buffers as f64 * one.alpha_us * 1e-3 + bytes as f64 / (gbps * 1e6)
-    }
-
     /// The packed way's round trip over `set`, as it runs it (see `packing::packed_round_trip`): the
-    /// items packed in order by the crew's threads together, each piece copied up once its items are
-    /// packed; the kernels; each piece copied back, and its items unpacked by the crew once it landed.
-    /// (GPU span, host calls, wall), ms.
+    /// crew packs the items in order from its start, and each piece goes up once its items are packed;
+    /// the kernels; each piece comes back, and the crew, awake by then, unpacks its items. A buffer's
+    /// fixed cost to pack or unpack is the one thread's, shared by the crew. (GPU span, host calls,
+    /// wall), ms.
     pub fn packed_ms(&self, set: &BufferSet) -> (f64, f64, f64) {
         let places = BufferPlacement::new(set);
         let layout = PackLayout::new(&places);
-        let threads = self.pack_threads.clamp(1, layout.items.len());
+        let threads = self.pack_threads.clamp(1, layout.items) as f64;
         let call = self.call_us * 1e-3;
-        let piece = |p: usize| (layout.piece_buffers(p).len(), layout.piece_bytes(p).len());
-        let (mut packed, mut copied, mut host) = (0.0f64, 0.0f64, 0.0);
+        let piece = |p: usize| (layout.piece_buffers(&places, p).len(), layout.piece_bytes(p).len());
+        let (mut so_far, mut copied, mut host) = ((0usize, 0usize), 0.0f64, 0.0);
         for p in 0..layout.pieces.len() {
             let (buffers, bytes) = piece(p);
-            // The threads share the piece's items: it is packed a thread's share of it after the last.
-            packed += self.piece_ms(buffers, bytes, threads) / threads as f64;
+            so_far = (so_far.0 + buffers, so_far.1 + bytes);
+            let packed = self.crew_pack.ms(so_far.1) + so_far.0 as f64 * self.pack.alpha_us * 1e-3 / threads;
             host += call;
             copied = copied.max(packed).max(host) + self.htod.ms(bytes);
         }
@@ -229,7 +212,9 @@ impl ModelCosts {
         for p in 0..layout.pieces.len() {
             let (buffers, bytes) = piece(p);
             landed += self.dtoh.ms(bytes);
-            unpacked = unpacked.max(landed) + self.unpiece_ms(buffers, bytes, threads) / threads as f64;
+            let unpack = bytes as f64 / (self.crew_unpack.beta_gbps * 1e6)
+                + buffers as f64 * self.unpack.alpha_us * 1e-3 / threads;
+            unpacked = unpacked.max(landed) + unpack;
         }
         host += 2.0 * layout.pieces.len() as f64 * call;
         (landed, host, unpacked.max(landed) + self.scope_us * 1e-3)
@@ -283,16 +268,16 @@ impl ModelCosts {
         }
         v.push(format!("a graph replayed: GPU {}, host {}", line(&self.graph_gpu), line(&self.graph_host)));
         v.push(format!(
-            "packing on the CPU: {:.2} µs a buffer at {:.1} GB/s on one thread, {:.1} GB/s on {}; unpacking {:.2} µs \
-             a buffer at {:.1} GB/s, {:.1} GB/s on {}",
+            "packing on the CPU: {:.2} µs a buffer at {:.1} GB/s on one thread, on {} {}; unpacking {:.2} µs a buffer \
+             at {:.1} GB/s, on {} {}",
             self.pack.alpha_us,
             self.pack.beta_gbps,
-            self.pack_threads_gbps,
             self.pack_threads,
+            copy(&self.crew_pack),
             self.unpack.alpha_us,
             self.unpack.beta_gbps,
-            self.unpack_threads_gbps,
-            self.pack_threads
+            self.pack_threads,
+            copy(&self.crew_unpack),
         ));
         v.push(format!("the copy kernel, scattering and gathering: {}", copy(&self.kernels)));
         if self.zero_copy.alpha_us.is_finite() {
@@ -343,16 +328,21 @@ impl RateCosts {
                 zero_points.push((set.bytes(), run.ways[0].gpu.min_ms));
             }
         }
-        let big = &sets.big;
-        let pack_threads = crew_threads(PackLayout::new(&BufferPlacement::new(big)).items.len());
-        let (pack, unpack) = rig.cpu_side(big, true);
+        // The crew over 1 and 16 MiB: its start and its rate together.
+        let (mut crew_pack, mut crew_unpack) = (Vec::new(), Vec::new());
+        for set in [&sets.spread[1], &sets.big] {
+            let (pack, unpack) = rig.cpu_side(set, true);
+            crew_pack.push((set.bytes(), pack));
+            crew_unpack.push((set.bytes(), unpack));
+        }
+        let pack_threads = crew_threads(PackLayout::new(&BufferPlacement::new(&sets.big)).items);
         let nothing = CopyCost { alpha_us: f64::NAN, beta_gbps: f64::NAN, half_rate_bytes: f64::NAN, worst_miss: 0.0 };
         Ok(RateCosts {
             pack: CopyCost::fit(&pack_points)?,
             unpack: CopyCost::fit(&unpack_points)?,
             pack_threads,
-            pack_threads_gbps: big.bytes() as f64 / (pack * 1e6),
-            unpack_threads_gbps: big.bytes() as f64 / (unpack * 1e6),
+            crew_pack: CopyCost::fit(&crew_pack)?,
+            crew_unpack: CopyCost::fit(&crew_unpack)?,
             kernels: CopyCost::fit(&kernel_points)?,
             zero_copy: if zero_copy { CopyCost::fit(&zero_points)? } else { nothing },
         })
@@ -413,15 +403,20 @@ impl SmallCopiesRig {
 
     /// The packed way's CPU side alone over `set`, in the rig's own buffers (the host buffers, and the
     /// pinned packed ones): packing and unpacking, on one thread or, `crew`, on the threads the packed way
-    /// shares its items among, the best of five, ms.
+    /// shares its items among (the pool's threads woken each time, as the packed way wakes them), the median
+    /// of five, ms.
     pub fn cpu_side(&mut self, set: &BufferSet, crew: bool) -> (f64, f64) {
         let places = BufferPlacement::new(set);
-        let threads = if crew { crew_threads(PackLayout::new(&places).items.len()) } else { 1 };
+        let threads = if crew { crew_threads(PackLayout::new(&places).items) } else { 1 };
         let host = &mut self.host;
-        let best = |f: &mut dyn FnMut() -> f64| (0..5).map(|_| f()).fold(f64::INFINITY, f64::min);
+        let median = |f: &mut dyn FnMut() -> f64| {
+            let mut t: Vec<f64> = (0..5).map(|_| f()).collect();
+            t.sort_by(f64::total_cmp);
+            t[2]
+        };
         let srcs = places.host_slices(&host.h_in);
-        let pack = best(&mut || host_ms(|| pack_all(&places, &srcs, &mut host.packed_htod[..], threads)).1);
-        let unpack = best(&mut || {
+        let pack = median(&mut || host_ms(|| pack_all(&places, &srcs, &mut host.packed_htod[..], threads)).1);
+        let unpack = median(&mut || {
             let outs = places.host_slices_mut(&mut host.h_out);
             host_ms(|| unpack_all(&places, &host.packed_dtoh[..], outs, threads)).1
         });
@@ -456,8 +451,8 @@ mod tests {
             pack: cost(0.05, 10.0),
             unpack: cost(0.05, 10.0),
             pack_threads: 8,
-            pack_threads_gbps: 40.0,
-            unpack_threads_gbps: 40.0,
+            crew_pack: cost(30.0, 40.0),
+            crew_unpack: cost(30.0, 40.0),
             kernels: cost(8.0, 400.0),
             zero_copy: cost(8.0, 25.0),
         }
@@ -496,19 +491,22 @@ mod tests {
     #[test]
     fn packing_uses_threads_where_they_pay() {
         let c = h200();
-        // One piece: packed on one thread, then its copies and the kernels, then unpacked.
+        // 100 KiB: two items, one piece: the crew starts (30 µs), packs it, then its copies and the kernels,
+        // then the crew unpacks it; every part on top of the one before.
         let small = BufferSet::uniform(100, 1024);
-        let one = c.piece_ms(100, 102_400, 1);
-        assert!((one - (100.0 * 0.05e-3 + 102_400.0 / 10e6)).abs() < 1e-9);
         let (gpu, _, wall) = c.packed_ms(&small);
-        assert!(wall > gpu + one && gpu > one, "{gpu} {wall}");
-        // Sixteen pieces on eight threads, pipelined with their copies: far less than packing it all on one
-        // thread, then copying, then unpacking.
+        let (packed, unpacked) =
+            (30e-3 + 102_400.0 / 40e6 + 100.0 * 0.05e-3 / 2.0, 102_400.0 / 40e6 + 100.0 * 0.05e-3 / 2.0);
+        let copies = c.htod.ms(102_400) + c.kernels.ms(102_400) + c.dtoh.ms(102_400);
+        assert!((gpu - (packed + copies)).abs() < 1e-9, "{gpu}");
+        assert!((wall - (gpu + unpacked + 10e-3)).abs() < 1e-9, "{wall}");
+        // 64 MiB in sixteen pieces, the crew's packing pipelined with the copies: far less than packing it all
+        // on one thread, then copying, then unpacking; and no less than the copies and the crew's start.
         let big = BufferSet::uniform(64, 1 << 20);
         let (_, _, wall) = c.packed_ms(&big);
         let serial = 2.0 * (64 << 20) as f64 / 10e6 + 2.0 * c.htod.ms(64 << 20);
         assert!(wall < 0.6 * serial, "{wall} against {serial}");
-        assert!(c.piece_ms(4, 4 << 20, 8) > c.piece_ms(4, 4 << 20, 1), "threads share what they reach together");
+        assert!(wall > 30e-3 + 2.0 * (64 << 20) as f64 / 55e6, "{wall}");
     }
 
     #[test]

@@ -28,8 +28,9 @@ use crate::{
     ways::RoundTripBuffers,
 };
 
-/// What one thread packs or unpacks at a time: runs of consecutive buffers of this many bytes or more
-/// (a larger buffer alone), small enough that the threads share each piece.
+/// What one thread packs or unpacks at a time: the packed buffer cut into items of this many bytes
+/// (the last shorter), whatever the buffers, so that the threads share a large buffer as well as many
+/// small ones, and the last piece to land is unpacked by them all.
 pub const ITEM_BYTES: usize = 64 << 10;
 /// What one copy moves: runs of items of this many bytes or more, at most [`MAX_PIECES`]. Each piece
 /// costs a copy's fixed time each way; the pieces let one go up while the next is packed, and one be
@@ -41,32 +42,29 @@ pub const MAX_PIECES: usize = 16;
 /// than the link moves).
 pub const MOST_THREADS: usize = 8;
 
-/// How the packed way cuts a set: items (runs of buffers that one thread packs at a time) and pieces
-/// (runs of items that one copy moves), and the bytes of the packed buffer each occupies. The items
-/// tile the packed buffer, the padding between two buffers going with the first.
+/// The parts of the host's buffers one item fills, each with where it starts in the item.
+type ItemParts<'o> = Vec<(usize, &'o mut [u8])>;
+
+/// How the packed way cuts a set: the packed buffer into items (of [`ITEM_BYTES`], what one thread packs
+/// at a time) and pieces (runs of items, what one copy moves).
 pub struct PackLayout {
-    pub items: Vec<Range<usize>>,
+    /// The packed buffer's length, and how many items and pieces it is cut into.
+    len: usize,
+    pub items: usize,
     pub pieces: Vec<Range<usize>>,
-    /// Where each item ends in the packed buffer.
-    item_ends: Vec<usize>,
 }
 
 impl PackLayout {
     pub fn new(places: &BufferPlacement) -> PackLayout {
-        let items = runs(&places.sizes, |_| ITEM_BYTES, usize::MAX);
-        let item_sizes: Vec<usize> = items.iter().map(|r| places.sizes[r.clone()].iter().sum()).collect();
-        let wanted = (places.packed_len / PIECE_BYTES).clamp(1, MAX_PIECES);
-        let share = places.bytes().div_ceil(wanted).max(1);
-        let pieces = runs(&item_sizes, |_| share, wanted);
-        let item_ends = items
-            .iter()
-            .map(|r| if r.end < places.count() { places.packed[r.end] } else { places.packed_len })
-            .collect();
-        PackLayout { items, pieces, item_ends }
+        let len = places.packed_len;
+        let items = len.div_ceil(ITEM_BYTES).max(1);
+        let per_piece = items.div_ceil((len / PIECE_BYTES).clamp(1, MAX_PIECES));
+        let pieces = (0..items).step_by(per_piece).map(|i| i..(i + per_piece).min(items)).collect();
+        PackLayout { len, items, pieces }
     }
 
     pub fn item_bytes(&self, i: usize) -> Range<usize> {
-        (if i == 0 { 0 } else { self.item_ends[i - 1] })..self.item_ends[i]
+        i * ITEM_BYTES..((i + 1) * ITEM_BYTES).min(self.len)
     }
 
     pub fn piece_bytes(&self, p: usize) -> Range<usize> {
@@ -74,41 +72,51 @@ impl PackLayout {
         self.item_bytes(items.start).start..self.item_bytes(items.end - 1).end
     }
 
-    /// The buffers of piece `p`.
-    pub fn piece_buffers(&self, p: usize) -> Range<usize> {
-        let items = &self.pieces[p];
-        self.items[items.start].start..self.items[items.end - 1].end
+    /// The buffers piece `p` holds, whole or in part.
+    pub fn piece_buffers(&self, places: &BufferPlacement, p: usize) -> Range<usize> {
+        let bytes = self.piece_bytes(p);
+        let first = places.packed.partition_point(|&at| at <= bytes.start).saturating_sub(1);
+        first..places.packed.partition_point(|&at| at < bytes.end)
+    }
+
+    /// The parts of buffers item `i` holds: (buffer, its bytes in the item, where they start in the item).
+    fn in_item<'p>(
+        &self,
+        places: &'p BufferPlacement,
+        i: usize,
+    ) -> impl Iterator<Item = (usize, Range<usize>, usize)> + 'p {
+        let item = self.item_bytes(i);
+        let first = places.packed.partition_point(|&at| at <= item.start).saturating_sub(1);
+        (first..places.count()).take_while(move |&b| places.packed[b] < item.end).filter_map(move |b| {
+            let bytes = places.packed_range(b);
+            let (start, end) = (bytes.start.max(item.start), bytes.end.min(item.end));
+            (start < end).then(|| (b, start - bytes.start..end - bytes.start, start - item.start))
+        })
     }
 
     /// The packed buffer (its first `packed_len` bytes), to be written item by item and read piece by piece.
     fn parted<'a>(&self, packed: &'a mut [u8]) -> anyhow::Result<PartedSlice<'a, u8>> {
-        let len = self.item_ends.last().copied().unwrap_or(0);
-        anyhow::ensure!(packed.len() >= len, "a packed buffer of {} bytes for {len}", packed.len());
-        PartedSlice::new(&mut packed[..len], self.item_ends.clone(), self.pieces.iter().map(|p| p.end).collect())
+        anyhow::ensure!(packed.len() >= self.len, "a packed buffer of {} bytes for {}", packed.len(), self.len);
+        let ends = (0..self.items).map(|i| self.item_bytes(i).end).collect();
+        PartedSlice::new(&mut packed[..self.len], ends, self.pieces.iter().map(|p| p.end).collect())
     }
 
-    /// `outs`, the set's host buffers in order, grouped by item.
-    fn by_item<'o>(&self, outs: Vec<&'o mut [u8]>) -> Vec<Mutex<Vec<&'o mut [u8]>>> {
-        let mut outs = outs.into_iter();
-        self.items.iter().map(|r| Mutex::new(outs.by_ref().take(r.len()).collect())).collect()
-    }
-}
-
-/// `sizes` cut into runs of consecutive entries that add up to `least(run)` or more, at most `most` runs
-/// (the last takes the rest); one run at least.
-fn runs(sizes: &[usize], least: impl Fn(usize) -> usize, most: usize) -> Vec<Range<usize>> {
-    let (mut out, mut start, mut sum) = (Vec::new(), 0, 0);
-    for (i, size) in sizes.iter().enumerate() {
-        sum += size;
-        if sum >= least(out.len()) && out.len() + 1 < most {
-            out.push(start..i + 1);
-            (start, sum) = (i + 1, 0);
+    /// `outs`, the set's host buffers in order, cut where the items cut them: for each item, the parts
+    /// it fills and where they start in it.
+    fn by_item<'o>(&self, places: &BufferPlacement, outs: Vec<&'o mut [u8]>) -> Vec<Mutex<ItemParts<'o>>> {
+        let mut by_item: Vec<Vec<(usize, &'o mut [u8])>> = (0..self.items).map(|_| Vec::new()).collect();
+        for (b, mut rest) in outs.into_iter().enumerate() {
+            let mut at = places.packed[b];
+            while !rest.is_empty() {
+                let item = self.item_bytes(at / ITEM_BYTES);
+                let take = (item.end - at).min(rest.len());
+                let (part, tail) = std::mem::take(&mut rest).split_at_mut(take);
+                by_item[at / ITEM_BYTES].push((at - item.start, part));
+                (rest, at) = (tail, at + take);
+            }
         }
+        by_item.into_iter().map(Mutex::new).collect()
     }
-    if start < sizes.len() || out.is_empty() {
-        out.push(start..sizes.len());
-    }
-    out
 }
 
 /// How many threads pack and unpack a set cut into `items` items: the caller's and the pool's, at most
@@ -135,10 +143,8 @@ impl<'a> Packing<'a, '_> {
         }
         let i = self.next.fetch_add(1, Relaxed);
         let Some(mut part) = self.packed.claim(i) else { return false };
-        let base = self.layout.item_bytes(i).start;
-        for b in self.layout.items[i].clone() {
-            let r = self.places.packed_range(b);
-            stream_copy(&mut part[r.start - base..r.end - base], self.srcs[b]);
+        for (b, bytes, at) in self.layout.in_item(self.places, i) {
+            stream_copy(&mut part[at..at + bytes.len()], &self.srcs[b][bytes]);
         }
         true
     }
@@ -167,9 +173,8 @@ impl<'a> Packing<'a, '_> {
 /// and its buffers, each item claimed once, in order, by every thread.
 struct Unpacking<'s, 'o, 'w> {
     layout: &'w PackLayout,
-    places: &'w BufferPlacement,
     landed_bytes: Vec<OnceLock<&'s [u8]>>,
-    outs: Vec<Mutex<Vec<&'o mut [u8]>>>,
+    outs: Vec<Mutex<ItemParts<'o>>>,
     /// Items whose piece has landed (a prefix), the next to claim, and whether no more will land.
     landed: AtomicUsize,
     next: AtomicUsize,
@@ -178,9 +183,9 @@ struct Unpacking<'s, 'o, 'w> {
 
 impl<'s, 'o, 'w> Unpacking<'s, 'o, 'w> {
     fn new(layout: &'w PackLayout, places: &'w BufferPlacement, outs: Vec<&'o mut [u8]>) -> Self {
-        let landed_bytes = layout.items.iter().map(|_| OnceLock::new()).collect();
+        let landed_bytes = (0..layout.items).map(|_| OnceLock::new()).collect();
         let (landed, next, closed) = (AtomicUsize::new(0), AtomicUsize::new(0), AtomicBool::new(false));
-        Unpacking { layout, places, landed_bytes, outs: layout.by_item(outs), landed, next, closed }
+        Unpacking { layout, landed_bytes, outs: layout.by_item(places, outs), landed, next, closed }
     }
 
     /// Piece `p` has landed in `region`: its items may be unpacked.
@@ -203,17 +208,15 @@ impl<'s, 'o, 'w> Unpacking<'s, 'o, 'w> {
     fn unpack_next(&self) -> Option<bool> {
         let i = self.next.load(Acquire);
         let closed = self.closed.load(Acquire); // read before `landed`: a close after that landed the rest
-        if i >= self.layout.items.len() || (closed && i >= self.landed.load(Acquire)) {
+        if i >= self.layout.items || (closed && i >= self.landed.load(Acquire)) {
             return Some(false);
         }
         if i >= self.landed.load(Acquire) || self.next.compare_exchange(i, i + 1, AcqRel, Relaxed).is_err() {
             return None;
         }
-        let (from, base) = (self.landed_bytes[i].get().expect("landed"), self.layout.item_bytes(i).start);
-        let outs = std::mem::take(&mut *self.outs[i].lock().unwrap_or_else(|e| e.into_inner()));
-        for (b, dst) in self.layout.items[i].clone().zip(outs) {
-            let r = self.places.packed_range(b);
-            stream_copy(dst, &from[r.start - base..r.end - base]);
+        let from = self.landed_bytes[i].get().expect("landed");
+        for (at, dst) in std::mem::take(&mut *self.outs[i].lock().unwrap_or_else(|e| e.into_inner())) {
+            stream_copy(dst, &from[at..at + dst.len()]);
         }
         Some(true)
     }
@@ -256,7 +259,7 @@ pub fn packed_round_trip(
     let RoundTripBuffers { srcs, outs } = data;
     let layout = PackLayout::new(places);
     let packing = Packing { layout: &layout, places, srcs: &srcs, packed: layout.parted(packed_htod)?, next: 0.into() };
-    let helpers = crew_threads(layout.items.len()) - 1;
+    let helpers = crew_threads(layout.items) - 1;
     let dtoh_regions = slices_mut(packed_dtoh, (0..layout.pieces.len()).map(|p| layout.piece_bytes(p)));
     let (n, largest) = (places.count(), places.largest());
     rayon::in_place_scope(|pool| {
@@ -401,15 +404,16 @@ mod tests {
     }
 
     /// Pieces landing one by one are unpacked by the threads as they land, each item once, and every
-    /// thread stops once the last has landed, or once no more will.
+    /// thread stops once the last has landed, or once no more will: the bytes of the pieces that landed
+    /// are in their buffers (a buffer the last of them cuts, in part), and nothing else is.
     #[test]
     fn items_are_unpacked_as_their_pieces_land_and_the_threads_stop_when_none_will() {
-        let set = BufferSet::uniform(600, 4096);
+        let set = BufferSet::parse("4KiB*300,1MiB*1,100*50").unwrap();
         let places = BufferPlacement::new(&set);
         let layout = PackLayout::new(&places);
-        assert!(layout.pieces.len() > 1, "{} pieces", layout.pieces.len());
+        assert!(layout.pieces.len() > 2, "{} pieces", layout.pieces.len());
         let packed: Vec<u8> = (0..places.packed_len).map(|i| (i % 251) as u8).collect();
-        for landing in [layout.pieces.len(), 1] {
+        for landing in [layout.pieces.len(), 2] {
             let mut h_out = vec![POISON; places.host_len];
             let unpacking = Unpacking::new(&layout, &places, places.host_slices_mut(&mut h_out));
             std::thread::scope(|t| {
@@ -422,44 +426,49 @@ mod tests {
                 unpacking.close();
                 unpacking.help();
             });
-            let buffers = layout.piece_buffers(landing - 1).end;
+            let landed = layout.piece_bytes(landing - 1).end;
             for (b, out) in places.host_slices(&h_out).into_iter().enumerate() {
-                let want: Vec<u8> = places.packed_range(b).map(|i| (i % 251) as u8).collect();
-                match b < buffers {
-                    true => assert_eq!(out, &want[..], "buffer {b}"),
-                    false => assert!(out.iter().all(|&x| x == POISON), "buffer {b} of a piece that never landed"),
+                for (j, &x) in out.iter().enumerate() {
+                    let at = places.packed[b] + j;
+                    let want = if at < landed { (at % 251) as u8 } else { POISON };
+                    assert_eq!(x, want, "buffer {b}, byte {j} (packed byte {at}), {landing} pieces landed");
                 }
             }
         }
     }
 
-    /// A set is cut into items of whole buffers and pieces of whole items, tiling the packed buffer.
+    /// The packed buffer is cut into items of 64 KiB and pieces of whole items, and every byte of every
+    /// buffer lies in exactly one item, where the item says.
     #[test]
-    fn the_packed_way_cuts_sets_into_items_and_pieces_of_whole_buffers() {
+    fn the_packed_way_cuts_the_packed_buffer_into_items_and_pieces() {
         for spec in ["4", "4KiB*1000", "1MiB*10", "model", "3MiB*1,4*100", "1KiB*5000"] {
             let places = BufferPlacement::new(&BufferSet::parse(spec).unwrap());
             let layout = PackLayout::new(&places);
-            let (items, pieces) = (&layout.items, &layout.pieces);
-            assert_eq!((items[0].start, items.last().unwrap().end), (0, places.count()), "{spec}");
-            assert!(items.windows(2).all(|w| w[0].end == w[1].start && !w[0].is_empty()), "{spec}: {items:?}");
-            assert_eq!((pieces[0].start, pieces.last().unwrap().end), (0, items.len()), "{spec}");
+            let pieces = &layout.pieces;
+            assert_eq!((pieces[0].start, pieces.last().unwrap().end), (0, layout.items), "{spec}");
             assert!(pieces.windows(2).all(|w| w[0].end == w[1].start && !w[0].is_empty()), "{spec}: {pieces:?}");
             let most = MAX_PIECES.min((places.packed_len / PIECE_BYTES).max(1));
             assert!(pieces.len() <= most, "{spec}: {}", pieces.len());
-            assert_eq!(layout.item_bytes(items.len() - 1).end, places.packed_len, "{spec}");
-            for (i, r) in items.iter().enumerate() {
-                let bytes = layout.item_bytes(i);
-                assert!(r
-                    .clone()
-                    .all(|b| bytes.start <= places.packed_range(b).start && places.packed_range(b).end <= bytes.end));
+            assert_eq!(layout.item_bytes(layout.items - 1).end, places.packed_len, "{spec}");
+            let mut seen = vec![0usize; places.count()];
+            for i in 0..layout.items {
+                for (b, bytes, at) in layout.in_item(&places, i) {
+                    assert_eq!(places.packed[b] + bytes.start, layout.item_bytes(i).start + at, "{spec}: item {i}");
+                    assert!(bytes.end <= places.sizes[b] && at + bytes.len() <= layout.item_bytes(i).len());
+                    seen[b] += bytes.len();
+                }
+            }
+            assert_eq!(seen, places.sizes, "{spec}: every byte of every buffer in one item");
+            for p in 0..pieces.len() {
+                let r = layout.piece_buffers(&places, p);
+                assert!(r.clone().all(|b| {
+                    let (bytes, piece) = (places.packed_range(b), layout.piece_bytes(p));
+                    bytes.start < piece.end && piece.start < bytes.end
+                }));
             }
         }
         let layout = PackLayout::new(&BufferPlacement::new(&BufferSet::uniform(1000, 4096)));
-        assert_eq!(
-            (layout.items.len(), layout.pieces.len()),
-            (63, 7),
-            "4 MiB: items of 64 KiB, pieces of 512 KiB or more"
-        );
+        assert_eq!((layout.items, layout.pieces.len()), (63, 7), "4 MiB: items of 64 KiB, pieces of 512 KiB or more");
         assert_eq!(crew_threads(1), 1, "one item, one thread");
     }
 }
