@@ -92,7 +92,7 @@ fn print_table(out: &Output, points: &[Point], n: usize, repeats: usize) {
         let mut row = vec![format!("{} x {}", p.chunks, fmt_bytes(n * 4 / p.chunks))];
         for run in &p.report.runs {
             let j = &run.against_bound;
-            row.push(format!("{} ({:.2})", fmt_ms(j.measured.median_ms), j.efficiency));
+            row.push(format!("{} ({})", fmt_ms(j.measured.median_ms), j.efficiency_cell()));
             if best.is_none_or(|b| j.measured.median_ms < b.0.against_bound.measured.median_ms) {
                 best = Some((run, p.chunks));
             }
@@ -101,6 +101,13 @@ fn print_table(out: &Output, points: &[Point], n: usize, repeats: usize) {
     }
     out.say(format!("\noverlapped time (efficiency against its bound), median of up to {repeats} runs"));
     out.table(&t);
+    if points.iter().any(|p| p.report.runs.iter().any(|r| r.against_bound.beaten)) {
+        out.say(format!(
+            "beaten: a run faster than its bound's parts alone (efficiency above {}): this machine's copy rates \
+             moved during the sweep, so there the bound does not hold; run again on a quiet machine",
+            measure::bound::BEATEN_ABOVE
+        ));
+    }
     if let Some((run, chunks)) = best {
         let (ms, limit) = (run.against_bound.measured.median_ms, run.against_bound.bound.limit.describe());
         out.say(format!(

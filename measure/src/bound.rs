@@ -332,24 +332,47 @@ impl Bound {
     }
 }
 
+/// The efficiency above which a run is said to have beaten its bound: timing noise took runs of
+/// milliseconds to 1.004 at most on the H200, over every configuration tried there. A run beyond it ran
+/// faster than its parts alone did, which happens where the machine's copy rates move from one moment to
+/// the next (on the H100 lent in November 2026, pinned copies of 64 MiB took 1.2 ms in one process and
+/// 2.4 ms in the next): the bound, measured alone after the runs, does not hold for that run.
+pub const BEATEN_ABOVE: f64 = 1.02;
+
 /// A pipeline's measured time held against its bound.
 #[derive(Clone, Debug, Serialize)]
 pub struct AgainstBound {
     pub measured: Stats,
     pub bound: Bound,
-    /// bound / measured: at most 1, within timing noise.
+    /// bound / measured: at most 1, within timing noise, where the machine's rates hold still.
     pub efficiency: f64,
+    /// Whether the run beat its bound beyond timing noise ([`BEATEN_ABOVE`]): then the bound was not one
+    /// for it, and it is said so, never printed as an efficiency.
+    pub beaten: bool,
 }
 
 impl AgainstBound {
     pub fn new(measured: Stats, bound: Bound) -> AgainstBound {
         let efficiency = bound.ms / measured.median_ms;
-        AgainstBound { measured, bound, efficiency }
+        AgainstBound { measured, bound, efficiency, beaten: efficiency > BEATEN_ABOVE }
+    }
+
+    /// The efficiency as a table shows it: `0.936`, or `1.407: beaten` where the run beat its bound.
+    pub fn efficiency_cell(&self) -> String {
+        match self.beaten {
+            true => format!("{:.3}: beaten", self.efficiency),
+            false => format!("{:.3}", self.efficiency),
+        }
     }
 
     /// `6.004 ms, bound 5.62 ms (efficiency 0.936, 7% above its bound); limited by copies both ways`
     pub fn line(&self) -> String {
-        let gap = if self.efficiency >= 0.98 {
+        let gap = if self.beaten {
+            format!(
+                "{:.0}% under its bound: beaten, the bound does not hold for this run",
+                100.0 * (1.0 - 1.0 / self.efficiency)
+            )
+        } else if self.efficiency >= 0.98 {
             "at its bound".to_string()
         } else {
             format!("{:.0}% above its bound", 100.0 * (1.0 / self.efficiency - 1.0))
@@ -407,7 +430,7 @@ impl PipelineReport {
                 fmt_ms(j.measured.median_ms),
                 format!("±{:.1}%", 100.0 * j.measured.cv),
                 fmt_ms(j.bound.ms),
-                format!("{:.3}", j.efficiency),
+                j.efficiency_cell(),
                 j.bound.limit.name().to_string(),
             ]);
         }
@@ -420,6 +443,15 @@ impl PipelineReport {
         let mut limits: Vec<Bottleneck> = self.runs.iter().map(|r| r.against_bound.bound.limit).collect();
         limits.dedup();
         let mut lines: Vec<String> = limits.iter().map(|l| format!("{}: {}", l.name(), l.describe())).collect();
+        let beaten: Vec<&str> = self.runs.iter().filter(|r| r.against_bound.beaten).map(|r| r.name.as_str()).collect();
+        if !beaten.is_empty() {
+            lines.push(format!(
+                "beaten: {} ran faster than its bound's parts did alone, measured after the runs: this machine's \
+                 copy rates moved from one moment to the next, so here the bound does not hold for that run (run \
+                 again on a quiet machine; on the H200 no run of milliseconds passed 1.004)",
+                beaten.join(", ")
+            ));
+        }
         lines.push(format!(
             "measured alone (best of the repeats): one chunk's H2D {}, kernel {}, D2H {}, all three in turn {}; \
              the parts of the bound: H2D copies {}, D2H copies {}, copies both ways {}, kernels {}",
@@ -454,6 +486,24 @@ mod tests {
             streams: 8,
             empty: vec![(8, 0.010), (2, 0.006)],
         }
+    }
+
+    #[test]
+    fn a_run_past_its_bound_beyond_noise_is_said_to_have_beaten_it() {
+        let c = costs(34.0, 34.0, 35.2, 34.0, &[(1, 96.0), (4, 24.0)]);
+        let stats = |median_ms: f64| Stats {
+            median_ms,
+            min_ms: median_ms,
+            max_ms: median_ms,
+            q3_ms: median_ms,
+            cv: 0.0,
+            runs: 5,
+        };
+        let noise = AgainstBound::new(stats(35.0), Bound::new(&c, Buffering::per_stream(4)));
+        assert!(!noise.beaten && noise.efficiency > 1.0 && noise.efficiency_cell() == "1.006", "{}", noise.line());
+        let beaten = AgainstBound::new(stats(25.0), Bound::new(&c, Buffering::per_stream(4)));
+        assert!(beaten.beaten && beaten.efficiency_cell() == "1.408: beaten", "{}", beaten.efficiency_cell());
+        assert!(beaten.line().contains("29% under its bound: beaten"), "{}", beaten.line());
     }
 
     #[test]
