@@ -1,8 +1,8 @@
 //! The packed way: the CPU gathers the buffers into one pinned buffer, one copy goes up, the copy kernel
 //! scatters them into the arena; back, the kernel gathers them, one copy comes down, the CPU unpacks
 //! them. Its CPU work is pipelined with the copies, and shared by several threads at a fine grain: the
-//! set is cut into items (runs of buffers of about 64 KiB) that the threads pack in order, the caller's
-//! among them, and into pieces (runs of items, 512 KiB or more) that the copies move. A piece goes up as
+//! packed buffer is cut into items of 64 KiB, whatever the buffers, that the threads pack in order, the
+//! caller's among them, and into pieces (runs of items, 512 KiB or more) that the copies move. A piece goes up as
 //! soon as its items are packed, and its items are unpacked, by every thread, as soon as it has landed,
 //! while the next is on its way. So even the first piece and the last are shared by the threads: with a
 //! piece to a thread, as before, the link waited for one thread to pack the first and the caller for one
@@ -48,9 +48,11 @@ type ItemParts<'o> = Vec<(usize, &'o mut [u8])>;
 /// How the packed way cuts a set: the packed buffer into items (of [`ITEM_BYTES`], what one thread packs
 /// at a time) and pieces (runs of items, what one copy moves).
 pub struct PackLayout {
-    /// The packed buffer's length, and how many items and pieces it is cut into.
+    /// The packed buffer's length.
     len: usize,
+    /// How many items it is cut into.
     pub items: usize,
+    /// The items of each piece.
     pub pieces: Vec<Range<usize>>,
 }
 
@@ -135,7 +137,16 @@ struct Packing<'a, 'w> {
     next: AtomicUsize,
 }
 
-impl<'a> Packing<'a, '_> {
+impl<'a, 'w> Packing<'a, 'w> {
+    /// The items of `layout` to pack from `srcs` into `packed` (its first `packed_len` bytes), none taken.
+    fn new(
+        (layout, places): (&'w PackLayout, &'w BufferPlacement),
+        srcs: &'w [&'a [u8]],
+        packed: &'a mut [u8],
+    ) -> anyhow::Result<Self> {
+        Ok(Packing { layout, places, srcs, packed: layout.parted(packed)?, next: AtomicUsize::new(0) })
+    }
+
     /// Packs the next item nobody has taken; false when every item is taken.
     fn pack_next(&self) -> bool {
         if self.next.load(Relaxed) >= self.packed.parts() {
@@ -258,7 +269,7 @@ pub fn packed_round_trip(
 ) -> anyhow::Result<f64> {
     let RoundTripBuffers { srcs, outs } = data;
     let layout = PackLayout::new(places);
-    let packing = Packing { layout: &layout, places, srcs: &srcs, packed: layout.parted(packed_htod)?, next: 0.into() };
+    let packing = Packing::new((&layout, places), &srcs, packed_htod)?;
     let helpers = crew_threads(layout.items) - 1;
     let dtoh_regions = slices_mut(packed_dtoh, (0..layout.pieces.len()).map(|p| layout.piece_bytes(p)));
     let (n, largest) = (places.count(), places.largest());
@@ -335,13 +346,7 @@ fn unpack_as_they_land<'s>(
 /// way does: for measuring what the CPU's side of it costs alone.
 pub fn pack_all(places: &BufferPlacement, srcs: &[&[u8]], packed: &mut [u8], threads: usize) {
     let layout = PackLayout::new(places);
-    let packing = Packing {
-        layout: &layout,
-        places,
-        srcs,
-        packed: layout.parted(packed).expect("a rig's buffer"),
-        next: 0.into(),
-    };
+    let packing = Packing::new((&layout, places), srcs, packed).expect("a packed buffer as long as the set's");
     rayon::in_place_scope(|pool| {
         on_helpers(pool, threads.saturating_sub(1), || packing.help());
         packing.help();
