@@ -1,6 +1,6 @@
 //! What safety costs the host per operation: the scope against the bare driver calls, in one run.
 //!
-//!     cargo bench -p common --bench scope [-- --rounds 21] [-- --json FILE]
+//!     cargo bench -p common --bench scope [-- --rounds 21] [-- --json FILE] [-- --only NAME]
 //!
 //! Every case is a batch of operations queued on the host clock (synchronized outside the timed part);
 //! the cases run in turn, round after round, so that the scope and the bare calls it is held against
@@ -14,6 +14,9 @@
 //!   an event without timing).
 //! - "memcpy each": 100 and 1000 buffers of 4 KiB up from pinned memory into one device arena and back,
 //!   one copy per buffer, on one stream and on four, bare and through the scope.
+//! - Probes: the bare memsets (one stream; four, one range) with one part of the scope's work between
+//!   the calls, its bookkeeping or its check of the current context: what each part costs amid the
+//!   driver's calls, where caches and predictors are shared.
 //! - The parts: `cuCtxGetCurrent` (the scope checks its context is current before each operation) and
 //!   the scope's bookkeeping alone, without the driver.
 
@@ -57,6 +60,49 @@ fn bare(raw: &Raw, lanes: usize, event: Option<bool>, chained: bool) -> Run<'_> 
                     Some(false) => ffi::cuEventRecord(raw.untimed[i], s),
                     None => ffi::SUCCESS,
                 };
+            }
+        }
+        let dt = t.elapsed();
+        raw.sync();
+        (dt, BATCH)
+    })
+}
+
+/// What a probe adds between the bare calls: one part of what the scope does.
+#[derive(Clone, Copy)]
+enum Probe {
+    /// The scope's bookkeeping, without the driver.
+    Bookkeeping,
+    /// `cuCtxGetCurrent`, as the scope checks its context is current.
+    ContextCheck,
+}
+
+/// Bare memsets as [`bare`] makes them (on one stream, or chained over four), with one part of the
+/// scope's work before each: so that what each part costs amid the driver's calls can be told apart.
+fn probed(raw: &Raw, lanes: usize, probe: Probe) -> Run<'_> {
+    let chained = lanes > 1;
+    let book = RefCell::new(common::order::BookkeepingProbe::new(lanes, chained));
+    Box::new(move || {
+        let mut book = book.borrow_mut();
+        book.reset();
+        let mut ctx = std::ptr::null_mut();
+        let t = Instant::now();
+        for i in 0..BATCH {
+            match probe {
+                Probe::Bookkeeping => book.step(i),
+                // SAFETY: a valid out-pointer.
+                Probe::ContextCheck => drop(unsafe { ffi::cuCtxGetCurrent(&mut ctx) }),
+            }
+            let s = raw.streams[i % lanes];
+            // SAFETY: as in bare().
+            unsafe {
+                if chained && i > 0 {
+                    ffi::cuStreamWaitEvent(s, raw.untimed[i - 1], 0);
+                }
+                ffi::cuMemsetD32Async(raw.mem + if chained { 0 } else { 4 * i as u64 }, 1, 1, s);
+                if chained {
+                    ffi::cuEventRecord(raw.untimed[i], s);
+                }
             }
         }
         let dt = t.elapsed();
@@ -237,6 +283,19 @@ fn main() {
         Some("memset: bare, 4 streams, wait + call + event"),
         one_range,
     );
+    // Probes: the bare calls with one part of the scope's work between them.
+    for (lanes, what, against) in
+        [(1, "bare", "memset: bare"), (4, "wait + call + event", "memset: bare, 4 streams, wait + call + event")]
+    {
+        add(
+            &mut cases,
+            &format!("probe: {what}, and the bookkeeping"),
+            Some(against),
+            probed(&raw, lanes, Probe::Bookkeeping),
+        );
+        let check = probed(&raw, lanes, Probe::ContextCheck);
+        add(&mut cases, &format!("probe: {what}, and cuCtxGetCurrent"), Some(against), check);
+    }
     for n in [100, 1000] {
         for lanes in [1, 4] {
             let streams_word = if lanes == 1 { "1 stream" } else { "4 streams" };
@@ -271,6 +330,20 @@ fn main() {
         add(&mut cases, &name, None, Box::new(move || (common::order::bookkeeping_time(ops, lanes, one_range), ops)));
     }
 
+    // `--only NAME`: the cases whose name holds NAME, and what they are held against.
+    let only = flag("--only");
+    let mut chosen: Vec<bool> =
+        cases.iter().map(|c| only.as_ref().is_none_or(|o| c.name.contains(o.as_str()))).collect();
+    for i in 0..cases.len() {
+        if let (true, Some(a)) = (chosen[i], cases[i].against) {
+            chosen[a] = true;
+        }
+    }
+    cases = cases.into_iter().zip(&chosen).filter(|(_, &keep)| keep).map(|(c, _)| c).collect();
+    let kept: Vec<usize> = (0..chosen.len()).filter(|&i| chosen[i]).collect();
+    for c in &mut cases {
+        c.against = c.against.map(|a| kept.iter().position(|&k| k == a).expect("kept with its case"));
+    }
     eprintln!("scope benchmark: {} cases, {rounds} rounds after 3 to warm up, in turn", cases.len());
     let mut ratios: Vec<Vec<f64>> = vec![Vec::new(); cases.len()];
     for round in 0..rounds + 3 {

@@ -476,13 +476,21 @@ pub fn error_name(code: CuResult) -> String {
     }
 }
 
-/// Turns a driver result into a [`DriverError`] that says what was being done.
+/// Turns a driver result into a [`DriverError`] that says what was being done. The words are made, out
+/// of line, only where the call failed.
+#[inline]
 pub fn check(code: CuResult, what: impl FnOnce() -> String) -> anyhow::Result<()> {
     if code == SUCCESS {
         Ok(())
     } else {
-        Err(DriverError { code, doing: what() }.into())
+        Err(driver_error(code, what))
     }
+}
+
+#[cold]
+#[inline(never)]
+fn driver_error(code: CuResult, what: impl FnOnce() -> String) -> anyhow::Error {
+    DriverError { code, doing: what() }.into()
 }
 
 /// An error the CUDA driver returned (`CUDA_ERROR_*`), with what was being done. Every driver failure

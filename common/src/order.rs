@@ -145,9 +145,18 @@ type Pos = (usize, usize);
 impl Entries {
     const CHUNK: usize = 64;
 
+    /// Where the last entry starts.
+    fn last_start(&self) -> Option<usize> {
+        self.chunks.last().and_then(|c| c.last()).map(|e| e.start)
+    }
+
     /// The first place whose entry starts at `key` or after (one past the last chunk where none does).
     fn lower_bound(&self, key: usize) -> Pos {
-        // Most searches are near the end (work appended in order): the last chunk first.
+        // Work appended in order searches past the last entry: no search at all.
+        if self.last_start().is_none_or(|last| last < key) {
+            return (self.chunks.len(), 0);
+        }
+        // Most other searches are near the end: the last chunk first.
         let c = match self.firsts.last() {
             Some(&last) if last < key => self.firsts.len(),
             _ => self.firsts.partition_point(|&f| f < key),
@@ -164,15 +173,16 @@ impl Entries {
     }
 
     /// Calls `f` with each entry from `pos` on, in order, until it returns false.
-    fn scan(&self, (c, i): Pos, mut f: impl FnMut(Pos, &Entry) -> bool) {
-        let mut i = i;
-        for (ci, chunk) in self.chunks.iter().enumerate().skip(c) {
-            for (ii, e) in chunk.iter().enumerate().skip(i) {
-                if !f((ci, ii), e) {
+    #[inline]
+    fn scan(&self, (mut c, mut i): Pos, mut f: impl FnMut(Pos, &Entry) -> bool) {
+        while let Some(chunk) = self.chunks.get(c) {
+            while let Some(e) = chunk.get(i) {
+                if !f((c, i), e) {
                     return;
                 }
+                i += 1;
             }
-            i = 0;
+            (c, i) = (c + 1, 0);
         }
     }
 
@@ -196,20 +206,31 @@ impl Entries {
             }
         };
         let chunk = &mut self.chunks[c];
-        chunk.insert(i, e);
+        match i == chunk.len() {
+            true => chunk.push(e),
+            false => chunk.insert(i, e),
+        }
         if i == 0 {
             self.firsts[c] = e.start;
         }
         if chunk.len() > Self::CHUNK {
-            let mut tail = Vec::with_capacity(Self::CHUNK + 1);
-            tail.extend(chunk.drain(Self::CHUNK / 2..));
-            self.firsts.insert(c + 1, tail[0].start);
-            self.chunks.insert(c + 1, tail);
+            self.split(c);
         }
+    }
+
+    /// Splits chunk `c`, one entry over full, in two halves (once every [`Entries::CHUNK`] / 2
+    /// insertions at most: out of line).
+    #[inline(never)]
+    fn split(&mut self, c: usize) {
+        let mut tail = Vec::with_capacity(Self::CHUNK + 1);
+        tail.extend(self.chunks[c].drain(Self::CHUNK / 2..));
+        self.firsts.insert(c + 1, tail[0].start);
+        self.chunks.insert(c + 1, tail);
     }
 
     /// Removes the entry at `pos`; places after it in its chunk (and, if the chunk empties, in later
     /// chunks) move.
+    #[inline(never)]
     fn remove(&mut self, (c, i): Pos) {
         let chunk = &mut self.chunks[c];
         chunk.remove(i);
@@ -248,7 +269,12 @@ impl Tracker {
     }
 
     /// Calls `f` with every entry that overlaps `bytes`.
+    #[inline]
     pub fn overlapping(&self, bytes: &Range<usize>, mut f: impl FnMut(&Entry)) {
+        // Work appended in order starts where every entry has ended: nothing to search.
+        if self.entries.last_start().is_none_or(|last| last + self.longest <= bytes.start) {
+            return;
+        }
         let from = self.entries.lower_bound(bytes.start.saturating_sub(self.longest));
         self.entries.scan(from, |_, e| {
             if e.start >= bytes.end {
@@ -265,9 +291,32 @@ impl Tracker {
     /// a write is ordered after everything it overlaps, so it stands for what it covers, on every
     /// stream; a read stands for the reads of its stream that it covers, and one of exactly the bytes a
     /// write of its stream wrote joins that write's entry. `scratch` is a vector to reuse.
+    #[inline]
     pub fn record(&mut self, stream: u32, write: bool, bytes: &Range<usize>, stamp: Stamp, scratch: &mut Vec<Pos>) {
         if bytes.is_empty() {
             return; // no bytes: nothing to order against, ever
+        }
+        // A write of exactly the bytes of one entry, which no other entry starts inside (the same range
+        // written again, by any stream): it takes that entry's place.
+        if write {
+            let at = self.entries.lower_bound(bytes.start);
+            let mut lone = None;
+            self.entries.scan(at, |pos, e| match lone {
+                None if e.start == bytes.start && e.end == bytes.end => {
+                    lone = Some(pos);
+                    true
+                }
+                Some(_) if e.start < bytes.end => {
+                    lone = None;
+                    false
+                }
+                _ => false,
+            });
+            if let Some(pos) = lone {
+                *self.entries.get_mut(pos) =
+                    Entry { start: bytes.start, end: bytes.end, stream, write: stamp, read: Stamp::default() };
+                return;
+            }
         }
         scratch.clear();
         let mut joined = None;
@@ -335,12 +384,19 @@ impl Tracker {
 /// operation's parts run one after another (`sequential`: a graph captured on one stream), two ranges of
 /// one buffer that overlap with at least one written are refused, in words: the operation's result would
 /// race. Linear in the ranges where they come sorted (a batch over a buffer, in order), n log n otherwise.
+#[inline]
 pub(crate) fn normalize(accesses: &[DevAccess], sequential: bool, out: &mut Vec<DevAccess>) -> Result<(), String> {
     out.clear();
     out.extend_from_slice(accesses);
-    if out.len() <= 1 {
-        return Ok(()); // a copy's one range: nothing to check or merge
+    match out.len() <= 1 {
+        true => Ok(()), // a copy's one range: nothing to check or merge
+        false => normalize_many(sequential, out),
     }
+}
+
+/// [`normalize`] of two ranges or more, in `out` as given.
+#[inline(never)]
+fn normalize_many(sequential: bool, out: &mut Vec<DevAccess>) -> Result<(), String> {
     let by_place = |a: &DevAccess| (a.buffer, a.bytes.start, a.bytes.end);
     if !out.windows(2).all(|w| by_place(&w[0]) <= by_place(&w[1])) {
         out.sort_unstable_by_key(by_place);
@@ -440,9 +496,8 @@ impl Clocks {
 
     /// Appends what an event recorded now on stream `j` knows.
     fn snapshot_into(&self, j: usize, out: &mut Vec<u64>) {
-        let at = out.len();
-        out.extend_from_slice(&self.clock[j * self.n..(j + 1) * self.n]);
-        out[at + j] = self.seq[j];
+        let (row, own) = (&self.clock[j * self.n..(j + 1) * self.n], self.seq[j]);
+        out.extend(row.iter().enumerate().map(|(k, &c)| if k == j { own } else { c }));
     }
 }
 
@@ -514,6 +569,7 @@ impl Book {
     /// Plans an operation on stream `j` over `accesses`: checks and merges its ranges (into
     /// [`Book::normalized`]), finds the waits it needs (into `Book::needs`, the newest conflict first)
     /// and says whether a fence should follow it (another stream touched its bytes before).
+    #[inline]
     pub fn plan(&mut self, j: usize, accesses: &[DevAccess], sequential: bool) -> Result<bool, String> {
         normalize(accesses, sequential, &mut self.normalized)?;
         self.needs.clear();
@@ -540,11 +596,14 @@ impl Book {
             });
         }
         // Newest first: waiting for a later operation may order the earlier ones of other streams too.
-        self.needs.sort_unstable_by_key(|n| std::cmp::Reverse(n.op));
+        if self.needs.len() > 1 {
+            self.needs.sort_unstable_by_key(|n| std::cmp::Reverse(n.op));
+        }
         Ok(shared)
     }
 
     /// The first fence on stream `k` recorded after its operation `seq`, if any.
+    #[inline]
     pub fn fence_after(&self, k: usize, seq: u64) -> Option<usize> {
         let list = &self.by_stream[k];
         // Most often the fence wanted is the last (recorded right after the operation): no search.
@@ -557,6 +616,7 @@ impl Book {
     }
 
     /// Notes a fence recorded on stream `k` now: its index.
+    #[inline]
     pub fn add_fence(&mut self, k: usize) -> usize {
         let index = self.fences.len();
         self.fences.push(Fence { stream: k as u32, seq: self.clocks.seq(k) });
@@ -566,8 +626,10 @@ impl Book {
     }
 
     /// Notes that stream `j` waits for fence `f`: the program's own wait (`made`), or one the scope
-    /// adds for `need`, described in words if it is the first (`name` says what the operation is).
-    pub fn waited(&mut self, j: usize, f: usize, need: Option<(&Need, &dyn Fn() -> String)>) {
+    /// adds for `need` (an index in [`Book::needs`]), described in words if it is the first (`name` says
+    /// what the operation is).
+    #[inline]
+    pub fn waited(&mut self, j: usize, f: usize, need: Option<(usize, &dyn Fn() -> String)>) {
         let n = self.streams;
         let snapshot = &self.fence_clocks[f * n..(f + 1) * n];
         self.clocks.wait(j, snapshot);
@@ -577,25 +639,33 @@ impl Book {
         };
         self.waits.added += 1;
         if self.waits.first_added.is_none() {
-            let (a, c) = (&self.normalized[need.mine], &need.theirs);
-            let other = self.ops[need.op as usize].label();
-            let both = a.bytes.start.max(c.start)..a.bytes.end.min(c.end);
-            self.waits.first_added = Some(format!(
-                "{} on stream {j} {} bytes {}..{} ({}) of lent buffer {}, which {other} on stream {} {} earlier, \
-                 and nothing ordered the two",
-                name(),
-                if a.write { "writes" } else { "reads" },
-                both.start,
-                both.end,
-                Bytes(both.len()),
-                a.buffer,
-                need.stream,
-                if need.theirs_wrote { "writes" } else { "reads" }
-            ));
+            self.waits.first_added = Some(self.first_added(j, &self.needs[need], name));
         }
     }
 
+    /// The first wait the scope added, in words: which operation waits for which, over which bytes.
+    #[cold]
+    #[inline(never)]
+    fn first_added(&self, j: usize, need: &Need, name: &dyn Fn() -> String) -> String {
+        let (a, c) = (&self.normalized[need.mine], &need.theirs);
+        let other = self.ops[need.op as usize].label();
+        let both = a.bytes.start.max(c.start)..a.bytes.end.min(c.end);
+        format!(
+            "{} on stream {j} {} bytes {}..{} ({}) of lent buffer {}, which {other} on stream {} {} earlier, \
+             and nothing ordered the two",
+            name(),
+            if a.write { "writes" } else { "reads" },
+            both.start,
+            both.end,
+            Bytes(both.len()),
+            a.buffer,
+            need.stream,
+            if need.theirs_wrote { "writes" } else { "reads" }
+        )
+    }
+
     /// Notes the operation just queued on stream `j` over [`Book::normalized`]: its index.
+    #[inline]
     pub fn queued(&mut self, j: usize, info: OpInfo) -> usize {
         let seq = self.clocks.queue(j);
         let op = self.ops.len();
@@ -608,40 +678,65 @@ impl Book {
     }
 }
 
-/// The bookkeeping alone, without the driver, for the scope's benchmark: plans and notes `ops`
-/// operations in a book of `streams` streams, operation i on stream i % streams, each over its own 4
-/// KiB of one buffer (a batch of small copies), or, `one_range`, all over the same 4 bytes (so that each
-/// waits for a fence after the one before, and is followed by one); returns how long that took. The
-/// book is made and warmed first, as a scope's is reused.
+/// The bookkeeping of a scope alone, without the driver, for the scope's benchmark: operation i on
+/// stream i % streams, each over its own 4 KiB of one buffer (a batch of small copies), or,
+/// `one_range`, all over the same 4 bytes (so that each waits for a fence after the one before, and is
+/// followed by one).
 #[doc(hidden)]
-pub fn bookkeeping_time(ops: usize, streams: usize, one_range: bool) -> std::time::Duration {
-    let mut book = Book::default();
-    let name = || String::from("an operation");
-    let pass = |book: &mut Book| {
-        book.reset(streams);
-        let buffer = book.lend(false, false);
-        let t = std::time::Instant::now();
-        for i in 0..ops {
-            let bytes = if one_range { 0..4 } else { i * 4096..(i + 1) * 4096 };
-            let a = [DevAccess { scope: 1, buffer, bytes, write: true }];
-            let j = i % streams;
-            let shared = book.plan(j, &a, false).unwrap_or(false);
-            for n in 0..book.needs.len() {
-                let need = book.needs[n].clone();
-                if !book.clocks.ordered(j, need.stream, need.seq) {
-                    let f = book.fence_after(need.stream, need.seq).unwrap_or_else(|| book.add_fence(need.stream));
-                    book.waited(j, f, Some((&need, &name)));
-                }
-            }
-            book.queued(j, OpInfo::copy("H2D", "memcpy HtoD", 4096));
-            if shared {
-                book.add_fence(j);
+pub struct BookkeepingProbe {
+    book: Book,
+    streams: usize,
+    one_range: bool,
+    buffer: usize,
+}
+
+impl BookkeepingProbe {
+    pub fn new(streams: usize, one_range: bool) -> BookkeepingProbe {
+        let mut probe = BookkeepingProbe { book: Book::default(), streams, one_range, buffer: 0 };
+        probe.reset();
+        probe
+    }
+
+    /// Empties the book, keeping what it allocated, as a scope's is reused.
+    pub fn reset(&mut self) {
+        self.book.reset(self.streams);
+        self.buffer = self.book.lend(false, false);
+    }
+
+    /// Plans and notes operation `i`.
+    #[inline(never)]
+    pub fn step(&mut self, i: usize) {
+        let (book, j) = (&mut self.book, i % self.streams);
+        let bytes = if self.one_range { 0..4 } else { i * 4096..(i + 1) * 4096 };
+        let a = [DevAccess { scope: 1, buffer: self.buffer, bytes, write: true }];
+        let shared = book.plan(j, &a, false).unwrap_or(false);
+        for n in 0..book.needs.len() {
+            let (k, seq) = (book.needs[n].stream, book.needs[n].seq);
+            if !book.clocks.ordered(j, k, seq) {
+                let f = book.fence_after(k, seq).unwrap_or_else(|| book.add_fence(k));
+                book.waited(j, f, Some((n, &|| String::from("an operation"))));
             }
         }
+        book.queued(j, OpInfo::copy("H2D", "memcpy HtoD", 4096));
+        if shared {
+            book.add_fence(j);
+        }
+    }
+}
+
+/// The bookkeeping alone ([`BookkeepingProbe`]) of `ops` operations: how long that took, the book made
+/// and warmed first.
+#[doc(hidden)]
+pub fn bookkeeping_time(ops: usize, streams: usize, one_range: bool) -> std::time::Duration {
+    let mut probe = BookkeepingProbe::new(streams, one_range);
+    let mut pass = || {
+        probe.reset();
+        let t = std::time::Instant::now();
+        (0..ops).for_each(|i| probe.step(i));
         t.elapsed()
     };
-    pass(&mut book);
-    pass(&mut book)
+    pass();
+    pass()
 }
 
 #[cfg(test)]
@@ -903,18 +998,18 @@ mod tests {
         let shared = book.plan(j, accesses, false).unwrap();
         let (mut waits, mut lazy) = (0, 0);
         for i in 0..book.needs.len() {
-            let need = book.needs[i].clone();
-            if book.clocks.ordered(j, need.stream, need.seq) {
+            let (k, seq) = (book.needs[i].stream, book.needs[i].seq);
+            if book.clocks.ordered(j, k, seq) {
                 continue;
             }
-            let f = match book.fence_after(need.stream, need.seq) {
+            let f = match book.fence_after(k, seq) {
                 Some(f) => f,
                 None => {
                     lazy += 1;
-                    book.add_fence(need.stream)
+                    book.add_fence(k)
                 }
             };
-            book.waited(j, f, Some((&need, &|| "op".to_string())));
+            book.waited(j, f, Some((i, &|| "op".to_string())));
             waits += 1;
         }
         book.queued(j, info());

@@ -170,6 +170,39 @@ pub(crate) struct State {
     joins: Vec<Event>,
 }
 
+/// What [`Scope::enqueue`] readied before an operation's driver call, for what comes after it: the event
+/// of the fence to record after it, where another stream touched its bytes before, and the observer's
+/// event before it with its label.
+struct Planned {
+    fence: Option<Event>,
+    observed: Option<(Event, String)>,
+}
+
+/// An operation refused before anything was queued: a handle of another scope, or a buffer of another
+/// GPU's context.
+#[cold]
+#[inline(never)]
+fn refused(info: &OpInfo, other_scope: bool) -> anyhow::Error {
+    match other_scope {
+        true => anyhow!("{}: a device handle from another scope", info.label()),
+        false => anyhow!("{}: a buffer of another GPU's context", info.label()),
+    }
+}
+
+/// An operation whose ranges the book refused, in words.
+#[cold]
+#[inline(never)]
+fn unplanned(info: &OpInfo, why: String) -> anyhow::Error {
+    anyhow!("{}: {why}", info.label())
+}
+
+/// A driver call that failed, and what it was doing.
+#[cold]
+#[inline(never)]
+fn failed(code: CuResult, doing: impl FnOnce() -> String) -> anyhow::Error {
+    ffi::DriverError { code, doing: doing() }.into()
+}
+
 struct Pending {
     start: Event,
     end: Event,
@@ -298,6 +331,12 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     /// work after it. `sequential`: its parts run one after another (a graph captured on one stream), so
     /// its reads and writes of the same bytes do not race. Everything that can fail without queueing the
     /// operation comes before `op`; once it is queued, the book knows it whatever fails after.
+    ///
+    /// Only the driver call is generic: the checks, waits and bookkeeping before it and after it are one
+    /// copy each, out of line, shared by every kind of operation, and their error paths are cold. The
+    /// host's cost per operation is as much the instruction cache's as the work's: the driver's calls and
+    /// ours take turns in it, operation after operation.
+    #[inline]
     pub(crate) fn enqueue(
         &self,
         j: usize,
@@ -306,8 +345,15 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         info: OpInfo,
         op: impl FnOnce(ffi::CUstream) -> CuResult,
     ) -> anyhow::Result<()> {
-        // The operation in words, made only where a message needs it, not for every operation.
-        let name = || info.label();
+        let planned = self.before(j, accesses, sequential, &info)?;
+        let code = op(self.streams[j].raw());
+        self.after(j, info, planned, code)
+    }
+
+    /// What comes before an operation's driver call: the checks, and the waits it needs. The observer's
+    /// event before it, where one watches.
+    #[inline(never)]
+    fn before(&self, j: usize, accesses: &[DevAccess], sequential: bool, info: &OpInfo) -> anyhow::Result<Planned> {
         let stream = self.streams[j].raw();
         let mut guard = self.state.borrow_mut();
         let st = &mut *guard;
@@ -315,14 +361,14 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         let label = self.env.observer.borrow().as_ref().map(|o| o.observer.label());
         self.env.ctx.ensure_current()?;
         for a in accesses {
-            if a.scope != self.id {
-                bail!("{}: a device handle from another scope", name());
-            }
-            if st.book.trackers[a.buffer].foreign {
-                bail!("{}: a buffer of another GPU's context", name());
+            if a.scope != self.id || st.book.trackers[a.buffer].foreign {
+                return Err(refused(info, a.scope != self.id));
             }
         }
-        let shared = st.book.plan(j, accesses, sequential).map_err(|why| anyhow!("{}: {why}", name()))?;
+        let shared = match st.book.plan(j, accesses, sequential) {
+            Ok(shared) => shared,
+            Err(why) => return Err(unplanned(info, why)),
+        };
         // Conflicting accesses on other streams that nothing orders yet: wait for a fence after each
         // (newest first, since waiting for a later operation of a stream may cover the others).
         for i in 0..st.book.needs.len() {
@@ -335,35 +381,61 @@ impl<'scope, 'env> Scope<'scope, 'env> {
                 None => self.fence(st, k)?,
             };
             // SAFETY: a live stream and an event recorded on another stream of this scope.
-            check(unsafe { ffi::cuStreamWaitEvent(stream, st.fences[f].raw(), 0) }, || {
-                format!("{}: waiting for another stream", name())
-            })?;
-            let need = st.book.needs[i].clone();
-            st.book.waited(j, f, Some((&need, &name)));
+            let code = unsafe { ffi::cuStreamWaitEvent(stream, st.fences[f].raw(), 0) };
+            if code != ffi::SUCCESS {
+                return Err(failed(code, || format!("{}: waiting for another stream", info.label())));
+            }
+            st.book.waited(j, f, Some((i, &|| info.label())));
         }
-        let start = match label {
-            Some(_) => {
+        // The fence's event is taken now, so that it is recorded right after the operation: the two
+        // driver calls back to back, as a program of bare calls makes them.
+        let fence = if shared { Some(self.env.events.untimed()?) } else { None };
+        let observed = match label {
+            Some(label) => {
                 let e = self.env.events.timed()?;
                 if let Err(err) = e.record_raw(stream) {
-                    self.env.events.give([e]);
+                    self.env.events.give([e].into_iter().chain(fence));
                     return Err(err);
                 }
-                Some(e)
+                Some((e, label))
             }
             None => None,
         };
-        if let Err(e) = check(op(stream), || format!("{} on stream {j}", name())) {
-            self.env.events.give(start);
-            return Err(e);
+        Ok(Planned { fence, observed })
+    }
+
+    /// What comes after an operation's driver call (which returned `code`): the fence after it, where
+    /// its bytes are shared, the book's note of it, and the observer's event after it.
+    #[inline(never)]
+    fn after(&self, j: usize, info: OpInfo, planned: Planned, code: CuResult) -> anyhow::Result<()> {
+        let Planned { fence, observed } = planned;
+        if code != ffi::SUCCESS {
+            self.env.events.give(observed.map(|(e, _)| e).into_iter().chain(fence));
+            return Err(failed(code, || format!("{} on stream {j}", info.label())));
         }
+        let stream = self.streams[j].raw();
+        // Another stream touched these bytes before, so one is likely to again: a fence now spares it
+        // waiting for whatever this stream queues next.
+        let fenced = fence.map(|e| {
+            let recorded = e.record_raw(stream);
+            (e, recorded)
+        });
+        let mut guard = self.state.borrow_mut();
+        let st = &mut *guard;
         // Queued: from here on the book knows it, whatever fails.
         let op = st.book.queued(j, info);
-        if shared {
-            // Another stream touched these bytes before, so one is likely to again: a fence now spares it
-            // waiting for whatever this stream queues next.
-            self.fence(st, j).map_err(|e| e.context("queued, but the event after it could not be recorded"))?;
+        match fenced {
+            Some((e, Ok(()))) => {
+                st.fences.push(e);
+                st.book.add_fence(j);
+            }
+            Some((e, Err(err))) => {
+                self.env.events.give([e]);
+                return Err(err.context("queued, but the event after it could not be recorded"));
+            }
+            None => {}
         }
-        if let (Some(start), Some(label)) = (start, label) {
+        if let Some((start, label)) = observed {
             let end = self.env.events.timed()?;
             end.record_raw(stream)?;
             st.pending.push(Pending { start, end, stream: stream as usize, op, label });
@@ -442,7 +514,12 @@ impl<'scope, 'env> ScopeStream<'scope, 'env> {
     ) -> anyhow::Result<Landing<'scope, 'env, T>> {
         let (ptr, len) = (dst.as_mut_ptr(), dst.len());
         self.dtoh(src, dst)?;
-        let fence = self.scope.fence(&mut self.scope.state.borrow_mut(), self.index)?;
+        let st = &mut *self.scope.state.borrow_mut();
+        // The fence after the copy, if it has one already (its bytes were shared), else one now.
+        let fence = match st.book.fence_after(self.index, st.book.clocks.seq(self.index)) {
+            Some(f) => f,
+            None => self.scope.fence(st, self.index)?,
+        };
         Ok(Landing { scope: self.scope, fence, stream: self.index, ptr, len, _marker: PhantomData })
     }
 
