@@ -103,50 +103,69 @@ impl PartCosts {
 
     /// Measures the parts of runs of `plan` on `p`'s data (its output overwritten: check results
     /// first), the busiest buffer and an empty scope for each of `runs`' bufferings. The "at once"
-    /// parts spread over 8 to 64 streams, at least the plan's.
+    /// parts spread over 8 to 64 streams, at least the plan's, and again over as many streams as each of
+    /// `runs` takes: each part's best, on the pipeline's own streams (the first of them the runs'), so
+    /// that no layout of streams the runs had, nor any stream of theirs, makes the parts slower than
+    /// the runs (on the H100 lent in November 2026, all the H2D copies at once on 8 streams took 25% longer
+    /// in some processes than on the 4 streams of the run they bound).
     pub fn measure(p: &mut Pipeline<'_>, plan: &ChunkPlan, runs: &[Buffering]) -> anyhow::Result<PartCosts> {
         anyhow::ensure!(plan.elements <= p.elements(), "a plan of {} elements over less data", plan.elements);
         let _phase = crate::timeline::phase("bound");
         // No part can use more streams than two per chunk (every H2D and every D2H copy on its own),
         // and fanning out to more would cost the parts waits the run does not pay.
         let k = plan.streams.clamp(8, 64).min(2 * plan.chunks).max(1);
-        let gpu = p.gpu();
-        let streams = gpu.streams(k)?;
+        let mut layouts = vec![k];
+        layouts.extend(runs.iter().map(|b| b.streams()).filter(|&n| n >= 2 && n < k));
+        layouts.sort_unstable();
+        layouts.dedup();
+        p.grow_streams(k)?;
+        let (gpu, kernels, steps) = (p.gpu(), p.kernels(), p.steps);
         // H2D copies fill the first half while D2H copies read the second, so that nothing orders them.
         let mut d = gpu.alloc::<f32>(2 * plan.elements)?;
-        let parts = Parts {
-            gpu,
-            kernels: p.kernels(),
-            steps: p.steps,
-            plan,
-            streams: &streams,
-            h_in: &p.h_in[..plan.elements],
-            // Five runs of each part for a best (least) time, more for short parts; big runs stay quick.
-            r: Repeats { warmup: 1.min(p.repeats.warmup), repeats: p.repeats.repeats.min(5) },
-        };
-        let out = &mut p.h_out[..plan.elements];
+        // Five runs of each part for a best (least) time, more for short parts; big runs stay quick.
+        let r = Repeats { warmup: 1.min(p.repeats.warmup), repeats: p.repeats.repeats.min(5) };
+        let (streams, h_in, out) = (&p.streams[..], &p.h_in[..plan.elements], &mut p.h_out[..plan.elements]);
+        let on = |n: usize| Parts { gpu, kernels, steps, plan, streams: &streams[..n], h_in, r };
+        let mut empty: Vec<(usize, f64)> = Vec::new();
+        for n in runs.iter().map(|b| b.streams()).chain(layouts.iter().copied()).filter(|n| (1..=k).contains(n)) {
+            if empty.iter().all(|e| e.0 != n) {
+                empty.push((n, part(r, || gpu.timed(&streams[..n], |_| Ok(())))?));
+            }
+        }
+        let fork_join = |n: usize| empty.iter().find(|e| e.0 == n).map_or(0.0, |e| e.1);
+        // Each "at once" part on each layout, as if on k streams (the fork and join to k added back).
+        let mut at_once = [f64::INFINITY; 4];
+        for &n in &layouts {
+            let parts = on(n);
+            let times = [
+                parts.all_htod(&mut d, out)?,
+                parts.all_dtoh(&mut d, out)?,
+                parts.copies(&mut d, out)?,
+                parts.kernels(&mut d, out)?,
+            ];
+            for (best, t) in at_once.iter_mut().zip(times) {
+                *best = best.min(t + (fork_join(k) - fork_join(n)).max(0.0));
+            }
+        }
+        let parts = on(k);
         let [htod_ms, kernel_ms, dtoh_ms, chain_ms] = parts.one_chunk(&mut d, out)?;
+        let [all_htod_ms, all_dtoh_ms, copies_ms, kernels_ms] = at_once;
         let mut costs = PartCosts {
             htod_ms,
             kernel_ms,
             dtoh_ms,
             chain_ms,
-            all_htod_ms: parts.all_htod(&mut d, out)?,
-            all_dtoh_ms: parts.all_dtoh(&mut d, out)?,
-            copies_ms: parts.copies(&mut d, out)?,
-            kernels_ms: parts.kernels(&mut d, out)?,
+            all_htod_ms,
+            all_dtoh_ms,
+            copies_ms,
+            kernels_ms,
             busiest_buffer: Vec::new(),
             streams: k,
-            empty: Vec::new(),
+            empty,
         };
         for b in runs {
             if costs.busiest_buffer.iter().all(|l| l.0 != b.buffers) {
                 costs.busiest_buffer.push((b.buffers, parts.busiest_buffer(b.buffers, &mut d, out)?));
-            }
-        }
-        for n in runs.iter().map(|b| b.streams()).chain([k]).filter(|n| (1..=k).contains(n)) {
-            if costs.empty.iter().all(|e| e.0 != n) {
-                costs.empty.push((n, part(parts.r, || gpu.timed(&streams[..n], |_| Ok(())))?));
             }
         }
         Ok(costs)

@@ -55,10 +55,10 @@ pub struct PipelineRun {
     pub buffering: Buffering,
 }
 
-/// Device buffers and streams for runs of one buffering, allocated once for all its runs.
+/// Device buffers for runs of one buffering, allocated once for all its runs (the streams are the
+/// pipeline's: [`Pipeline::buffers`]).
 pub struct RunBuffers {
     buffering: Buffering,
-    streams: Vec<Stream>,
     bufs: Vec<DeviceBuffer<f32>>,
 }
 
@@ -71,6 +71,10 @@ pub struct Pipeline<'g> {
     pub repeats: Repeats,
     pub h_in: PinnedBuffer<f32>,
     pub h_out: PinnedBuffer<f32>,
+    /// The streams every run and every part of the bound runs on, made as they are first needed: a run
+    /// on K streams takes the first K, and the bound's parts run on the same ones (and more), so that
+    /// what each stream costs (the copy engine the driver gives its copies, say) is the same in both.
+    pub(crate) streams: Vec<Stream>,
 }
 
 impl<'g> Pipeline<'g> {
@@ -84,7 +88,15 @@ impl<'g> Pipeline<'g> {
     ) -> anyhow::Result<Self> {
         let h_in = gpu.pinned_from_fn(elements * steps.htod_copies(), input)?; // cudaMallocHost, filled
         let h_out = gpu.pinned::<f32>(elements)?;
-        Ok(Pipeline { gpu, kernels, steps, repeats, h_in, h_out })
+        Ok(Pipeline { gpu, kernels, steps, repeats, h_in, h_out, streams: Vec::new() })
+    }
+
+    /// At least `n` streams in [`Pipeline::streams`], made now where there are fewer.
+    pub(crate) fn grow_streams(&mut self, n: usize) -> anyhow::Result<()> {
+        while self.streams.len() < n {
+            self.streams.extend(self.gpu.streams(1)?); //                cudaStreamCreateWithFlags(.., NonBlocking)
+        }
+        Ok(())
     }
 
     /// What [`Pipeline::new`] pins, and what runs of `plan` with up to `buffers` buffers and their
@@ -112,14 +124,12 @@ impl<'g> Pipeline<'g> {
         self.h_out.len()
     }
 
-    /// Buffers and streams for runs of `plan` laid out by `buffering`.
-    pub fn buffers(&self, plan: &ChunkPlan, buffering: Buffering) -> anyhow::Result<RunBuffers> {
+    /// Buffers for runs of `plan` laid out by `buffering`, and its streams: the pipeline's first.
+    pub fn buffers(&mut self, plan: &ChunkPlan, buffering: Buffering) -> anyhow::Result<RunBuffers> {
         let len = self.steps.device_len(plan.max_chunk());
-        Ok(RunBuffers {
-            buffering,
-            streams: self.gpu.streams(buffering.streams())?, //            cudaStreamCreateWithFlags(.., NonBlocking)
-            bufs: self.gpu.alloc_each::<f32>(buffering.buffers, len)?, // cudaMalloc(&d_data[i], CHUNK_BYTES)
-        })
+        self.grow_streams(buffering.streams())?;
+        let bufs = self.gpu.alloc_each::<f32>(buffering.buffers, len)?; // cudaMalloc(&d_data[i], CHUNK_BYTES)
+        Ok(RunBuffers { buffering, bufs })
     }
 
     /// The pipeline loop, once: chunk i's H2D copies into buffer i % B, its kernel, its D2H copy, on
@@ -130,8 +140,9 @@ impl<'g> Pipeline<'g> {
         let (steps, kernels, n) = (self.steps, self.kernels, self.elements());
         anyhow::ensure!(plan.elements <= n, "a plan of {} elements over data of {n}", plan.elements);
         let (h_in, h_out) = (&self.h_in[..], &mut self.h_out[..plan.elements]);
-        let RunBuffers { buffering, streams, bufs } = on;
-        self.gpu.timed(streams, |s| {
+        let RunBuffers { buffering, bufs } = on;
+        anyhow::ensure!(self.streams.len() >= buffering.streams(), "run buffers of another pipeline");
+        self.gpu.timed(&self.streams[..buffering.streams()], |s| {
             let d = s.devices(bufs);
             for (c, out) in plan.iter().zip(plan.split_mut(h_out)) {
                 let (buf, own) = (d[c.index % buffering.buffers], s.stream(c.index % buffering.buffers));
