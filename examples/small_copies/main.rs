@@ -10,9 +10,8 @@
 //! 1. one `cudaMemcpyAsync` per buffer, on one stream, spread over streams, and from pageable memory;
 //! 2. one batched call each way, `cuMemcpyBatchAsync` (CUDA 12.8), with each source access order it
 //!    offers, from pinned and from pageable memory;
-//! 3. packed: gathered by the CPU into one pinned buffer, copied up a piece at a time, each piece
-//!    scattered into place by a kernel, gathered back and copied down while the next goes up (both
-//!    directions at once), and unpacked by the CPU as it lands;
+//! 3. packed: gathered into one pinned buffer by the CPU, one copy, and a kernel that scatters the
+//!    buffers into place (and back: the kernel gathers them, one copy, unpacked by the CPU);
 //! 4. a CUDA graph of every copy, built once and replayed;
 //! 5. zero-copy: one kernel reading every buffer straight from mapped host memory (and one writing back).
 //!

@@ -1,17 +1,21 @@
-//! The packed way: the CPU gathers the buffers into one pinned buffer, which goes up a piece at a time;
-//! the copy kernel scatters each piece's buffers into the arena as soon as it is up, gathers them back,
-//! and the piece comes down at once, while the next goes up: the copies up, the kernels and the copies
-//! back each on a stream of their own, so that the two directions overlap on their copy engines. The
-//! CPU unpacks each piece as it lands. Its CPU work is pipelined with the copies, and shared by several
-//! threads at a fine grain: the packed buffer is cut into items of 64 KiB, whatever the buffers, that
-//! the threads pack in order, the caller's among them, and into pieces (runs of items, 512 KiB or more)
-//! that the copies and the kernels move. A piece goes up as soon as its items are packed, and its items
-//! are unpacked, by every thread, as soon as it has landed. So even the first piece and the last are
-//! shared by the threads: with a piece to a thread, as before, the link waited for one thread to pack
-//! the first and the caller for one to unpack the last (on the H100's host, 65-75 µs each of a 450-530
-//! µs round trip of 1000 x 4 KiB). And with the whole buffer up before the kernels and the whole buffer
-//! back after them, as before, the link's two directions took turns (on the H100, 100 µs up in pieces,
-//! 11 µs of kernels, 125 µs down).
+//! The packed way: the CPU gathers the buffers into one pinned buffer, one copy goes up, the copy kernel
+//! scatters them into the arena; back, the kernel gathers them, one copy comes down, the CPU unpacks
+//! them. Its CPU work is pipelined with the copies, and shared by several threads at a fine grain: the
+//! packed buffer is cut into items of 64 KiB, whatever the buffers, that the threads pack in order, the
+//! caller's among them, and into pieces (runs of items, 512 KiB or more) that the copies move. A piece goes up as
+//! soon as its items are packed, and its items are unpacked, by every thread, as soon as it has landed,
+//! while the next is on its way. So even the first piece and the last are shared by the threads: with a
+//! piece to a thread, as before, the link waited for one thread to pack the first and the caller for one
+//! to unpack the last (on the H100's host, 65-75 µs each of a 450-530 µs round trip of 1000 x 4 KiB).
+//!
+//! The two directions take turns: every piece up, the kernels over the whole buffer, every piece back.
+//! Bringing each piece back as soon as it is up, while later ones go up and are packed (the kernels
+//! piece by piece, on streams of their own), was tried on the H100 lent in November 2026 and was no
+//! faster: with the CPU packing, unpacking and both copies at once, the host's memory was the limit,
+//! and the copies slowed from 42-45 GB/s to 9-17 GB/s each while they overlapped (1000 x 4 KiB took
+//! 366-398 µs either way on eight threads; 10 x 1 MiB 674 µs against 607). Packing alone on eight
+//! threads moved 38 GB/s there, and unpacking 45: the CPU's side alone takes longer than one copy of
+//! the bytes each way.
 
 use std::{
     ops::Range,
@@ -24,7 +28,7 @@ use std::{
     },
 };
 
-use common::{staging::stream_copy, Landing, PartedSlice, Scope, ScopeStream};
+use common::{staging::stream_copy, Dev, Landing, PartedSlice, ScopeStream};
 use kernels::TableCopy;
 
 use crate::{
@@ -84,33 +88,6 @@ impl PackLayout {
         let bytes = self.piece_bytes(p);
         let first = places.packed.partition_point(|&at| at <= bytes.start).saturating_sub(1);
         first..places.packed.partition_point(|&at| at < bytes.end)
-    }
-
-    /// The copy kernel's table for each piece, all of them in one: (offset in the piece, offset in the
-    /// arena, bytes) of each part of a buffer the piece holds (a buffer a piece's end cuts is in two
-    /// pieces' tables), and which entries are each piece's. So each piece can be scattered into the
-    /// arena, and gathered back, as soon as it is up, while the next goes up.
-    pub fn piece_tables(&self, places: &BufferPlacement) -> (Vec<u64>, Vec<Range<usize>>) {
-        let (mut table, mut entries) = (Vec::new(), Vec::new());
-        for p in 0..self.pieces.len() {
-            let (piece, first) = (self.piece_bytes(p), table.len() / 3);
-            for b in self.piece_buffers(places, p) {
-                let bytes = places.packed_range(b);
-                let (start, end) = (bytes.start.max(piece.start), bytes.end.min(piece.end));
-                if start < end {
-                    let in_arena = places.device[b] + (start - bytes.start);
-                    table.extend([(start - piece.start) as u64, in_arena as u64, (end - start) as u64]);
-                }
-            }
-            entries.push(first..table.len() / 3);
-        }
-        (table, entries)
-    }
-
-    /// The most entries [`PackLayout::piece_tables`] can hold for a set of `count` buffers: each buffer
-    /// once, and once more for each piece's end that cuts one.
-    pub fn most_piece_entries(count: usize) -> usize {
-        count + MAX_PIECES
     }
 
     /// The parts of buffers item `i` holds: (buffer, its bytes in the item, where they start in the item).
@@ -288,11 +265,10 @@ fn pause(spins: &mut u32) {
     }
 }
 
-/// The packed way's round trip: every thread packs items in order; each piece goes up as soon as its
-/// items are packed, the copy kernel scatters its buffers into the arena and gathers them back, and it
-/// comes back down at once, while the next piece goes up (the two directions overlap, on copy engines
-/// of their own); its items are unpacked by every thread as soon as it has landed. Returns the GPU
-/// time, ms.
+/// The packed way's round trip: every thread packs items in order, and each piece goes up as soon as
+/// its items are packed; the copy kernel scatters every buffer into the arena and gathers it back; each
+/// piece comes back on its own and its items are unpacked by every thread as soon as it has landed,
+/// while the next is on its way. Returns the GPU time, ms.
 pub fn packed_round_trip(
     on: GpuSide,
     places: &BufferPlacement,
@@ -305,34 +281,24 @@ pub fn packed_round_trip(
     let packing = Packing::new((&layout, places), &srcs, packed_htod)?;
     let helpers = crew_threads(layout.items) - 1;
     let dtoh_regions = slices_mut(packed_dtoh, (0..layout.pieces.len()).map(|p| layout.piece_bytes(p)));
-    let (entries, largest, at) = (layout.piece_tables(places).1, places.largest(), 6 * places.count());
+    let (n, largest) = (places.count(), places.largest());
     rayon::in_place_scope(|pool| {
         on_helpers(pool, helpers, || packing.help());
         on.gpu.timed(on.streams, |s| {
-            let (packed, arena) = (s.device(&mut device.packed), s.device(&mut device.arena));
-            let tables = s.device(&mut device.tables); // the pieces' tables from `at` on
-            let [up, work, down] = roles(s);
-            let mut landings = Vec::with_capacity(layout.pieces.len());
-            for (p, region) in dtoh_regions.into_iter().enumerate() {
-                let d = packed.slice(layout.piece_bytes(p));
-                let table = tables.slice(at + 3 * entries[p].start..at + 3 * entries[p].end).read_only();
-                up.htod(packing.piece(p)?, d)?; //                     cudaMemcpyAsync, a piece up
-                work.wait_event(up.record_event()?)?; //              the kernels wait for it
-                on.kernels.copy_by_table(work, TableCopy::Scatter, d.read_only(), table, arena, largest)?;
-                on.kernels.copy_by_table(work, TableCopy::Gather, arena.read_only(), table, d, largest)?;
-                down.wait_event(work.record_event()?)?; //            the copy back waits for them
-                landings.push(down.dtoh_landing(d, region)?); //      a piece back, while the next goes up
-            }
+            let (packed, arena, st) = (s.device(&mut device.packed), s.device(&mut device.arena), s.stream(0));
+            let packed = packed.slice(0..places.packed_len);
+            let table = s.device(&mut device.tables).slice(0..3 * n).read_only(); // the packed buffer's
+            htod_as_packed(st, packed, &packing)?;
+            on.kernels.copy_by_table(st, TableCopy::Scatter, packed.read_only(), table, arena, largest)?;
+            on.kernels.copy_by_table(st, TableCopy::Gather, arena.read_only(), table, packed, largest)?;
+            let landings = dtoh_regions
+                .into_iter()
+                .enumerate()
+                .map(|(p, region)| st.dtoh_landing(packed.slice(layout.piece_bytes(p)), region)) // a piece back
+                .collect::<anyhow::Result<Vec<_>>>()?;
             unpack_as_they_land(landings, Unpacking::new(&layout, places, outs), helpers)
         })
     })
-}
-
-/// The streams of the packed way: the copies up, the kernels, and the copies back, each on its own (on
-/// fewer streams, the kernels share the first, and the copies back too where there is only one).
-fn roles<'s, 'e>(s: &'s Scope<'s, 'e>) -> [ScopeStream<'s, 'e>; 3] {
-    let k = s.streams().len();
-    [s.stream(0), s.stream(if k > 2 { 1 } else { 0 }), s.stream(k.min(3) - 1)]
 }
 
 /// `work` on `helpers` of the pool's threads. One task wakes the rest, so that the caller pays for
@@ -347,6 +313,19 @@ fn on_helpers<'s>(pool: &rayon::Scope<'s>, helpers: usize, work: impl Fn() + Sen
             work()
         });
     }
+}
+
+/// Each piece up as soon as it is packed, in order, this thread packing items meanwhile.
+fn htod_as_packed<'s, 'a: 's>(
+    st: ScopeStream<'s, '_>,
+    packed: Dev<'s, u8>,
+    packing: &Packing<'a, '_>,
+) -> anyhow::Result<()> {
+    for p in 0..packing.layout.pieces.len() {
+        let piece = packing.piece(p)?;
+        st.htod(piece, packed.slice(packing.layout.piece_bytes(p)))?; //          cudaMemcpyAsync, a piece up
+    }
+    Ok(())
 }
 
 /// Each piece's items unpacked as soon as it has landed, by the pool's threads (which wake while the GPU
@@ -407,13 +386,11 @@ mod tests {
         results::ByteCheck,
     };
 
-    /// The packed way's data path on the CPU: pack, the kernel's twin piece by piece, unpack; every byte
-    /// comes back, on one thread and on several.
+    /// The packed way's data path on the CPU: pack, the kernel's twin, unpack; every byte comes back, on
+    /// one thread and on several.
     #[test]
     fn the_packed_round_trip_brings_every_byte_back() {
-        let specs =
-            [("4*3,1KiB*5,100*7", 1), ("4*3,1KiB*5,100*7", 3), ("4KiB*300,3MiB*1,5*9", 4), ("1KiB*5000,3*7", 2)];
-        for (spec, threads) in specs {
+        for (spec, threads) in [("4*3,1KiB*5,100*7", 1), ("4*3,1KiB*5,100*7", 3), ("4KiB*300,3MiB*1,5*9", 4)] {
             let set = BufferSet::parse(spec).unwrap();
             let places = BufferPlacement::new(&set);
             let n = places.count();
@@ -424,19 +401,8 @@ mod tests {
             let (mut packed_htod, mut arena, mut packed_dtoh) =
                 (vec![0u8; places.packed_len], vec![0u8; places.device_len], vec![0u8; places.packed_len]);
             pack_all(&places, &places.host_slices(&h_in), &mut packed_htod, threads);
-            // Each piece scattered and gathered back on its own, as the GPU does, by its own table.
-            let layout = PackLayout::new(&places);
-            let (table, entries) = layout.piece_tables(&places);
-            assert!(table.len() / 3 <= PackLayout::most_piece_entries(n), "{spec}: {} entries", table.len() / 3);
-            for (p, rows) in entries.iter().enumerate() {
-                let (bytes, t) = (layout.piece_bytes(p), &table[3 * rows.start..3 * rows.end]);
-                cpu::copy_by_table(TableCopy::Scatter, &packed_htod[bytes.clone()], t, &mut arena);
-                cpu::copy_by_table(TableCopy::Gather, &arena, t, &mut packed_dtoh[bytes]);
-            }
-            // The whole set's table puts every buffer where the pieces' tables did.
-            let mut whole = vec![0u8; places.device_len];
-            cpu::copy_by_table(TableCopy::Scatter, &packed_htod, &places.packed_table(), &mut whole);
-            assert_eq!(arena, whole, "{spec}");
+            cpu::copy_by_table(TableCopy::Scatter, &packed_htod, &places.packed_table(), &mut arena);
+            cpu::copy_by_table(TableCopy::Gather, &arena, &places.packed_table(), &mut packed_dtoh);
             let mut h_out = vec![POISON; places.host_len];
             unpack_all(&places, &packed_dtoh, places.host_slices_mut(&mut h_out), threads);
             let c = ByteCheck::of(places.host_slices(&h_in).into_iter(), places.host_slices(&h_out).into_iter());

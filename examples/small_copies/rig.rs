@@ -18,7 +18,6 @@ use measure::{
 
 use crate::{
     buffers::{byte, BufferPlacement, BufferSet, SetGrid, POISON},
-    packing::PackLayout,
     results::{self, ByteCheck, SetRun, WayRun, MATTERS},
     ways::TransferWay,
 };
@@ -80,8 +79,7 @@ pub struct DeviceBuffers {
     pub arena: DeviceBuffer<u8>,
     /// The packed way's buffer on the device.
     pub packed: DeviceBuffer<u8>,
-    /// The copy kernel's tables ([`table_len`]): the packed buffer's, the host arena's (zero-copy), then
-    /// each piece's of the packed way.
+    /// The copy kernel's tables: the packed buffer's, then the host arena's (zero-copy).
     pub tables: DeviceBuffer<u64>,
 }
 
@@ -116,12 +114,6 @@ struct GridResults<'a> {
     sets: &'a [SetRun],
 }
 
-/// How many numbers the copy kernel's tables of a set of `count` buffers take: the packed buffer's and
-/// the host arena's, three numbers a buffer each, then the packed way's pieces' (three a part).
-pub fn table_len(count: usize) -> usize {
-    count.saturating_mul(6).saturating_add(PackLayout::most_piece_entries(count).saturating_mul(3))
-}
-
 /// The most of each of `places`' lengths (at least 1).
 fn most(places: &[BufferPlacement], f: fn(&BufferPlacement) -> usize) -> usize {
     places.iter().map(f).max().unwrap_or(1).max(1)
@@ -129,11 +121,11 @@ fn most(places: &[BufferPlacement], f: fn(&BufferPlacement) -> usize) -> usize {
 
 /// What a rig for `places` holds at its peak: the two host arenas, the packed buffers for the H2D and
 /// the D2H copies (the D2H one at least an arena: it holds the poison), the arena, the packed buffer
-/// and the tables on the device; and while a set runs, its buffers' pageable copies in and out and its
+/// and both tables on the device; and while a set runs, its buffers' pageable copies in and out and its
 /// tables on the host.
 pub fn footprint(places: &[BufferPlacement]) -> Footprint {
     let (host, device) = (most(places, |p| p.host_len), most(places, |p| p.device_len));
-    let (packed, tables) = (most(places, |p| p.packed_len), most(places, |p| table_len(p.count())));
+    let (packed, count) = (most(places, |p| p.packed_len), most(places, BufferPlacement::count));
     let copies = most(places, |p| {
         let headers = p.count().saturating_mul(2 * std::mem::size_of::<Vec<u8>>());
         p.bytes().saturating_mul(2).saturating_add(headers)
@@ -142,9 +134,9 @@ pub fn footprint(places: &[BufferPlacement]) -> Footprint {
         .pinned::<u8>(host.saturating_mul(2))
         .pinned::<u8>(packed.saturating_add(packed.max(device)))
         .device::<u8>(device.saturating_add(packed))
-        .device::<u64>(tables)
+        .device::<u64>(count.saturating_mul(6))
         .pageable::<u8>(copies)
-        .pageable::<u64>(tables)
+        .pageable::<u64>(count.saturating_mul(6))
 }
 
 impl SmallCopiesRig {
@@ -185,7 +177,7 @@ impl SmallCopiesRig {
             packed_htod: gpu.pinned(packed)?,
             packed_dtoh: gpu.pinned(packed.max(dev))?,
         };
-        let tables = most(places, |p| table_len(p.count()));
+        let tables = most(places, |p| 6 * p.count());
         let device = DeviceBuffers { arena: gpu.alloc(dev)?, packed: gpu.alloc(packed)?, tables: gpu.alloc(tables)? };
         let streams = gpu.streams(streams.max(1))?;
         let batch = common::batch_support(); // cuGetProcAddress("cuMemcpyBatchAsync", 12.8)
@@ -226,7 +218,7 @@ impl SmallCopiesRig {
         let fits = fits
             && places.device_len <= self.host.packed_dtoh.len()
             && places.packed_len <= self.host.packed_htod.len();
-        let fits = fits && table_len(places.count()) <= self.device.tables.len();
+        let fits = fits && 6 * places.count() <= self.device.tables.len();
         anyhow::ensure!(fits, "{}: the rig was made for smaller sets", set.name);
         places
             .host_slices_mut(&mut self.host.h_in)
@@ -240,8 +232,7 @@ impl SmallCopiesRig {
                 .collect(),
             outs: places.sizes.iter().map(|s| vec![0; *s]).collect(),
         };
-        let pieces = PackLayout::new(places).piece_tables(places).0;
-        let tables: Vec<u64> = places.packed_table().into_iter().chain(places.host_table()).chain(pieces).collect();
+        let tables: Vec<u64> = places.packed_table().into_iter().chain(places.host_table()).collect();
         let (s0, d_tables) = (&self.streams[..1], &mut self.device.tables);
         self.gpu.scope(s0, |s| s.stream(0).htod(&tables, s.device(d_tables).slice(0..tables.len())))?;
         Ok(pageable)
@@ -372,10 +363,10 @@ impl SmallCopiesRig {
         out.table(&results::detail_table(model));
         out.say(
             "GPU / one copy: the GPU time against one copy of all the bytes each way. A bound for one memcpy per \
-             buffer from pinned memory (the same bytes through the same copies, one direction after the other, \
-             paying at least one copy's fixed cost each way); a reference for the rest: the driver may write small \
-             pageable copies inline, the batched call and a graph reach the copy engines by other paths, packed \
-             brings pieces back while later ones go up (both directions at once), and zero-copy uses none",
+             buffer from pinned memory and for packed (they move the same bytes through the same copies, paying at \
+             least one copy's fixed cost each way); a reference for the rest: the driver may write small pageable \
+             copies inline, the batched call and a graph reach the copy engines by other paths, and zero-copy uses \
+             none",
         );
         results::beaten(runs).iter().for_each(|l| out.say(format!("  {l}")));
     }
