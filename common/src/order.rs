@@ -137,6 +137,9 @@ struct Entries {
     chunks: Vec<Vec<Entry>>,
     /// Where the first entry of each chunk starts.
     firsts: Vec<usize>,
+    /// Where the last search ended: work that sweeps a buffer in order (a batch of copies back) searches
+    /// there or one place on next. Only a guess, checked against the entries before it is used.
+    hint: std::cell::Cell<Pos>,
 }
 
 /// A place in [`Entries`]: (chunk, index in it).
@@ -156,6 +159,36 @@ impl Entries {
         if self.last_start().is_none_or(|last| last < key) {
             return (self.chunks.len(), 0);
         }
+        // A sweep in order searches where the last search ended, or one place on.
+        let (c, i) = self.hint.get();
+        let next = match self.chunks.get(c) {
+            Some(chunk) if i + 1 < chunk.len() => (c, i + 1),
+            _ => (c + 1, 0),
+        };
+        for guess in [(c, i), next] {
+            if self.is_lower_bound(guess, key) {
+                self.hint.set(guess);
+                return guess;
+            }
+        }
+        let found = self.search(key);
+        self.hint.set(found);
+        found
+    }
+
+    /// Whether `pos` holds an entry that starts at `key` or after, and the entry before it (if any)
+    /// starts before `key`: [`Entries::lower_bound`]'s answer.
+    fn is_lower_bound(&self, (c, i): Pos, key: usize) -> bool {
+        let Some(e) = self.chunks.get(c).and_then(|chunk| chunk.get(i)) else { return false };
+        let before = match i {
+            0 => c.checked_sub(1).and_then(|b| self.chunks[b].last()),
+            _ => self.chunks[c].get(i - 1),
+        };
+        e.start >= key && before.is_none_or(|b| b.start < key)
+    }
+
+    /// [`Entries::lower_bound`] by binary search.
+    fn search(&self, key: usize) -> Pos {
         // Most other searches are near the end: the last chunk first.
         let c = match self.firsts.last() {
             Some(&last) if last < key => self.firsts.len(),
@@ -296,10 +329,10 @@ impl Tracker {
         if bytes.is_empty() {
             return; // no bytes: nothing to order against, ever
         }
+        let at = self.entries.lower_bound(bytes.start);
         // A write of exactly the bytes of one entry, which no other entry starts inside (the same range
         // written again, by any stream): it takes that entry's place.
         if write {
-            let at = self.entries.lower_bound(bytes.start);
             let mut lone = None;
             self.entries.scan(at, |pos, e| match lone {
                 None if e.start == bytes.start && e.end == bytes.end => {
@@ -321,7 +354,7 @@ impl Tracker {
         scratch.clear();
         let mut joined = None;
         // Entries it covers start inside it.
-        self.entries.scan(self.entries.lower_bound(bytes.start), |pos, e| {
+        self.entries.scan(at, |pos, e| {
             if e.start >= bytes.end {
                 return false;
             }
