@@ -919,6 +919,42 @@ mod tests {
         }
     }
 
+    /// The search that starts where the last one ended finds what a full scan finds, in sweeps up and
+    /// down, at random, and after insertions and removals have moved every place (the hint is stale).
+    #[test]
+    fn searches_from_the_last_place_agree_with_a_full_scan() {
+        let mut entries = Entries::default();
+        let mut state = 7u64;
+        let entry =
+            |start: usize| Entry { start, end: start + 1, stream: 0, write: Stamp::default(), read: Stamp::default() };
+        let check = |entries: &Entries, key: usize| {
+            let all: Vec<usize> = entries.chunks.iter().flatten().map(|e| e.start).collect();
+            let want = all.iter().position(|&s| s >= key);
+            let got = entries.lower_bound(key);
+            let got = entries.chunks.get(got.0).and_then(|c| c.get(got.1)).map(|e| e.start);
+            assert_eq!(got, want.map(|w| all[w]), "key {key} over {} entries", all.len());
+        };
+        for round in 0..6 {
+            for _ in 0..150 {
+                entries.insert(entry(lcg(&mut state) % 5000));
+            }
+            for key in (0..5100).step_by(7) {
+                check(&entries, key);
+            }
+            for key in (0..5100).rev().step_by(5) {
+                check(&entries, key);
+            }
+            for _ in 0..300 {
+                check(&entries, lcg(&mut state) % 5100);
+            }
+            for _ in 0..40 * round {
+                let c = lcg(&mut state) % entries.chunks.len();
+                let i = lcg(&mut state) % entries.chunks[c].len();
+                entries.remove((c, i));
+            }
+        }
+    }
+
     #[test]
     fn thousands_of_small_ranges_stay_cheap_to_search() {
         let mut t = Tracker::default();
