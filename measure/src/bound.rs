@@ -92,6 +92,26 @@ impl PartCosts {
         self.busiest_buffer.iter().find(|l| l.0 == buffers).map_or(0.0, |l| l.1)
     }
 
+    /// Each part's best of two measurements of the same parts.
+    pub fn best_of(&self, other: &PartCosts) -> PartCosts {
+        let min_of = |a: &[(usize, f64)], b: &[(usize, f64)]| -> Vec<(usize, f64)> {
+            a.iter().map(|&(n, t)| (n, b.iter().find(|o| o.0 == n).map_or(t, |o| o.1.min(t)))).collect()
+        };
+        PartCosts {
+            htod_ms: self.htod_ms.min(other.htod_ms),
+            kernel_ms: self.kernel_ms.min(other.kernel_ms),
+            dtoh_ms: self.dtoh_ms.min(other.dtoh_ms),
+            chain_ms: self.chain_ms.min(other.chain_ms),
+            all_htod_ms: self.all_htod_ms.min(other.all_htod_ms),
+            all_dtoh_ms: self.all_dtoh_ms.min(other.all_dtoh_ms),
+            copies_ms: self.copies_ms.min(other.copies_ms),
+            kernels_ms: self.kernels_ms.min(other.kernels_ms),
+            busiest_buffer: min_of(&self.busiest_buffer, &other.busiest_buffer),
+            streams: self.streams,
+            empty: min_of(&self.empty, &other.empty),
+        }
+    }
+
     /// What the parts' fork and join cost more than a run's on `streams` streams (0 if not measured).
     fn extra_fork_join_ms(&self, streams: usize) -> f64 {
         let empty = |n: usize| self.empty.iter().find(|e| e.0 == n).map(|e| e.1);
@@ -425,18 +445,27 @@ pub struct PipelineReport {
 impl PipelineReport {
     /// Measures the costs of `plan`'s parts on `p`'s data (overwriting its output: check results
     /// first), then holds each of `runs` against its bound.
+    ///
+    /// Where a run comes out faster than its bound, the parts are measured once more and each part's
+    /// best of the two looks is taken: a bound is believed only after a second look (on the H100 lent in
+    /// November 2026, one pipeline's busiest buffer, the whole one-stream run timed apart, took 19.7 ms
+    /// at every one of its runs, against 16.1 ms for the run itself a moment before).
     pub fn measure(p: &mut Pipeline<'_>, plan: &ChunkPlan, runs: &[PipelineRun]) -> anyhow::Result<PipelineReport> {
         let bufferings: Vec<Buffering> = runs.iter().map(|r| r.buffering).collect();
-        let costs = PartCosts::measure(p, plan, &bufferings)?;
-        let runs = runs
-            .iter()
-            .map(|r| BoundedRun {
-                name: r.name.clone(),
-                buffering: r.buffering,
-                against_bound: AgainstBound::new(r.time, Bound::new(&costs, r.buffering)),
-            })
-            .collect();
-        Ok(PipelineReport { costs, runs })
+        let mut costs = PartCosts::measure(p, plan, &bufferings)?;
+        let against = |costs: &PartCosts| -> Vec<BoundedRun> {
+            runs.iter()
+                .map(|r| BoundedRun {
+                    name: r.name.clone(),
+                    buffering: r.buffering,
+                    against_bound: AgainstBound::new(r.time, Bound::new(costs, r.buffering)),
+                })
+                .collect()
+        };
+        if against(&costs).iter().any(|r| r.against_bound.beaten) {
+            costs = costs.best_of(&PartCosts::measure(p, plan, &bufferings)?);
+        }
+        Ok(PipelineReport { runs: against(&costs), costs })
     }
 
     /// A table: run, time (median, and the runs' coefficient of variation), bound, efficiency, what limits it.
@@ -523,6 +552,19 @@ mod tests {
         let beaten = AgainstBound::new(stats(25.0), Bound::new(&c, Buffering::per_stream(4)));
         assert!(beaten.beaten && beaten.efficiency_cell() == "1.408: beaten", "{}", beaten.efficiency_cell());
         assert!(beaten.line().contains("29% under its bound: beaten"), "{}", beaten.line());
+    }
+
+    /// A second look at the parts keeps each part's best: a part slowed while it was measured once
+    /// (the busiest buffer here) no longer holds the bound up.
+    #[test]
+    fn a_second_look_keeps_each_parts_best() {
+        let first = costs(34.0, 30.0, 35.2, 40.0, &[(1, 120.0), (4, 24.0)]);
+        let second = costs(36.0, 29.0, 35.0, 34.0, &[(1, 96.0), (4, 25.0)]);
+        let best = first.best_of(&second);
+        assert_eq!((best.all_htod_ms, best.all_dtoh_ms, best.copies_ms, best.kernels_ms), (34.0, 29.0, 35.0, 34.0));
+        assert_eq!(best.busiest_buffer, vec![(1, 96.0), (4, 24.0)]);
+        assert_eq!(Bound::new(&best, Buffering::per_stream(1)).ms, 96.0, "one stream: the busiest buffer's best");
+        assert_eq!(best.best_of(&best).busiest_buffer, best.busiest_buffer, "the same look twice changes nothing");
     }
 
     #[test]
