@@ -170,14 +170,6 @@ pub(crate) struct State {
     joins: Vec<Event>,
 }
 
-/// What [`Scope::enqueue`] readied before an operation's driver call, for what comes after it: the event
-/// of the fence to record after it, where another stream touched its bytes before, and the observer's
-/// event before it with its label.
-struct Planned {
-    fence: Option<Event>,
-    observed: Option<(Event, String)>,
-}
-
 /// An operation refused before anything was queued: a handle of another scope, or a buffer of another
 /// GPU's context.
 #[cold]
@@ -332,10 +324,9 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     /// its reads and writes of the same bytes do not race. Everything that can fail without queueing the
     /// operation comes before `op`; once it is queued, the book knows it whatever fails after.
     ///
-    /// Only the driver call is generic: the checks, waits and bookkeeping before it and after it are one
-    /// copy each, out of line, shared by every kind of operation, and their error paths are cold. The
-    /// host's cost per operation is as much the instruction cache's as the work's: the driver's calls and
-    /// ours take turns in it, operation after operation.
+    /// Only the driver call is generic: the checks, waits and bookkeeping around it are one copy, out
+    /// of line, shared by every kind of operation ([`Scope::enqueue_dyn`]), and their error paths are
+    /// cold.
     #[inline]
     pub(crate) fn enqueue(
         &self,
@@ -345,29 +336,40 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         info: OpInfo,
         op: impl FnOnce(ffi::CUstream) -> CuResult,
     ) -> anyhow::Result<()> {
-        let planned = self.before(j, accesses, sequential, &info)?;
-        let code = op(self.streams[j].raw());
-        self.after(j, info, planned, code)
+        let mut op = Some(op);
+        self.enqueue_dyn(j, accesses, sequential, info, &mut |s| match op.take() {
+            Some(op) => op(s),
+            None => unreachable!("an operation is queued once"),
+        })
     }
 
-    /// What comes before an operation's driver call: the checks, and the waits it needs. The observer's
-    /// event before it, where one watches.
+    /// [`Scope::enqueue`], the driver call behind a pointer: the checks and the waits the operation
+    /// needs, the call, then the fence after it where its bytes are shared (recorded right after it,
+    /// the two driver calls back to back as a program of bare calls makes them), the book's note of
+    /// it, and the observer's events around it where one watches.
     #[inline(never)]
-    fn before(&self, j: usize, accesses: &[DevAccess], sequential: bool, info: &OpInfo) -> anyhow::Result<Planned> {
+    fn enqueue_dyn(
+        &self,
+        j: usize,
+        accesses: &[DevAccess],
+        sequential: bool,
+        info: OpInfo,
+        op: &mut dyn FnMut(ffi::CUstream) -> CuResult,
+    ) -> anyhow::Result<()> {
         let stream = self.streams[j].raw();
-        let mut guard = self.state.borrow_mut();
-        let st = &mut *guard;
         // The observer's label first: its code may make another context current.
         let label = self.env.observer.borrow().as_ref().map(|o| o.observer.label());
         self.env.ctx.ensure_current()?;
+        let mut guard = self.state.borrow_mut();
+        let st = &mut *guard;
         for a in accesses {
             if a.scope != self.id || st.book.trackers[a.buffer].foreign {
-                return Err(refused(info, a.scope != self.id));
+                return Err(refused(&info, a.scope != self.id));
             }
         }
         let shared = match st.book.plan(j, accesses, sequential) {
             Ok(shared) => shared,
-            Err(why) => return Err(unplanned(info, why)),
+            Err(why) => return Err(unplanned(&info, why)),
         };
         // Conflicting accesses on other streams that nothing orders yet: wait for a fence after each
         // (newest first, since waiting for a later operation of a stream may cover the others).
@@ -387,8 +389,6 @@ impl<'scope, 'env> Scope<'scope, 'env> {
             }
             st.book.waited(j, f, Some((i, &|| info.label())));
         }
-        // The fence's event is taken now, so that it is recorded right after the operation: the two
-        // driver calls back to back, as a program of bare calls makes them.
         let fence = if shared { Some(self.env.events.untimed()?) } else { None };
         let observed = match label {
             Some(label) => {
@@ -401,27 +401,17 @@ impl<'scope, 'env> Scope<'scope, 'env> {
             }
             None => None,
         };
-        Ok(Planned { fence, observed })
-    }
-
-    /// What comes after an operation's driver call (which returned `code`): the fence after it, where
-    /// its bytes are shared, the book's note of it, and the observer's event after it.
-    #[inline(never)]
-    fn after(&self, j: usize, info: OpInfo, planned: Planned, code: CuResult) -> anyhow::Result<()> {
-        let Planned { fence, observed } = planned;
+        let code = op(stream);
         if code != ffi::SUCCESS {
             self.env.events.give(observed.map(|(e, _)| e).into_iter().chain(fence));
             return Err(failed(code, || format!("{} on stream {j}", info.label())));
         }
-        let stream = self.streams[j].raw();
         // Another stream touched these bytes before, so one is likely to again: a fence now spares it
         // waiting for whatever this stream queues next.
         let fenced = fence.map(|e| {
             let recorded = e.record_raw(stream);
             (e, recorded)
         });
-        let mut guard = self.state.borrow_mut();
-        let st = &mut *guard;
         // Queued: from here on the book knows it, whatever fails.
         let op = st.book.queued(j, info);
         match fenced {
