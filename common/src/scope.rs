@@ -188,13 +188,6 @@ fn unplanned(info: &OpInfo, why: String) -> anyhow::Error {
     anyhow!("{}: {why}", info.label())
 }
 
-/// A driver call that failed, and what it was doing.
-#[cold]
-#[inline(never)]
-fn failed(code: CuResult, doing: impl FnOnce() -> String) -> anyhow::Error {
-    ffi::DriverError { code, doing: doing() }.into()
-}
-
 struct Pending {
     start: Event,
     end: Event,
@@ -383,10 +376,9 @@ impl<'scope, 'env> Scope<'scope, 'env> {
                 None => self.fence(st, k)?,
             };
             // SAFETY: a live stream and an event recorded on another stream of this scope.
-            let code = unsafe { ffi::cuStreamWaitEvent(stream, st.fences[f].raw(), 0) };
-            if code != ffi::SUCCESS {
-                return Err(failed(code, || format!("{}: waiting for another stream", info.label())));
-            }
+            check(unsafe { ffi::cuStreamWaitEvent(stream, st.fences[f].raw(), 0) }, || {
+                format!("{}: waiting for another stream", info.label())
+            })?;
             st.book.waited(j, f, Some((i, &|| info.label())));
         }
         let fence = if shared { Some(self.env.events.untimed()?) } else { None };
@@ -401,10 +393,9 @@ impl<'scope, 'env> Scope<'scope, 'env> {
             }
             None => None,
         };
-        let code = op(stream);
-        if code != ffi::SUCCESS {
+        if let Err(e) = check(op(stream), || format!("{} on stream {j}", info.label())) {
             self.env.events.give(observed.map(|(e, _)| e).into_iter().chain(fence));
-            return Err(failed(code, || format!("{} on stream {j}", info.label())));
+            return Err(e);
         }
         // Another stream touched these bytes before, so one is likely to again: a fence now spares it
         // waiting for whatever this stream queues next.

@@ -93,9 +93,8 @@ impl<'g> Pipeline<'g> {
 
     /// At least `n` streams in [`Pipeline::streams`], made now where there are fewer.
     pub(crate) fn grow_streams(&mut self, n: usize) -> anyhow::Result<()> {
-        while self.streams.len() < n {
-            self.streams.extend(self.gpu.streams(1)?); //                cudaStreamCreateWithFlags(.., NonBlocking)
-        }
+        let more = n.saturating_sub(self.streams.len());
+        self.streams.extend(self.gpu.streams(more)?); //               cudaStreamCreateWithFlags(.., NonBlocking)
         Ok(())
     }
 
