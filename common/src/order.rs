@@ -521,25 +521,22 @@ impl Clocks {
     }
 
     /// What stream `j` knows after waiting for an event that knew `snapshot`.
+    #[inline]
     fn wait(&mut self, j: usize, snapshot: &[u64]) {
-        for (c, s) in self.clock[j * self.n..(j + 1) * self.n].iter_mut().zip(snapshot) {
-            *c = (*c).max(*s);
+        let n = self.n;
+        let (row, snapshot) = (&mut self.clock[j * n..(j + 1) * n], &snapshot[..n]);
+        for k in 0..n {
+            row[k] = row[k].max(snapshot[k]);
         }
     }
 
     /// Appends what an event recorded now on stream `j` knows.
+    #[inline]
     fn snapshot_into(&self, j: usize, out: &mut Vec<u64>) {
-        let (row, own) = (&self.clock[j * self.n..(j + 1) * self.n], self.seq[j]);
-        out.extend(row.iter().enumerate().map(|(k, &c)| if k == j { own } else { c }));
+        let at = out.len();
+        out.extend_from_slice(&self.clock[j * self.n..(j + 1) * self.n]);
+        out[at + j] = self.seq[j];
     }
-}
-
-/// An event recorded on `stream` after its `seq`th operation, with what it knew then in
-/// [`Book::fence_clocks`].
-#[derive(Clone, Copy, Debug, PartialEq)]
-struct Fence {
-    stream: u32,
-    seq: u64,
 }
 
 /// A wait an operation needs: for operation `seq` of `stream` (the latest of that stream it conflicts
@@ -549,11 +546,8 @@ pub(crate) struct Need {
     pub stream: usize,
     pub seq: u64,
     op: u32,
-    /// Index of the operation's own access (in `Book::normalized`), and the earlier one it meets:
-    /// its bytes, and whether that was a write.
-    mine: usize,
-    theirs: Range<usize>,
-    theirs_wrote: bool,
+    /// Index of the operation's own access (in `Book::normalized`) that meets it.
+    mine: u32,
 }
 
 /// The scope's whole bookkeeping: see the module docs.
@@ -562,7 +556,8 @@ pub(crate) struct Book {
     streams: usize,
     pub trackers: Vec<Tracker>,
     pub clocks: Clocks,
-    fences: Vec<Fence>,
+    /// Fences noted so far.
+    fence_count: usize,
     /// What each fence knew: `streams` numbers a fence.
     fence_clocks: Vec<u64>,
     /// Per stream, its fences in the order recorded (so by sequence number).
@@ -583,7 +578,7 @@ impl Book {
         self.streams = streams;
         self.trackers.clear();
         self.clocks.reset(streams);
-        self.fences.clear();
+        self.fence_count = 0;
         self.fence_clocks.clear();
         self.by_stream.iter_mut().for_each(Vec::clear);
         self.by_stream.resize_with(streams, Vec::new);
@@ -615,12 +610,11 @@ impl Book {
                     return;
                 }
                 shared = true;
-                let (stamp, wrote) = e.conflict(a.write);
+                let (stamp, _) = e.conflict(a.write);
                 if stamp.seq == 0 || clocks.ordered(j, k, stamp.seq) {
                     return;
                 }
-                let need =
-                    Need { stream: k, seq: stamp.seq, op: stamp.op, mine: i, theirs: e.bytes(), theirs_wrote: wrote };
+                let need = Need { stream: k, seq: stamp.seq, op: stamp.op, mine: i as u32 };
                 match needs.iter_mut().find(|n| n.stream == k) {
                     Some(n) if n.seq >= stamp.seq => {}
                     Some(n) => *n = need,
@@ -651,8 +645,8 @@ impl Book {
     /// Notes a fence recorded on stream `k` now: its index.
     #[inline]
     pub fn add_fence(&mut self, k: usize) -> usize {
-        let index = self.fences.len();
-        self.fences.push(Fence { stream: k as u32, seq: self.clocks.seq(k) });
+        let index = self.fence_count;
+        self.fence_count += 1;
         self.clocks.snapshot_into(k, &mut self.fence_clocks);
         self.by_stream[k].push((self.clocks.seq(k), index as u32));
         index
@@ -680,7 +674,16 @@ impl Book {
     #[cold]
     #[inline(never)]
     fn first_added(&self, j: usize, need: &Need, name: &dyn Fn() -> String) -> String {
-        let (a, c) = (&self.normalized[need.mine], &need.theirs);
+        let a = &self.normalized[need.mine as usize];
+        // The earlier access it meets: still in the book, which changes only once the operation is queued.
+        let (mut theirs, mut theirs_wrote) = (a.bytes.clone(), false);
+        self.trackers[a.buffer].overlapping(&a.bytes, |e| {
+            let (stamp, wrote) = e.conflict(a.write);
+            if e.stream as usize == need.stream && stamp.op == need.op {
+                (theirs, theirs_wrote) = (e.bytes(), wrote);
+            }
+        });
+        let c = &theirs;
         let other = self.ops[need.op as usize].label();
         let both = a.bytes.start.max(c.start)..a.bytes.end.min(c.end);
         format!(
@@ -693,7 +696,7 @@ impl Book {
             Bytes(both.len()),
             a.buffer,
             need.stream,
-            if need.theirs_wrote { "writes" } else { "reads" }
+            if theirs_wrote { "writes" } else { "reads" }
         )
     }
 
@@ -1137,6 +1140,23 @@ mod tests {
         );
     }
 
+    /// The first wait added is told in words: the bytes both touch, and what the earlier one did.
+    #[test]
+    fn the_first_wait_added_names_the_bytes_both_touch() {
+        let mut book = Book::default();
+        book.reset(2);
+        let (a, b) = (book.lend(false, false), book.lend(false, false));
+        run(&mut book, 0, &[dev_access(a, true, 0..4096), dev_access(b, false, 0..64)]);
+        run(&mut book, 1, &[dev_access(b, true, 32..96)]);
+        assert_eq!(
+            book.waits.first_added.as_deref(),
+            Some(
+                "op on stream 1 writes bytes 32..64 (32 B) of lent buffer 1, which memcpy HtoD on stream 0 reads \
+                 earlier, and nothing ordered the two"
+            )
+        );
+    }
+
     /// Double buffering: upload, compute and download streams, chunk i in buffer i % 2, queued chunk by
     /// chunk: every wait is on a fence recorded right after the operation it waits for, never later.
     #[test]
@@ -1242,7 +1262,7 @@ mod tests {
         run(&mut book, 0, &[dev_access(d, true, 0..4)]);
         run(&mut book, 1, &[dev_access(d, true, 0..4)]);
         book.reset(3);
-        assert!(book.trackers.is_empty() && book.ops.is_empty() && book.fences.is_empty());
+        assert!(book.trackers.is_empty() && book.ops.is_empty() && book.fence_count == 0);
         assert_eq!(book.by_stream.len(), 3);
         assert_eq!(book.waits, Waits::default());
         let d = book.lend(false, false);

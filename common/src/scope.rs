@@ -160,6 +160,9 @@ pub(crate) struct State {
     book: Book,
     /// The event of each fence of the book, by the same index.
     fences: Vec<Event>,
+    /// Events without timing kept from earlier scopes for the next fences: taken and put back without
+    /// the pool's borrow.
+    free: Vec<Event>,
     /// The modules of the kernels launched, kept loaded until every stream is synchronized.
     modules: Vec<Arc<Loaded>>,
     /// What else queued work needs until every stream is synchronized (the executable graphs launched).
@@ -381,12 +384,13 @@ impl<'scope, 'env> Scope<'scope, 'env> {
             })?;
             st.book.waited(j, f, Some((i, &|| info.label())));
         }
-        let fence = if shared { Some(self.env.events.untimed()?) } else { None };
+        let fence = if shared { Some(self.untimed(st)?) } else { None };
         let observed = match label {
             Some(label) => {
                 let e = self.env.events.timed()?;
                 if let Err(err) = e.record_raw(stream) {
-                    self.env.events.give([e].into_iter().chain(fence));
+                    self.env.events.give([e]);
+                    st.free.extend(fence);
                     return Err(err);
                 }
                 Some((e, label))
@@ -394,7 +398,8 @@ impl<'scope, 'env> Scope<'scope, 'env> {
             None => None,
         };
         if let Err(e) = check(op(stream), || format!("{} on stream {j}", info.label())) {
-            self.env.events.give(observed.map(|(e, _)| e).into_iter().chain(fence));
+            self.env.events.give(observed.map(|(e, _)| e));
+            st.free.extend(fence);
             return Err(e);
         }
         // Another stream touched these bytes before, so one is likely to again: a fence now spares it
@@ -411,7 +416,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
                 st.book.add_fence(j);
             }
             Some((e, Err(err))) => {
-                self.env.events.give([e]);
+                st.free.push(e);
                 return Err(err.context("queued, but the event after it could not be recorded"));
             }
             None => {}
@@ -426,13 +431,22 @@ impl<'scope, 'env> Scope<'scope, 'env> {
 
     /// Records a fence on stream `k` now: its index in the book.
     fn fence(&self, st: &mut State, k: usize) -> anyhow::Result<usize> {
-        let e = self.env.events.untimed()?;
+        let e = self.untimed(st)?;
         if let Err(err) = e.record_raw(self.streams[k].raw()) {
-            self.env.events.give([e]);
+            st.free.push(e);
             return Err(err);
         }
         st.fences.push(e);
         Ok(st.book.add_fence(k))
+    }
+
+    /// An event without timing for a fence: one kept from before, or the pool's.
+    #[inline]
+    fn untimed(&self, st: &mut State) -> anyhow::Result<Event> {
+        match st.free.pop() {
+            Some(e) => Ok(e),
+            None => self.env.events.untimed(),
+        }
     }
 
     /// Holds a kernel's module loaded until every stream is synchronized (once for a run of launches).
@@ -753,13 +767,20 @@ pub(crate) fn run<'env, R>(
                 }
                 env.events.give([p.start, p.end]);
             }
-            env.events.give(st.fences.drain(..));
+            // The fences' events stay with the state for the next scope's; the program's, with timing,
+            // go back to the pool.
+            let st = &mut *st;
+            for e in st.fences.drain(..) {
+                match e.is_timed() {
+                    true => env.events.give([e]),
+                    false => st.free.push(e),
+                }
+            }
             env.events.give(st.joins.drain(..));
             // Every stream is idle (or the process has aborted): nothing queued needs these any more.
             st.modules.clear();
             st.held.clear();
-            let state = std::mem::take(&mut *st);
-            drop(st);
+            let state = std::mem::take(st);
             if let Ok(mut spare) = env.spare.try_borrow_mut() {
                 *spare = Some(Box::new(state));
             }
