@@ -5,10 +5,12 @@
 //! The costs: one copy each way as `t = α + n/β` ([`CopyCost`], single copies from 256 B to 4 MiB); what
 //! the host spends queueing one copy through the scope, and a round trip's fork, join and
 //! synchronization; one copy per buffer's, a batch's and a graph's GPU time and host time as a fixed
-//! part plus a part per buffer (from 16 and 1024 buffers of 256 B); the CPU's packing rate (one thread
-//! over buffers of 256 B to 256 KiB, per buffer and per byte, and the pool's threads together over 16
-//! MiB in pieces); the copy kernel's scatter and gather, and zero-copy's, as a launch and a rate over the
-//! bytes. Each way's round trip is then the sum of its parts (the GPU's and the host's overlapping where
+//! part plus a part per buffer (from 16 buffers of 256 B and as many as the set holds, 64 to 1024: a
+//! batch's cost per buffer grows with the count, so a line through far counts misses); the CPU's
+//! packing rate (one thread over buffers of 256 B to 256 KiB, per buffer and per byte, and the pool's
+//! threads together over 16 MiB in pieces); the copy kernel's scatter and gather, and zero-copy's, as a
+//! launch and a rate over the bytes. Each way's round trip is then the sum of its parts (the GPU's and
+//! the host's overlapping where
 //! they do):
 //!
 //! - memcpy each: GPU fixed + n · per buffer + B/β↑ + B/β↓; wall the larger of the GPU and the 2n
@@ -109,7 +111,8 @@ pub struct Prediction {
     pub wall_ms: f64,
 }
 
-/// The sets the costs are measured on: 16 and 1024 buffers of 256 B (fixed and per-buffer parts), 64
+/// The sets the costs are measured on: 16 buffers of 256 B and as many as the set planned for (64 to
+/// 1024; fixed and per-buffer parts), 64
 /// buffers of 256 B, 16 KiB and 256 KiB (rates), and 16 of 1 MiB (the CPU's threads together).
 pub struct CalibrationSets {
     pub few: BufferSet,
@@ -118,16 +121,15 @@ pub struct CalibrationSets {
     pub big: BufferSet,
 }
 
-impl Default for CalibrationSets {
-    fn default() -> CalibrationSets {
+impl CalibrationSets {
+    /// The calibration sets for a plan of `set`.
+    pub fn for_set(set: &BufferSet) -> CalibrationSets {
         let spread = [256, 16 << 10, 256 << 10].map(|s| BufferSet::uniform(64, s));
-        let (few, many, big) =
-            (BufferSet::uniform(16, 256), BufferSet::uniform(1024, 256), BufferSet::uniform(16, 1 << 20));
+        let many = BufferSet::uniform(set.count().clamp(64, 1024), 256);
+        let (few, big) = (BufferSet::uniform(16, 256), BufferSet::uniform(16, 1 << 20));
         CalibrationSets { few, many, spread, big }
     }
-}
 
-impl CalibrationSets {
     /// Every one of them.
     pub fn all(&self) -> impl Iterator<Item = &BufferSet> {
         [&self.few, &self.many, &self.big].into_iter().chain(&self.spread)
@@ -152,12 +154,17 @@ struct RateCosts {
 }
 
 impl ModelCosts {
-    /// Measures every cost on `rig` (which must hold the [`CalibrationSets`]).
-    pub fn measure(rig: &mut SmallCopiesRig, batch: bool, zero_copy: bool) -> anyhow::Result<ModelCosts> {
+    /// Measures every cost for a plan of `set` on `rig` (which must hold its [`CalibrationSets`]).
+    pub fn measure(
+        rig: &mut SmallCopiesRig,
+        set: &BufferSet,
+        batch: bool,
+        zero_copy: bool,
+    ) -> anyhow::Result<ModelCosts> {
         let _phase = measure::timeline::phase("small copies: costs");
         let [htod_times, dtoh_times] = rig.copy_times(&[256, 4 << 10, 64 << 10, 1 << 20, 4 << 20])?;
         let scope_us = rig.empty_scope()?.median_ms * 1e3;
-        let sets = CalibrationSets::default();
+        let sets = CalibrationSets::for_set(set);
         let CallCosts { call_us, lines: [[each_gpu, each_host], [batch_gpu, batch_host], [graph_gpu, graph_host]] } =
             CallCosts::measure(rig, &sets, batch)?;
         let rates = RateCosts::measure(rig, &sets, zero_copy)?;

@@ -34,7 +34,7 @@ pub fn rivals(zero_copy: bool, batch: bool) -> Vec<TransferWay> {
 /// Where the buffers of `set` and of the sets the costs are measured on lie: what a rig for the plan
 /// holds.
 pub fn placements(set: &BufferSet) -> Vec<BufferPlacement> {
-    let calibration = CalibrationSets::default();
+    let calibration = CalibrationSets::for_set(set);
     std::iter::once(set).chain(calibration.all()).map(BufferPlacement::new).collect()
 }
 
@@ -61,7 +61,7 @@ impl SetPlan {
     pub fn make(rig: &mut SmallCopiesRig, set: &BufferSet, ways: &[TransferWay]) -> anyhow::Result<SetPlan> {
         let batch = ways.iter().any(|w| matches!(w, TransferWay::Batch { .. }));
         let zero_copy = ways.contains(&TransferWay::ZeroCopy);
-        let costs = ModelCosts::measure(rig, batch, zero_copy)?;
+        let costs = ModelCosts::measure(rig, set, batch, zero_copy)?;
         let predictions: Vec<Prediction> = ways.iter().map(|w| costs.predict(*w, set)).collect();
         let best = predictions.iter().min_by(|a, b| a.wall_ms.total_cmp(&b.wall_ms)).expect("a way");
         let recommended = best.way;
