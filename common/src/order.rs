@@ -219,8 +219,43 @@ impl Entries {
         }
     }
 
+    /// The one entry, where there is exactly one (a buffer used whole, the commonest case).
+    #[inline]
+    fn lone_mut(&mut self) -> Option<&mut Entry> {
+        match self.chunks.as_mut_slice() {
+            [chunk] if chunk.len() == 1 => chunk.first_mut(),
+            _ => None,
+        }
+    }
+
+    #[inline]
+    fn lone(&self) -> Option<&Entry> {
+        match self.chunks.as_slice() {
+            [chunk] if chunk.len() == 1 => chunk.first(),
+            _ => None,
+        }
+    }
+
     fn get_mut(&mut self, (c, i): Pos) -> &mut Entry {
         &mut self.chunks[c][i]
+    }
+
+    /// Appends `e`, which starts where the last entry does or after: into the last chunk, or a new one
+    /// where that is full (a sweep in order fills its chunks, and moves none).
+    #[inline]
+    fn append(&mut self, e: Entry) {
+        match self.chunks.last_mut() {
+            Some(chunk) if chunk.len() < Self::CHUNK => chunk.push(e),
+            _ => self.append_chunk(e),
+        }
+    }
+
+    #[inline(never)]
+    fn append_chunk(&mut self, e: Entry) {
+        let mut chunk = Vec::with_capacity(Self::CHUNK + 1);
+        chunk.push(e);
+        self.chunks.push(chunk);
+        self.firsts.push(e.start);
     }
 
     /// Inserts `e` after the entries that start where it does or before.
@@ -304,6 +339,12 @@ impl Tracker {
     /// Calls `f` with every entry that overlaps `bytes`.
     #[inline]
     pub fn overlapping(&self, bytes: &Range<usize>, mut f: impl FnMut(&Entry)) {
+        if let Some(e) = self.entries.lone() {
+            if overlaps(&e.bytes(), bytes) {
+                f(e);
+            }
+            return;
+        }
         // Work appended in order starts where every entry has ended: nothing to search.
         if self.entries.last_start().is_none_or(|last| last + self.longest <= bytes.start) {
             return;
@@ -328,6 +369,45 @@ impl Tracker {
     pub fn record(&mut self, stream: u32, write: bool, bytes: &Range<usize>, stamp: Stamp, scratch: &mut Vec<Pos>) {
         if bytes.is_empty() {
             return; // no bytes: nothing to order against, ever
+        }
+        // One entry, and this access stands for it (as below, without a search): a write that covers
+        // it, a read of its stream that covers its reads alone, or one of exactly the bytes it wrote.
+        if let Some(e) = self.entries.lone_mut() {
+            let covered = covers(bytes, &e.bytes());
+            let ours = e.stream == stream;
+            let new = Entry { start: bytes.start, end: bytes.end, stream, write: stamp, read: Stamp::default() };
+            match (write, covered, ours && e.write.seq == 0) {
+                (true, true, _) => *e = new,
+                (false, true, true) => *e = Entry { write: Stamp::default(), read: stamp, ..new },
+                (false, true, false) if ours && e.start == bytes.start && e.end == bytes.end => e.read = stamp,
+                _ => return self.record_searching(stream, write, bytes, stamp, scratch),
+            }
+            self.entries.firsts[0] = bytes.start;
+            self.longest = self.longest.max(bytes.len());
+            return;
+        }
+        self.record_searching(stream, write, bytes, stamp, scratch);
+    }
+
+    /// [`Tracker::record`] among several entries.
+    fn record_searching(
+        &mut self,
+        stream: u32,
+        write: bool,
+        bytes: &Range<usize>,
+        stamp: Stamp,
+        scratch: &mut Vec<Pos>,
+    ) {
+        let new = match write {
+            true => Entry { start: bytes.start, end: bytes.end, stream, write: stamp, read: Stamp::default() },
+            false => Entry { start: bytes.start, end: bytes.end, stream, write: Stamp::default(), read: stamp },
+        };
+        // Work appended in order (a batch of copies into an arena): every entry ends where this one
+        // starts or before, so it covers none and comes last.
+        if self.entries.last_start().is_some_and(|last| last + self.longest <= bytes.start) {
+            self.longest = self.longest.max(bytes.len());
+            self.entries.append(new);
+            return;
         }
         let at = self.entries.lower_bound(bytes.start);
         // A write of exactly the bytes of one entry, which no other entry starts inside (the same range
@@ -379,10 +459,6 @@ impl Tracker {
             }
             return;
         }
-        let new = match write {
-            true => Entry { start: bytes.start, end: bytes.end, stream, write: stamp, read: Stamp::default() },
-            false => Entry { start: bytes.start, end: bytes.end, stream, write: Stamp::default(), read: stamp },
-        };
         self.longest = self.longest.max(bytes.len());
         // Where the first entry it replaces starts where it does, it takes that entry's place.
         match scratch.first() {
@@ -525,8 +601,11 @@ impl Clocks {
     fn wait(&mut self, j: usize, snapshot: &[u64]) {
         let n = self.n;
         let (row, snapshot) = (&mut self.clock[j * n..(j + 1) * n], &snapshot[..n]);
-        for k in 0..n {
-            row[k] = row[k].max(snapshot[k]);
+        // One compare a stream (a handful): not worth the vector unit's emulated 64-bit max.
+        for (c, &s) in row.iter_mut().zip(snapshot) {
+            if s > *c {
+                *c = s;
+            }
         }
     }
 
@@ -643,7 +722,7 @@ impl Book {
     }
 
     /// Notes a fence recorded on stream `k` now: its index.
-    #[inline]
+    #[inline(always)]
     pub fn add_fence(&mut self, k: usize) -> usize {
         let index = self.fence_count;
         self.fence_count += 1;
@@ -655,7 +734,7 @@ impl Book {
     /// Notes that stream `j` waits for fence `f`: the program's own wait (`made`), or one the scope
     /// adds for `need` (an index in [`Book::needs`]), described in words if it is the first (`name` says
     /// what the operation is).
-    #[inline]
+    #[inline(always)]
     pub fn waited(&mut self, j: usize, f: usize, need: Option<(usize, &dyn Fn() -> String)>) {
         let n = self.streams;
         let snapshot = &self.fence_clocks[f * n..(f + 1) * n];

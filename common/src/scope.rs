@@ -404,22 +404,19 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         }
         // Another stream touched these bytes before, so one is likely to again: a fence now spares it
         // waiting for whatever this stream queues next.
-        let fenced = fence.map(|e| {
-            let recorded = e.record_raw(stream);
-            (e, recorded)
-        });
+        let recorded = match &fence {
+            Some(e) => e.record_raw(stream),
+            None => Ok(()),
+        };
         // Queued: from here on the book knows it, whatever fails.
         let op = st.book.queued(j, info);
-        match fenced {
-            Some((e, Ok(()))) => {
-                st.fences.push(e);
-                st.book.add_fence(j);
-            }
-            Some((e, Err(err))) => {
+        if let Some(e) = fence {
+            if let Err(err) = recorded {
                 st.free.push(e);
                 return Err(err.context("queued, but the event after it could not be recorded"));
             }
-            None => {}
+            st.fences.push(e);
+            st.book.add_fence(j);
         }
         if let Some((start, label)) = observed {
             let end = self.env.events.timed()?;
