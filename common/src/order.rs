@@ -410,24 +410,29 @@ impl Tracker {
             return;
         }
         let at = self.entries.lower_bound(bytes.start);
-        // A write of exactly the bytes of one entry, which no other entry starts inside (the same range
-        // written again, by any stream): it takes that entry's place.
-        if write {
-            let mut lone = None;
-            self.entries.scan(at, |pos, e| match lone {
-                None if e.start == bytes.start && e.end == bytes.end => {
-                    lone = Some(pos);
-                    true
-                }
-                Some(_) if e.start < bytes.end => {
-                    lone = None;
-                    false
-                }
-                _ => false,
-            });
-            if let Some(pos) = lone {
-                *self.entries.get_mut(pos) =
-                    Entry { start: bytes.start, end: bytes.end, stream, write: stamp, read: Stamp::default() };
+        // One entry of exactly these bytes, which no other entry starts inside: a write takes its place
+        // (the same range written again, by any stream), and a read of the stream that wrote them joins
+        // it (a copy back of what went up), as the search below would find.
+        let mut lone = None;
+        self.entries.scan(at, |pos, e| match lone {
+            None if e.start == bytes.start && e.end == bytes.end => {
+                lone = Some(pos);
+                true
+            }
+            Some(_) if e.start < bytes.end => {
+                lone = None;
+                false
+            }
+            _ => false,
+        });
+        if let Some(pos) = lone {
+            let e = self.entries.get_mut(pos);
+            if write {
+                *e = new;
+                return;
+            }
+            if e.stream == stream && e.write.seq != 0 {
+                e.read = stamp;
                 return;
             }
         }

@@ -6,12 +6,12 @@
 //! the host spends queueing one copy through the scope, and a round trip's fork, join and
 //! synchronization; one copy per buffer's, a batch's and a graph's GPU time and host time as a fixed
 //! part plus a part per buffer (from 16 buffers of 256 B and as many as the set holds, 64 to 1024: a
-//! batch's cost per buffer grows with the count, so a line through far counts misses); the CPU's
+//! batch's cost per buffer is not one line over counts, so the line runs through the set's own); the CPU's
 //! packing rate (one thread over buffers of 256 B to 256 KiB, per buffer and per byte, and the pool's
-//! threads together over 16 MiB in pieces); the copy kernel's scatter and gather, and zero-copy's, as a
-//! launch and a rate over the bytes. Each way's round trip is then the sum of its parts (the GPU's and
-//! the host's overlapping where
-//! they do):
+//! threads together over 16 MiB in pieces); the copies' and the crew's rates while both run at once (a
+//! copy of 16 MiB up while the crew packs, one down while it unpacks: the host's memory is shared); the
+//! copy kernel's scatter and gather, and zero-copy's, as a launch and a rate over the bytes. Each way's
+//! round trip is then the sum of its parts (the GPU's and the host's overlapping where they do):
 //!
 //! - memcpy each: GPU fixed + n · per buffer + B/β↑ + B/β↓; wall the larger of the GPU and the 2n
 //!   calls, and the scope;
@@ -19,7 +19,8 @@
 //!   the scope;
 //! - packed: GPU each piece's copy up once its items are packed (the items packed in order by the crew's
 //!   threads together), the kernels, each piece's copy back; wall the last piece's items unpacked by the
-//!   crew once it landed, and the scope;
+//!   crew once it landed, each copy and the crew at their rates beside each other where they run at
+//!   once, and the scope;
 //! - graph: GPU fixed + n · per buffer + B/β↑ + B/β↓; wall the larger of the launch and the GPU (the GPU
 //!   starts while the launch goes on), and the scope;
 //! - zero-copy: GPU the kernels over mapped memory; wall the larger of the GPU and two calls, and the
@@ -40,7 +41,7 @@ use crate::{
     buffers::{BufferPlacement, BufferSet},
     packing::{crew_threads, pack_all, unpack_all, PackLayout},
     results::SetRun,
-    rig::{ms, SmallCopiesRig, BUDGET_MS},
+    rig::{ms, HostBuffers, SmallCopiesRig, BUDGET_MS},
     ways::TransferWay,
 };
 
@@ -95,11 +96,24 @@ pub struct ModelCosts {
     pub pack_threads: usize,
     pub crew_pack: CopyCost,
     pub crew_unpack: CopyCost,
+    /// The copies and the crew at once, as the packed way runs them (the host's memory shared by both).
+    pub busy: BusyRates,
     /// The scatter and the gather kernels together, in device memory: α their launches, β their rate
     /// over the buffers' bytes.
     pub kernels: CopyCost,
     /// Zero-copy's two kernels, over mapped host memory: α their launches, β their rate.
     pub zero_copy: CopyCost,
+}
+
+/// Rates with the copies and the CPU's packing at once, GB/s, measured over 16 MiB: a copy up while the
+/// crew packs, and one down while it unpacks. Each reads or writes the host's memory, which both share:
+/// each is slower than alone (1.0 below would be no loss), and the packed way's pipeline runs so.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct BusyRates {
+    pub htod_gbps: f64,
+    pub pack_gbps: f64,
+    pub dtoh_gbps: f64,
+    pub unpack_gbps: f64,
 }
 
 /// One way's predicted round trip, ms.
@@ -149,6 +163,7 @@ struct RateCosts {
     pack_threads: usize,
     crew_pack: CopyCost,
     crew_unpack: CopyCost,
+    busy: BusyRates,
     kernels: CopyCost,
     zero_copy: CopyCost,
 }
@@ -184,6 +199,7 @@ impl ModelCosts {
             pack_threads: rates.pack_threads,
             crew_pack: rates.crew_pack,
             crew_unpack: rates.crew_unpack,
+            busy: rates.busy,
             kernels: rates.kernels,
             zero_copy: rates.zero_copy,
         })
@@ -197,33 +213,47 @@ impl ModelCosts {
     /// The packed way's round trip over `set`, as it runs it (see `packing::packed_round_trip`): the
     /// crew packs the items in order from its start, and each piece goes up once its items are packed;
     /// the kernels; each piece comes back, and the crew, awake by then, unpacks its items. A buffer's
-    /// fixed cost to pack or unpack is the one thread's, shared by the crew. (GPU span, host calls,
-    /// wall), ms.
+    /// fixed cost to pack or unpack is the one thread's, shared by the crew. Where the copies and the
+    /// crew run at once (a set of several pieces), each runs at its rate beside the other
+    /// ([`BusyRates`]): a copy up that starts before the packing ends, the packing itself, a copy down
+    /// that starts while the piece before is unpacked, and an unpacking while the next piece comes
+    /// down. (GPU span, host calls, wall), ms.
     pub fn packed_ms(&self, set: &BufferSet) -> (f64, f64, f64) {
         let places = BufferPlacement::new(set);
         let layout = PackLayout::new(&places);
         let threads = self.pack_threads.clamp(1, layout.items) as f64;
         let call = self.call_us * 1e-3;
+        let pieces = layout.pieces.len();
         let piece = |p: usize| (layout.piece_buffers(&places, p).len(), layout.piece_bytes(p).len());
+        // A rate in GB/s, the lower of alone and beside the other where they run at once.
+        let rate = |alone: f64, busy: f64, together: bool| if together { alone.min(busy) } else { alone };
+        let ms = |bytes: usize, gbps: f64| bytes as f64 / (gbps * 1e6);
+        let pack_gbps = rate(self.crew_pack.beta_gbps, self.busy.pack_gbps, pieces > 1);
+        let packed = |(buffers, bytes): (usize, usize)| {
+            self.crew_pack.alpha_us * 1e-3 + ms(bytes, pack_gbps) + buffers as f64 * self.pack.alpha_us * 1e-3 / threads
+        };
+        let pack_end = packed((places.count(), places.packed_len));
         let (mut so_far, mut copied, mut host) = ((0usize, 0usize), 0.0f64, 0.0);
-        for p in 0..layout.pieces.len() {
+        for p in 0..pieces {
             let (buffers, bytes) = piece(p);
             so_far = (so_far.0 + buffers, so_far.1 + bytes);
-            let packed = self.crew_pack.ms(so_far.1) + so_far.0 as f64 * self.pack.alpha_us * 1e-3 / threads;
             host += call;
-            copied = copied.max(packed).max(host) + self.htod.ms(bytes);
+            let start = copied.max(packed(so_far)).max(host);
+            let gbps = rate(self.htod.beta_gbps, self.busy.htod_gbps, start < pack_end);
+            copied = start + self.htod.alpha_us * 1e-3 + ms(bytes, gbps);
         }
         let kernels = self.kernels.ms(places.bytes());
         host += 2.0 * call;
         let (mut landed, mut unpacked) = (copied.max(host) + kernels, 0.0f64);
-        for p in 0..layout.pieces.len() {
+        for p in 0..pieces {
             let (buffers, bytes) = piece(p);
-            landed += self.dtoh.ms(bytes);
-            let unpack = bytes as f64 / (self.crew_unpack.beta_gbps * 1e6)
-                + buffers as f64 * self.unpack.alpha_us * 1e-3 / threads;
+            let gbps = rate(self.dtoh.beta_gbps, self.busy.dtoh_gbps, landed < unpacked);
+            landed += self.dtoh.alpha_us * 1e-3 + ms(bytes, gbps);
+            let gbps = rate(self.crew_unpack.beta_gbps, self.busy.unpack_gbps, p + 1 < pieces);
+            let unpack = ms(bytes, gbps) + buffers as f64 * self.unpack.alpha_us * 1e-3 / threads;
             unpacked = unpacked.max(landed) + unpack;
         }
-        host += 2.0 * layout.pieces.len() as f64 * call;
+        host += 2.0 * pieces as f64 * call;
         (landed, host, unpacked.max(landed) + self.scope_us * 1e-3)
     }
 
@@ -286,6 +316,12 @@ impl ModelCosts {
             self.pack_threads,
             copy(&self.crew_unpack),
         ));
+        let b = &self.busy;
+        v.push(format!(
+            "the copies and the crew at once: up {:.1} GB/s while packing at {:.1}; down {:.1} GB/s while \
+             unpacking at {:.1}",
+            b.htod_gbps, b.pack_gbps, b.dtoh_gbps, b.unpack_gbps
+        ));
         v.push(format!("the copy kernel, scattering and gathering: {}", copy(&self.kernels)));
         if self.zero_copy.alpha_us.is_finite() {
             v.push(format!("zero-copy kernels over mapped memory: {}", copy(&self.zero_copy)));
@@ -344,12 +380,25 @@ impl RateCosts {
         }
         let pack_threads = crew_threads(PackLayout::new(&BufferPlacement::new(&sets.big)).items);
         let nothing = CopyCost { alpha_us: f64::NAN, beta_gbps: f64::NAN, half_rate_bytes: f64::NAN, worst_miss: 0.0 };
+        let (crew_pack, crew_unpack) = (CopyCost::fit(&crew_pack)?, CopyCost::fit(&crew_unpack)?);
+        // The copies and the crew at once over 16 MiB: each one's rate then (the crew's start taken off
+        // its time, as the packed way's model adds it).
+        let [(up, pack), (down, unpack)] = rig.copies_beside_cpu(&sets.big)?;
+        let bytes = sets.big.bytes() as f64;
+        let rate = |ms: f64| bytes / (ms.max(1e-6) * 1e6);
+        let busy = BusyRates {
+            htod_gbps: rate(up),
+            pack_gbps: rate(pack - crew_pack.alpha_us * 1e-3),
+            dtoh_gbps: rate(down),
+            unpack_gbps: rate(unpack),
+        };
         Ok(RateCosts {
             pack: CopyCost::fit(&pack_points)?,
             unpack: CopyCost::fit(&unpack_points)?,
             pack_threads,
-            crew_pack: CopyCost::fit(&crew_pack)?,
-            crew_unpack: CopyCost::fit(&crew_unpack)?,
+            crew_pack,
+            crew_unpack,
+            busy,
             kernels: CopyCost::fit(&kernel_points)?,
             zero_copy: if zero_copy { CopyCost::fit(&zero_points)? } else { nothing },
         })
@@ -408,6 +457,42 @@ impl SmallCopiesRig {
         })
     }
 
+    /// The copies and the crew at once over `set`, as the packed way runs them: a copy of the set's
+    /// bytes up (from the pinned buffer the packed way copies down into, which nothing else touches
+    /// meanwhile) while the crew packs the set, then one down (into the one it packs into) while the crew
+    /// unpacks. [(the copy's GPU time, the crew's host time)] up, then down, each the median of five, ms.
+    pub fn copies_beside_cpu(&mut self, set: &BufferSet) -> anyhow::Result<[(f64, f64); 2]> {
+        let places = BufferPlacement::new(set);
+        let (bytes, threads) = (places.packed_len, crew_threads(PackLayout::new(&places).items));
+        let SmallCopiesRig { gpu, streams, host, device, .. } = self;
+        let HostBuffers { h_in, h_out, packed_htod, packed_dtoh } = host;
+        anyhow::ensure!(bytes <= packed_htod.len() && bytes <= device.packed.len(), "the rig is too small");
+        let s0 = &streams[..1];
+        let srcs = places.host_slices(h_in);
+        let median = |mut v: Vec<(f64, f64)>| {
+            v.sort_by(|a, b| a.0.total_cmp(&b.0));
+            v[v.len() / 2]
+        };
+        let (mut up, mut down) = (Vec::new(), Vec::new());
+        for _ in 0..5 {
+            let mut cpu = 0.0;
+            let gpu_ms = gpu.timed(s0, |s| {
+                s.stream(0).htod(&packed_dtoh[..bytes], s.device(&mut device.packed).slice(0..bytes))?;
+                cpu = host_ms(|| pack_all(&places, &srcs, &mut packed_htod[..], threads)).1;
+                Ok(())
+            })?;
+            up.push((gpu_ms, cpu));
+            let gpu_ms = gpu.timed(s0, |s| {
+                s.stream(0).dtoh(s.device(&mut device.packed).slice(0..bytes), &mut packed_htod[..bytes])?;
+                let outs = places.host_slices_mut(h_out);
+                cpu = host_ms(|| unpack_all(&places, &packed_dtoh[..], outs, threads)).1;
+                Ok(())
+            })?;
+            down.push((gpu_ms, cpu));
+        }
+        Ok([median(up), median(down)])
+    }
+
     /// The packed way's CPU side alone over `set`, in the rig's own buffers (the host buffers, and the
     /// pinned packed ones): packing and unpacking, on one thread or, `crew`, on the threads the packed way
     /// shares its items among (the pool's threads woken each time, as the packed way wakes them), the median
@@ -460,6 +545,7 @@ mod tests {
             pack_threads: 8,
             crew_pack: cost(30.0, 40.0),
             crew_unpack: cost(30.0, 40.0),
+            busy: BusyRates { htod_gbps: 55.0, pack_gbps: 40.0, dtoh_gbps: 55.0, unpack_gbps: 40.0 },
             kernels: cost(8.0, 400.0),
             zero_copy: cost(8.0, 25.0),
         }
@@ -514,6 +600,21 @@ mod tests {
         let serial = 2.0 * (64 << 20) as f64 / 10e6 + 2.0 * c.htod.ms(64 << 20);
         assert!(wall < 0.6 * serial, "{wall} against {serial}");
         assert!(wall > 30e-3 + 2.0 * (64 << 20) as f64 / 55e6, "{wall}");
+    }
+
+    #[test]
+    fn copies_beside_the_crew_slow_the_pipeline_only_where_they_run_at_once() {
+        let mut c = h200();
+        let (one, many) = (BufferSet::uniform(100, 1024), BufferSet::uniform(1000, 4096)); // one piece, eight
+        let before = (c.packed_ms(&one).2, c.packed_ms(&many).2);
+        c.busy = BusyRates { htod_gbps: 30.0, pack_gbps: 20.0, dtoh_gbps: 30.0, unpack_gbps: 20.0 };
+        let after = (c.packed_ms(&one).2, c.packed_ms(&many).2);
+        assert_eq!(before.0, after.0, "one piece: nothing runs at once");
+        let bytes = 1000 * 4096;
+        let at = |gbps: f64| bytes as f64 / (gbps * 1e6);
+        // No faster than both copies at their busy rates, nor slower than every part one after another.
+        let serial = 30e-3 + 2.0 * at(20.0) + 2.0 * (8.0 * 6e-3 + at(30.0)) + c.kernels.ms(bytes) + 10e-3;
+        assert!(after.1 > before.1 && after.1 > 2.0 * at(30.0) && after.1 < serial, "{after:?} {serial}");
     }
 
     #[test]
