@@ -86,12 +86,14 @@ impl Waits {
     }
 }
 
-/// When an operation touched a range: its sequence number on its stream (0: never) and its index in
-/// `Book::ops`.
+/// When an operation touched a range: its sequence number on its stream (0: never), its index in
+/// `Book::ops`, and the fence recorded right after it, if one was (its index + 1; 0: none), which is
+/// then the first fence after it on its stream: what a wait for it waits on, found without a search.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub(crate) struct Stamp {
     pub seq: u64,
     pub op: u32,
+    pub after: u32,
 }
 
 /// What one stream did to one range of a buffer that later work on other streams may have to wait
@@ -107,6 +109,16 @@ pub(crate) struct Entry {
 }
 
 impl Entry {
+    /// What `stream` did to `bytes` at `stamp`: wrote, or read.
+    #[inline]
+    fn of(stream: u32, write: bool, bytes: &Range<usize>, stamp: Stamp) -> Entry {
+        let (start, end, none) = (bytes.start, bytes.end, Stamp::default());
+        match write {
+            true => Entry { start, end, stream, write: stamp, read: none },
+            false => Entry { start, end, stream, write: none, read: stamp },
+        }
+    }
+
     fn bytes(&self) -> Range<usize> {
         self.start..self.end
     }
@@ -147,6 +159,24 @@ type Pos = (usize, usize);
 
 impl Entries {
     const CHUNK: usize = 64;
+
+    fn is_empty(&self) -> bool {
+        self.chunks.is_empty()
+    }
+
+    /// Its entry, taken out, where it holds exactly one.
+    fn take_single(&mut self) -> Option<Entry> {
+        match self.chunks.as_slice() {
+            [chunk] if chunk.len() == 1 => {
+                let e = chunk[0];
+                self.chunks.clear();
+                self.firsts.clear();
+                self.hint.set((0, 0));
+                Some(e)
+            }
+            _ => None,
+        }
+    }
 
     /// Where the last entry starts.
     fn last_start(&self) -> Option<usize> {
@@ -216,23 +246,6 @@ impl Entries {
                 i += 1;
             }
             (c, i) = (c + 1, 0);
-        }
-    }
-
-    /// The one entry, where there is exactly one (a buffer used whole, the commonest case).
-    #[inline]
-    fn lone_mut(&mut self) -> Option<&mut Entry> {
-        match self.chunks.as_mut_slice() {
-            [chunk] if chunk.len() == 1 => chunk.first_mut(),
-            _ => None,
-        }
-    }
-
-    #[inline]
-    fn lone(&self) -> Option<&Entry> {
-        match self.chunks.as_slice() {
-            [chunk] if chunk.len() == 1 => chunk.first(),
-            _ => None,
         }
     }
 
@@ -324,6 +337,10 @@ pub(crate) struct Tracker {
     pub foreign: bool,
     /// Managed memory: the only kind a prefetch may move.
     pub managed: bool,
+    /// The one entry, while there is exactly one (a buffer used whole, the commonest case): kept here,
+    /// so that finding it takes no search and no pointer to follow (the driver's calls between two
+    /// operations leave little of the book in the nearest caches). `entries` is empty meanwhile.
+    lone: Option<Entry>,
     entries: Entries,
     /// The longest entry remembered: how far before a range an entry that overlaps it can start. It
     /// never needs to shrink: an entry is forgotten only when one that covers it, so at least as long,
@@ -339,7 +356,7 @@ impl Tracker {
     /// Calls `f` with every entry that overlaps `bytes`.
     #[inline]
     pub fn overlapping(&self, bytes: &Range<usize>, mut f: impl FnMut(&Entry)) {
-        if let Some(e) = self.entries.lone() {
+        if let Some(e) = &self.lone {
             if overlaps(&e.bytes(), bytes) {
                 f(e);
             }
@@ -370,26 +387,35 @@ impl Tracker {
         if bytes.is_empty() {
             return; // no bytes: nothing to order against, ever
         }
-        // One entry, and this access stands for it (as below, without a search): a write that covers
-        // it, a read of its stream that covers its reads alone, or one of exactly the bytes it wrote.
-        if let Some(e) = self.entries.lone_mut() {
-            let covered = covers(bytes, &e.bytes());
-            let ours = e.stream == stream;
-            let new = Entry { start: bytes.start, end: bytes.end, stream, write: stamp, read: Stamp::default() };
-            match (write, covered, ours && e.write.seq == 0) {
-                (true, true, _) => *e = new,
-                (false, true, true) => *e = Entry { write: Stamp::default(), read: stamp, ..new },
-                (false, true, false) if ours && e.start == bytes.start && e.end == bytes.end => e.read = stamp,
-                _ => return self.record_searching(stream, write, bytes, stamp, scratch),
+        // The first entry of all becomes the one; while there is one, an access that stands for it (as
+        // the search would find, without one) takes its place: a write that covers it, a read of its
+        // stream that covers its reads alone, or one of exactly the bytes it wrote joins it.
+        let Some(e) = &mut self.lone else {
+            if self.entries.is_empty() {
+                self.lone = Some(Entry::of(stream, write, bytes, stamp));
+                self.longest = self.longest.max(bytes.len());
+            } else if self.record_searching(stream, write, bytes, stamp, scratch) {
+                self.lone = self.entries.take_single(); // a write over every entry leaves one
             }
-            self.entries.firsts[0] = bytes.start;
-            self.longest = self.longest.max(bytes.len());
             return;
+        };
+        let (covered, ours) = (covers(bytes, &e.bytes()), e.stream == stream);
+        match (write, covered, ours && e.write.seq == 0) {
+            (_, true, true) | (true, true, _) => *e = Entry::of(stream, write, bytes, stamp),
+            (false, true, false) if ours && e.start == bytes.start && e.end == bytes.end => e.read = stamp,
+            _ => {
+                // A second entry: both go where entries are searched.
+                let one = *e;
+                self.lone = None;
+                self.entries.append(one);
+                self.record_searching(stream, write, bytes, stamp, scratch);
+                return;
+            }
         }
-        self.record_searching(stream, write, bytes, stamp, scratch);
+        self.longest = self.longest.max(bytes.len());
     }
 
-    /// [`Tracker::record`] among several entries.
+    /// [`Tracker::record`] among the entries searched: whether it forgot any.
     fn record_searching(
         &mut self,
         stream: u32,
@@ -397,17 +423,14 @@ impl Tracker {
         bytes: &Range<usize>,
         stamp: Stamp,
         scratch: &mut Vec<Pos>,
-    ) {
-        let new = match write {
-            true => Entry { start: bytes.start, end: bytes.end, stream, write: stamp, read: Stamp::default() },
-            false => Entry { start: bytes.start, end: bytes.end, stream, write: Stamp::default(), read: stamp },
-        };
+    ) -> bool {
+        let new = Entry::of(stream, write, bytes, stamp);
         // Work appended in order (a batch of copies into an arena): every entry ends where this one
         // starts or before, so it covers none and comes last.
         if self.entries.last_start().is_some_and(|last| last + self.longest <= bytes.start) {
             self.longest = self.longest.max(bytes.len());
             self.entries.append(new);
-            return;
+            return false;
         }
         let at = self.entries.lower_bound(bytes.start);
         // One entry of exactly these bytes, which no other entry starts inside: a write takes its place
@@ -429,11 +452,11 @@ impl Tracker {
             let e = self.entries.get_mut(pos);
             if write {
                 *e = new;
-                return;
+                return false;
             }
             if e.stream == stream && e.write.seq != 0 {
                 e.read = stamp;
-                return;
+                return false;
             }
         }
         scratch.clear();
@@ -462,7 +485,7 @@ impl Tracker {
             for &pos in scratch.iter().rev() {
                 self.entries.remove(pos);
             }
-            return;
+            return !scratch.is_empty();
         }
         self.longest = self.longest.max(bytes.len());
         // Where the first entry it replaces starts where it does, it takes that entry's place.
@@ -480,16 +503,18 @@ impl Tracker {
                 self.entries.insert(new);
             }
         }
+        !scratch.is_empty()
     }
 
     #[cfg(test)]
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.entries.len() + self.lone.is_some() as usize
     }
 
     #[cfg(test)]
     fn all(&self) -> Vec<Entry> {
-        self.entries.chunks.iter().flatten().copied().collect()
+        assert!(self.lone.is_none() || self.entries.is_empty(), "the one entry, or the searched ones");
+        self.lone.iter().chain(self.entries.chunks.iter().flatten()).copied().collect()
     }
 }
 
@@ -632,6 +657,8 @@ pub(crate) struct Need {
     op: u32,
     /// Index of the operation's own access (in `Book::normalized`) that meets it.
     mine: u32,
+    /// The fence recorded right after it, if one was: [`Stamp::after`].
+    after: u32,
 }
 
 /// The scope's whole bookkeeping: see the module docs.
@@ -698,7 +725,7 @@ impl Book {
                 if stamp.seq == 0 || clocks.ordered(j, k, stamp.seq) {
                     return;
                 }
-                let need = Need { stream: k, seq: stamp.seq, op: stamp.op, mine: i as u32 };
+                let need = Need { stream: k, seq: stamp.seq, op: stamp.op, mine: i as u32, after: stamp.after };
                 match needs.iter_mut().find(|n| n.stream == k) {
                     Some(n) if n.seq >= stamp.seq => {}
                     Some(n) => *n = need,
@@ -711,6 +738,20 @@ impl Book {
             self.needs.sort_unstable_by_key(|n| std::cmp::Reverse(n.op));
         }
         Ok(shared)
+    }
+
+    /// The first fence after what need `i` waits for, if any: the one recorded right after it, or else
+    /// one recorded later on its stream.
+    #[inline]
+    pub fn fence_for(&self, i: usize) -> Option<usize> {
+        let need = &self.needs[i];
+        match need.after {
+            0 => self.fence_after(need.stream, need.seq),
+            after => {
+                debug_assert_eq!(self.fence_after(need.stream, need.seq), Some(after as usize - 1));
+                Some(after as usize - 1)
+            }
+        }
     }
 
     /// The first fence on stream `k` recorded after its operation `seq`, if any.
@@ -784,13 +825,15 @@ impl Book {
         )
     }
 
-    /// Notes the operation just queued on stream `j` over [`Book::normalized`]: its index.
+    /// Notes the operation just queued on stream `j` over [`Book::normalized`]: its index. `fenced`: a
+    /// fence was recorded right after it, which [`Book::add_fence`] notes next.
     #[inline]
-    pub fn queued(&mut self, j: usize, info: OpInfo) -> usize {
+    pub fn queued(&mut self, j: usize, info: OpInfo, fenced: bool) -> usize {
         let seq = self.clocks.queue(j);
         let op = self.ops.len();
         self.ops.push(info);
-        let stamp = Stamp { seq, op: op as u32 };
+        let after = if fenced { self.fence_count as u32 + 1 } else { 0 };
+        let stamp = Stamp { seq, op: op as u32, after };
         for a in &self.normalized {
             self.trackers[a.buffer].record(j as u32, a.write, &a.bytes, stamp, &mut self.redundant);
         }
@@ -833,11 +876,11 @@ impl BookkeepingProbe {
         for n in 0..book.needs.len() {
             let (k, seq) = (book.needs[n].stream, book.needs[n].seq);
             if !book.clocks.ordered(j, k, seq) {
-                let f = book.fence_after(k, seq).unwrap_or_else(|| book.add_fence(k));
+                let f = book.fence_for(n).unwrap_or_else(|| book.add_fence(k));
                 book.waited(j, f, Some((n, &|| String::from("an operation"))));
             }
         }
-        book.queued(j, OpInfo::copy("H2D", "memcpy HtoD", 4096));
+        book.queued(j, OpInfo::copy("H2D", "memcpy HtoD", 4096), shared);
         if shared {
             book.add_fence(j);
         }
@@ -865,7 +908,7 @@ mod tests {
 
     /// Operation `op` (sequence number op + 1) on `stream`.
     fn rec(t: &mut Tracker, op: u32, stream: u32, write: bool, bytes: Range<usize>) {
-        t.record(stream, write, &bytes, Stamp { seq: op as u64 + 1, op }, &mut Vec::new());
+        t.record(stream, write, &bytes, Stamp { seq: op as u64 + 1, op, after: 0 }, &mut Vec::new());
     }
 
     /// The operations of other streams that one on `stream` must wait for, one per entry it meets.
@@ -911,7 +954,8 @@ mod tests {
         rec(&mut t, 1, 0, true, 0..50);
         rec(&mut t, 2, 1, false, 0..50);
         rec(&mut t, 3, 2, true, 0..100);
-        let only = Entry { start: 0, end: 100, stream: 2, write: Stamp { seq: 4, op: 3 }, read: Stamp::default() };
+        let only =
+            Entry { start: 0, end: 100, stream: 2, write: Stamp { seq: 4, op: 3, after: 0 }, read: Stamp::default() };
         assert_eq!(t.all(), vec![only]);
         assert_eq!(conflicts(&t, 0, false, 10..20), vec![3]);
     }
@@ -1158,7 +1202,7 @@ mod tests {
             if book.clocks.ordered(j, k, seq) {
                 continue;
             }
-            let f = match book.fence_after(k, seq) {
+            let f = match book.fence_for(i) {
                 Some(f) => f,
                 None => {
                     lazy += 1;
@@ -1168,7 +1212,7 @@ mod tests {
             book.waited(j, f, Some((i, &|| "op".to_string())));
             waits += 1;
         }
-        book.queued(j, info());
+        book.queued(j, info(), shared);
         let after = if shared {
             book.add_fence(j);
             1

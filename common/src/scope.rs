@@ -158,11 +158,18 @@ pub(crate) struct Env<'env> {
 #[derive(Default)]
 pub(crate) struct State {
     book: Book,
-    /// The event of each fence of the book, by the same index.
-    fences: Vec<Event>,
-    /// Events without timing kept from earlier scopes for the next fences: taken and put back without
-    /// the pool's borrow.
-    free: Vec<Event>,
+    /// The event of each fence of the book, by the same index: its handle (the event is owned by
+    /// `untimed` or `timed`).
+    fences: Vec<ffi::CUevent>,
+    /// Events without timing for fences, kept from one scope to the next and taken in order: the first
+    /// `taken` are this scope's. Their handles are also in `untimed_raw`, side by side, so that taking
+    /// the next reads eight bytes next to the last (the driver's calls between two operations leave
+    /// little of the scope's state in the nearest caches).
+    untimed: Vec<Event>,
+    untimed_raw: Vec<ffi::CUevent>,
+    taken: usize,
+    /// The program's events, with timing ([`ScopeStream::record_event`]), with their index as fences.
+    timed: Vec<(usize, Event)>,
     /// The modules of the kernels launched, kept loaded until every stream is synchronized.
     modules: Vec<Arc<Loaded>>,
     /// What else queued work needs until every stream is synchronized (the executable graphs launched).
@@ -171,6 +178,14 @@ pub(crate) struct State {
     pending: Vec<Pending>,
     /// The events of a timed scope's join, kept until every stream is synchronized.
     joins: Vec<Event>,
+}
+
+/// `cudaEventRecord(raw, stream)`, for a fence's event.
+#[inline]
+fn record(raw: ffi::CUevent, stream: ffi::CUstream) -> anyhow::Result<()> {
+    // SAFETY: an event of the scope's state, which outlives every use of it (the state is dropped or
+    // kept for the next scope only once every stream is synchronized), and a stream of the scope.
+    check(unsafe { ffi::cuEventRecord(raw, stream) }, || "recording an event".into())
 }
 
 /// An operation refused before anything was queued: a handle of another scope, or a buffer of another
@@ -273,7 +288,11 @@ impl<'scope, 'env> Scope<'scope, 'env> {
             bail!("elapsed_ms: an event of another scope");
         }
         let st = self.state.borrow();
-        st.fences[end.index].elapsed_ms(&st.fences[start.index])
+        let event = |i: usize| match st.timed.binary_search_by_key(&i, |(at, _)| *at) {
+            Ok(k) => Ok(&st.timed[k].1),
+            Err(_) => Err(anyhow!("elapsed_ms: an event recorded for ordering only has no time to read")),
+        };
+        event(end.index)?.elapsed_ms(event(start.index)?)
     }
 
     /// Keeps `what` until every stream of the scope is synchronized: what queued work uses.
@@ -374,23 +393,23 @@ impl<'scope, 'env> Scope<'scope, 'env> {
             if st.book.clocks.ordered(j, k, seq) {
                 continue;
             }
-            let f = match st.book.fence_after(k, seq) {
+            let f = match st.book.fence_for(i) {
                 Some(f) => f,
                 None => self.fence(st, k)?,
             };
             // SAFETY: a live stream and an event recorded on another stream of this scope.
-            check(unsafe { ffi::cuStreamWaitEvent(stream, st.fences[f].raw(), 0) }, || {
+            check(unsafe { ffi::cuStreamWaitEvent(stream, st.fences[f], 0) }, || {
                 format!("{}: waiting for another stream", info.label())
             })?;
             st.book.waited(j, f, Some((i, &|| info.label())));
         }
-        let fence = if shared { Some(self.untimed(st)?) } else { None };
+        let fence = if shared { Some(self.take_untimed(st)?) } else { None };
         let observed = match label {
             Some(label) => {
                 let e = self.env.events.timed()?;
                 if let Err(err) = e.record_raw(stream) {
                     self.env.events.give([e]);
-                    st.free.extend(fence);
+                    st.taken -= fence.is_some() as usize;
                     return Err(err);
                 }
                 Some((e, label))
@@ -399,23 +418,23 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         };
         if let Err(e) = check(op(stream), || format!("{} on stream {j}", info.label())) {
             self.env.events.give(observed.map(|(e, _)| e));
-            st.free.extend(fence);
+            st.taken -= fence.is_some() as usize;
             return Err(e);
         }
         // Another stream touched these bytes before, so one is likely to again: a fence now spares it
         // waiting for whatever this stream queues next.
-        let recorded = match &fence {
-            Some(e) => e.record_raw(stream),
+        let recorded = match fence {
+            Some(raw) => record(raw, stream),
             None => Ok(()),
         };
         // Queued: from here on the book knows it, whatever fails.
-        let op = st.book.queued(j, info);
-        if let Some(e) = fence {
+        let op = st.book.queued(j, info, fence.is_some() && recorded.is_ok());
+        if let Some(raw) = fence {
             if let Err(err) = recorded {
-                st.free.push(e);
+                st.taken -= 1;
                 return Err(err.context("queued, but the event after it could not be recorded"));
             }
-            st.fences.push(e);
+            st.fences.push(raw);
             st.book.add_fence(j);
         }
         if let Some((start, label)) = observed {
@@ -428,22 +447,34 @@ impl<'scope, 'env> Scope<'scope, 'env> {
 
     /// Records a fence on stream `k` now: its index in the book.
     fn fence(&self, st: &mut State, k: usize) -> anyhow::Result<usize> {
-        let e = self.untimed(st)?;
-        if let Err(err) = e.record_raw(self.streams[k].raw()) {
-            st.free.push(e);
+        let raw = self.take_untimed(st)?;
+        if let Err(err) = record(raw, self.streams[k].raw()) {
+            st.taken -= 1;
             return Err(err);
         }
-        st.fences.push(e);
+        st.fences.push(raw);
         Ok(st.book.add_fence(k))
     }
 
-    /// An event without timing for a fence: one kept from before, or the pool's.
+    /// The next event without timing for a fence (given back by `st.taken -= 1` where it goes unused).
     #[inline]
-    fn untimed(&self, st: &mut State) -> anyhow::Result<Event> {
-        match st.free.pop() {
-            Some(e) => Ok(e),
-            None => self.env.events.untimed(),
+    fn take_untimed(&self, st: &mut State) -> anyhow::Result<ffi::CUevent> {
+        if st.taken == st.untimed_raw.len() {
+            self.more_untimed(st)?;
         }
+        st.taken += 1;
+        Ok(st.untimed_raw[st.taken - 1])
+    }
+
+    /// One more event without timing for the fences, from the pool: once per fence a scope records
+    /// beyond those of the scopes before it.
+    #[cold]
+    #[inline(never)]
+    fn more_untimed(&self, st: &mut State) -> anyhow::Result<()> {
+        let e = self.env.events.untimed()?;
+        st.untimed_raw.push(e.raw());
+        st.untimed.push(e);
+        Ok(())
     }
 
     /// Holds a kernel's module loaded until every stream is synchronized (once for a run of launches).
@@ -589,8 +620,9 @@ impl<'scope, 'env> ScopeStream<'scope, 'env> {
             scope.env.events.give([event]);
             return Err(e);
         }
-        st.fences.push(event);
+        st.fences.push(event.raw());
         let index = st.book.add_fence(self.index);
+        st.timed.push((index, event));
         Ok(ScopeEvent { scope: scope.id, index, _marker: PhantomData })
     }
 
@@ -603,10 +635,9 @@ impl<'scope, 'env> ScopeStream<'scope, 'env> {
         }
         let mut st = scope.state.borrow_mut();
         // SAFETY: a live stream and an event recorded in this scope.
-        check(
-            unsafe { ffi::cuStreamWaitEvent(scope.streams[self.index].raw(), st.fences[event.index].raw(), 0) },
-            || "waiting for an event".into(),
-        )?;
+        check(unsafe { ffi::cuStreamWaitEvent(scope.streams[self.index].raw(), st.fences[event.index], 0) }, || {
+            "waiting for an event".into()
+        })?;
         st.book.waited(self.index, event.index, None);
         Ok(())
     }
@@ -625,7 +656,7 @@ impl<'scope, T: Element> Landing<'scope, '_, T> {
     pub fn wait(self) -> anyhow::Result<&'scope mut [T]> {
         let st = self.scope.state.borrow();
         // SAFETY: a live event recorded in this scope after the copy.
-        check(unsafe { ffi::cuEventSynchronize(st.fences[self.fence].raw()) }, || {
+        check(unsafe { ffi::cuEventSynchronize(st.fences[self.fence]) }, || {
             format!("waiting for a download on stream {} to land", self.stream)
         })?;
         // SAFETY: `dst` was lent to this download for 'scope and moved into it, so nothing else holds it;
@@ -767,12 +798,9 @@ pub(crate) fn run<'env, R>(
             // The fences' events stay with the state for the next scope's; the program's, with timing,
             // go back to the pool.
             let st = &mut *st;
-            for e in st.fences.drain(..) {
-                match e.is_timed() {
-                    true => env.events.give([e]),
-                    false => st.free.push(e),
-                }
-            }
+            st.taken = 0;
+            st.fences.clear();
+            env.events.give(st.timed.drain(..).map(|(_, e)| e));
             env.events.give(st.joins.drain(..));
             // Every stream is idle (or the process has aborted): nothing queued needs these any more.
             st.modules.clear();

@@ -126,11 +126,6 @@ impl Event {
     pub fn raw(&self) -> sys::CUevent {
         self.raw
     }
-
-    /// Whether it was made with timing.
-    pub fn is_timed(&self) -> bool {
-        self.timing
-    }
 }
 
 impl Drop for Event {
