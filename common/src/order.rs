@@ -661,11 +661,15 @@ pub(crate) struct Need {
     after: u32,
 }
 
-/// The scope's whole bookkeeping: see the module docs.
+/// The scope's whole bookkeeping: see the module docs. In C's order, what an operation touches first.
 #[derive(Default)]
+#[repr(C)]
 pub(crate) struct Book {
-    streams: usize,
     pub trackers: Vec<Tracker>,
+    /// The waits the operation being planned needs, newest conflict first.
+    pub needs: Vec<Need>,
+    /// The operation being planned's ranges, checked and merged.
+    pub normalized: Vec<DevAccess>,
     pub clocks: Clocks,
     /// Fences noted so far.
     fence_count: usize,
@@ -675,11 +679,8 @@ pub(crate) struct Book {
     by_stream: Vec<Vec<(u64, u32)>>,
     /// Every operation queued, for the words of a message and the observer.
     pub ops: Vec<OpInfo>,
+    streams: usize,
     pub waits: Waits,
-    /// The waits the operation being planned needs, newest conflict first.
-    pub needs: Vec<Need>,
-    /// The operation being planned's ranges, checked and merged.
-    pub normalized: Vec<DevAccess>,
     redundant: Vec<Pos>,
 }
 

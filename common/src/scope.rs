@@ -139,6 +139,9 @@ pub struct Scope<'scope, 'env: 'scope> {
     pub(crate) env: Env<'env>,
     pub(crate) streams: &'env [Stream],
     pub(crate) id: u64,
+    /// Whether an observer watches: fixed while the scope lives, since setting one takes the `Gpu`
+    /// mutably ([`crate::Gpu::observe`]).
+    observed: bool,
     state: RefCell<State>,
     _scope: PhantomData<&'scope mut &'scope ()>,
     _env: PhantomData<&'env mut &'env ()>,
@@ -154,20 +157,22 @@ pub(crate) struct Env<'env> {
     pub spare: &'env RefCell<Option<Box<State>>>,
 }
 
-/// A scope's bookkeeping and what it holds until every stream is synchronized.
+/// A scope's bookkeeping and what it holds until every stream is synchronized. In C's order, what every
+/// operation touches first and side by side: the driver's calls between two operations leave little of
+/// it in the nearest caches, so each line it spans is a wait.
 #[derive(Default)]
+#[repr(C)]
 pub(crate) struct State {
-    book: Book,
     /// The event of each fence of the book, by the same index: its handle (the event is owned by
     /// `untimed` or `timed`).
     fences: Vec<ffi::CUevent>,
     /// Events without timing for fences, kept from one scope to the next and taken in order: the first
     /// `taken` are this scope's. Their handles are also in `untimed_raw`, side by side, so that taking
-    /// the next reads eight bytes next to the last (the driver's calls between two operations leave
-    /// little of the scope's state in the nearest caches).
-    untimed: Vec<Event>,
+    /// the next reads eight bytes next to the last.
     untimed_raw: Vec<ffi::CUevent>,
     taken: usize,
+    book: Book,
+    untimed: Vec<Event>,
     /// The program's events, with timing ([`ScopeStream::record_event`]), with their index as fences.
     timed: Vec<(usize, Event)>,
     /// The modules of the kernels launched, kept loaded until every stream is synchronized.
@@ -373,7 +378,10 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     ) -> anyhow::Result<()> {
         let stream = self.streams[j].raw();
         // The observer's label first: its code may make another context current.
-        let label = self.env.observer.borrow().as_ref().map(|o| o.observer.label());
+        let label = match self.observed {
+            true => self.env.observer.borrow().as_ref().map(|o| o.observer.label()),
+            false => None,
+        };
         self.env.ctx.ensure_current()?;
         let mut guard = self.state.borrow_mut();
         let st = &mut *guard;
@@ -756,6 +764,7 @@ pub(crate) fn run<'env, R>(
         env,
         streams,
         id: NEXT_SCOPE.fetch_add(1, Atomic::Relaxed),
+        observed: env.observer.try_borrow().map_or(true, |o| o.is_some()),
         state: RefCell::new(*state),
         _scope: PhantomData,
         _env: PhantomData,
