@@ -10,8 +10,9 @@
 //! packing rate (one thread over buffers of 256 B to 256 KiB, per buffer and per byte, and the pool's
 //! threads together over 16 MiB in pieces); the copies' and the crew's rates while both run at once (a
 //! copy of 16 MiB up while the crew packs, one down while it unpacks: the host's memory is shared); the
-//! copy kernel's scatter and gather, and zero-copy's, as a launch and a rate over the bytes. Each way's
-//! round trip is then the sum of its parts (the GPU's and the host's overlapping where they do):
+//! copy kernel's scatter and gather, and zero-copy's, as a launch and a rate over the bytes; and what
+//! the packed way took beyond the sum of its parts over 1 and 16 MiB. Each way's round trip is then the
+//! sum of its parts (the GPU's and the host's overlapping where they do):
 //!
 //! - memcpy each: GPU fixed + n · per buffer + B/β↑ + B/β↓; wall the larger of the GPU and the 2n
 //!   calls, and the scope;
@@ -20,7 +21,7 @@
 //! - packed: GPU each piece's copy up once its items are packed (the items packed in order by the crew's
 //!   threads together), the kernels, each piece's copy back; wall the last piece's items unpacked by the
 //!   crew once it landed, each copy and the crew at their rates beside each other where they run at
-//!   once, and the scope;
+//!   once, and the scope, and what the round trip took beyond its parts, by its bytes;
 //! - graph: GPU fixed + n · per buffer + B/β↑ + B/β↓; wall the larger of the launch and the GPU (the GPU
 //!   starts while the launch goes on), and the scope;
 //! - zero-copy: GPU the kernels over mapped memory; wall the larger of the GPU and two calls, and the
@@ -64,6 +65,29 @@ impl LinearCost {
     }
 }
 
+/// A cost with a fixed part and a part per MiB, in µs (either below zero where the model it corrects
+/// says too much).
+#[derive(Clone, Copy, Debug, Serialize, PartialEq)]
+pub struct ByteLine {
+    pub fixed_us: f64,
+    pub per_mib_us: f64,
+}
+
+impl ByteLine {
+    pub const ZERO: ByteLine = ByteLine { fixed_us: 0.0, per_mib_us: 0.0 };
+
+    /// Through `(bytes, ms)` at two sizes.
+    pub fn through(a: (usize, f64), b: (usize, f64)) -> ByteLine {
+        let mib = |bytes: usize| bytes as f64 / (1 << 20) as f64;
+        let per = (b.1 - a.1) / (mib(b.0) - mib(a.0)) * 1e3;
+        ByteLine { fixed_us: a.1 * 1e3 - mib(a.0) * per, per_mib_us: per }
+    }
+
+    pub fn ms(&self, bytes: usize) -> f64 {
+        (self.fixed_us + bytes as f64 / (1 << 20) as f64 * self.per_mib_us) * 1e-3
+    }
+}
+
 /// What the model is built from, all measured in the same run.
 #[derive(Clone, Debug, Serialize)]
 pub struct ModelCosts {
@@ -98,6 +122,10 @@ pub struct ModelCosts {
     pub crew_unpack: CopyCost,
     /// The copies and the crew at once, as the packed way runs them (the host's memory shared by both).
     pub busy: BusyRates,
+    /// What the packed way's round trip took beyond the sum of its parts above, over two calibration
+    /// sets (1 and 16 MiB): what the parts alone leave out (the round trip's scope starting and ending
+    /// around the crew, the copies reading what the CPU has just written), added to its prediction.
+    pub packed_beyond: ByteLine,
     /// The scatter and the gather kernels together, in device memory: α their launches, β their rate
     /// over the buffers' bytes.
     pub kernels: CopyCost,
@@ -183,7 +211,7 @@ impl ModelCosts {
         let CallCosts { call_us, lines: [[each_gpu, each_host], [batch_gpu, batch_host], [graph_gpu, graph_host]] } =
             CallCosts::measure(rig, &sets, batch)?;
         let rates = RateCosts::measure(rig, &sets, zero_copy)?;
-        Ok(ModelCosts {
+        let mut costs = ModelCosts {
             htod: CopyCost::fit(&htod_times)?,
             dtoh: CopyCost::fit(&dtoh_times)?,
             call_us,
@@ -200,9 +228,18 @@ impl ModelCosts {
             crew_pack: rates.crew_pack,
             crew_unpack: rates.crew_unpack,
             busy: rates.busy,
+            packed_beyond: ByteLine::ZERO,
             kernels: rates.kernels,
             zero_copy: rates.zero_copy,
-        })
+        };
+        // The packed way itself over 1 and 16 MiB, against what the parts alone say.
+        let mut beyond = Vec::new();
+        for set in [&sets.spread[1], &sets.big] {
+            let run = rig.run_set(set, &[TransferWay::Packed])?;
+            beyond.push((set.bytes(), run.ways[0].wall.median_ms - costs.packed_ms(set).2));
+        }
+        costs.packed_beyond = ByteLine::through(beyond[0], beyond[1]);
+        Ok(costs)
     }
 
     /// The bytes of `n` buffers in all at the copies' rates, both ways, ms.
@@ -254,7 +291,9 @@ impl ModelCosts {
             unpacked = unpacked.max(landed) + unpack;
         }
         host += 2.0 * pieces as f64 * call;
-        (landed, host, unpacked.max(landed) + self.scope_us * 1e-3)
+        let scope = self.scope_us * 1e-3;
+        let wall = unpacked.max(landed) + scope + self.packed_beyond.ms(places.packed_len);
+        (landed, host, wall.max(landed + scope))
     }
 
     /// What the model says `way` takes over `set`.
@@ -321,6 +360,10 @@ impl ModelCosts {
             "the copies and the crew at once: up {:.1} GB/s while packing at {:.1}; down {:.1} GB/s while \
              unpacking at {:.1}",
             b.htod_gbps, b.pack_gbps, b.dtoh_gbps, b.unpack_gbps
+        ));
+        v.push(format!(
+            "the packed way beyond the sum of its parts, over 1 and 16 MiB: {:.1} µs + {:.2} µs a MiB",
+            self.packed_beyond.fixed_us, self.packed_beyond.per_mib_us
         ));
         v.push(format!("the copy kernel, scattering and gathering: {}", copy(&self.kernels)));
         if self.zero_copy.alpha_us.is_finite() {
@@ -546,6 +589,7 @@ mod tests {
             crew_pack: cost(30.0, 40.0),
             crew_unpack: cost(30.0, 40.0),
             busy: BusyRates { htod_gbps: 55.0, pack_gbps: 40.0, dtoh_gbps: 55.0, unpack_gbps: 40.0 },
+            packed_beyond: ByteLine::ZERO,
             kernels: cost(8.0, 400.0),
             zero_copy: cost(8.0, 25.0),
         }
@@ -615,6 +659,23 @@ mod tests {
         // No faster than both copies at their busy rates, nor slower than every part one after another.
         let serial = 30e-3 + 2.0 * at(20.0) + 2.0 * (8.0 * 6e-3 + at(30.0)) + c.kernels.ms(bytes) + 10e-3;
         assert!(after.1 > before.1 && after.1 > 2.0 * at(30.0) && after.1 < serial, "{after:?} {serial}");
+    }
+
+    #[test]
+    fn what_the_packed_way_took_beyond_its_parts_is_added_by_its_bytes() {
+        let l = ByteLine::through((1 << 20, 0.030), (16 << 20, 0.090));
+        assert!((l.per_mib_us - 4.0).abs() < 1e-9 && (l.fixed_us - 26.0).abs() < 1e-9, "{l:?}");
+        let mut c = h200();
+        let set = BufferSet::uniform(1000, 4096);
+        let before = c.packed_ms(&set);
+        c.packed_beyond = l;
+        let after = c.packed_ms(&set);
+        let added = l.ms(1000 * 4096);
+        assert!((after.2 - before.2 - added).abs() < 1e-12 && after.0 == before.0, "{before:?} {after:?}");
+        // Never faster than its copies and kernels and the scope, whatever the correction says.
+        c.packed_beyond = ByteLine { fixed_us: -1e6, per_mib_us: 0.0 };
+        let floor = c.packed_ms(&set);
+        assert!((floor.2 - (floor.0 + 10e-3)).abs() < 1e-12, "{floor:?}");
     }
 
     #[test]
