@@ -172,6 +172,7 @@ pub(crate) struct State {
     untimed_raw: Vec<ffi::CUevent>,
     taken: usize,
     book: Book,
+    /// The events behind `untimed_raw`, owned: destroyed with the state.
     untimed: Vec<Event>,
     /// The program's events, with timing ([`ScopeStream::record_event`]), with their index as fences.
     timed: Vec<(usize, Event)>,
@@ -411,18 +412,26 @@ impl<'scope, 'env> Scope<'scope, 'env> {
             })?;
             st.book.waited(j, f, Some((i, &|| info.label())));
         }
-        let fence = if shared { Some(self.take_untimed(st)?) } else { None };
         let observed = match label {
             Some(label) => {
                 let e = self.env.events.timed()?;
                 if let Err(err) = e.record_raw(stream) {
                     self.env.events.give([e]);
-                    st.taken -= fence.is_some() as usize;
                     return Err(err);
                 }
                 Some((e, label))
             }
             None => None,
+        };
+        let fence = match shared {
+            true => match self.take_untimed(st) {
+                Ok(raw) => Some(raw),
+                Err(err) => {
+                    self.env.events.give(observed.map(|(e, _)| e));
+                    return Err(err);
+                }
+            },
+            false => None,
         };
         if let Err(e) = check(op(stream), || format!("{} on stream {j}", info.label())) {
             self.env.events.give(observed.map(|(e, _)| e));
