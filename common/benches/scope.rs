@@ -47,25 +47,31 @@ fn bare(raw: &Raw, lanes: usize, event: Option<bool>, chained: bool) -> Run<'_> 
     Box::new(move || {
         let t = Instant::now();
         for i in 0..BATCH {
-            let s = raw.streams[i % lanes];
-            let at = if chained { 0 } else { 4 * (i as u64 % 4096) };
-            // SAFETY: 4 bytes inside the raw arena on a raw stream; live events of ours.
-            unsafe {
-                if chained && i > 0 {
-                    ffi::cuStreamWaitEvent(s, raw.untimed[i - 1], 0);
-                }
-                ffi::cuMemsetD32Async(raw.mem + at, 1, 1, s);
-                match event {
-                    Some(true) => ffi::cuEventRecord(raw.timed[i], s),
-                    Some(false) => ffi::cuEventRecord(raw.untimed[i], s),
-                    None => ffi::SUCCESS,
-                };
-            }
+            bare_memset(raw, i, lanes, event, chained);
         }
         let dt = t.elapsed();
         raw.sync();
         (dt, BATCH)
     })
+}
+
+/// Bare memset `i` of a batch, as [`bare`] makes them.
+#[inline(always)]
+fn bare_memset(raw: &Raw, i: usize, lanes: usize, event: Option<bool>, chained: bool) {
+    let s = raw.streams[i % lanes];
+    let at = if chained { 0 } else { 4 * (i as u64 % 4096) };
+    // SAFETY: 4 bytes inside the raw arena on a raw stream; live events of ours.
+    unsafe {
+        if chained && i > 0 {
+            ffi::cuStreamWaitEvent(s, raw.untimed[i - 1], 0);
+        }
+        ffi::cuMemsetD32Async(raw.mem + at, 1, 1, s);
+        match event {
+            Some(true) => ffi::cuEventRecord(raw.timed[i], s),
+            Some(false) => ffi::cuEventRecord(raw.untimed[i], s),
+            None => ffi::SUCCESS,
+        };
+    }
 }
 
 /// What a probe adds between the bare calls: one part of what the scope does.
@@ -93,17 +99,7 @@ fn probed(raw: &Raw, lanes: usize, probe: Probe) -> Run<'_> {
                 // SAFETY: a valid out-pointer.
                 Probe::ContextCheck => drop(unsafe { ffi::cuCtxGetCurrent(&mut ctx) }),
             }
-            let s = raw.streams[i % lanes];
-            // SAFETY: as in bare().
-            unsafe {
-                if chained && i > 0 {
-                    ffi::cuStreamWaitEvent(s, raw.untimed[i - 1], 0);
-                }
-                ffi::cuMemsetD32Async(raw.mem + if chained { 0 } else { 4 * i as u64 }, 1, 1, s);
-                if chained {
-                    ffi::cuEventRecord(raw.untimed[i], s);
-                }
-            }
+            bare_memset(raw, i, lanes, chained.then_some(false), chained);
         }
         let dt = t.elapsed();
         raw.sync();

@@ -439,19 +439,19 @@ impl Tracker {
         // One entry of exactly these bytes, which no other entry starts inside: a write takes its place
         // (the same range written again, by any stream), and a read of the stream that wrote them joins
         // it (a copy back of what went up), as the search below would find.
-        let mut lone = None;
-        self.entries.scan(at, |pos, e| match lone {
+        let mut exact = None;
+        self.entries.scan(at, |pos, e| match exact {
             None if e.start == bytes.start && e.end == bytes.end => {
-                lone = Some(pos);
+                exact = Some(pos);
                 true
             }
             Some(_) if e.start < bytes.end => {
-                lone = None;
+                exact = None;
                 false
             }
             _ => false,
         });
-        if let Some(pos) = lone {
+        if let Some(pos) = exact {
             let e = self.entries.get_mut(pos);
             if write {
                 *e = new;

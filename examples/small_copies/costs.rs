@@ -406,7 +406,7 @@ impl RateCosts {
         let (mut pack_points, mut unpack_points) = (Vec::new(), Vec::new());
         for set in &sets.spread {
             kernel_points.push((set.bytes(), rig.kernel_time(set)?));
-            let (pack, unpack) = rig.cpu_side(set, false);
+            let (pack, unpack) = rig.cpu_side(set, false)?;
             pack_points.push((set.sizes[0], pack / set.count() as f64));
             unpack_points.push((set.sizes[0], unpack / set.count() as f64));
             if zero_copy {
@@ -417,7 +417,7 @@ impl RateCosts {
         // The crew over 1 and 16 MiB: its start and its rate together.
         let (mut crew_pack, mut crew_unpack) = (Vec::new(), Vec::new());
         for set in [&sets.spread[1], &sets.big] {
-            let (pack, unpack) = rig.cpu_side(set, true);
+            let (pack, unpack) = rig.cpu_side(set, true)?;
             crew_pack.push((set.bytes(), pack));
             crew_unpack.push((set.bytes(), unpack));
         }
@@ -512,11 +512,8 @@ impl SmallCopiesRig {
         anyhow::ensure!(bytes <= packed_htod.len() && bytes <= device.packed.len(), "the rig is too small");
         let s0 = &streams[..1];
         let srcs = places.host_slices(h_in);
-        let median = |mut v: Vec<(f64, f64)>| {
-            v.sort_by(|a, b| a.0.total_cmp(&b.0));
-            v[v.len() / 2]
-        };
-        let (mut up, mut down) = (Vec::new(), Vec::new());
+        // Up's GPU and host times, then down's.
+        let mut times: [Vec<f64>; 4] = Default::default();
         for _ in 0..5 {
             let mut cpu = 0.0;
             let gpu_ms = gpu.timed(s0, |s| {
@@ -524,30 +521,32 @@ impl SmallCopiesRig {
                 cpu = host_ms(|| pack_all(&places, &srcs, &mut packed_htod[..], threads)).1;
                 Ok(())
             })?;
-            up.push((gpu_ms, cpu));
+            times[0].push(gpu_ms);
+            times[1].push(cpu);
             let gpu_ms = gpu.timed(s0, |s| {
                 s.stream(0).dtoh(s.device(&mut device.packed).slice(0..bytes), &mut packed_htod[..bytes])?;
                 let outs = places.host_slices_mut(h_out);
                 cpu = host_ms(|| unpack_all(&places, &packed_dtoh[..], outs, threads)).1;
                 Ok(())
             })?;
-            down.push((gpu_ms, cpu));
+            times[2].push(gpu_ms);
+            times[3].push(cpu);
         }
-        Ok([median(up), median(down)])
+        let [up, pack, down, unpack] = times.map(|t| Stats::from_samples(&t).map(|s| s.median_ms));
+        Ok([(up?, pack?), (down?, unpack?)])
     }
 
     /// The packed way's CPU side alone over `set`, in the rig's own buffers (the host buffers, and the
     /// pinned packed ones): packing and unpacking, on one thread or, `crew`, on the threads the packed way
     /// shares its items among (the pool's threads woken each time, as the packed way wakes them), the median
     /// of five, ms.
-    pub fn cpu_side(&mut self, set: &BufferSet, crew: bool) -> (f64, f64) {
+    pub fn cpu_side(&mut self, set: &BufferSet, crew: bool) -> anyhow::Result<(f64, f64)> {
         let places = BufferPlacement::new(set);
         let threads = if crew { crew_threads(PackLayout::new(&places).items) } else { 1 };
         let host = &mut self.host;
         let median = |f: &mut dyn FnMut() -> f64| {
-            let mut t: Vec<f64> = (0..5).map(|_| f()).collect();
-            t.sort_by(f64::total_cmp);
-            t[2]
+            let t: Vec<f64> = (0..5).map(|_| f()).collect();
+            Stats::from_samples(&t).map(|s| s.median_ms)
         };
         let srcs = places.host_slices(&host.h_in);
         let pack = median(&mut || host_ms(|| pack_all(&places, &srcs, &mut host.packed_htod[..], threads)).1);
@@ -555,7 +554,7 @@ impl SmallCopiesRig {
             let outs = places.host_slices_mut(&mut host.h_out);
             host_ms(|| unpack_all(&places, &host.packed_dtoh[..], outs, threads)).1
         });
-        (pack, unpack)
+        Ok((pack?, unpack?))
     }
 }
 
