@@ -1,6 +1,12 @@
 //! What safety costs the host per operation: the scope against the bare driver calls, in one run.
 //!
-//!     cargo bench -p common --bench scope [-- --rounds 21] [-- --json FILE] [-- --only NAME]
+//!     cargo bench -p common --bench scope [-- --rounds 21] [-- --json FILE] [-- --only NAME] [-- --processes 5]
+//!
+//! With `--processes N` it runs itself N times, one process after another, and reports each case's
+//! ratio in every process and their median. A process lays out its code and its memory anew (address
+//! space layout randomization), and that alone moves a ratio by several per cent: on one H100 the scope
+//! on one stream read 1.07x-1.14x over four processes, and 1.16x-1.22x in each of four with the layout
+//! fixed (`setarch -R`). One process's figure is one draw; the median over processes is the figure.
 //!
 //! Every case is a batch of operations queued on the host clock (synchronized outside the timed part);
 //! the cases run in turn, round after round, so that the scope and the bare calls it is held against
@@ -248,6 +254,14 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let flag = |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned();
     let rounds: usize = flag("--rounds").and_then(|r| r.parse().ok()).unwrap_or(21);
+    if let Some(n) = flag("--processes") {
+        match n.parse::<usize>() {
+            Ok(n) if n > 0 => across_processes(&args, n, flag("--json")),
+            _ => eprintln!("--processes {n}: a count of one or more"),
+        }
+        return;
+    }
+    let child = args.iter().any(|a| a == "--child");
     let gpu = match Gpu::init() {
         Ok(g) => g,
         Err(e) => {
@@ -358,6 +372,14 @@ fn main() {
             }
         }
     }
+    if child {
+        // For the parent process: each case's median µs per op and median ratio, a line each.
+        for (i, c) in cases.iter_mut().enumerate() {
+            let ratio = c.against.map_or(String::from("-"), |_| format!("{:.4}", median(&mut ratios[i].clone())));
+            println!("case\t{}\t{:.4}\t{ratio}", c.name, median(&mut c.per_op_us.clone()));
+        }
+        return;
+    }
     println!("{:<60} {:>10} {:>10} {:>22}", "case", "µs per op", "spread", "ratio (min..max)");
     let names: Vec<String> = cases.iter().map(|c| c.name.clone()).collect();
     let mut json = Vec::new();
@@ -385,5 +407,75 @@ fn main() {
     }
     if let Some(path) = flag("--json") {
         std::fs::write(&path, format!("[{}]\n", json.join(",\n"))).unwrap();
+    }
+}
+
+/// Runs this benchmark `n` times, one process after another, with the same flags, and reports each
+/// case's median µs per op over the processes, its ratio in each, and their median.
+fn across_processes(args: &[String], n: usize, json_path: Option<String>) {
+    // The flags but `--processes N` and `--json FILE`, which are this process's.
+    let mut flags = Vec::new();
+    let mut rest = args.iter().skip(1);
+    while let Some(a) = rest.next() {
+        match a.as_str() {
+            "--processes" | "--json" => drop(rest.next()),
+            _ => flags.push(a.clone()),
+        }
+    }
+    let exe = match std::env::current_exe() {
+        Ok(exe) => exe,
+        Err(e) => return eprintln!("scope benchmark: cannot find its own program to run again: {e}"),
+    };
+    // case -> (µs per op of each process, ratio of each process)
+    let mut cases: Vec<(String, Vec<f64>, Vec<f64>)> = Vec::new();
+    for p in 1..=n {
+        eprintln!("scope benchmark: process {p} of {n}");
+        let out = match std::process::Command::new(&exe).args(&flags).arg("--child").output() {
+            Ok(out) if out.status.success() => out,
+            Ok(out) => {
+                return eprintln!(
+                    "scope benchmark: process {p} failed ({}):\n{}",
+                    out.status,
+                    String::from_utf8_lossy(&out.stderr)
+                )
+            }
+            Err(e) => return eprintln!("scope benchmark: process {p} could not start: {e}"),
+        };
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            let f: Vec<&str> = line.split('\t').collect();
+            let [_, name, us, ratio] = f[..] else { continue };
+            let i = cases.iter().position(|c| c.0 == name).unwrap_or_else(|| {
+                cases.push((name.to_string(), Vec::new(), Vec::new()));
+                cases.len() - 1
+            });
+            cases[i].1.extend(us.parse::<f64>());
+            cases[i].2.extend(ratio.parse::<f64>());
+        }
+        if cases.is_empty() {
+            return eprintln!("scope benchmark skipped: {}", String::from_utf8_lossy(&out.stderr).trim());
+        }
+    }
+    println!("{n} processes, each a median over its rounds; the median over the processes last");
+    println!("{:<60} {:>10} {:>40} {:>8}", "case", "µs per op", "ratio in each process", "median");
+    let mut json = Vec::new();
+    for (name, us, ratios) in &mut cases {
+        let us_med = median(us);
+        if ratios.is_empty() {
+            println!("{name:<60} {us_med:>10.3}");
+            json.push(format!("{{\"case\":\"{name}\",\"us_per_op\":{us_med:.4},\"processes\":{n}}}"));
+            continue;
+        }
+        let each: Vec<String> = ratios.iter().map(|r| format!("{r:.3}")).collect();
+        let (lo, hi) = (ratios.iter().copied().fold(f64::MAX, f64::min), ratios.iter().copied().fold(0.0, f64::max));
+        let m = median(ratios);
+        println!("{name:<60} {us_med:>10.3} {:>40} {:>7.3}x", each.join(" "), m);
+        json.push(format!(
+            "{{\"case\":\"{name}\",\"us_per_op\":{us_med:.4},\"ratio\":{m:.4},\"ratio_min\":{lo:.4},\"ratio_max\":{hi:.4},\"processes\":{n}}}"
+        ));
+    }
+    if let Some(path) = json_path {
+        if let Err(e) = std::fs::write(&path, format!("[{}]\n", json.join(",\n"))) {
+            eprintln!("scope benchmark: writing {path}: {e}");
+        }
     }
 }
