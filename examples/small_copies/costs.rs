@@ -6,8 +6,7 @@
 //! the host spends queueing one copy through the scope, and a round trip's fork, join and
 //! synchronization; one copy per buffer's, a batch's and a graph's GPU time and host time as a fixed
 //! part plus a part per buffer (from 16 buffers of 256 B and as many as the set holds, 64 to 1024: a
-//! batch's cost per buffer is not one line over counts, so the line runs through the set's own; measured
-//! twice, before the rates and after, and each way's faster look kept); the CPU's
+//! batch's cost per buffer is not one line over counts, so the line runs through the set's own); the CPU's
 //! packing rate (one thread over buffers of 256 B to 256 KiB, per buffer and per byte, and the pool's
 //! threads together over 16 MiB in pieces); the copies' and the crew's rates while both run at once (a
 //! copy of 16 MiB up while the crew packs, one down while it unpacks: the host's memory is shared); the
@@ -209,14 +208,9 @@ impl ModelCosts {
         let [htod_times, dtoh_times] = rig.copy_times(&[256, 4 << 10, 64 << 10, 1 << 20, 4 << 20])?;
         let scope_us = rig.empty_scope()?.median_ms * 1e3;
         let sets = CalibrationSets::for_set(set);
-        // The calls' lines before and after the rates, the faster of the two for each way: the host's
-        // speed moves, and a disturbance seldom lasts through both (a batch's cost per buffer read 1.3 to
-        // 2.6 µs from one look to the next in one process on an H100's host).
-        let before = CallCosts::measure(rig, &sets, batch)?;
-        let rates = RateCosts::measure(rig, &sets, zero_copy)?;
-        let after = CallCosts::measure(rig, &sets, batch)?;
         let CallCosts { call_us, lines: [[each_gpu, each_host], [batch_gpu, batch_host], [graph_gpu, graph_host]] } =
-            before.faster(after, set.count());
+            CallCosts::measure(rig, &sets, batch)?;
+        let rates = RateCosts::measure(rig, &sets, zero_copy)?;
         let mut costs = ModelCosts {
             htod: CopyCost::fit(&htod_times)?,
             dtoh: CopyCost::fit(&dtoh_times)?,
@@ -380,20 +374,6 @@ impl ModelCosts {
 }
 
 impl CallCosts {
-    /// Each way's lines (GPU and host together) from whichever of two looks took less at `n` buffers, the
-    /// larger of its GPU and host time; the queued copy's host time, the smaller.
-    fn faster(self, other: CallCosts, n: usize) -> CallCosts {
-        let took = |[gpu, host]: &[LinearCost; 2]| gpu.ms(n).max(host.ms(n));
-        let mut lines = self.lines;
-        for (mine, theirs) in lines.iter_mut().zip(other.lines) {
-            // A way measured in one look only (NaN in the other) keeps the look that has it.
-            if took(&theirs) < took(mine) || took(mine).is_nan() {
-                *mine = theirs;
-            }
-        }
-        CallCosts { call_us: self.call_us.min(other.call_us), lines }
-    }
-
     /// One memcpy per buffer, a stream-ordered batch and a graph over few and many tiny buffers: a line
     /// through each one's GPU and host times ([GPU, host] of each, in that order).
     fn measure(rig: &mut SmallCopiesRig, sets: &CalibrationSets, batch: bool) -> anyhow::Result<CallCosts> {
@@ -678,25 +658,6 @@ mod tests {
         // No faster than both copies at their busy rates, nor slower than every part one after another.
         let serial = 30e-3 + 2.0 * at(20.0) + 2.0 * (8.0 * 6e-3 + at(30.0)) + c.kernels.ms(bytes) + 10e-3;
         assert!(after.1 > before.1 && after.1 > 2.0 * at(30.0) && after.1 < serial, "{after:?} {serial}");
-    }
-
-    #[test]
-    fn of_two_looks_at_the_calls_each_way_keeps_its_faster() {
-        let line = |fixed_us, per_buffer_us| LinearCost { fixed_us, per_buffer_us };
-        let nan = line(f64::NAN, f64::NAN);
-        let a = CallCosts {
-            call_us: 2.0,
-            lines: [[line(0.0, 3.0), line(0.0, 2.0)], [line(0.0, 2.5), line(0.0, 2.5)], [nan, nan]],
-        };
-        let b = CallCosts {
-            call_us: 1.5,
-            lines: [[line(0.0, 3.5), line(0.0, 1.0)], [line(0.0, 1.5), line(0.0, 1.4)], [line(1.0, 1.0); 2]],
-        };
-        let c = a.faster(b, 100);
-        assert_eq!(c.call_us, 1.5);
-        assert_eq!(c.lines[0], [line(0.0, 3.0), line(0.0, 2.0)], "the GPU's 300 µs against 350: the first look");
-        assert_eq!(c.lines[1], [line(0.0, 1.5), line(0.0, 1.4)], "a slow look at the batch gives way");
-        assert_eq!(c.lines[2], [line(1.0, 1.0); 2], "a way the first look did not measure");
     }
 
     #[test]
