@@ -11,7 +11,8 @@
 //! threads together over 16 MiB in pieces); the copies' and the crew's rates while both run at once (a
 //! copy of 16 MiB up while the crew packs, one down while it unpacks: the host's memory is shared); the
 //! copy kernel's scatter and gather, and zero-copy's, as a launch and a rate over the bytes; and what
-//! the packed way took beyond the sum of its parts over 1 and 16 MiB (the median of three looks at each).
+//! the packed way took beyond the sum of its parts over 1 MiB, 16 MiB and the set's own bytes (the median
+//! of three looks at each; straight lines between them).
 //! Each way's round trip is then the sum of its parts (the GPU's and the host's overlapping where they
 //! do):
 //!
@@ -36,6 +37,7 @@ use common::SrcOrder;
 use kernels::TableCopy;
 use measure::{
     fit::CopyCost,
+    report::fmt_bytes,
     timing::{host_ms, measure_best, measure_parts_within, Stats},
 };
 
@@ -66,26 +68,40 @@ impl LinearCost {
     }
 }
 
-/// A cost with a fixed part and a part per MiB, in µs (either below zero where the model it corrects
-/// says too much).
-#[derive(Clone, Copy, Debug, Serialize, PartialEq)]
-pub struct ByteLine {
-    pub fixed_us: f64,
-    pub per_mib_us: f64,
+/// A cost measured at a few sizes, in ms (below zero where the model it corrects says too much), and
+/// between them and beyond the straight lines through the nearest two: `(bytes, ms)` by size.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct ByteCurve {
+    pub points: Vec<(usize, f64)>,
 }
 
-impl ByteLine {
-    pub const ZERO: ByteLine = ByteLine { fixed_us: 0.0, per_mib_us: 0.0 };
+impl ByteCurve {
+    pub fn zero() -> ByteCurve {
+        ByteCurve { points: vec![(0, 0.0)] }
+    }
 
-    /// Through `(bytes, ms)` at two sizes.
-    pub fn through(a: (usize, f64), b: (usize, f64)) -> ByteLine {
-        let mib = |bytes: usize| bytes as f64 / (1 << 20) as f64;
-        let per = (b.1 - a.1) / (mib(b.0) - mib(a.0)) * 1e3;
-        ByteLine { fixed_us: a.1 * 1e3 - mib(a.0) * per, per_mib_us: per }
+    /// Through `points`, sorted by size; where two share a size, their mean.
+    pub fn through(mut points: Vec<(usize, f64)>) -> ByteCurve {
+        points.sort_by_key(|p| p.0);
+        let mut merged: Vec<(usize, f64, usize)> = Vec::new();
+        for (bytes, ms) in points {
+            match merged.last_mut() {
+                Some(last) if last.0 == bytes => (last.1, last.2) = (last.1 + ms, last.2 + 1),
+                _ => merged.push((bytes, ms, 1)),
+            }
+        }
+        ByteCurve { points: merged.into_iter().map(|(b, ms, n)| (b, ms / n as f64)).collect() }
     }
 
     pub fn ms(&self, bytes: usize) -> f64 {
-        (self.fixed_us + bytes as f64 / (1 << 20) as f64 * self.per_mib_us) * 1e-3
+        let p = &self.points;
+        if p.len() < 2 {
+            return p.first().map_or(0.0, |p| p.1);
+        }
+        // The segment holding `bytes`, or the first or last one beyond the ends.
+        let i = p.partition_point(|q| q.0 < bytes).clamp(1, p.len() - 1);
+        let ((b0, m0), (b1, m1)) = (p[i - 1], p[i]);
+        m0 + (m1 - m0) * (bytes as f64 - b0 as f64) / (b1 as f64 - b0 as f64)
     }
 }
 
@@ -123,11 +139,11 @@ pub struct ModelCosts {
     pub crew_unpack: CopyCost,
     /// The copies and the crew at once, as the packed way runs them (the host's memory shared by both).
     pub busy: BusyRates,
-    /// What the packed way's round trip took beyond the sum of its parts above, over two calibration
-    /// sets (1 and 16 MiB, the median of three looks at each): what the parts alone leave out (the round
-    /// trip's scope starting and ending around the crew, the copies reading what the CPU has just
-    /// written), added to its prediction.
-    pub packed_beyond: ByteLine,
+    /// What the packed way's round trip took beyond the sum of its parts above, over three calibration
+    /// sets (1 MiB and 16 MiB, and the set's own bytes, in buffers of 16 KiB and 1 MiB; the median of
+    /// three looks at each): what the parts alone leave out (the round trip's scope starting and ending
+    /// around the crew, the copies reading what the CPU has just written), added to its prediction.
+    pub packed_beyond: ByteCurve,
     /// The scatter and the gather kernels together, in device memory: α their launches, β their rate
     /// over the buffers' bytes.
     pub kernels: CopyCost,
@@ -156,13 +172,15 @@ pub struct Prediction {
 }
 
 /// The sets the costs are measured on: 16 buffers of 256 B and as many as the set planned for (64 to
-/// 1024; fixed and per-buffer parts), 64
-/// buffers of 256 B, 16 KiB and 256 KiB (rates), and 16 of 1 MiB (the CPU's threads together).
+/// 1024; fixed and per-buffer parts), 64 buffers of 256 B, 16 KiB and 256 KiB (rates), 16 of 1 MiB
+/// (the CPU's threads together), and the set's own bytes in buffers of 16 KiB (64 to 4096 of them:
+/// what the packed way takes beyond its parts near the set's size).
 pub struct CalibrationSets {
     pub few: BufferSet,
     pub many: BufferSet,
     pub spread: [BufferSet; 3],
     pub big: BufferSet,
+    pub like: BufferSet,
 }
 
 impl CalibrationSets {
@@ -171,12 +189,13 @@ impl CalibrationSets {
         let spread = [256, 16 << 10, 256 << 10].map(|s| BufferSet::uniform(64, s));
         let many = BufferSet::uniform(set.count().clamp(64, 1024), 256);
         let (few, big) = (BufferSet::uniform(16, 256), BufferSet::uniform(16, 1 << 20));
-        CalibrationSets { few, many, spread, big }
+        let like = BufferSet::uniform(set.bytes().div_ceil(16 << 10).clamp(64, 4096), 16 << 10);
+        CalibrationSets { few, many, spread, big, like }
     }
 
     /// Every one of them.
     pub fn all(&self) -> impl Iterator<Item = &BufferSet> {
-        [&self.few, &self.many, &self.big].into_iter().chain(&self.spread)
+        [&self.few, &self.many, &self.big, &self.like].into_iter().chain(&self.spread)
     }
 }
 
@@ -230,15 +249,15 @@ impl ModelCosts {
             crew_pack: rates.crew_pack,
             crew_unpack: rates.crew_unpack,
             busy: rates.busy,
-            packed_beyond: ByteLine::ZERO,
+            packed_beyond: ByteCurve::zero(),
             kernels: rates.kernels,
             zero_copy: rates.zero_copy,
         };
-        // The packed way itself over 1 and 16 MiB, against what the parts alone say: the median of three
-        // looks at each, since a line through two points carries one disturbed look far (once 2.9 ms on
-        // 16 MiB, and the line through it 196 µs a MiB, on an H100's host).
+        // The packed way itself over 1 MiB, 16 MiB and the set's own bytes, against what the parts alone
+        // say: the median of three looks at each, since a line through the points carries one disturbed
+        // look far (once 2.9 ms on 16 MiB, and a line through it 196 µs a MiB, on an H100's host).
         let mut beyond = Vec::new();
-        for set in [&sets.spread[1], &sets.big] {
+        for set in [&sets.spread[1], &sets.like, &sets.big] {
             let mut looks = Vec::new();
             for _ in 0..3 {
                 let run = rig.run_set(set, &[TransferWay::Packed])?;
@@ -247,7 +266,7 @@ impl ModelCosts {
             looks.sort_by(f64::total_cmp);
             beyond.push((set.bytes(), looks[1]));
         }
-        costs.packed_beyond = ByteLine::through(beyond[0], beyond[1]);
+        costs.packed_beyond = ByteCurve::through(beyond);
         Ok(costs)
     }
 
@@ -370,10 +389,13 @@ impl ModelCosts {
              unpacking at {:.1}",
             b.htod_gbps, b.pack_gbps, b.dtoh_gbps, b.unpack_gbps
         ));
-        v.push(format!(
-            "the packed way beyond the sum of its parts, over 1 and 16 MiB: {:.1} µs + {:.2} µs a MiB",
-            self.packed_beyond.fixed_us, self.packed_beyond.per_mib_us
-        ));
+        let beyond: Vec<String> = self
+            .packed_beyond
+            .points
+            .iter()
+            .map(|&(b, ms)| format!("{:+.1} µs at {}", ms * 1e3, fmt_bytes(b)))
+            .collect();
+        v.push(format!("the packed way beyond the sum of its parts: {}", beyond.join(", ")));
         v.push(format!("the copy kernel, scattering and gathering: {}", copy(&self.kernels)));
         if self.zero_copy.alpha_us.is_finite() {
             v.push(format!("zero-copy kernels over mapped memory: {}", copy(&self.zero_copy)));
@@ -597,7 +619,7 @@ mod tests {
             crew_pack: cost(30.0, 40.0),
             crew_unpack: cost(30.0, 40.0),
             busy: BusyRates { htod_gbps: 55.0, pack_gbps: 40.0, dtoh_gbps: 55.0, unpack_gbps: 40.0 },
-            packed_beyond: ByteLine::ZERO,
+            packed_beyond: ByteCurve::zero(),
             kernels: cost(8.0, 400.0),
             zero_copy: cost(8.0, 25.0),
         }
@@ -670,18 +692,30 @@ mod tests {
     }
 
     #[test]
+    fn a_curve_through_a_few_sizes_runs_straight_between_them_and_beyond() {
+        let mib = 1 << 20;
+        let c = ByteCurve::through(vec![(16 * mib, 0.090), (mib, 0.030), (4 * mib, 0.060), (4 * mib, 0.050)]);
+        assert_eq!(c.points, vec![(mib, 0.030), (4 * mib, 0.055), (16 * mib, 0.090)], "sorted, a shared size's mean");
+        let near = |a: f64, b: f64| (a - b).abs() < 1e-12;
+        assert!(near(c.ms(mib), 0.030) && near(c.ms(4 * mib), 0.055) && near(c.ms(16 * mib), 0.090));
+        assert!(near(c.ms(2 * mib + mib / 2), 0.0425), "halfway between 1 and 4 MiB");
+        assert!(near(c.ms(0), 0.030 - 0.025 / 3.0) && near(c.ms(28 * mib), 0.125), "the end segments carried on");
+        assert_eq!(ByteCurve::zero().ms(123), 0.0);
+        assert_eq!(ByteCurve::through(vec![(mib, 0.02)]).ms(5 * mib), 0.02, "one size: flat");
+    }
+
+    #[test]
     fn what_the_packed_way_took_beyond_its_parts_is_added_by_its_bytes() {
-        let l = ByteLine::through((1 << 20, 0.030), (16 << 20, 0.090));
-        assert!((l.per_mib_us - 4.0).abs() < 1e-9 && (l.fixed_us - 26.0).abs() < 1e-9, "{l:?}");
+        let l = ByteCurve::through(vec![(1 << 20, 0.030), (16 << 20, 0.090)]);
         let mut c = h200();
         let set = BufferSet::uniform(1000, 4096);
         let before = c.packed_ms(&set);
-        c.packed_beyond = l;
+        c.packed_beyond = l.clone();
         let after = c.packed_ms(&set);
         let added = l.ms(1000 * 4096);
         assert!((after.2 - before.2 - added).abs() < 1e-12 && after.0 == before.0, "{before:?} {after:?}");
         // Never faster than its copies and kernels and the scope, whatever the correction says.
-        c.packed_beyond = ByteLine { fixed_us: -1e6, per_mib_us: 0.0 };
+        c.packed_beyond = ByteCurve::through(vec![(0, -1e3)]);
         let floor = c.packed_ms(&set);
         assert!((floor.2 - (floor.0 + 10e-3)).abs() < 1e-12, "{floor:?}");
     }
