@@ -191,9 +191,14 @@ fn add<'a>(cases: &mut Vec<Case<'a>>, name: &str, against: Option<&str>, run: Ru
     cases.push(Case { name: name.into(), against, run, per_op_us: Vec::new() });
 }
 
+/// The median (of an even count, the mean of the middle two).
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
+    let n = v.len();
+    match n % 2 {
+        1 => v[n / 2],
+        _ => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
 }
 
 /// Raw driver resources for the bare cases: streams, a device arena, and events with and without
@@ -252,12 +257,19 @@ impl Drop for Raw {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let flag = |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned();
-    let rounds: usize = flag("--rounds").and_then(|r| r.parse().ok()).unwrap_or(21);
+    // A flag's value; a flag given without one ends the run (exit code 2).
+    let flag = |name: &str| {
+        let at = args.iter().position(|a| a == name)?;
+        match args.get(at + 1).filter(|v| !v.starts_with("--")) {
+            Some(v) => Some(v.clone()),
+            None => bad_args(&format!("{name} needs a value")),
+        }
+    };
+    let rounds: usize = flag("--rounds").map_or(21, |r| r.parse().unwrap_or_else(|_| bad_args("--rounds: a count")));
     if let Some(n) = flag("--processes") {
         match n.parse::<usize>() {
             Ok(n) if n > 0 => across_processes(&args, n, flag("--json")),
-            _ => eprintln!("--processes {n}: a count of one or more"),
+            _ => bad_args(&format!("--processes {n}: a count of one or more")),
         }
         return;
     }
@@ -372,16 +384,17 @@ fn main() {
             }
         }
     }
+    let names: Vec<String> = cases.iter().map(|c| c.name.clone()).collect();
     if child {
         // For the parent process: each case's median µs per op and median ratio, a line each.
         for (i, c) in cases.iter_mut().enumerate() {
             let ratio = c.against.map_or(String::from("-"), |_| format!("{:.4}", median(&mut ratios[i].clone())));
-            println!("case\t{}\t{:.4}\t{ratio}", c.name, median(&mut c.per_op_us.clone()));
+            let against = c.against.map_or("-", |a| names[a].as_str());
+            println!("case\t{}\t{:.4}\t{ratio}\t{against}", c.name, median(&mut c.per_op_us.clone()));
         }
         return;
     }
     println!("{:<60} {:>10} {:>10} {:>22}", "case", "µs per op", "spread", "ratio (min..max)");
-    let names: Vec<String> = cases.iter().map(|c| c.name.clone()).collect();
     let mut json = Vec::new();
     for (i, c) in cases.iter_mut().enumerate() {
         let mut v = c.per_op_us.clone();
@@ -410,9 +423,28 @@ fn main() {
     }
 }
 
+/// Ends the run for a flag it cannot take: exit code 2, as the lessons do.
+fn bad_args(why: &str) -> ! {
+    eprintln!("scope benchmark: {why}");
+    std::process::exit(2)
+}
+
+/// One case over the processes: its µs per op and its ratio in each.
+struct AcrossCase {
+    name: String,
+    against: Option<String>,
+    us: Vec<f64>,
+    ratios: Vec<f64>,
+}
+
 /// Runs this benchmark `n` times, one process after another, with the same flags, and reports each
-/// case's median µs per op over the processes, its ratio in each, and their median.
+/// case's median µs per op over the processes, its ratio in each, and their median. A process that
+/// fails, or reports other cases than the first, ends the run with exit code 1.
 fn across_processes(args: &[String], n: usize, json_path: Option<String>) {
+    let fail = |why: String| -> ! {
+        eprintln!("scope benchmark: {why}");
+        std::process::exit(1)
+    };
     // The flags but `--processes N` and `--json FILE`, which are this process's.
     let mut flags = Vec::new();
     let mut rest = args.iter().skip(1);
@@ -422,60 +454,77 @@ fn across_processes(args: &[String], n: usize, json_path: Option<String>) {
             _ => flags.push(a.clone()),
         }
     }
-    let exe = match std::env::current_exe() {
-        Ok(exe) => exe,
-        Err(e) => return eprintln!("scope benchmark: cannot find its own program to run again: {e}"),
-    };
-    // case -> (µs per op of each process, ratio of each process)
-    let mut cases: Vec<(String, Vec<f64>, Vec<f64>)> = Vec::new();
+    let exe = std::env::current_exe().unwrap_or_else(|e| fail(format!("cannot find its own program to run: {e}")));
+    let mut cases: Vec<AcrossCase> = Vec::new();
     for p in 1..=n {
         eprintln!("scope benchmark: process {p} of {n}");
         let out = match std::process::Command::new(&exe).args(&flags).arg("--child").output() {
             Ok(out) if out.status.success() => out,
-            Ok(out) => {
-                return eprintln!(
-                    "scope benchmark: process {p} failed ({}):\n{}",
-                    out.status,
-                    String::from_utf8_lossy(&out.stderr)
-                )
-            }
-            Err(e) => return eprintln!("scope benchmark: process {p} could not start: {e}"),
+            Ok(out) => fail(format!("process {p} failed ({}):\n{}", out.status, String::from_utf8_lossy(&out.stderr))),
+            Err(e) => fail(format!("process {p} could not start: {e}")),
         };
+        let mut seen = 0;
         for line in String::from_utf8_lossy(&out.stdout).lines() {
-            let f: Vec<&str> = line.split('\t').collect();
-            let [_, name, us, ratio] = f[..] else { continue };
-            let i = cases.iter().position(|c| c.0 == name).unwrap_or_else(|| {
-                cases.push((name.to_string(), Vec::new(), Vec::new()));
-                cases.len() - 1
-            });
-            cases[i].1.extend(us.parse::<f64>());
-            cases[i].2.extend(ratio.parse::<f64>());
+            let ["case", name, us, ratio, against] = line.split('\t').collect::<Vec<_>>()[..] else { continue };
+            let i = match cases.iter().position(|c| c.name == name) {
+                Some(i) => i,
+                None if p == 1 => {
+                    let against = (against != "-").then(|| against.to_string());
+                    cases.push(AcrossCase { name: name.into(), against, us: Vec::new(), ratios: Vec::new() });
+                    cases.len() - 1
+                }
+                None => fail(format!("process {p} reported a case the first did not: {name}")),
+            };
+            cases[i].us.extend(us.parse::<f64>());
+            cases[i].ratios.extend(ratio.parse::<f64>());
+            seen += 1;
         }
-        if cases.is_empty() {
-            return eprintln!("scope benchmark skipped: {}", String::from_utf8_lossy(&out.stderr).trim());
+        if seen == 0 && p == 1 {
+            // No GPU: the process said why and measured nothing.
+            return eprintln!("{}", String::from_utf8_lossy(&out.stderr).trim());
+        }
+        if seen != cases.len() {
+            fail(format!("process {p} reported {seen} cases, the first {}", cases.len()));
         }
     }
+    let width = (6 * n).max(22);
     println!("{n} processes, each a median over its rounds; the median over the processes last");
-    println!("{:<60} {:>10} {:>40} {:>8}", "case", "µs per op", "ratio in each process", "median");
+    println!("{:<60} {:>10} {:>width$} {:>8}", "case", "µs per op", "ratio in each process", "median");
     let mut json = Vec::new();
-    for (name, us, ratios) in &mut cases {
-        let us_med = median(us);
-        if ratios.is_empty() {
-            println!("{name:<60} {us_med:>10.3}");
-            json.push(format!("{{\"case\":\"{name}\",\"us_per_op\":{us_med:.4},\"processes\":{n}}}"));
-            continue;
+    for c in &mut cases {
+        let us = median(&mut c.us.clone());
+        let mut fields = vec![format!("\"case\":{}", json_str(&c.name)), format!("\"us_per_op\":{}", json_num(us))];
+        if let Some(against) = &c.against {
+            let each: Vec<String> = c.ratios.iter().map(|r| format!("{r:.3}")).collect();
+            let m = median(&mut c.ratios.clone());
+            println!("{:<60} {us:>10.3} {:>width$} {m:>7.3}x", c.name, each.join(" "));
+            let ratios: Vec<String> = c.ratios.iter().map(|&r| json_num(r)).collect();
+            fields.push(format!("\"against\":{}", json_str(against)));
+            fields.push(format!("\"ratio\":{}", json_num(m)));
+            fields.push(format!("\"ratio_in_each_process\":[{}]", ratios.join(",")));
+        } else {
+            println!("{:<60} {us:>10.3}", c.name);
         }
-        let each: Vec<String> = ratios.iter().map(|r| format!("{r:.3}")).collect();
-        let (lo, hi) = (ratios.iter().copied().fold(f64::MAX, f64::min), ratios.iter().copied().fold(0.0, f64::max));
-        let m = median(ratios);
-        println!("{name:<60} {us_med:>10.3} {:>40} {:>7.3}x", each.join(" "), m);
-        json.push(format!(
-            "{{\"case\":\"{name}\",\"us_per_op\":{us_med:.4},\"ratio\":{m:.4},\"ratio_min\":{lo:.4},\"ratio_max\":{hi:.4},\"processes\":{n}}}"
-        ));
+        fields.push(format!("\"processes\":{}", c.us.len()));
+        json.push(format!("{{{}}}", fields.join(",")));
     }
     if let Some(path) = json_path {
         if let Err(e) = std::fs::write(&path, format!("[{}]\n", json.join(",\n"))) {
-            eprintln!("scope benchmark: writing {path}: {e}");
+            fail(format!("writing {path}: {e}"));
         }
+    }
+}
+
+/// A JSON string.
+fn json_str(s: &str) -> String {
+    format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
+}
+
+/// A JSON number, or null where there is none.
+fn json_num(x: f64) -> String {
+    if x.is_finite() {
+        format!("{x:.4}")
+    } else {
+        "null".into()
     }
 }

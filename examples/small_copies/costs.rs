@@ -11,8 +11,8 @@
 //! threads together over 16 MiB in pieces); the copies' and the crew's rates while both run at once (a
 //! copy of 16 MiB up while the crew packs, one down while it unpacks: the host's memory is shared); the
 //! copy kernel's scatter and gather, and zero-copy's, as a launch and a rate over the bytes; and what
-//! the packed way took beyond the sum of its parts over 1 MiB, 16 MiB and the set's own bytes (the median
-//! of three looks at each; straight lines between them).
+//! the packed way took beyond the sum of its parts over 1 MiB, 16 MiB and the set's own packed bytes (the
+//! median of three looks at each; straight lines between them).
 //! Each way's round trip is then the sum of its parts (the GPU's and the host's overlapping where they
 //! do):
 //!
@@ -72,7 +72,7 @@ impl LinearCost {
 /// between them and beyond the straight lines through the nearest two: `(bytes, ms)` by size.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct ByteCurve {
-    pub points: Vec<(usize, f64)>,
+    points: Vec<(usize, f64)>,
 }
 
 impl ByteCurve {
@@ -139,8 +139,8 @@ pub struct ModelCosts {
     pub crew_unpack: CopyCost,
     /// The copies and the crew at once, as the packed way runs them (the host's memory shared by both).
     pub busy: BusyRates,
-    /// What the packed way's round trip took beyond the sum of its parts above, over three calibration
-    /// sets (1 MiB and 16 MiB, and the set's own bytes, in buffers of 16 KiB and 1 MiB; the median of
+    /// What the packed way's round trip took beyond the sum of its parts above, over the calibration
+    /// sets of [`CalibrationSets::packed`] (1 MiB, 16 MiB, and the set's own packed bytes; the median of
     /// three looks at each): what the parts alone leave out (the round trip's scope starting and ending
     /// around the crew, the copies reading what the CPU has just written), added to its prediction.
     pub packed_beyond: ByteCurve,
@@ -173,14 +173,15 @@ pub struct Prediction {
 
 /// The sets the costs are measured on: 16 buffers of 256 B and as many as the set planned for (64 to
 /// 1024; fixed and per-buffer parts), 64 buffers of 256 B, 16 KiB and 256 KiB (rates), 16 of 1 MiB
-/// (the CPU's threads together), and the set's own bytes in buffers of 16 KiB (64 to 4096 of them:
-/// what the packed way takes beyond its parts near the set's size).
+/// (the CPU's threads together), and the set's packed bytes in buffers of 16 KiB (1 to 4096 of them:
+/// what the packed way takes beyond its parts near the set's size; none where that is within a tenth
+/// of 1 or 16 MiB, which are measured anyway).
 pub struct CalibrationSets {
     pub few: BufferSet,
     pub many: BufferSet,
     pub spread: [BufferSet; 3],
     pub big: BufferSet,
-    pub like: BufferSet,
+    pub like: Option<BufferSet>,
 }
 
 impl CalibrationSets {
@@ -189,13 +190,23 @@ impl CalibrationSets {
         let spread = [256, 16 << 10, 256 << 10].map(|s| BufferSet::uniform(64, s));
         let many = BufferSet::uniform(set.count().clamp(64, 1024), 256);
         let (few, big) = (BufferSet::uniform(16, 256), BufferSet::uniform(16, 1 << 20));
-        let like = BufferSet::uniform(set.bytes().div_ceil(16 << 10).clamp(64, 4096), 16 << 10);
+        let like = BufferSet::uniform(BufferPlacement::new(set).packed_len.div_ceil(16 << 10).clamp(1, 4096), 16 << 10);
+        let near = |other: &BufferSet| like.bytes().abs_diff(other.bytes()) * 10 <= other.bytes();
+        let like = (!near(&spread[1]) && !near(&big)).then_some(like);
         CalibrationSets { few, many, spread, big, like }
     }
 
     /// Every one of them.
     pub fn all(&self) -> impl Iterator<Item = &BufferSet> {
-        [&self.few, &self.many, &self.big, &self.like].into_iter().chain(&self.spread)
+        [&self.few, &self.many, &self.big].into_iter().chain(&self.like).chain(&self.spread)
+    }
+
+    /// The sets the packed way's correction is measured on, by size: 1 MiB, 16 MiB, and the set's own
+    /// packed bytes where they are not within a tenth of either.
+    fn packed(&self) -> Vec<&BufferSet> {
+        let mut sets: Vec<&BufferSet> = [&self.spread[1], &self.big].into_iter().chain(&self.like).collect();
+        sets.sort_by_key(|s| s.bytes());
+        sets
     }
 }
 
@@ -253,18 +264,19 @@ impl ModelCosts {
             kernels: rates.kernels,
             zero_copy: rates.zero_copy,
         };
-        // The packed way itself over 1 MiB, 16 MiB and the set's own bytes, against what the parts alone
+        // The packed way itself over 1 MiB, 16 MiB and the set's packed bytes, against what the parts alone
         // say: the median of three looks at each, since a line through the points carries one disturbed
         // look far (once 2.9 ms on 16 MiB, and a line through it 196 µs a MiB, on an H100's host).
         let mut beyond = Vec::new();
-        for set in [&sets.spread[1], &sets.like, &sets.big] {
+        for set in sets.packed() {
             let mut looks = Vec::new();
             for _ in 0..3 {
                 let run = rig.run_set(set, &[TransferWay::Packed])?;
                 looks.push(run.ways[0].wall.median_ms - costs.packed_ms(set).2);
             }
             looks.sort_by(f64::total_cmp);
-            beyond.push((set.bytes(), looks[1]));
+            // By the packed bytes, where `packed_ms` reads it.
+            beyond.push((BufferPlacement::new(set).packed_len, looks[1]));
         }
         costs.packed_beyond = ByteCurve::through(beyond);
         Ok(costs)
@@ -689,6 +701,25 @@ mod tests {
         // No faster than both copies at their busy rates, nor slower than every part one after another.
         let serial = 30e-3 + 2.0 * at(20.0) + 2.0 * (8.0 * 6e-3 + at(30.0)) + c.kernels.ms(bytes) + 10e-3;
         assert!(after.1 > before.1 && after.1 > 2.0 * at(30.0) && after.1 < serial, "{after:?} {serial}");
+    }
+
+    #[test]
+    fn the_packed_correction_is_measured_near_the_sets_packed_size_unless_1_or_16_mib_is() {
+        let like = |spec: &str| CalibrationSets::for_set(&BufferSet::parse(spec).unwrap()).like.map(|s| s.count());
+        assert_eq!(like("4KiB*1000"), Some(250), "4,096,000 bytes in 16 KiB buffers");
+        assert_eq!(like("model"), Some(768));
+        assert_eq!(like("17*100000"), Some(196), "each buffer padded to 32 bytes: 3.2 MB packed");
+        assert_eq!(like("4*100"), Some(1), "one buffer at the least");
+        assert_eq!(like("1GiB*2"), Some(4096), "64 MiB at the most");
+        assert_eq!(
+            (like("16KiB*64"), like("1MiB*15"), like("1MiB*16")),
+            (None, None, None),
+            "within a tenth of 1 or 16 MiB"
+        );
+        let sets = CalibrationSets::for_set(&BufferSet::parse("4KiB*1000").unwrap());
+        let sizes: Vec<usize> = sets.packed().iter().map(|s| s.bytes()).collect();
+        assert_eq!(sizes, [1 << 20, 250 << 14, 16 << 20], "by size");
+        assert_eq!(sets.all().count(), 7);
     }
 
     #[test]

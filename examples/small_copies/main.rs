@@ -145,7 +145,8 @@ mod tests {
         assert!(grid.device >= 2000 << 20 && grid.pinned >= 4000 << 20, "{grid:?}");
     }
 
-    /// A plan's rig holds its set and the calibration sets (16 of 1 MiB the largest of them).
+    /// A plan's rig holds its set and the calibration sets (16 of 1 MiB, or the set's own packed bytes
+    /// in buffers of 16 KiB up to 64 MiB, the largest of them).
     #[test]
     fn a_plan_needs_its_set_and_the_calibration_sets_and_a_huge_one_saturates() {
         let small = footprint(&["--plan", "4*100"]);
