@@ -366,7 +366,7 @@ impl Tracker {
             return;
         }
         // Work appended in order starts where every entry has ended: nothing to search.
-        if self.entries.last_start().is_none_or(|last| last + self.longest <= bytes.start) {
+        if self.after_every_entry(bytes.start) {
             return;
         }
         let from = self.entries.lower_bound(bytes.start.saturating_sub(self.longest));
@@ -418,6 +418,13 @@ impl Tracker {
         self.longest = self.longest.max(bytes.len());
     }
 
+    /// Whether `start` is where every searched entry has ended, or after (none can start later than the
+    /// last, nor be longer than the longest): true where there are none.
+    #[inline]
+    fn after_every_entry(&self, start: usize) -> bool {
+        self.entries.last_start().is_none_or(|last| last + self.longest <= start)
+    }
+
     /// [`Tracker::record`] among the entries searched: whether it forgot any.
     fn record_searching(
         &mut self,
@@ -430,7 +437,7 @@ impl Tracker {
         let new = Entry::of(stream, write, bytes, stamp);
         // Work appended in order (a batch of copies into an arena): every entry ends where this one
         // starts or before, so it covers none and comes last.
-        if self.entries.last_start().is_some_and(|last| last + self.longest <= bytes.start) {
+        if self.after_every_entry(bytes.start) {
             self.longest = self.longest.max(bytes.len());
             self.entries.append(new);
             return false;

@@ -186,6 +186,16 @@ pub(crate) struct State {
     joins: Vec<Event>,
 }
 
+impl State {
+    /// Notes a fence just recorded on stream `k` with event `raw`: its index, the same in the book and in
+    /// [`State::fences`].
+    #[inline]
+    fn add_fence(&mut self, raw: ffi::CUevent, k: usize) -> usize {
+        self.fences.push(raw);
+        self.book.add_fence(k)
+    }
+}
+
 /// `cudaEventRecord(raw, stream)`, for a fence's event.
 #[inline]
 fn record(raw: ffi::CUevent, stream: ffi::CUstream) -> anyhow::Result<()> {
@@ -451,8 +461,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
                 st.taken -= 1;
                 return Err(err.context("queued, but the event after it could not be recorded"));
             }
-            st.fences.push(raw);
-            st.book.add_fence(j);
+            st.add_fence(raw, j);
         }
         if let Some((start, label)) = observed {
             let end = self.env.events.timed()?;
@@ -469,8 +478,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
             st.taken -= 1;
             return Err(err);
         }
-        st.fences.push(raw);
-        Ok(st.book.add_fence(k))
+        Ok(st.add_fence(raw, k))
     }
 
     /// The next event without timing for a fence (given back by `st.taken -= 1` where it goes unused).
@@ -637,8 +645,7 @@ impl<'scope, 'env> ScopeStream<'scope, 'env> {
             scope.env.events.give([event]);
             return Err(e);
         }
-        st.fences.push(event.raw());
-        let index = st.book.add_fence(self.index);
+        let index = st.add_fence(event.raw(), self.index);
         st.timed.push((index, event));
         Ok(ScopeEvent { scope: scope.id, index, _marker: PhantomData })
     }

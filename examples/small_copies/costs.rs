@@ -106,6 +106,11 @@ impl ByteCurve {
     }
 }
 
+/// `bytes` at `gbps`, ms.
+fn at_rate(bytes: usize, gbps: f64) -> f64 {
+    bytes as f64 / (gbps * 1e6)
+}
+
 /// What the model is built from, all measured in the same run.
 #[derive(Clone, Debug, Serialize)]
 pub struct ModelCosts {
@@ -285,12 +290,7 @@ impl ModelCosts {
 
     /// The bytes of `n` buffers in all at the copies' rates, both ways, ms.
     fn bytes_ms(&self, bytes: usize) -> f64 {
-        self.one_way_ms(bytes, self.htod.beta_gbps) + self.one_way_ms(bytes, self.dtoh.beta_gbps)
-    }
-
-    /// `bytes` at `gbps`, ms.
-    fn one_way_ms(&self, bytes: usize, gbps: f64) -> f64 {
-        bytes as f64 / (gbps * 1e6)
+        at_rate(bytes, self.htod.beta_gbps) + at_rate(bytes, self.dtoh.beta_gbps)
     }
 
     /// The packed way's round trip over `set`, as it runs it (see `packing::packed_round_trip`): the
@@ -310,10 +310,11 @@ impl ModelCosts {
         let piece = |p: usize| (layout.piece_buffers(&places, p).len(), layout.piece_bytes(p).len());
         // A rate in GB/s, the lower of alone and beside the other where they run at once.
         let rate = |alone: f64, busy: f64, together: bool| if together { alone.min(busy) } else { alone };
-        let ms = |bytes: usize, gbps: f64| bytes as f64 / (gbps * 1e6);
         let pack_gbps = rate(self.crew_pack.beta_gbps, self.busy.pack_gbps, pieces > 1);
         let packed = |(buffers, bytes): (usize, usize)| {
-            self.crew_pack.alpha_us * 1e-3 + ms(bytes, pack_gbps) + buffers as f64 * self.pack.alpha_us * 1e-3 / threads
+            self.crew_pack.alpha_us * 1e-3
+                + at_rate(bytes, pack_gbps)
+                + buffers as f64 * self.pack.alpha_us * 1e-3 / threads
         };
         let pack_end = packed((places.count(), places.packed_len));
         let (mut so_far, mut copied, mut host) = ((0usize, 0usize), 0.0f64, 0.0);
@@ -323,7 +324,7 @@ impl ModelCosts {
             host += call;
             let start = copied.max(packed(so_far)).max(host);
             let gbps = rate(self.htod.beta_gbps, self.busy.htod_gbps, start < pack_end);
-            copied = start + self.htod.alpha_us * 1e-3 + ms(bytes, gbps);
+            copied = start + self.htod.alpha_us * 1e-3 + at_rate(bytes, gbps);
         }
         let kernels = self.kernels.ms(places.bytes());
         host += 2.0 * call;
@@ -331,9 +332,9 @@ impl ModelCosts {
         for p in 0..pieces {
             let (buffers, bytes) = piece(p);
             let gbps = rate(self.dtoh.beta_gbps, self.busy.dtoh_gbps, landed < unpacked);
-            landed += self.dtoh.alpha_us * 1e-3 + ms(bytes, gbps);
+            landed += self.dtoh.alpha_us * 1e-3 + at_rate(bytes, gbps);
             let gbps = rate(self.crew_unpack.beta_gbps, self.busy.unpack_gbps, p + 1 < pieces);
-            let unpack = ms(bytes, gbps) + buffers as f64 * self.unpack.alpha_us * 1e-3 / threads;
+            let unpack = at_rate(bytes, gbps) + buffers as f64 * self.unpack.alpha_us * 1e-3 / threads;
             unpacked = unpacked.max(landed) + unpack;
         }
         host += 2.0 * pieces as f64 * call;
@@ -360,8 +361,7 @@ impl ModelCosts {
                 // within 4% (the calls' time and every copy's, as before, said 1.2-1.3x on the model-like
                 // set, where the copies up ran beside the call down).
                 let host = self.batch_host.ms(n);
-                let (up, down) =
-                    (self.one_way_ms(bytes, self.htod.beta_gbps), self.one_way_ms(bytes, self.dtoh.beta_gbps));
+                let (up, down) = (at_rate(bytes, self.htod.beta_gbps), at_rate(bytes, self.dtoh.beta_gbps));
                 let beyond = (self.batch_gpu.ms(n) - host).max(0.0);
                 let gpu = (host / 2.0 + up).max(host) + down + beyond;
                 (gpu, host, gpu.max(host) + scope)
