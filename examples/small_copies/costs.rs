@@ -4,15 +4,18 @@
 //!
 //! The costs: one copy each way as `t = α + n/β` ([`CopyCost`], single copies from 256 B to 4 MiB); what
 //! the host spends queueing one copy through the scope, and a round trip's fork, join and
-//! synchronization; one copy per buffer's, a batch's and a graph's GPU time and host time as a fixed
-//! part plus a part per buffer (from 16 buffers of 256 B and as many as the set holds, 64 to 1024: a
-//! batch's cost per buffer is not one line over counts, so the line runs through the set's own); the CPU's
+//! synchronization; one copy per buffer's, a batch's and a graph's GPU time beyond the bytes' and host
+//! time as a fixed part plus a part per buffer (from 16 buffers and as many as the set holds, 64 to 1024,
+//! at the set's median size up to 4 KiB: a batch's cost per buffer is not one line over counts, so the
+//! line runs through the set's own, and its buffers of 4 KiB cost the host 1.05-1.2x those of 256 B); the CPU's
 //! packing rate (one thread over buffers of 256 B to 256 KiB, per buffer and per byte, and the pool's
 //! threads together over 16 MiB in pieces); the copies' and the crew's rates while both run at once (a
 //! copy of 16 MiB up while the crew packs, one down while it unpacks: the host's memory is shared); the
 //! copy kernel's scatter and gather, and zero-copy's, as a launch and a rate over the bytes; and what
 //! the packed way took beyond the sum of its parts over 1 MiB, 16 MiB and the set's own packed bytes (the
-//! median of three looks at each; straight lines between them).
+//! median of three looks at each, the sets in turn; straight lines between them). A plan's passes
+//! measure a way's calls' lines, or the packed way's correction (one look at each size), again right
+//! before it runs ([`ModelCosts::again_for`]): the host's speed moves them.
 //! Each way's round trip is then the sum of its parts (the GPU's and the host's overlapping where they
 //! do):
 //!
@@ -177,8 +180,8 @@ pub struct Prediction {
     pub wall_ms: f64,
 }
 
-/// The sets the costs are measured on: 16 buffers of 256 B and as many as the set planned for (64 to
-/// 1024; fixed and per-buffer parts), 64 buffers of 256 B, 16 KiB and 256 KiB (rates), 16 of 1 MiB
+/// The sets the costs are measured on: 16 buffers and as many as the set planned for (64 to 1024), at
+/// its median size up to 4 KiB (the calls' fixed and per-buffer parts), 64 buffers of 256 B, 16 KiB and 256 KiB (rates), 16 of 1 MiB
 /// (the CPU's threads together), and the set's packed bytes in buffers of 16 KiB (1 to 4096 of them:
 /// what the packed way takes beyond its parts near the set's size; none where that is within a tenth
 /// of 1 or 16 MiB, which are measured anyway).
@@ -194,8 +197,11 @@ impl CalibrationSets {
     /// The calibration sets for a plan of `set`.
     pub fn for_set(set: &BufferSet) -> CalibrationSets {
         let spread = [256, 16 << 10, 256 << 10].map(|s| BufferSet::uniform(64, s));
-        let many = BufferSet::uniform(set.count().clamp(64, 1024), 256);
-        let (few, big) = (BufferSet::uniform(16, 256), BufferSet::uniform(16, 1 << 20));
+        let mut sizes = set.sizes.clone();
+        sizes.sort_unstable();
+        let size = sizes.get(sizes.len() / 2).map_or(256, |&s| s.min(4 << 10));
+        let many = BufferSet::uniform(set.count().clamp(64, 1024), size);
+        let (few, big) = (BufferSet::uniform(16, size), BufferSet::uniform(16, 1 << 20));
         let like = BufferSet::uniform(BufferPlacement::new(set).packed_len.div_ceil(16 << 10).clamp(1, 4096), 16 << 10);
         let near = |other: &BufferSet| like.bytes().abs_diff(other.bytes()) * 10 <= other.bytes();
         let like = (!near(&spread[1]) && !near(&big)).then_some(like);
@@ -214,12 +220,6 @@ impl CalibrationSets {
         sets.sort_by_key(|s| s.bytes());
         sets
     }
-}
-
-/// The per-buffer lines of one memcpy per buffer, a batch and a graph, and a queued copy's host time.
-struct CallCosts {
-    call_us: f64,
-    lines: [[LinearCost; 2]; 3],
 }
 
 /// The CPU's packing and unpacking, the copy kernel's and zero-copy's launches and rates.
@@ -246,20 +246,19 @@ impl ModelCosts {
         let [htod_times, dtoh_times] = rig.copy_times(&[256, 4 << 10, 64 << 10, 1 << 20, 4 << 20])?;
         let scope_us = rig.empty_scope()?.median_ms * 1e3;
         let sets = CalibrationSets::for_set(set);
-        let CallCosts { call_us, lines: [[each_gpu, each_host], [batch_gpu, batch_host], [graph_gpu, graph_host]] } =
-            CallCosts::measure(rig, &sets, batch)?;
         let rates = RateCosts::measure(rig, &sets, zero_copy)?;
+        let nan = LinearCost { fixed_us: f64::NAN, per_buffer_us: f64::NAN };
         let mut costs = ModelCosts {
             htod: CopyCost::fit(&htod_times)?,
             dtoh: CopyCost::fit(&dtoh_times)?,
-            call_us,
-            each_gpu,
-            each_host,
+            call_us: f64::NAN,
+            each_gpu: nan,
+            each_host: nan,
             scope_us,
-            batch_gpu,
-            batch_host,
-            graph_gpu,
-            graph_host,
+            batch_gpu: nan,
+            batch_host: nan,
+            graph_gpu: nan,
+            graph_host: nan,
             pack: rates.pack,
             unpack: rates.unpack,
             pack_threads: rates.pack_threads,
@@ -270,22 +269,85 @@ impl ModelCosts {
             kernels: rates.kernels,
             zero_copy: rates.zero_copy,
         };
+        let batch = batch.then_some(TransferWay::Batch { order: SrcOrder::StreamOrder, pageable: false });
+        for way in [Some(TransferWay::Each { streams: 1, pageable: false }), Some(TransferWay::Graph), batch] {
+            way.map_or(Ok(()), |way| costs.measure_calls(rig, &sets, way))?;
+        }
         // The packed way itself over 1 MiB, 16 MiB and the set's packed bytes, against what the parts alone
         // say: the median of three looks at each, since a line through the points carries one disturbed
         // look far (once 2.9 ms on 16 MiB, and a line through it 196 µs a MiB, on an H100's host).
-        let mut beyond = Vec::new();
-        for set in sets.packed() {
-            let mut looks = Vec::new();
-            for _ in 0..3 {
-                let run = rig.run_set(set, &[TransferWay::Packed])?;
-                looks.push(run.ways[0].wall.median_ms - costs.packed_ms(set).2);
-            }
-            looks.sort_by(f64::total_cmp);
-            // By the packed bytes, where `packed_ms` reads it.
-            beyond.push((BufferPlacement::new(set).packed_len, looks[1]));
-        }
-        costs.packed_beyond = ByteCurve::through(beyond);
+        costs.packed_beyond = costs.packed_beyond_over(rig, &sets, 3)?;
         Ok(costs)
+    }
+
+    /// What the packed way took beyond the sum of its parts over [`CalibrationSets::packed`], the median
+    /// of `looks` at each (the sets in turn, so that one spell of a slow host falls on one look at each
+    /// rather than on every look at one).
+    fn packed_beyond_over(
+        &self,
+        rig: &mut SmallCopiesRig,
+        sets: &CalibrationSets,
+        looks: usize,
+    ) -> anyhow::Result<ByteCurve> {
+        let packed = sets.packed();
+        let mut seen = vec![Vec::new(); packed.len()];
+        for _ in 0..looks {
+            for (set, seen) in packed.iter().zip(&mut seen) {
+                let run = rig.run_set(set, &[TransferWay::Packed])?;
+                seen.push(run.ways[0].wall.median_ms - self.packed_ms(set).2);
+            }
+        }
+        let median = |mut v: Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        // By the packed bytes, where `packed_ms` reads it.
+        let points = packed.iter().zip(seen).map(|(set, seen)| (BufferPlacement::new(set).packed_len, median(seen)));
+        Ok(ByteCurve::through(points.collect()))
+    }
+
+    /// Measures again what the host's speed moves of `way`'s cost for a plan of `set`, as a pass of the
+    /// plan does right before `way` runs: its calls' lines (one memcpy per buffer, a batch, a graph; with
+    /// the first, a queued copy's host time), or what the packed way takes beyond its parts (one look at
+    /// each size). On a KVM guest of an H100 every driver call of a process ran 1.6x to 2.4x slower for
+    /// hundreds of milliseconds at a time, whichever CPU it was held to.
+    pub fn again_for(&mut self, rig: &mut SmallCopiesRig, set: &BufferSet, way: TransferWay) -> anyhow::Result<()> {
+        let sets = CalibrationSets::for_set(set);
+        match way {
+            TransferWay::Packed => self.packed_beyond = self.packed_beyond_over(rig, &sets, 1)?,
+            TransferWay::ZeroCopy => {}
+            way => self.measure_calls(rig, &sets, way)?,
+        }
+        Ok(())
+    }
+
+    /// One memcpy per buffer's, a batch's or a graph's GPU time beyond its bytes' and host time, over few
+    /// and many buffers: a line through each (for one memcpy per buffer, a queued copy's host time too).
+    fn measure_calls(
+        &mut self,
+        rig: &mut SmallCopiesRig,
+        sets: &CalibrationSets,
+        way: TransferWay,
+    ) -> anyhow::Result<()> {
+        let (a, b) = (rig.run_set(&sets.few, &[way])?, rig.run_set(&sets.many, &[way])?);
+        let gpu = |r: &SetRun| (r.count, r.ways[0].gpu.median_ms - self.bytes_ms(r.bytes));
+        let host = |r: &SetRun| (r.count, r.ways[0].host.median_ms);
+        let lines = (LinearCost::through(gpu(&a), gpu(&b)), LinearCost::through(host(&a), host(&b)));
+        match way {
+            TransferWay::Each { .. } => {
+                (self.each_gpu, self.each_host) = lines;
+                self.call_us = b.ways[0].host.median_ms * 1e3 / (2 * b.count) as f64;
+            }
+            TransferWay::Batch { .. } => (self.batch_gpu, self.batch_host) = lines,
+            TransferWay::Graph => (self.graph_gpu, self.graph_host) = lines,
+            way => unreachable!("{} has no calls' lines", way.name()),
+        }
+        Ok(())
+    }
+
+    /// What the packed way takes beyond its parts over `set`, by its packed bytes, ms.
+    pub fn beyond_ms(&self, set: &BufferSet) -> f64 {
+        self.packed_beyond.ms(BufferPlacement::new(set).packed_len)
     }
 
     /// The bytes of `n` buffers in all at the copies' rates, both ways, ms.
@@ -426,31 +488,6 @@ impl ModelCosts {
             v.push(format!("zero-copy kernels over mapped memory: {}", copy(&self.zero_copy)));
         }
         v
-    }
-}
-
-impl CallCosts {
-    /// One memcpy per buffer, a stream-ordered batch and a graph over few and many tiny buffers: a line
-    /// through each one's GPU and host times ([GPU, host] of each, in that order).
-    fn measure(rig: &mut SmallCopiesRig, sets: &CalibrationSets, batch: bool) -> anyhow::Result<CallCosts> {
-        let each = TransferWay::Each { streams: 1, pageable: false };
-        let batch_way = TransferWay::Batch { order: SrcOrder::StreamOrder, pageable: false };
-        let mut tiny = vec![each, TransferWay::Graph];
-        if batch {
-            tiny.push(batch_way);
-        }
-        let (a, b) = (rig.run_set(&sets.few, &tiny)?, rig.run_set(&sets.many, &tiny)?);
-        let point = |run: &SetRun, way: TransferWay, host: bool| {
-            let w = run.ways.iter().find(|w| w.way == way);
-            w.map(|w| (run.count, if host { w.host.median_ms } else { w.gpu.median_ms }))
-        };
-        let line = |way: TransferWay, host: bool| match (point(&a, way, host), point(&b, way, host)) {
-            (Some(x), Some(y)) => LinearCost::through(x, y),
-            _ => LinearCost { fixed_us: f64::NAN, per_buffer_us: f64::NAN },
-        };
-        let call_us = point(&b, each, true).map_or(f64::NAN, |(n, ms)| ms * 1e3 / (2 * n) as f64);
-        let lines = [each, batch_way, TransferWay::Graph].map(|way| [line(way, false), line(way, true)]);
-        Ok(CallCosts { call_us, lines })
     }
 }
 
@@ -615,7 +652,7 @@ impl SmallCopiesRig {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::plan::rivals;
 
@@ -626,7 +663,7 @@ mod tests {
     /// ModelCosts like the H200's: 6 µs per copy at 55 GB/s, 4 µs to queue one, a batch 10 µs + 1 µs a buffer,
     /// a graph 5 µs + 2.5 µs a buffer, packing 0.05 µs a buffer at 10 GB/s, kernels 8 µs at 400 GB/s,
     /// zero-copy 8 µs at 25 GB/s.
-    fn h200() -> ModelCosts {
+    pub(crate) fn h200() -> ModelCosts {
         ModelCosts {
             htod: cost(6.0, 55.0),
             dtoh: cost(5.5, 55.0),

@@ -1,6 +1,14 @@
 //! `--plan`: which way moves a given set of small buffers fastest. The model ([`ModelCosts`]) is built
 //! from costs measured in the same run, recommends the way it predicts fastest, then every rival is run
 //! on the set and held against what the model said.
+//!
+//! The host's speed is not one figure a process keeps: on the KVM guests of H100s, every driver call of
+//! a process ran 1.6x (one memcpy) to 2.4x (a batched call's buffer) slower for hundreds of milliseconds
+//! at a time, then fast again, whichever CPU the process was held to. A model whose calls were measured
+//! in one spell and a run in another misses by that much. So the plan makes [`PASSES`] passes, in each
+//! of which every rival runs right after its calls' costs are measured again (for the packed way, what
+//! it takes beyond its parts, which a slow spell moves too), and holds each pass's run against its own
+//! prediction; it reports the medians.
 
 use serde::Serialize;
 
@@ -12,7 +20,7 @@ use measure::{
 
 use crate::{
     buffers::{BufferPlacement, BufferSet},
-    costs::{CalibrationSets, ModelCosts, Prediction},
+    costs::{CalibrationSets, LinearCost, ModelCosts, Prediction},
     results::{us, SetRun},
     rig::SmallCopiesRig,
     ways::TransferWay,
@@ -46,39 +54,130 @@ struct PlanResults<'a> {
     plan: &'a SetPlan,
 }
 
-/// The plan for one set: every rival predicted, the fastest recommended, then every rival run.
+/// How many passes a plan makes: in each, every rival's costs measured again, its prediction, its run.
+pub const PASSES: usize = 3;
+
+/// The plan for one set: the costs measured, then [`PASSES`] passes, in each of which every rival runs
+/// right after what the host's speed moves of its costs is measured again and it is predicted with
+/// them; the fastest predicted (by the median of the passes) recommended.
 #[derive(Clone, Debug, Serialize)]
 pub struct SetPlan {
     pub set: String,
+    /// Every cost, as the first pass measured them.
     pub costs: ModelCosts,
+    /// Each rival's prediction: the median of the passes'.
     pub predictions: Vec<Prediction>,
     pub recommended: TransferWay,
+    /// Each rival's run in its median pass (by wall time).
+    pub run: SetRun,
+    pub passes: Vec<PlanPass>,
+}
+
+/// One pass of a plan: what the model said of each rival with what the host's speed moves of its costs
+/// measured right before it ran ([`ModelCosts::again_for`]), the runs, and those costs as they stood
+/// at the end.
+#[derive(Clone, Debug, Serialize)]
+pub struct PlanPass {
+    /// The host's time a buffer (up and back) in one memcpy per buffer, a batch and a graph, µs.
+    pub each_host_us: f64,
+    pub batch_host_us: f64,
+    pub graph_host_us: f64,
+    /// What the packed way took beyond its parts near the set's packed bytes, µs.
+    pub packed_beyond_us: f64,
+    pub predictions: Vec<Prediction>,
     pub run: SetRun,
 }
 
+impl PlanPass {
+    /// Each rival's achieved wall time over its predicted one.
+    fn ratios(&self) -> impl Iterator<Item = f64> + '_ {
+        self.predictions.iter().zip(&self.run.ways).map(|(p, w)| w.wall.median_ms / p.wall_ms)
+    }
+}
+
 impl SetPlan {
-    /// Measures the costs on `rig`, predicts, and runs every rival on `set`.
+    /// Measures the costs on `rig`, then makes the passes over `set`.
     pub fn make(rig: &mut SmallCopiesRig, set: &BufferSet, ways: &[TransferWay]) -> anyhow::Result<SetPlan> {
         let batch = ways.iter().any(|w| matches!(w, TransferWay::Batch { .. }));
         let zero_copy = ways.contains(&TransferWay::ZeroCopy);
-        let costs = ModelCosts::measure(rig, set, batch, zero_copy)?;
-        let predictions: Vec<Prediction> = ways.iter().map(|w| costs.predict(*w, set)).collect();
+        let mut costs = ModelCosts::measure(rig, set, batch, zero_copy)?;
+        let mut passes = Vec::new();
+        for pass in 0..PASSES {
+            let _phase = measure::timeline::phase(&format!("plan: pass {}", pass + 1));
+            // Each way right after what the host's speed moves of its costs is measured again.
+            let (mut now, mut predictions, mut runs) = (costs.clone(), Vec::new(), Vec::new());
+            for &way in ways {
+                now.again_for(rig, set, way)?;
+                predictions.push(now.predict(way, set));
+                runs.push(rig.run_set(set, &[way])?);
+            }
+            let mut run = runs[0].clone();
+            run.ways = runs.into_iter().flat_map(|r| r.ways).collect();
+            let per_buffer = |line: &LinearCost| line.ms(set.count()) * 1e3 / set.count() as f64;
+            passes.push(PlanPass {
+                each_host_us: per_buffer(&now.each_host),
+                batch_host_us: per_buffer(&now.batch_host),
+                graph_host_us: per_buffer(&now.graph_host),
+                packed_beyond_us: now.beyond_ms(set) * 1e3,
+                predictions,
+                run,
+            });
+            if pass == 0 {
+                costs = now;
+            }
+        }
+        Ok(SetPlan::of_passes(set, costs, passes))
+    }
+
+    /// The plan the passes make: each rival's median prediction, and its run in its median pass.
+    fn of_passes(set: &BufferSet, costs: ModelCosts, passes: Vec<PlanPass>) -> SetPlan {
+        let ways = passes[0].predictions.len();
+        let median_by = |key: &dyn Fn(&PlanPass) -> f64| {
+            let mut order: Vec<&PlanPass> = passes.iter().collect();
+            order.sort_by(|a, b| key(a).total_cmp(&key(b)));
+            order[order.len() / 2]
+        };
+        let predictions: Vec<Prediction> =
+            (0..ways).map(|i| median_by(&|p| p.predictions[i].wall_ms).predictions[i].clone()).collect();
         let best = predictions.iter().min_by(|a, b| a.wall_ms.total_cmp(&b.wall_ms)).expect("a way");
         let recommended = best.way;
-        let run = rig.run_set(set, ways)?;
-        Ok(SetPlan { set: set.describe(), costs, predictions, recommended, run })
+        let mut run = passes[0].run.clone();
+        run.ways = (0..ways).map(|i| median_by(&|p| p.run.ways[i].wall.median_ms).run.ways[i].clone()).collect();
+        SetPlan { set: set.describe(), costs, predictions, recommended, run, passes }
+    }
+
+    /// Each rival's achieved over predicted: the median of the passes' own (each pass's run against
+    /// what the model said with the calls' costs measured just before it).
+    pub fn ratio(&self, i: usize) -> f64 {
+        let mut r: Vec<f64> = self.passes.iter().map(|p| p.ratios().nth(i).expect("a way")).collect();
+        r.sort_by(f64::total_cmp);
+        match r.len() % 2 {
+            1 => r[r.len() / 2],
+            _ => (r[r.len() / 2 - 1] + r[r.len() / 2]) / 2.0,
+        }
     }
 
     /// Predicted against achieved, a row a way.
     pub fn table(&self) -> Table {
-        let mut t =
-            Table::new(&["way", "predicted µs", "achieved µs", "achieved / predicted", "GPU µs", "host µs", ""]);
-        for (p, w) in self.predictions.iter().zip(&self.run.ways) {
+        let mut t = Table::new(&[
+            "way",
+            "predicted µs",
+            "achieved µs",
+            "achieved / predicted",
+            "each pass",
+            "GPU µs",
+            "host µs",
+            "",
+        ]);
+        for (i, (p, w)) in self.predictions.iter().zip(&self.run.ways).enumerate() {
+            let passes: Vec<String> =
+                self.passes.iter().map(|p| format!("{:.2}", p.ratios().nth(i).unwrap())).collect();
             t.row(vec![
                 w.name.clone(),
                 us(p.wall_ms),
                 us(w.wall.median_ms),
-                format!("{:.2}", w.wall.median_ms / p.wall_ms),
+                format!("{:.2}", self.ratio(i)),
+                passes.join(" "),
                 us(w.gpu.median_ms),
                 us(w.host.median_ms),
                 if p.way == self.recommended { "recommended".into() } else { String::new() },
@@ -90,8 +189,8 @@ impl SetPlan {
     /// The verdict in a sentence: the recommendation, its prediction and what it achieved, and whether
     /// another way was faster.
     pub fn verdict(&self) -> String {
-        let p = self.predictions.iter().find(|p| p.way == self.recommended).expect("the recommended way");
-        let w = self.run.ways.iter().find(|w| w.way == self.recommended).expect("the recommended way ran");
+        let i = self.predictions.iter().position(|p| p.way == self.recommended).expect("the recommended way");
+        let (p, w) = (&self.predictions[i], &self.run.ways[i]);
         let fastest = self.run.fastest();
         let then = if fastest.way == self.recommended {
             "the fastest of all the ways run".to_string()
@@ -109,7 +208,26 @@ impl SetPlan {
             w.name,
             us(p.wall_ms),
             us(w.wall.median_ms),
-            w.wall.median_ms / p.wall_ms
+            self.ratio(i)
+        )
+    }
+
+    /// What each pass measured before it ran, in words: the host's time a buffer in the calls, and what
+    /// the packed way took beyond its parts.
+    pub fn calls_by_pass(&self) -> String {
+        let of =
+            |f: fn(&PlanPass) -> f64| self.passes.iter().map(|p| format!("{:.2}", f(p))).collect::<Vec<_>>().join(", ");
+        let batch = match self.passes[0].batch_host_us.is_finite() {
+            true => format!("; a batch {}", of(|p| p.batch_host_us)),
+            false => String::new(),
+        };
+        let beyond = self.passes.iter().map(|p| format!("{:+.1}", p.packed_beyond_us)).collect::<Vec<_>>();
+        format!(
+            "measured before each pass: the host's time a buffer up and back, one memcpy per buffer {}{batch}; a \
+             graph {} µs; the packed way beyond its parts {} µs",
+            of(|p| p.each_host_us),
+            of(|p| p.graph_host_us),
+            beyond.join(", ")
         )
     }
 }
@@ -122,10 +240,70 @@ impl SmallCopiesRig {
         let plan = SetPlan::make(self, set, &ways)?;
         out.say(format!("Plan for {}; costs measured in this run:", plan.set));
         plan.costs.describe().iter().for_each(|l| out.say(format!("  {l}")));
-        out.say("\nEvery way's round trip (every buffer up and back), wall µs: the model's, then the run's");
+        out.say(format!("  {}", plan.calls_by_pass()));
+        out.say(format!(
+            "\nEvery way's round trip (every buffer up and back), wall µs: the model's, then the run's; the \
+             median of {PASSES} passes, each with the calls' costs measured just before it"
+        ));
         out.table(&plan.table());
         out.say(plan.verdict());
         plan.run.figures().into_iter().for_each(|f| out.add(f)); // `SET / WAY / wall`, for `cargo xtask compare`
         out.finish(&PlanResults { device: &self.gpu.info, repeats: self.repeats, plan: &plan })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{costs::tests::h200, results::tests::made_up};
+
+    /// A pass whose run is the made-up one with every way's wall time `scale`d, and whose predictions
+    /// are the made-up wall times times `predicted`.
+    fn pass(scale: f64, predicted: f64) -> PlanPass {
+        let mut run = made_up(1000, 4096);
+        run.ways.iter_mut().for_each(|w| w.wall.median_ms *= scale);
+        let predictions = run
+            .ways
+            .iter()
+            .map(|w| Prediction {
+                way: w.way,
+                gpu_ms: 0.0,
+                host_ms: 0.0,
+                wall_ms: w.wall.median_ms / scale * predicted,
+            })
+            .collect();
+        PlanPass {
+            each_host_us: 2.0 * scale,
+            batch_host_us: scale,
+            graph_host_us: 0.5,
+            packed_beyond_us: 10.0 * scale,
+            predictions,
+            run,
+        }
+    }
+
+    #[test]
+    fn a_plan_takes_the_median_of_its_passes_and_each_pass_against_its_own_prediction() {
+        // The host twice as slow in the second pass, which predicted it so (its calls measured slow just
+        // before): each pass achieved 1.0, 1.0 and 1.25 of its own prediction.
+        let set = BufferSet::uniform(1000, 4096);
+        let plan = SetPlan::of_passes(&set, h200(), vec![pass(1.0, 1.0), pass(2.0, 2.0), pass(1.25, 1.0)]);
+        let made = made_up(1000, 4096);
+        for (i, w) in made.ways.iter().enumerate() {
+            assert_eq!(plan.predictions[i].wall_ms, w.wall.median_ms, "the median prediction of {}", w.name);
+            assert_eq!(plan.run.ways[i].wall.median_ms, w.wall.median_ms * 1.25, "the median run of {}", w.name);
+            assert_eq!(plan.ratio(i), 1.0, "the median of 1.0, 1.0 and 1.25 for {}", w.name);
+        }
+        // The fastest made-up way, by the median prediction.
+        assert_eq!(plan.recommended, made.fastest().way);
+        let table = plan.table().render();
+        assert!(table.contains("each pass") && table.contains("1.00 1.00 1.25"), "{table}");
+        assert_eq!(
+            plan.calls_by_pass(),
+            "measured before each pass: the host's time a buffer up and back, one memcpy per buffer 2.00, 4.00, \
+             2.50; a batch 1.00, 2.00, 1.25; a graph 0.50, 0.50, 0.50 µs; the packed way beyond its parts +10.0, \
+             +20.0, +12.5 µs"
+        );
+        assert!(plan.verdict().contains("(1.00 of the prediction)"), "{}", plan.verdict());
     }
 }

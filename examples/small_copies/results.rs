@@ -319,7 +319,7 @@ pub fn beaten(runs: &[SetRun]) -> Vec<String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use common::SrcOrder;
 
     use super::*;
@@ -339,13 +339,13 @@ mod tests {
         assert_eq!(crossing(&cost(6.0, 20.0), &cost(1.0, 55.0)), None, "a faster rate always matters");
     }
 
-    fn stats(ms: f64) -> Stats {
+    pub(crate) fn stats(ms: f64) -> Stats {
         Stats { median_ms: ms, min_ms: ms, max_ms: ms, q3_ms: ms, runs: 3, cv: 0.0 }
     }
 
     /// A made-up run: one memcpy per buffer at 6 µs + size/55 GB/s each way, a batch at 1.5 µs a buffer,
     /// packing at 20 µs + 2 µs a buffer, a graph at 3 µs a buffer, zero-copy at 8 µs + size/20 GB/s.
-    fn made_up(count: usize, size: usize) -> SetRun {
+    pub(crate) fn made_up(count: usize, size: usize) -> SetRun {
         let bytes = (count * size) as f64;
         let n = count as f64;
         let link = bytes / 55e6; // ms each way
