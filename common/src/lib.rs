@@ -93,6 +93,8 @@ pub mod module;
 #[doc(hidden)]
 pub mod order;
 #[doc(hidden)]
+pub mod probe;
+#[doc(hidden)]
 pub mod prototype;
 #[doc(hidden)]
 pub mod ptx;

@@ -181,10 +181,10 @@ pub struct Prediction {
 }
 
 /// The sets the costs are measured on: 16 buffers and as many as the set planned for (64 to 1024), at
-/// its median size up to 4 KiB (the calls' fixed and per-buffer parts), 64 buffers of 256 B, 16 KiB and 256 KiB (rates), 16 of 1 MiB
-/// (the CPU's threads together), and the set's packed bytes in buffers of 16 KiB (1 to 4096 of them:
-/// what the packed way takes beyond its parts near the set's size; none where that is within a tenth
-/// of 1 or 16 MiB, which are measured anyway).
+/// its median size up to 4 KiB (the calls' fixed and per-buffer parts); 64 buffers of 256 B, 16 KiB and
+/// 256 KiB (rates); 16 of 1 MiB (the CPU's threads together); and the set's packed bytes in buffers of
+/// 16 KiB (1 to 4096 of them: what the packed way takes beyond its parts near the set's size; none where
+/// that is within a tenth of 1 or 16 MiB, which are measured anyway).
 pub struct CalibrationSets {
     pub few: BufferSet,
     pub many: BufferSet,

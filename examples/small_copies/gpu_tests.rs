@@ -114,3 +114,27 @@ fn the_planner_predicts_and_runs_every_rival() {
     assert!(plan.verdict().contains("is recommended, predicted"), "{}", plan.verdict());
     eprintln!("{}\n{}", plan.table().render(), plan.verdict());
 }
+
+/// The scope's price: a round trip of one memcpy per buffer through the scope and the same calls made
+/// bare, in turn; the bare calls bring every byte back too.
+#[test]
+#[ignore = "needs an NVIDIA GPU; cargo xtask test runs it where a driver is found"]
+fn the_scopes_price_is_held_against_the_same_calls_made_bare() {
+    let (gpu, kernels, _lock) = gpu();
+    let set = BufferSet::uniform(100, 4096);
+    let places = BufferPlacement::new(&set);
+    let mut rig = SmallCopiesRig::new(gpu, kernels, std::slice::from_ref(&places), 1, QUICK).unwrap();
+    let run = rig.run_set(&set, &[TransferWay::Each { streams: 1, pageable: false }]).unwrap();
+    assert!(run.scope_price.is_none(), "run_set alone does not price the scope");
+    let price = rig.scope_price(&set).unwrap();
+    assert_eq!(price.copies, 200);
+    assert!(price.scope_us > 0.0 && price.bare_us > 0.0 && price.ratio.is_finite(), "{price:?}");
+    // The bare calls alone, after the outputs were poisoned, bring every byte back.
+    let mut none = crate::rig::PageableCopies { ins: vec![], outs: vec![] };
+    rig.poison(&places, &mut none).unwrap();
+    let pieces: Vec<_> = (0..100).map(|i| (places.host_range(i), places.device_range(i).start)).collect();
+    assert!(rig.bare_round_trip(&pieces).unwrap() > 0.0);
+    let check = rig.check(&places, TransferWay::Each { streams: 1, pageable: false }, &none);
+    check.ensure("the bare calls").unwrap();
+    eprintln!("{price:?}");
+}

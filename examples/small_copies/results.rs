@@ -89,6 +89,38 @@ pub struct SetRun {
     /// The same as the caller waits for it, the median of runs, ms: what the wall times compare with.
     pub one_copy_wall_ms: f64,
     pub ways: Vec<WayRun>,
+    /// The scope's price for one memcpy per buffer, where it was measured (sets of 100 buffers or more).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scope_price: Option<ScopePrice>,
+}
+
+/// The scope's price for one memcpy per buffer over a set (one stream, from pinned memory): the host's
+/// time a copy in the calls through the scope, and in the same calls made bare
+/// ([`common::probe::bare_round_trip`]), the two in turn in one run.
+#[derive(Clone, Debug, Serialize)]
+pub struct ScopePrice {
+    /// Copies a round trip: two a buffer.
+    pub copies: usize,
+    /// The host's time a copy, µs: the median of the round trips through the scope, and bare.
+    pub scope_us: f64,
+    pub bare_us: f64,
+    /// The median of each pair's own ratio, scope over bare.
+    pub ratio: f64,
+    pub pairs: usize,
+}
+
+/// The scope's price over the sets where it was measured: a row a set.
+pub fn price_table(runs: &[SetRun]) -> Option<Table> {
+    let mut t = Table::new(&["buffers", "through the scope, µs a copy", "bare calls, µs a copy", "scope / bare"]);
+    for (run, p) in runs.iter().filter_map(|r| r.scope_price.as_ref().map(|p| (r, p))) {
+        t.row(vec![
+            run.set.clone(),
+            format!("{:.2}", p.scope_us),
+            format!("{:.2}", p.bare_us),
+            format!("{:.3}", p.ratio),
+        ]);
+    }
+    runs.iter().any(|r| r.scope_price.is_some()).then_some(t)
 }
 
 impl SetRun {
@@ -382,6 +414,7 @@ pub(crate) mod tests {
             one_copy_ms,
             one_copy_wall_ms: one_copy_ms + 0.01,
             ways,
+            scope_price: None,
         }
     }
 
@@ -431,6 +464,16 @@ pub(crate) mod tests {
         assert_eq!(clocks, [Clock::Host, Clock::Gpu, Clock::Host]);
         assert!(figures.iter().all(|f| f.transfer_bytes == Some(4096)));
         assert_eq!(figures[1].stats, serde_json::to_value(run.ways[0].gpu).unwrap());
+    }
+
+    #[test]
+    fn the_scopes_price_is_a_row_a_set_where_it_was_measured() {
+        let mut runs = vec![made_up(10, 4096), made_up(1000, 4096)];
+        assert!(price_table(&runs).is_none(), "nothing priced, no table");
+        runs[1].scope_price = Some(ScopePrice { copies: 2000, scope_us: 2.2, bare_us: 2.0, ratio: 1.08, pairs: 7 });
+        let t = price_table(&runs).unwrap().render();
+        assert!(t.contains("1000 x 4 KiB") && t.contains("2.20") && t.contains("2.00") && t.contains("1.080"), "{t}");
+        assert!(!t.contains("10 x 4 KiB"), "{t}");
     }
 
     #[test]

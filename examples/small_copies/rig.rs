@@ -13,18 +13,25 @@ use common::{DeviceBuffer, DeviceInfo, Footprint, Gpu, HostAlloc, PinnedBuffer, 
 use kernels::Kernels;
 use measure::{
     report::{fmt_bytes, Output},
-    timing::{measure_best, measure_parts_within, measure_parts_within_after, Repeats},
+    timing::{measure_best, measure_parts_within, measure_parts_within_after, Repeats, Stats},
 };
 
 use crate::{
     buffers::{byte, BufferPlacement, BufferSet, SetGrid, POISON},
-    results::{self, ByteCheck, SetRun, WayRun, MATTERS},
+    results::{self, ByteCheck, ScopePrice, SetRun, WayRun, MATTERS},
     ways::TransferWay,
 };
 
 /// What a measurement of one way may take, after three runs: with a dozen ways over a dozen sets, a
 /// run of milliseconds gets three runs after its checked run, and one of microseconds the usual repeats.
 pub const BUDGET_MS: f64 = 15.0;
+
+/// Sets of this many buffers or more have the scope's price measured: below it a round trip's host time
+/// is a few dozen microseconds, too short to tell the two apart.
+const PRICED_FROM: usize = 100;
+
+/// Round trips of each of the scope and the bare calls, in turn, for the scope's price.
+const PAIRS: usize = 7;
 
 /// Milliseconds since `t`.
 pub fn ms(t: Instant) -> f64 {
@@ -209,7 +216,56 @@ impl SmallCopiesRig {
             runs.push(run);
         }
         let (count, bytes, uniform) = (places.count(), places.bytes(), set.uniform);
-        Ok(SetRun { set: set.name.clone(), count, bytes, uniform, one_copy_ms, one_copy_wall_ms, ways: runs })
+        let scope_price = None;
+        Ok(SetRun {
+            set: set.name.clone(),
+            count,
+            bytes,
+            uniform,
+            one_copy_ms,
+            one_copy_wall_ms,
+            ways: runs,
+            scope_price,
+        })
+    }
+
+    /// The scope's price for one memcpy per buffer over `set` (its bytes in the host arena): the host's
+    /// time in the calls of a round trip through the scope ([`TransferWay::Each`], one stream, pinned),
+    /// and in the same calls made bare, [`PAIRS`] of each in turn after one of each as a warm-up (which
+    /// goes first alternating, so that neither always follows the other).
+    pub fn scope_price(&mut self, set: &BufferSet) -> anyhow::Result<ScopePrice> {
+        let places = BufferPlacement::new(set);
+        let each = TransferWay::Each { streams: 1, pageable: false };
+        let pieces: Vec<_> =
+            (0..places.count()).map(|i| (places.host_range(i), places.device_range(i).start)).collect();
+        let mut none = PageableCopies { ins: vec![], outs: vec![] };
+        let (mut scope, mut bare, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+        for pair in 0..=PAIRS {
+            let first = match pair % 2 {
+                0 => None,
+                _ => Some(self.bare_round_trip(&pieces)?),
+            };
+            let s = self.once(each, &places, &mut none)?[2];
+            let b = match first {
+                Some(b) => b,
+                None => self.bare_round_trip(&pieces)?,
+            };
+            if pair > 0 {
+                scope.push(s);
+                bare.push(b);
+                ratios.push(s / b);
+            }
+        }
+        let median = |v: &[f64]| Stats::from_samples(v).map(|s| s.median_ms);
+        let per_copy = |v: &[f64]| median(v).map(|ms| ms * 1e3 / (2 * places.count()) as f64);
+        let (scope_us, bare_us, ratio) = (per_copy(&scope)?, per_copy(&bare)?, median(&ratios)?);
+        Ok(ScopePrice { copies: 2 * places.count(), scope_us, bare_us, ratio, pairs: PAIRS })
+    }
+
+    /// One memcpy per buffer each way as bare driver calls on the first stream: the host's time in them, ms.
+    pub fn bare_round_trip(&mut self, pieces: &[(std::ops::Range<usize>, usize)]) -> anyhow::Result<f64> {
+        let HostBuffers { h_in, h_out, .. } = &mut self.host;
+        common::probe::bare_round_trip(&self.streams[0], h_in, &mut self.device.arena, h_out, pieces)
     }
 
     /// Fills the host arena with `set`'s bytes, makes its pageable copies, and copies its tables H2D.
@@ -321,7 +377,11 @@ impl SmallCopiesRig {
         let mut runs = Vec::new();
         for set in &grid.sets {
             bar.step(set.name.clone());
-            runs.push(self.run_set(set, &ways)?); // every way, each checked byte for byte
+            let mut run = self.run_set(set, &ways)?; // every way, each checked byte for byte
+            if set.count() >= PRICED_FROM {
+                run.scope_price = Some(self.scope_price(set)?);
+            }
+            runs.push(run);
             bar.done();
         }
         bar.finish();
@@ -349,6 +409,14 @@ impl SmallCopiesRig {
         if !grid.left_out.is_empty() {
             let (most, left_out) = (fmt_bytes(grid.max_total), grid.left_out.join(", "));
             out.say(format!("left out (more than {most} each way): {left_out}"));
+        }
+        if let Some(t) = results::price_table(runs) {
+            out.say(format!(
+                "\nThe scope's price: one memcpy per buffer on one stream from pinned memory, the host's time a copy \
+                 in the calls through the scope and in the same calls made bare, {PAIRS} round trips of each in turn \
+                 (the ratio: the median of each pair's own)"
+            ));
+            out.table(&t);
         }
         if let Some(t) = results::crossover_table(runs) {
             out.say(format!(

@@ -349,6 +349,7 @@ const LAYERS: [(&str, &[&str]); 3] = [
             "module",
             "launch",
             "scope",
+            "probe",
             "batch",
             "graph",
             "device",
