@@ -31,7 +31,7 @@ pub fn bare_round_trip(
     pieces: &[(Range<usize>, usize)],
 ) -> anyhow::Result<f64> {
     let ctx = stream.context();
-    let same = |other| std::sync::Arc::ptr_eq(ctx, other);
+    let same = |other: &std::sync::Arc<crate::context::Context>| ctx.is(other);
     ensure!(
         same(src.context()) && same(dst.context()) && same(back.context()),
         "bare copies: a buffer of another context than the stream's"
@@ -43,6 +43,9 @@ pub fn bare_round_trip(
         }
     }
     ctx.make_current()?;
+    // From the first copy queued, the stream is synchronized before the borrows end, even if something
+    // below panicked.
+    let synced = Synchronized { stream, done: false };
     let (raw, t) = (stream.raw(), Instant::now());
     let mut queued = Ok(());
     for (host, at) in pieces.iter().filter(|(host, _)| !host.is_empty()) {
@@ -68,8 +71,30 @@ pub fn bare_round_trip(
         }
     }
     let host_ms = t.elapsed().as_secs_f64() * 1e3;
-    synchronize_all(ctx, [stream])?;
+    synced.now()?;
     queued.map(|()| host_ms)
+}
+
+/// Synchronizes its stream when dropped, unless [`Synchronized::now`] did (which says how it went):
+/// where the driver cannot say that the GPU has stopped, the process aborts.
+struct Synchronized<'a> {
+    stream: &'a Stream,
+    done: bool,
+}
+
+impl Synchronized<'_> {
+    fn now(mut self) -> anyhow::Result<()> {
+        self.done = true;
+        synchronize_all(self.stream.context(), [self.stream])
+    }
+}
+
+impl Drop for Synchronized<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            let _ = synchronize_all(self.stream.context(), [self.stream]);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -110,7 +135,11 @@ mod tests {
         let src = gpu.pinned_from_fn(8192, |i| i as u8 | 1).unwrap();
         let mut back = gpu.pinned::<u8>(4096).unwrap();
         let mut dst = gpu.alloc::<u8>(8192).unwrap();
-        for bad in [(0..4097, 0), (0..4096, 4097), (4096..8192, 0), (0..16, usize::MAX - 4)] {
+        #[allow(clippy::reversed_empty_ranges)]
+        let reversed = 10..5;
+        for bad in
+            [(0..4097, 0), (0..4096, 4097), (4096..8192, 0), (0..16, usize::MAX - 4), (reversed, 0), (5000..5000, 0)]
+        {
             let err = bare_round_trip(&streams[0], &src, &mut dst, &mut back, &[(0..16, 0), bad]).unwrap_err();
             assert!(format!("{err:#}").contains("outside the buffers"), "{err:#}");
         }

@@ -51,6 +51,7 @@
 
 use std::{
     cell::RefCell,
+    io::Write,
     marker::PhantomData,
     sync::{
         atomic::{AtomicU64, Ordering as Atomic},
@@ -752,7 +753,10 @@ pub(crate) fn synchronize_all<'a>(ctx: &Context, streams: impl IntoIterator<Item
         Settled::Idle => Ok(()),
         Settled::Failed(code) => Err(anyhow!("running the queued GPU work: {}", error_name(code))),
         Settled::Unknown(code) => {
-            eprintln!(
+            // Not eprintln!, which panics where stderr is closed (a pipe whose reader left): a panic here
+            // would unwind, and release the memory, instead of aborting.
+            let _ = writeln!(
+                std::io::stderr(),
                 "fatal: a GPU stream failed and the driver cannot say whether copies into host memory have \
                  stopped ({}); aborting rather than release that memory",
                 error_name(code)

@@ -3,19 +3,19 @@
 //! up what each way's parts cost alone.
 //!
 //! The costs: one copy each way as `t = α + n/β` ([`CopyCost`], single copies from 256 B to 4 MiB); what
-//! the host spends queueing one copy through the scope, and a round trip's fork, join and
-//! synchronization; one copy per buffer's, a batch's and a graph's GPU time beyond the bytes' and host
-//! time as a fixed part plus a part per buffer (from 16 buffers and as many as the set holds, 64 to 1024,
-//! at the set's median size up to 4 KiB: a batch's cost per buffer is not one line over counts, so the
-//! line runs through the set's own, and its buffers of 4 KiB cost the host 1.05-1.2x those of 256 B); the CPU's
-//! packing rate (one thread over buffers of 256 B to 256 KiB, per buffer and per byte, and the pool's
-//! threads together over 16 MiB in pieces); the copies' and the crew's rates while both run at once (a
-//! copy of 16 MiB up while the crew packs, one down while it unpacks: the host's memory is shared); the
-//! copy kernel's scatter and gather, and zero-copy's, as a launch and a rate over the bytes; and what
-//! the packed way took beyond the sum of its parts over 1 MiB, 16 MiB and the set's own packed bytes (the
-//! median of three looks at each, the sets in turn; straight lines between them). A plan's passes
-//! measure a way's calls' lines, or the packed way's correction (one look at each size), again right
-//! before it runs ([`ModelCosts::again_for`]): the host's speed moves them.
+//! the host spends queueing one copy through the scope, and a round trip's fork, join and synchronization;
+//! one copy per buffer's and a graph's GPU time beyond the bytes', a batch's beyond its calls and copies,
+//! and each one's host time, as a fixed part plus a part per buffer (from 16 buffers and as many as the set
+//! holds, 64 to 1024, at the set's median size up to 4 KiB: a batch's cost per buffer is not one line over
+//! counts, so the line runs through the set's own, and its buffers of 4 KiB cost the host 1.05-1.2x those
+//! of 256 B); the CPU's packing rate (one thread over buffers of 256 B to 256 KiB, per buffer and per byte,
+//! and the pool's threads together over 16 MiB in pieces); the copies' and the crew's rates while both run
+//! at once (a copy of 16 MiB up while the crew packs, one down while it unpacks: the host's memory is
+//! shared); the copy kernel's scatter and gather, and zero-copy's, as a launch and a rate over the bytes;
+//! and what the packed way took beyond the sum of its parts over 1 MiB, 16 MiB and the set's own packed
+//! bytes (straight lines between them). The host's speed moves some of these from one moment to the next,
+//! so a plan's passes measure them again right before each way runs ([`ModelCosts::again_for`]): the round
+//! trip's fork, join and synchronization, the way's calls' lines, and for the packed way its correction.
 //! Each way's round trip is then the sum of its parts (the GPU's and the host's overlapping where they
 //! do):
 //!
@@ -23,7 +23,7 @@
 //!   calls, and the scope;
 //! - batch: a batch's copies start once its call returns, so the call up, then its copies beside the
 //!   call down, then the copies down: GPU the larger of h/2 + B/β↑ and h, + B/β↓ (h the two calls'
-//!   host time), and what the calibration's GPU took beyond its calls; wall the GPU and the scope;
+//!   host time), and what the calibration's GPU took beyond that; wall the GPU and the scope;
 //! - packed: GPU each piece's copy up once its items are packed (the items packed in order by the crew's
 //!   threads together), the kernels, each piece's copy back; wall the last piece's items unpacked by the
 //!   crew once it landed, each copy and the crew at their rates beside each other where they run at
@@ -130,9 +130,9 @@ pub struct ModelCosts {
     pub each_host: LinearCost,
     /// A round trip's fork, join and synchronization: a timed scope that queues nothing, wall µs.
     pub scope_us: f64,
-    /// A batch up and one back (stream order): GPU, and the host in the two calls; the bytes' time at
-    /// the copies' rates comes on top.
-    pub batch_gpu: LinearCost,
+    /// A batch up and one back (stream order): the GPU's time beyond what the model gives the calls and
+    /// the copies (below), and the host in the two calls.
+    pub batch_beyond: LinearCost,
     pub batch_host: LinearCost,
     /// A graph of every copy both ways, replayed: GPU, and the host in `cudaGraphLaunch`.
     pub graph_gpu: LinearCost,
@@ -255,7 +255,7 @@ impl ModelCosts {
             each_gpu: nan,
             each_host: nan,
             scope_us,
-            batch_gpu: nan,
+            batch_beyond: nan,
             batch_host: nan,
             graph_gpu: nan,
             graph_host: nan,
@@ -273,49 +273,42 @@ impl ModelCosts {
         for way in [Some(TransferWay::Each { streams: 1, pageable: false }), Some(TransferWay::Graph), batch] {
             way.map_or(Ok(()), |way| costs.measure_calls(rig, &sets, way))?;
         }
-        // The packed way itself over 1 MiB, 16 MiB and the set's packed bytes, against what the parts alone
-        // say: the median of three looks at each, since a line through the points carries one disturbed
-        // look far (once 2.9 ms on 16 MiB, and a line through it 196 µs a MiB, on an H100's host).
-        costs.packed_beyond = costs.packed_beyond_over(rig, &sets, 3)?;
+        // What the packed way takes beyond its parts is measured by each pass of a plan, right before the
+        // packed way runs (`again_for`): none until then.
         Ok(costs)
     }
 
-    /// What the packed way took beyond the sum of its parts over [`CalibrationSets::packed`], the median
-    /// of `looks` at each (the sets in turn, so that one spell of a slow host falls on one look at each
-    /// rather than on every look at one).
-    fn packed_beyond_over(
-        &self,
-        rig: &mut SmallCopiesRig,
-        sets: &CalibrationSets,
-        looks: usize,
-    ) -> anyhow::Result<ByteCurve> {
-        let packed = sets.packed();
-        let mut seen = vec![Vec::new(); packed.len()];
-        for _ in 0..looks {
-            for (set, seen) in packed.iter().zip(&mut seen) {
-                let run = rig.run_set(set, &[TransferWay::Packed])?;
-                seen.push(run.ways[0].wall.median_ms - self.packed_ms(set).2);
-            }
+    /// What the packed way took beyond the sum of its parts (with no correction) over
+    /// [`CalibrationSets::packed`], one look at each.
+    fn packed_beyond_over(&self, rig: &mut SmallCopiesRig, sets: &CalibrationSets) -> anyhow::Result<ByteCurve> {
+        let mut points = Vec::new();
+        for set in sets.packed() {
+            let run = rig.run_set(set, &[TransferWay::Packed])?;
+            points.push(self.packed_beyond_point(set, run.ways[0].wall.median_ms));
         }
-        let median = |mut v: Vec<f64>| {
-            v.sort_by(f64::total_cmp);
-            v[v.len() / 2]
-        };
-        // By the packed bytes, where `packed_ms` reads it.
-        let points = packed.iter().zip(seen).map(|(set, seen)| (BufferPlacement::new(set).packed_len, median(seen)));
-        Ok(ByteCurve::through(points.collect()))
+        Ok(ByteCurve::through(points))
+    }
+
+    /// What the packed way took beyond the sum of its parts over `set` when its round trip took `wall_ms`,
+    /// by the set's packed bytes (where `packed_ms` reads it): against the parts alone, whatever
+    /// correction these costs already hold.
+    fn packed_beyond_point(&self, set: &BufferSet, wall_ms: f64) -> (usize, f64) {
+        let parts = ModelCosts { packed_beyond: ByteCurve::zero(), ..self.clone() };
+        (BufferPlacement::new(set).packed_len, wall_ms - parts.packed_ms(set).2)
     }
 
     /// Measures again what the host's speed moves of `way`'s cost for a plan of `set`, as a pass of the
-    /// plan does right before `way` runs: its calls' lines (one memcpy per buffer, a batch, a graph; with
-    /// the first, a queued copy's host time), or what the packed way takes beyond its parts (one look at
-    /// each size). On a KVM guest of an H100 every driver call of a process ran 1.6x to 2.4x slower for
-    /// hundreds of milliseconds at a time, whichever CPU it was held to.
+    /// plan does right before `way` runs: a round trip's fork, join and synchronization (every way pays
+    /// it), then its calls' lines (one memcpy per buffer, a batch, a graph; with the first, a queued
+    /// copy's host time), or what the packed way takes beyond its parts (one look at each size). On a KVM
+    /// guest of an H100 every driver call of a process ran 1.6x to 2.4x slower for hundreds of
+    /// milliseconds at a time, whichever CPU it was held to.
     pub fn again_for(&mut self, rig: &mut SmallCopiesRig, set: &BufferSet, way: TransferWay) -> anyhow::Result<()> {
         let sets = CalibrationSets::for_set(set);
+        self.scope_us = rig.empty_scope()?.median_ms * 1e3;
         match way {
-            TransferWay::Packed => self.packed_beyond = self.packed_beyond_over(rig, &sets, 1)?,
-            TransferWay::ZeroCopy => {}
+            TransferWay::Packed => self.packed_beyond = self.packed_beyond_over(rig, &sets)?,
+            TransferWay::ZeroCopy => {} // its kernels over mapped memory: the GPU's
             way => self.measure_calls(rig, &sets, way)?,
         }
         Ok(())
@@ -338,7 +331,14 @@ impl ModelCosts {
                 (self.each_gpu, self.each_host) = lines;
                 self.call_us = b.ways[0].host.median_ms * 1e3 / (2 * b.count) as f64;
             }
-            TransferWay::Batch { .. } => (self.batch_gpu, self.batch_host) = lines,
+            TransferWay::Batch { .. } => {
+                // What the GPU took beyond the calls and the copies as the model runs them, at each count.
+                let beyond = |r: &SetRun| {
+                    let (h, w) = (r.ways[0].host.median_ms, r.ways[0].gpu.median_ms);
+                    (r.count, w - self.batch_calls_then_copies(h, r.bytes))
+                };
+                (self.batch_beyond, self.batch_host) = (LinearCost::through(beyond(&a), beyond(&b)), lines.1);
+            }
             TransferWay::Graph => (self.graph_gpu, self.graph_host) = lines,
             way => unreachable!("{} has no calls' lines", way.name()),
         }
@@ -348,6 +348,13 @@ impl ModelCosts {
     /// What the packed way takes beyond its parts over `set`, by its packed bytes, ms.
     pub fn beyond_ms(&self, set: &BufferSet) -> f64 {
         self.packed_beyond.ms(BufferPlacement::new(set).packed_len)
+    }
+
+    /// A batch's round trip as the GPU sees it, ms, from the calls' host time `host` (both) and the bytes:
+    /// the copies up start once the call up returns and run beside the call down, then the copies down.
+    fn batch_calls_then_copies(&self, host: f64, bytes: usize) -> f64 {
+        let (up, down) = (at_rate(bytes, self.htod.beta_gbps), at_rate(bytes, self.dtoh.beta_gbps));
+        (host / 2.0 + up).max(host) + down
     }
 
     /// The bytes of `n` buffers in all at the copies' rates, both ways, ms.
@@ -423,9 +430,7 @@ impl ModelCosts {
                 // within 4% (the calls' time and every copy's, as before, said 1.2-1.3x on the model-like
                 // set, where the copies up ran beside the call down).
                 let host = self.batch_host.ms(n);
-                let (up, down) = (at_rate(bytes, self.htod.beta_gbps), at_rate(bytes, self.dtoh.beta_gbps));
-                let beyond = (self.batch_gpu.ms(n) - host).max(0.0);
-                let gpu = (host / 2.0 + up).max(host) + down + beyond;
+                let gpu = self.batch_calls_then_copies(host, bytes) + self.batch_beyond.ms(n);
                 (gpu, host, gpu.max(host) + scope)
             }
             TransferWay::Packed => self.packed_ms(set),
@@ -454,8 +459,12 @@ impl ModelCosts {
                 self.call_us, self.scope_us
             ),
         ];
-        if self.batch_gpu.fixed_us.is_finite() {
-            v.push(format!("a batch up and back: GPU {}, host {}", line(&self.batch_gpu), line(&self.batch_host)));
+        if self.batch_host.fixed_us.is_finite() {
+            v.push(format!(
+                "a batch up and back: host {}; the GPU beyond its calls and copies {}",
+                line(&self.batch_host),
+                line(&self.batch_beyond)
+            ));
         }
         v.push(format!("a graph replayed: GPU {}, host {}", line(&self.graph_gpu), line(&self.graph_host)));
         v.push(format!(
@@ -671,7 +680,7 @@ pub(crate) mod tests {
             each_gpu: LinearCost { fixed_us: 4.0, per_buffer_us: 6.0 },
             each_host: LinearCost { fixed_us: 2.0, per_buffer_us: 8.0 },
             scope_us: 10.0,
-            batch_gpu: LinearCost { fixed_us: 10.0, per_buffer_us: 1.0 },
+            batch_beyond: LinearCost { fixed_us: 5.0, per_buffer_us: 0.7 },
             batch_host: LinearCost { fixed_us: 5.0, per_buffer_us: 0.3 },
             graph_gpu: LinearCost { fixed_us: 5.0, per_buffer_us: 2.5 },
             graph_host: LinearCost { fixed_us: 4.0, per_buffer_us: 0.01 },
@@ -685,6 +694,18 @@ pub(crate) mod tests {
             kernels: cost(8.0, 400.0),
             zero_copy: cost(8.0, 25.0),
         }
+    }
+
+    #[test]
+    fn the_packed_correction_is_measured_against_the_parts_alone() {
+        let set = BufferSet::uniform(1000, 4096);
+        let mut c = h200();
+        let parts = c.packed_ms(&set).2;
+        c.packed_beyond = ByteCurve::through(vec![(1 << 20, 0.05), (16 << 20, 0.05)]);
+        assert!((c.packed_ms(&set).2 - parts - 0.05).abs() < 1e-12, "the correction is in the prediction");
+        let (bytes, beyond) = c.packed_beyond_point(&set, parts + 0.079);
+        assert_eq!(bytes, BufferPlacement::new(&set).packed_len);
+        assert!((beyond - 0.079).abs() < 1e-12, "not less the correction already held: {beyond}");
     }
 
     #[test]
@@ -730,7 +751,7 @@ pub(crate) mod tests {
         // Four of 16 MiB: the copies up run beside the call down and take longer, then the copies down.
         let large = c.predict(batch, &BufferSet::uniform(4, 16 << 20));
         let host = 5e-3 + 4.0 * 0.3e-3;
-        let beyond = 10e-3 + 4.0 * 1e-3 - host;
+        let beyond = 5e-3 + 4.0 * 0.7e-3;
         assert!((large.gpu_ms - (host / 2.0 + 2.0 * at(64 << 20) + beyond)).abs() < 1e-9, "{large:?}");
         assert!((large.wall_ms - (large.gpu_ms + 10e-3)).abs() < 1e-12, "the GPU and the scope: {large:?}");
     }
@@ -823,6 +844,8 @@ pub(crate) mod tests {
     fn the_costs_read_as_lines() {
         let lines = h200().describe();
         assert!(lines[0].starts_with("one copy H2D: 6.0 µs + n / 55.0 GB/s"), "{}", lines[0]);
-        assert!(lines.iter().any(|l| l.contains("a batch up and back: GPU 10.0 µs + 1.00 µs a buffer")));
+        assert!(lines
+            .iter()
+            .any(|l| l.contains("a batch up and back: host 5.0 µs + 0.30 µs a buffer; the GPU beyond")));
     }
 }

@@ -6,9 +6,11 @@
 //! a process ran 1.6x (one memcpy) to 2.4x (a batched call's buffer) slower for hundreds of milliseconds
 //! at a time, then fast again, whichever CPU the process was held to. A model whose calls were measured
 //! in one spell and a run in another misses by that much. So the plan makes [`PASSES`] passes, in each
-//! of which every rival runs right after its calls' costs are measured again (for the packed way, what
-//! it takes beyond its parts, which a slow spell moves too), and holds each pass's run against its own
-//! prediction; it reports the medians.
+//! of which every rival runs right after what the host's speed moves of its costs is measured again (a
+//! round trip's fork, join and synchronization; its calls' lines; for the packed way, what it takes
+//! beyond its parts), and holds each pass's run against its own prediction. It shows each rival's pass
+//! whose achieved over predicted is the median, every pass's ratio beside it, and recommends the rival
+//! whose median prediction is the least.
 
 use serde::Serialize;
 
@@ -65,11 +67,11 @@ pub struct SetPlan {
     pub set: String,
     /// Every cost, as the first pass measured them.
     pub costs: ModelCosts,
-    /// Each rival's prediction: the median of the passes'.
+    /// Each rival's prediction and run in its median pass (by achieved over predicted).
     pub predictions: Vec<Prediction>,
-    pub recommended: TransferWay,
-    /// Each rival's run in its median pass (by wall time).
     pub run: SetRun,
+    /// The rival with the least median prediction.
+    pub recommended: TransferWay,
     pub passes: Vec<PlanPass>,
 }
 
@@ -89,9 +91,9 @@ pub struct PlanPass {
 }
 
 impl PlanPass {
-    /// Each rival's achieved wall time over its predicted one.
-    fn ratios(&self) -> impl Iterator<Item = f64> + '_ {
-        self.predictions.iter().zip(&self.run.ways).map(|(p, w)| w.wall.median_ms / p.wall_ms)
+    /// Rival `i`'s achieved wall time over its predicted one in this pass.
+    fn ratio(&self, i: usize) -> f64 {
+        self.run.ways[i].wall.median_ms / self.predictions[i].wall_ms
     }
 }
 
@@ -129,32 +131,32 @@ impl SetPlan {
         Ok(SetPlan::of_passes(set, costs, passes))
     }
 
-    /// The plan the passes make: each rival's median prediction, and its run in its median pass.
+    /// The plan the passes make: for each rival, the pass whose achieved over predicted is the median
+    /// (its prediction and its run); the rival whose median prediction is the least recommended.
     fn of_passes(set: &BufferSet, costs: ModelCosts, passes: Vec<PlanPass>) -> SetPlan {
         let ways = passes[0].predictions.len();
-        let median_by = |key: &dyn Fn(&PlanPass) -> f64| {
-            let mut order: Vec<&PlanPass> = passes.iter().collect();
-            order.sort_by(|a, b| key(a).total_cmp(&key(b)));
-            order[order.len() / 2]
+        let middle = |mut v: Vec<(f64, usize)>| {
+            v.sort_by(|a, b| a.0.total_cmp(&b.0));
+            v[v.len() / 2].1
         };
-        let predictions: Vec<Prediction> =
-            (0..ways).map(|i| median_by(&|p| p.predictions[i].wall_ms).predictions[i].clone()).collect();
-        let best = predictions.iter().min_by(|a, b| a.wall_ms.total_cmp(&b.wall_ms)).expect("a way");
-        let recommended = best.way;
+        let median_pass = |i: usize| &passes[middle(passes.iter().map(|p| p.ratio(i)).zip(0..).collect())];
+        let predictions: Vec<Prediction> = (0..ways).map(|i| median_pass(i).predictions[i].clone()).collect();
         let mut run = passes[0].run.clone();
-        run.ways = (0..ways).map(|i| median_by(&|p| p.run.ways[i].wall.median_ms).run.ways[i].clone()).collect();
+        run.ways = (0..ways).map(|i| median_pass(i).run.ways[i].clone()).collect();
+        // The recommendation is the model's alone: the least of the rivals' median predictions.
+        let median_prediction = |i: usize| {
+            let mut v: Vec<f64> = passes.iter().map(|p| p.predictions[i].wall_ms).collect();
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        let best = (0..ways).min_by(|&a, &b| median_prediction(a).total_cmp(&median_prediction(b))).expect("a way");
+        let recommended = passes[0].predictions[best].way;
         SetPlan { set: set.describe(), costs, predictions, recommended, run, passes }
     }
 
-    /// Each rival's achieved over predicted: the median of the passes' own (each pass's run against
-    /// what the model said with the calls' costs measured just before it).
+    /// Rival `i`'s achieved over predicted in its median pass.
     pub fn ratio(&self, i: usize) -> f64 {
-        let mut r: Vec<f64> = self.passes.iter().map(|p| p.ratios().nth(i).expect("a way")).collect();
-        r.sort_by(f64::total_cmp);
-        match r.len() % 2 {
-            1 => r[r.len() / 2],
-            _ => (r[r.len() / 2 - 1] + r[r.len() / 2]) / 2.0,
-        }
+        self.run.ways[i].wall.median_ms / self.predictions[i].wall_ms
     }
 
     /// Predicted against achieved, a row a way.
@@ -170,8 +172,7 @@ impl SetPlan {
             "",
         ]);
         for (i, (p, w)) in self.predictions.iter().zip(&self.run.ways).enumerate() {
-            let passes: Vec<String> =
-                self.passes.iter().map(|p| format!("{:.2}", p.ratios().nth(i).unwrap())).collect();
+            let passes: Vec<String> = self.passes.iter().map(|p| format!("{:.2}", p.ratio(i))).collect();
             t.row(vec![
                 w.name.clone(),
                 us(p.wall_ms),
@@ -212,8 +213,9 @@ impl SetPlan {
         )
     }
 
-    /// What each pass measured before it ran, in words: the host's time a buffer in the calls, and what
-    /// the packed way took beyond its parts.
+    /// What each pass measured right before each way ran, in words, as the model reads it for this set:
+    /// the host's time a buffer in the calls (their lines at the set's count), and what the packed way
+    /// took beyond its parts at its bytes.
     pub fn calls_by_pass(&self) -> String {
         let of =
             |f: fn(&PlanPass) -> f64| self.passes.iter().map(|p| format!("{:.2}", f(p))).collect::<Vec<_>>().join(", ");
@@ -223,8 +225,8 @@ impl SetPlan {
         };
         let beyond = self.passes.iter().map(|p| format!("{:+.1}", p.packed_beyond_us)).collect::<Vec<_>>();
         format!(
-            "measured before each pass: the host's time a buffer up and back, one memcpy per buffer {}{batch}; a \
-             graph {} µs; the packed way beyond its parts {} µs",
+            "measured again before each way ran, pass by pass: the host's time a buffer up and back, one memcpy \
+             per buffer {}{batch}; a graph {} µs; the packed way beyond its parts {} µs",
             of(|p| p.each_host_us),
             of(|p| p.graph_host_us),
             beyond.join(", ")
@@ -242,8 +244,9 @@ impl SmallCopiesRig {
         plan.costs.describe().iter().for_each(|l| out.say(format!("  {l}")));
         out.say(format!("  {}", plan.calls_by_pass()));
         out.say(format!(
-            "\nEvery way's round trip (every buffer up and back), wall µs: the model's, then the run's; the \
-             median of {PASSES} passes, each with the calls' costs measured just before it"
+            "\nEvery way's round trip (every buffer up and back), wall µs: the model's, then the run's, in the pass \
+             whose achieved over predicted was the median of {PASSES} (each pass with what the host's speed moves \
+             measured again right before each way; every pass's in the next column)"
         ));
         out.table(&plan.table());
         out.say(plan.verdict());
@@ -284,15 +287,22 @@ mod tests {
 
     #[test]
     fn a_plan_takes_the_median_of_its_passes_and_each_pass_against_its_own_prediction() {
-        // The host twice as slow in the second pass, which predicted it so (its calls measured slow just
+        // The host twice as slow in the second pass, which predicted it so (its costs measured slow just
         // before): each pass achieved 1.0, 1.0 and 1.25 of its own prediction.
         let set = BufferSet::uniform(1000, 4096);
         let plan = SetPlan::of_passes(&set, h200(), vec![pass(1.0, 1.0), pass(2.0, 2.0), pass(1.25, 1.0)]);
         let made = made_up(1000, 4096);
         for (i, w) in made.ways.iter().enumerate() {
-            assert_eq!(plan.predictions[i].wall_ms, w.wall.median_ms, "the median prediction of {}", w.name);
-            assert_eq!(plan.run.ways[i].wall.median_ms, w.wall.median_ms * 1.25, "the median run of {}", w.name);
-            assert_eq!(plan.ratio(i), 1.0, "the median of 1.0, 1.0 and 1.25 for {}", w.name);
+            // The median pass by achieved over predicted (the second of the two at 1.0): its prediction and
+            // its run, so that the row's ratio is theirs.
+            assert_eq!(
+                plan.predictions[i].wall_ms,
+                w.wall.median_ms * 2.0,
+                "the median pass's prediction of {}",
+                w.name
+            );
+            assert_eq!(plan.run.ways[i].wall.median_ms, w.wall.median_ms * 2.0, "the median pass's run of {}", w.name);
+            assert_eq!(plan.ratio(i), 1.0, "{}", w.name);
         }
         // The fastest made-up way, by the median prediction.
         assert_eq!(plan.recommended, made.fastest().way);
@@ -300,9 +310,9 @@ mod tests {
         assert!(table.contains("each pass") && table.contains("1.00 1.00 1.25"), "{table}");
         assert_eq!(
             plan.calls_by_pass(),
-            "measured before each pass: the host's time a buffer up and back, one memcpy per buffer 2.00, 4.00, \
-             2.50; a batch 1.00, 2.00, 1.25; a graph 0.50, 0.50, 0.50 µs; the packed way beyond its parts +10.0, \
-             +20.0, +12.5 µs"
+            "measured again before each way ran, pass by pass: the host's time a buffer up and back, one memcpy \
+             per buffer 2.00, 4.00, 2.50; a batch 1.00, 2.00, 1.25; a graph 0.50, 0.50, 0.50 µs; the packed way \
+             beyond its parts +10.0, +20.0, +12.5 µs"
         );
         assert!(plan.verdict().contains("(1.00 of the prediction)"), "{}", plan.verdict());
     }

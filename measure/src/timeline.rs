@@ -77,6 +77,12 @@ struct Recorder {
     streams: HashMap<usize, usize>,
 }
 
+/// Whether the built-in timeline records this run (`GPU_TIMELINE` names a file): its observer times
+/// every operation of a scope, which the bare driver calls beside it do not pay.
+pub fn is_recording() -> bool {
+    std::env::var_os("GPU_TIMELINE").is_some_and(|p| !p.is_empty())
+}
+
 /// Starts the built-in timeline on `gpu` where `GPU_TIMELINE` names a file; otherwise does nothing.
 pub fn record_if_asked(gpu: &mut Gpu) -> anyhow::Result<()> {
     let Some(path) = std::env::var_os("GPU_TIMELINE").filter(|p| !p.is_empty()) else { return Ok(()) };
