@@ -238,6 +238,29 @@ impl Entries {
         }
     }
 
+    /// The place before `pos`, if any.
+    #[inline]
+    fn before(&self, (c, i): Pos) -> Option<Pos> {
+        match i {
+            0 => c.checked_sub(1).map(|b| (b, self.chunks[b].len() - 1)),
+            _ => Some((c, i - 1)),
+        }
+    }
+
+    /// `pos`, or where the entries of the bytes just before it start, where those end after `key`
+    /// (reach into a range that starts at `key`, for a `pos` that is [`Entries::lower_bound`] of `key`).
+    /// Where no two entries overlap unless they are of the same bytes, those are the only ones before
+    /// `pos` that can.
+    #[inline]
+    fn reaching(&self, pos: Pos, key: usize) -> Pos {
+        let Some(mut first) = self.before(pos).filter(|&(b, j)| self.chunks[b][j].end > key) else { return pos };
+        let start = self.chunks[first.0][first.1].start;
+        while let Some(p) = self.before(first).filter(|&(b, j)| self.chunks[b][j].start == start) {
+            first = p;
+        }
+        first
+    }
+
     /// Calls `f` with each entry from `pos` on, in order, until it returns false.
     #[inline]
     fn scan(&self, (mut c, mut i): Pos, mut f: impl FnMut(Pos, &Entry) -> bool) {
@@ -349,6 +372,12 @@ pub(crate) struct Tracker {
     /// never needs to shrink: an entry is forgotten only when one that covers it, so at least as long,
     /// is remembered.
     longest: usize,
+    /// Whether two of the searched entries may overlap without being of the same bytes. Until two do
+    /// (buffers of an arena used each whole, by any streams, whatever their sizes), the entries that
+    /// overlap a range are those of the bytes just before where it starts (if they reach into it) and
+    /// those that start inside it: a search, not a scan back over the longest entry's length (2 MiB of
+    /// small buffers behind one large one).
+    overlap: bool,
 }
 
 impl Tracker {
@@ -369,8 +398,14 @@ impl Tracker {
         if self.after_every_entry(bytes.start) {
             return;
         }
-        let from = self.entries.lower_bound(bytes.start.saturating_sub(self.longest));
-        self.entries.scan(from, |_, e| {
+        self.overlapping_searched(bytes, f);
+    }
+
+    /// [`Tracker::overlapping`] among the searched entries: out of line, so that a buffer's one entry
+    /// and work appended in order take the short ways above.
+    #[inline(never)]
+    fn overlapping_searched(&self, bytes: &Range<usize>, mut f: impl FnMut(&Entry)) {
+        self.entries.scan(self.search_from(bytes), |_, e| {
             if e.start >= bytes.end {
                 return false;
             }
@@ -379,6 +414,15 @@ impl Tracker {
             }
             true
         });
+    }
+
+    /// Where a search for the entries that overlap `bytes` starts (among the searched ones).
+    #[inline]
+    fn search_from(&self, bytes: &Range<usize>) -> Pos {
+        match self.overlap {
+            false => self.entries.reaching(self.entries.lower_bound(bytes.start), bytes.start),
+            true => self.entries.lower_bound(bytes.start.saturating_sub(self.longest)),
+        }
     }
 
     /// Remembers that `stream` wrote (or read) `bytes` at `stamp`, forgetting what that makes redundant:
@@ -399,6 +443,7 @@ impl Tracker {
                 self.longest = self.longest.max(bytes.len());
             } else if self.record_searching(stream, write, bytes, stamp, scratch) {
                 self.lone = self.entries.take_single(); // a write over every entry leaves one
+                self.overlap &= self.lone.is_none();
             }
             return;
         };
@@ -410,6 +455,7 @@ impl Tracker {
                 // A second entry: both go where entries are searched.
                 let one = *e;
                 self.lone = None;
+                self.overlap = false;
                 self.entries.append(one);
                 self.record_searching(stream, write, bytes, stamp, scratch);
                 return;
@@ -442,6 +488,21 @@ impl Tracker {
             self.entries.append(new);
             return false;
         }
+        self.record_among(stream, write, bytes, stamp, scratch)
+    }
+
+    /// [`Tracker::record_searching`] where the access does not come after every entry: out of line, so
+    /// that work appended in order takes the short way above.
+    #[inline(never)]
+    fn record_among(
+        &mut self,
+        stream: u32,
+        write: bool,
+        bytes: &Range<usize>,
+        stamp: Stamp,
+        scratch: &mut Vec<Pos>,
+    ) -> bool {
+        let new = Entry::of(stream, write, bytes, stamp);
         let at = self.entries.lower_bound(bytes.start);
         // One entry of exactly these bytes, which no other entry starts inside: a write takes its place
         // (the same range written again, by any stream), and a read of the stream that wrote them joins
@@ -471,22 +532,25 @@ impl Tracker {
         }
         scratch.clear();
         let mut joined = None;
+        // An entry before it that reaches into it, or one inside it that stays and is not of its very bytes,
+        // will overlap it.
+        let mut partial = self.entries.reaching(at, bytes.start) != at;
         // Entries it covers start inside it.
         self.entries.scan(at, |pos, e| {
             if e.start >= bytes.end {
                 return false;
             }
             if !covers(bytes, &e.bytes()) {
+                partial = true;
                 return true;
             }
-            if write {
+            let exact = e.start == bytes.start && e.end == bytes.end;
+            if write || (e.stream == stream && e.write.seq == 0) {
                 scratch.push(pos);
-            } else if e.stream == stream {
-                if e.write.seq == 0 {
-                    scratch.push(pos);
-                } else if e.start == bytes.start && e.end == bytes.end {
-                    joined = Some(pos);
-                }
+            } else if exact && e.stream == stream {
+                joined = Some(pos);
+            } else if !exact {
+                partial = true; // kept beside it (one of the very same bytes may stay)
             }
             true
         });
@@ -498,6 +562,7 @@ impl Tracker {
             return !scratch.is_empty();
         }
         self.longest = self.longest.max(bytes.len());
+        self.overlap |= partial;
         // Where the first entry it replaces starts where it does, it takes that entry's place.
         match scratch.first() {
             Some(&first) if self.entries.chunks[first.0][first.1].start == bytes.start => {
@@ -1059,6 +1124,70 @@ mod tests {
             assert!(t.entries.chunks.iter().all(|c| !c.is_empty() && c.len() <= Entries::CHUNK));
             assert_eq!(t.entries.firsts, t.entries.chunks.iter().map(|c| c[0].start).collect::<Vec<_>>());
         }
+    }
+
+    /// An arena of buffers of mixed sizes (a large one among many small ones, as a model's tensors), each
+    /// used whole: its entries never overlap, so a search finds the one before a range and those inside
+    /// it, and needs what a full search finds; with parts of buffers used too, the same.
+    #[test]
+    fn buffers_used_whole_are_searched_without_a_scan_over_the_longest() {
+        let mut seed = 11;
+        let sizes = [4096, 4, 96, 768, 12, 4, 4, 96, 200, 4];
+        let starts: Vec<usize> = sizes.iter().scan(0, |at, s| Some(std::mem::replace(at, *at + s))).collect();
+        for round in 0..200 {
+            let (mut t, mut plain) = (Tracker::default(), Plain::default());
+            for op in 0..200 {
+                let k = lcg(&mut seed) % sizes.len();
+                let mut bytes = starts[k]..starts[k] + sizes[k];
+                if round % 4 == 3 && lcg(&mut seed) % 3 == 0 {
+                    bytes.start += lcg(&mut seed) % sizes[k]; // part of a buffer
+                }
+                let (stream, write) = ((lcg(&mut seed) % 3) as u32, lcg(&mut seed) % 2 == 0);
+                assert_eq!(
+                    needs(&t, stream, write, &bytes),
+                    plain.needs(stream, write, &bytes),
+                    "round {round}, op {op}"
+                );
+                rec(&mut t, op, stream, write, bytes.clone());
+                plain.record(Access { stream, seq: op as u64 + 1, write, bytes });
+            }
+            if round % 4 != 3 {
+                let all = t.all();
+                let same_or_apart =
+                    |a: &Entry, b: &Entry| (a.start, a.end) == (b.start, b.end) || !overlaps(&a.bytes(), &b.bytes());
+                assert!(all.iter().all(|a| all.iter().all(|b| same_or_apart(a, b))), "round {round}: whole buffers");
+                assert!(!t.overlap, "round {round}");
+            }
+        }
+    }
+
+    /// One buffer of 2 MiB before a thousand of 1 KiB, each written whole on one of two streams and read
+    /// back on another: a read of the last looks at its own entries only, not at every entry within
+    /// 2 MiB before it.
+    #[test]
+    fn a_large_buffer_before_many_small_ones_costs_no_scan() {
+        let mut t = Tracker::default();
+        rec(&mut t, 0, 0, true, 0..2 << 20);
+        for i in 0..1000 {
+            let at = (2 << 20) + i * 1024;
+            rec(&mut t, 1 + 2 * i as u32, i as u32 % 2, true, at..at + 1024);
+            rec(&mut t, 2 + 2 * i as u32, 2, false, at..at + 1024);
+        }
+        assert!(!t.overlap, "same bytes or apart");
+        let last = (2 << 20) + 999 * 1024..(2 << 20) + 1000 * 1024;
+        let mut looked = 0;
+        t.entries.scan(t.search_from(&last), |_, e| {
+            looked += 1;
+            e.start < last.end
+        });
+        assert_eq!(looked, 2, "its write and its read, the end of the entries");
+        let mut before = 0;
+        t.entries.scan(t.search_from(&(last.start - 1..last.start + 1)), |_, e| {
+            before += 1;
+            e.start < last.start + 1
+        });
+        assert_eq!(before, 4, "the bytes just before too, and no further back");
+        assert_eq!(conflicts(&t, 3, true, last), vec![1999, 2000]);
     }
 
     /// The search that starts where the last one ended finds what a full scan finds, in sweeps up and
