@@ -102,11 +102,7 @@ fn print_table(out: &Output, points: &[Point], n: usize, repeats: usize) {
     out.say(format!("\noverlapped time (efficiency against its bound), median of up to {repeats} runs"));
     out.table(&t);
     if points.iter().any(|p| p.report.runs.iter().any(|r| r.against_bound.beaten)) {
-        out.say(format!(
-            "beaten: a run faster than its bound's parts alone (efficiency above {}): this machine's copy rates \
-             moved during the sweep, so there the bound does not hold; run again on a quiet machine",
-            measure::bound::BEATEN_ABOVE
-        ));
+        out.say(measure::bound::beaten_note("a run of the sweep"));
     }
     if let Some((run, chunks)) = best {
         let (ms, limit) = (run.against_bound.measured.median_ms, run.against_bound.bound.limit.describe());

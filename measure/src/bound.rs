@@ -378,6 +378,15 @@ impl Bound {
 /// 2.4 ms in the next): the bound, measured alone after the runs, does not hold for that run.
 pub const BEATEN_ABOVE: f64 = 1.02;
 
+/// The note under a table where `which` (runs, in words) beat the bound: what it means and what to do.
+pub fn beaten_note(which: &str) -> String {
+    format!(
+        "beaten: {which} ran faster than its bound's parts did alone, measured after the runs (efficiency above \
+         {BEATEN_ABOVE}): this machine's copy rates moved from one moment to the next, so there the bound does not \
+         hold (run again on a quiet machine; on the H200 no run of milliseconds passed 1.004)"
+    )
+}
+
 /// A pipeline's measured time held against its bound.
 #[derive(Clone, Debug, Serialize)]
 pub struct AgainstBound {
@@ -493,12 +502,7 @@ impl PipelineReport {
         let mut lines: Vec<String> = limits.iter().map(|l| format!("{}: {}", l.name(), l.describe())).collect();
         let beaten: Vec<&str> = self.runs.iter().filter(|r| r.against_bound.beaten).map(|r| r.name.as_str()).collect();
         if !beaten.is_empty() {
-            lines.push(format!(
-                "beaten: {} ran faster than its bound's parts did alone, measured after the runs: this machine's \
-                 copy rates moved from one moment to the next, so here the bound does not hold for that run (run \
-                 again on a quiet machine; on the H200 no run of milliseconds passed 1.004)",
-                beaten.join(", ")
-            ));
+            lines.push(beaten_note(&beaten.join(", ")));
         }
         lines.push(format!(
             "measured alone (best of the repeats): one chunk's H2D {}, kernel {}, D2H {}, all three in turn {}; \
