@@ -15,7 +15,8 @@
 //! and what the packed way took beyond the sum of its parts over 1 MiB, 16 MiB and the set's own packed
 //! bytes (straight lines between them). The host's speed moves some of these from one moment to the next,
 //! so a plan's passes measure them again right before each way runs ([`ModelCosts::again_for`]): the round
-//! trip's fork, join and synchronization, the way's calls' lines, and for the packed way its correction.
+//! trip's fork, join and synchronization, the way's calls' lines, and for the packed way the crew's rates
+//! and its correction.
 //! Each way's round trip is then the sum of its parts (the GPU's and the host's overlapping where they
 //! do):
 //!
@@ -300,14 +301,20 @@ impl ModelCosts {
     /// Measures again what the host's speed moves of `way`'s cost for a plan of `set`, as a pass of the
     /// plan does right before `way` runs: a round trip's fork, join and synchronization (every way pays
     /// it), then its calls' lines (one memcpy per buffer, a batch, a graph; with the first, a queued
-    /// copy's host time), or what the packed way takes beyond its parts (one look at each size). On a KVM
+    /// copy's host time), or for the packed way the crew's rates, alone and beside the copies, and what
+    /// it takes beyond its parts (one look at each size). On a KVM
     /// guest of an H100 every driver call of a process ran 1.6x to 2.4x slower for hundreds of
     /// milliseconds at a time, whichever CPU it was held to.
     pub fn again_for(&mut self, rig: &mut SmallCopiesRig, set: &BufferSet, way: TransferWay) -> anyhow::Result<()> {
         let sets = CalibrationSets::for_set(set);
         self.scope_us = rig.empty_scope()?.median_ms * 1e3;
         match way {
-            TransferWay::Packed => self.packed_beyond = self.packed_beyond_over(rig, &sets)?,
+            TransferWay::Packed => {
+                let crew = CrewCosts::measure(rig, &sets)?;
+                (self.pack_threads, self.crew_pack, self.crew_unpack, self.busy) =
+                    (crew.pack_threads, crew.crew_pack, crew.crew_unpack, crew.busy);
+                self.packed_beyond = self.packed_beyond_over(rig, &sets)?;
+            }
             TransferWay::ZeroCopy => {} // its kernels over mapped memory: the GPU's
             way => self.measure_calls(rig, &sets, way)?,
         }
@@ -516,27 +523,8 @@ impl RateCosts {
                 zero_points.push((set.bytes(), run.ways[0].gpu.min_ms));
             }
         }
-        // The crew over 1 and 16 MiB: its start and its rate together.
-        let (mut crew_pack, mut crew_unpack) = (Vec::new(), Vec::new());
-        for set in [&sets.spread[1], &sets.big] {
-            let (pack, unpack) = rig.cpu_side(set, true)?;
-            crew_pack.push((set.bytes(), pack));
-            crew_unpack.push((set.bytes(), unpack));
-        }
-        let pack_threads = crew_threads(PackLayout::new(&BufferPlacement::new(&sets.big)).items);
         let nothing = CopyCost { alpha_us: f64::NAN, beta_gbps: f64::NAN, half_rate_bytes: f64::NAN, worst_miss: 0.0 };
-        let (crew_pack, crew_unpack) = (CopyCost::fit(&crew_pack)?, CopyCost::fit(&crew_unpack)?);
-        // The copies and the crew at once over 16 MiB: each one's rate then (the crew's start taken off
-        // its time, as the packed way's model adds it).
-        let [(up, pack), (down, unpack)] = rig.copies_beside_cpu(&sets.big)?;
-        let bytes = sets.big.bytes() as f64;
-        let rate = |ms: f64| bytes / (ms.max(1e-6) * 1e6);
-        let busy = BusyRates {
-            htod_gbps: rate(up),
-            pack_gbps: rate(pack - crew_pack.alpha_us * 1e-3),
-            dtoh_gbps: rate(down),
-            unpack_gbps: rate(unpack),
-        };
+        let CrewCosts { pack_threads, crew_pack, crew_unpack, busy } = CrewCosts::measure(rig, sets)?;
         Ok(RateCosts {
             pack: CopyCost::fit(&pack_points)?,
             unpack: CopyCost::fit(&unpack_points)?,
@@ -547,6 +535,42 @@ impl RateCosts {
             kernels: CopyCost::fit(&kernel_points)?,
             zero_copy: if zero_copy { CopyCost::fit(&zero_points)? } else { nothing },
         })
+    }
+}
+
+/// The pool's threads packing and unpacking together, alone and beside the copies: what the host's
+/// memory, and its speed at the moment, decide.
+struct CrewCosts {
+    pack_threads: usize,
+    crew_pack: CopyCost,
+    crew_unpack: CopyCost,
+    busy: BusyRates,
+}
+
+impl CrewCosts {
+    /// The crew over 1 and 16 MiB (its start and its rate together), then the copies and the crew at
+    /// once over 16 MiB.
+    fn measure(rig: &mut SmallCopiesRig, sets: &CalibrationSets) -> anyhow::Result<CrewCosts> {
+        let (mut crew_pack, mut crew_unpack) = (Vec::new(), Vec::new());
+        for set in [&sets.spread[1], &sets.big] {
+            let (pack, unpack) = rig.cpu_side(set, true)?;
+            crew_pack.push((set.bytes(), pack));
+            crew_unpack.push((set.bytes(), unpack));
+        }
+        let pack_threads = crew_threads(PackLayout::new(&BufferPlacement::new(&sets.big)).items);
+        let (crew_pack, crew_unpack) = (CopyCost::fit(&crew_pack)?, CopyCost::fit(&crew_unpack)?);
+        // Each one's rate beside the other (the crew's start taken off its time, as the packed way's model
+        // adds it).
+        let [(up, pack), (down, unpack)] = rig.copies_beside_cpu(&sets.big)?;
+        let bytes = sets.big.bytes() as f64;
+        let rate = |ms: f64| bytes / (ms.max(1e-6) * 1e6);
+        let busy = BusyRates {
+            htod_gbps: rate(up),
+            pack_gbps: rate(pack - crew_pack.alpha_us * 1e-3),
+            dtoh_gbps: rate(down),
+            unpack_gbps: rate(unpack),
+        };
+        Ok(CrewCosts { pack_threads, crew_pack, crew_unpack, busy })
     }
 }
 

@@ -2,12 +2,12 @@
 //! from costs measured in the same run, recommends the way it predicts fastest, then every rival is run
 //! on the set and held against what the model said.
 //!
-//! The host's speed is not one figure a process keeps: on the KVM guests of H100s, every driver call of
-//! a process ran 1.6x (one memcpy) to 2.4x (a batched call's buffer) slower for hundreds of milliseconds
-//! at a time, then fast again, whichever CPU the process was held to. A model whose calls were measured
-//! in one spell and a run in another misses by that much. So the plan makes [`PASSES`] passes, in each
-//! of which every rival runs right after what the host's speed moves of its costs is measured again (a
-//! round trip's fork, join and synchronization; its calls' lines; for the packed way, what it takes
+//! The host's speed is not one figure a process keeps: on the KVM guests of H100s, every driver call of a
+//! process ran 1.6x (one memcpy) to 2.4x (a batched call's buffer) slower for hundreds of milliseconds at a
+//! time, then fast again, whichever CPU the process was held to. A model whose calls were measured in one
+//! spell and a run in another misses by that much. So the plan makes [`PASSES`] passes, in each of which
+//! every rival runs right after what the host's speed moves of its costs is measured again (a round trip's
+//! fork, join and synchronization; its calls' lines; for the packed way, the crew's rates and what it takes
 //! beyond its parts), and holds each pass's run against its own prediction. It shows each rival's pass
 //! whose achieved over predicted is the median, every pass's ratio beside it, and recommends the rival
 //! whose median prediction is the least.
@@ -84,7 +84,9 @@ pub struct PlanPass {
     pub each_host_us: f64,
     pub batch_host_us: f64,
     pub graph_host_us: f64,
-    /// What the packed way took beyond its parts near the set's packed bytes, µs.
+    /// The crew's packing rate beside the copies up, GB/s, and what the packed way took beyond its parts
+    /// near the set's packed bytes, µs.
+    pub crew_pack_gbps: f64,
     pub packed_beyond_us: f64,
     pub predictions: Vec<Prediction>,
     pub run: SetRun,
@@ -120,6 +122,7 @@ impl SetPlan {
                 each_host_us: per_buffer(&now.each_host),
                 batch_host_us: per_buffer(&now.batch_host),
                 graph_host_us: per_buffer(&now.graph_host),
+                crew_pack_gbps: now.busy.pack_gbps,
                 packed_beyond_us: now.beyond_ms(set) * 1e3,
                 predictions,
                 run,
@@ -224,11 +227,14 @@ impl SetPlan {
             false => String::new(),
         };
         let beyond = self.passes.iter().map(|p| format!("{:+.1}", p.packed_beyond_us)).collect::<Vec<_>>();
+        let crew = self.passes.iter().map(|p| format!("{:.1}", p.crew_pack_gbps)).collect::<Vec<_>>();
         format!(
             "measured again before each way ran, pass by pass: the host's time a buffer up and back, one memcpy \
-             per buffer {}{batch}; a graph {} µs; the packed way beyond its parts {} µs",
+             per buffer {}{batch}; a graph {} µs; the crew packing beside the copies at {} GB/s; the packed way \
+             beyond its parts {} µs",
             of(|p| p.each_host_us),
             of(|p| p.graph_host_us),
+            crew.join(", "),
             beyond.join(", ")
         )
     }
@@ -279,6 +285,7 @@ mod tests {
             each_host_us: 2.0 * scale,
             batch_host_us: scale,
             graph_host_us: 0.5,
+            crew_pack_gbps: 40.0 / scale,
             packed_beyond_us: 10.0 * scale,
             predictions,
             run,
@@ -311,8 +318,8 @@ mod tests {
         assert_eq!(
             plan.calls_by_pass(),
             "measured again before each way ran, pass by pass: the host's time a buffer up and back, one memcpy \
-             per buffer 2.00, 4.00, 2.50; a batch 1.00, 2.00, 1.25; a graph 0.50, 0.50, 0.50 µs; the packed way \
-             beyond its parts +10.0, +20.0, +12.5 µs"
+             per buffer 2.00, 4.00, 2.50; a batch 1.00, 2.00, 1.25; a graph 0.50, 0.50, 0.50 µs; the crew packing \
+             beside the copies at 40.0, 20.0, 32.0 GB/s; the packed way beyond its parts +10.0, +20.0, +12.5 µs"
         );
         assert!(plan.verdict().contains("(1.00 of the prediction)"), "{}", plan.verdict());
     }
