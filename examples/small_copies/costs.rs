@@ -15,8 +15,8 @@
 //! and what the packed way took beyond the sum of its parts over 1 MiB, 16 MiB and the set's own packed
 //! bytes (straight lines between them). The host's speed moves some of these from one moment to the next,
 //! so a plan's passes measure them again right before each way runs ([`ModelCosts::again_for`]): the round
-//! trip's fork, join and synchronization, the way's calls' lines, and for the packed way the crew's rates
-//! and its correction.
+//! trip's fork, join and synchronization, the way's calls' lines, for the packed way the crew's rates and
+//! its correction, and zero-copy's kernels.
 //! Each way's round trip is then the sum of its parts (the GPU's and the host's overlapping where they
 //! do):
 //!
@@ -301,8 +301,8 @@ impl ModelCosts {
     /// Measures again what the host's speed moves of `way`'s cost for a plan of `set`, as a pass of the
     /// plan does right before `way` runs: a round trip's fork, join and synchronization (every way pays
     /// it), then its calls' lines (one memcpy per buffer, a batch, a graph; with the first, a queued
-    /// copy's host time), or for the packed way the crew's rates, alone and beside the copies, and what
-    /// it takes beyond its parts (one look at each size). On a KVM
+    /// copy's host time), for the packed way the crew's rates, alone and beside the copies, and what it
+    /// takes beyond its parts (one look at each size), or zero-copy's kernels over mapped memory. On a KVM
     /// guest of an H100 every driver call of a process ran 1.6x to 2.4x slower for hundreds of
     /// milliseconds at a time, whichever CPU it was held to.
     pub fn again_for(&mut self, rig: &mut SmallCopiesRig, set: &BufferSet, way: TransferWay) -> anyhow::Result<()> {
@@ -315,7 +315,7 @@ impl ModelCosts {
                     (crew.pack_threads, crew.crew_pack, crew.crew_unpack, crew.busy);
                 self.packed_beyond = self.packed_beyond_over(rig, &sets)?;
             }
-            TransferWay::ZeroCopy => {} // its kernels over mapped memory: the GPU's
+            TransferWay::ZeroCopy => self.zero_copy = zero_copy_cost(rig, &sets)?,
             way => self.measure_calls(rig, &sets, way)?,
         }
         Ok(())
@@ -511,19 +511,18 @@ impl RateCosts {
     /// The copy kernel, the CPU's packing on one thread and zero-copy over 64 buffers of three sizes; the
     /// CPU's packing on the pool's threads over 16 of 1 MiB.
     fn measure(rig: &mut SmallCopiesRig, sets: &CalibrationSets, zero_copy: bool) -> anyhow::Result<RateCosts> {
-        let (mut kernel_points, mut zero_points) = (Vec::new(), Vec::new());
+        let mut kernel_points = Vec::new();
         let (mut pack_points, mut unpack_points) = (Vec::new(), Vec::new());
         for set in &sets.spread {
             kernel_points.push((set.bytes(), rig.kernel_time(set)?));
             let (pack, unpack) = rig.cpu_side(set, false)?;
             pack_points.push((set.sizes[0], pack / set.count() as f64));
             unpack_points.push((set.sizes[0], unpack / set.count() as f64));
-            if zero_copy {
-                let run = rig.run_set(set, &[TransferWay::ZeroCopy])?;
-                zero_points.push((set.bytes(), run.ways[0].gpu.min_ms));
-            }
         }
-        let nothing = CopyCost { alpha_us: f64::NAN, beta_gbps: f64::NAN, half_rate_bytes: f64::NAN, worst_miss: 0.0 };
+        let zero_copy = match zero_copy {
+            true => zero_copy_cost(rig, sets)?,
+            false => CopyCost { alpha_us: f64::NAN, beta_gbps: f64::NAN, half_rate_bytes: f64::NAN, worst_miss: 0.0 },
+        };
         let CrewCosts { pack_threads, crew_pack, crew_unpack, busy } = CrewCosts::measure(rig, sets)?;
         Ok(RateCosts {
             pack: CopyCost::fit(&pack_points)?,
@@ -533,9 +532,20 @@ impl RateCosts {
             crew_unpack,
             busy,
             kernels: CopyCost::fit(&kernel_points)?,
-            zero_copy: if zero_copy { CopyCost::fit(&zero_points)? } else { nothing },
+            zero_copy,
         })
     }
+}
+
+/// Zero-copy's kernels over 64 buffers of three sizes: their launches and their rate over mapped memory,
+/// the best of runs.
+fn zero_copy_cost(rig: &mut SmallCopiesRig, sets: &CalibrationSets) -> anyhow::Result<CopyCost> {
+    let mut points = Vec::new();
+    for set in &sets.spread {
+        let run = rig.run_set(set, &[TransferWay::ZeroCopy])?;
+        points.push((set.bytes(), run.ways[0].gpu.min_ms));
+    }
+    CopyCost::fit(&points)
 }
 
 /// The pool's threads packing and unpacking together, alone and beside the copies: what the host's

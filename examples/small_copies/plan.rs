@@ -8,9 +8,9 @@
 //! spell and a run in another misses by that much. So the plan makes [`PASSES`] passes, in each of which
 //! every rival runs right after what the host's speed moves of its costs is measured again (a round trip's
 //! fork, join and synchronization; its calls' lines; for the packed way, the crew's rates and what it takes
-//! beyond its parts), and holds each pass's run against its own prediction. It shows each rival's pass
-//! whose achieved over predicted is the median, every pass's ratio beside it, and recommends the rival
-//! whose median prediction is the least.
+//! beyond its parts; zero-copy's kernels), and holds each pass's run against its own prediction. It shows
+//! each rival's pass whose achieved over predicted is the median, every pass's ratio beside it, and
+//! recommends the rival whose median prediction is the least.
 
 use serde::Serialize;
 
