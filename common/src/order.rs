@@ -488,21 +488,15 @@ impl Tracker {
             self.entries.append(new);
             return false;
         }
-        self.record_among(stream, write, bytes, stamp, scratch)
+        self.record_among(new, write, scratch)
     }
 
-    /// [`Tracker::record_searching`] where the access does not come after every entry: out of line, so
-    /// that work appended in order takes the short way above.
+    /// [`Tracker::record_searching`] of `new` (a write, or a read) where it does not come after every
+    /// entry: out of line, so that work appended in order takes the short way above.
     #[inline(never)]
-    fn record_among(
-        &mut self,
-        stream: u32,
-        write: bool,
-        bytes: &Range<usize>,
-        stamp: Stamp,
-        scratch: &mut Vec<Pos>,
-    ) -> bool {
-        let new = Entry::of(stream, write, bytes, stamp);
+    fn record_among(&mut self, new: Entry, write: bool, scratch: &mut Vec<Pos>) -> bool {
+        let (stream, bytes) = (new.stream, &new.bytes());
+        let stamp = if write { new.write } else { new.read };
         let at = self.entries.lower_bound(bytes.start);
         // One entry of exactly these bytes, which no other entry starts inside: a write takes its place
         // (the same range written again, by any stream), and a read of the stream that wrote them joins

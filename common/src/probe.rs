@@ -47,29 +47,21 @@ pub fn bare_round_trip(
     // below panicked.
     let synced = Synchronized { stream, done: false };
     let (raw, t) = (stream.raw(), Instant::now());
-    let mut queued = Ok(());
-    for (host, at) in pieces.iter().filter(|(host, _)| !host.is_empty()) {
-        // SAFETY: inside `src` and `dst` (checked above), both of the stream's context, which is
-        // current; both stay borrowed until the stream is synchronized below.
-        let code = unsafe {
-            ffi::cuMemcpyHtoDAsync_v2(dst.ptr() + *at as u64, src[host.clone()].as_ptr().cast(), host.len(), raw)
-        };
-        queued = check(code, || "a bare copy up".into());
-        if queued.is_err() {
-            break;
-        }
-    }
-    if queued.is_ok() {
-        for (host, at) in pieces.iter().filter(|(host, _)| !host.is_empty()) {
-            let into = back[host.clone()].as_mut_ptr().cast();
-            // SAFETY: as above, into `back`, borrowed mutably until the stream is synchronized.
-            let code = unsafe { ffi::cuMemcpyDtoHAsync_v2(into, dst.ptr() + *at as u64, host.len(), raw) };
-            queued = check(code, || "a bare copy down".into());
-            if queued.is_err() {
-                break;
-            }
-        }
-    }
+    // Every piece's copy one way, in order, until one fails.
+    let each = |copy: &mut dyn FnMut(&Range<usize>, u64) -> ffi::CuResult, what: &str| {
+        let mut pieces = pieces.iter().filter(|(host, _)| !host.is_empty());
+        pieces.try_for_each(|(host, at)| check(copy(host, dst.ptr() + *at as u64), || what.into()))
+    };
+    let mut up = |h: &Range<usize>, d| {
+        // SAFETY: inside `src` and `dst` (checked above), both of the stream's context, which is current;
+        // both stay borrowed until the stream is synchronized below.
+        unsafe { ffi::cuMemcpyHtoDAsync_v2(d, src[h.clone()].as_ptr().cast(), h.len(), raw) }
+    };
+    let mut down = |h: &Range<usize>, d| {
+        // SAFETY: as above, into `back`, borrowed mutably until the stream is synchronized.
+        unsafe { ffi::cuMemcpyDtoHAsync_v2(back[h.clone()].as_mut_ptr().cast(), d, h.len(), raw) }
+    };
+    let queued = each(&mut up, "a bare copy up").and_then(|()| each(&mut down, "a bare copy down"));
     let host_ms = t.elapsed().as_secs_f64() * 1e3;
     synced.now()?;
     queued.map(|()| host_ms)

@@ -38,7 +38,6 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use common::SrcOrder;
 use kernels::TableCopy;
 use measure::{
     fit::CopyCost,
@@ -223,59 +222,46 @@ impl CalibrationSets {
     }
 }
 
-/// The CPU's packing and unpacking, the copy kernel's and zero-copy's launches and rates.
+/// The CPU's packing and unpacking on one thread, and the copy kernel's launches and rate.
 struct RateCosts {
     pack: CopyCost,
     unpack: CopyCost,
-    pack_threads: usize,
-    crew_pack: CopyCost,
-    crew_unpack: CopyCost,
-    busy: BusyRates,
     kernels: CopyCost,
-    zero_copy: CopyCost,
 }
 
 impl ModelCosts {
-    /// Measures every cost for a plan of `set` on `rig` (which must hold its [`CalibrationSets`]).
-    pub fn measure(
-        rig: &mut SmallCopiesRig,
-        set: &BufferSet,
-        batch: bool,
-        zero_copy: bool,
-    ) -> anyhow::Result<ModelCosts> {
+    /// Measures the costs that a plan's passes do not measure again, over `sets` on `rig` (which must hold
+    /// them): one copy each way, the CPU's packing on one thread, the copy kernel, and one memcpy per
+    /// buffer's calls (the queued copy's host time the packed way and zero-copy read, whichever way a pass
+    /// runs first). The rest is unknown (NaN) until [`ModelCosts::again_for`] measures it for its way.
+    pub fn measure(rig: &mut SmallCopiesRig, sets: &CalibrationSets) -> anyhow::Result<ModelCosts> {
         let _phase = measure::timeline::phase("small copies: costs");
         let [htod_times, dtoh_times] = rig.copy_times(&[256, 4 << 10, 64 << 10, 1 << 20, 4 << 20])?;
-        let scope_us = rig.empty_scope()?.median_ms * 1e3;
-        let sets = CalibrationSets::for_set(set);
-        let rates = RateCosts::measure(rig, &sets, zero_copy)?;
+        let rates = RateCosts::measure(rig, sets)?;
         let nan = LinearCost { fixed_us: f64::NAN, per_buffer_us: f64::NAN };
+        let unknown = CopyCost { alpha_us: f64::NAN, beta_gbps: f64::NAN, half_rate_bytes: f64::NAN, worst_miss: 0.0 };
         let mut costs = ModelCosts {
             htod: CopyCost::fit(&htod_times)?,
             dtoh: CopyCost::fit(&dtoh_times)?,
             call_us: f64::NAN,
             each_gpu: nan,
             each_host: nan,
-            scope_us,
+            scope_us: f64::NAN,
             batch_beyond: nan,
             batch_host: nan,
             graph_gpu: nan,
             graph_host: nan,
             pack: rates.pack,
             unpack: rates.unpack,
-            pack_threads: rates.pack_threads,
-            crew_pack: rates.crew_pack,
-            crew_unpack: rates.crew_unpack,
-            busy: rates.busy,
+            pack_threads: 0,
+            crew_pack: unknown,
+            crew_unpack: unknown,
+            busy: BusyRates { htod_gbps: f64::NAN, pack_gbps: f64::NAN, dtoh_gbps: f64::NAN, unpack_gbps: f64::NAN },
             packed_beyond: ByteCurve::zero(),
             kernels: rates.kernels,
-            zero_copy: rates.zero_copy,
+            zero_copy: unknown,
         };
-        let batch = batch.then_some(TransferWay::Batch { order: SrcOrder::StreamOrder, pageable: false });
-        for way in [Some(TransferWay::Each { streams: 1, pageable: false }), Some(TransferWay::Graph), batch] {
-            way.map_or(Ok(()), |way| costs.measure_calls(rig, &sets, way))?;
-        }
-        // What the packed way takes beyond its parts is measured by each pass of a plan, right before the
-        // packed way runs (`again_for`): none until then.
+        costs.measure_calls(rig, sets, TransferWay::Each { streams: 1, pageable: false })?;
         Ok(costs)
     }
 
@@ -298,25 +284,29 @@ impl ModelCosts {
         (BufferPlacement::new(set).packed_len, wall_ms - parts.packed_ms(set).2)
     }
 
-    /// Measures again what the host's speed moves of `way`'s cost for a plan of `set`, as a pass of the
+    /// Measures again what the host's speed moves of `way`'s cost over the plan's `sets`, as a pass of the
     /// plan does right before `way` runs: a round trip's fork, join and synchronization (every way pays
     /// it), then its calls' lines (one memcpy per buffer, a batch, a graph; with the first, a queued
     /// copy's host time), for the packed way the crew's rates, alone and beside the copies, and what it
     /// takes beyond its parts (one look at each size), or zero-copy's kernels over mapped memory. On a KVM
     /// guest of an H100 every driver call of a process ran 1.6x to 2.4x slower for hundreds of
     /// milliseconds at a time, whichever CPU it was held to.
-    pub fn again_for(&mut self, rig: &mut SmallCopiesRig, set: &BufferSet, way: TransferWay) -> anyhow::Result<()> {
-        let sets = CalibrationSets::for_set(set);
+    pub fn again_for(
+        &mut self,
+        rig: &mut SmallCopiesRig,
+        sets: &CalibrationSets,
+        way: TransferWay,
+    ) -> anyhow::Result<()> {
         self.scope_us = rig.empty_scope()?.median_ms * 1e3;
         match way {
             TransferWay::Packed => {
-                let crew = CrewCosts::measure(rig, &sets)?;
+                let crew = CrewCosts::measure(rig, sets)?;
                 (self.pack_threads, self.crew_pack, self.crew_unpack, self.busy) =
                     (crew.pack_threads, crew.crew_pack, crew.crew_unpack, crew.busy);
-                self.packed_beyond = self.packed_beyond_over(rig, &sets)?;
+                self.packed_beyond = self.packed_beyond_over(rig, sets)?;
             }
-            TransferWay::ZeroCopy => self.zero_copy = zero_copy_cost(rig, &sets)?,
-            way => self.measure_calls(rig, &sets, way)?,
+            TransferWay::ZeroCopy => self.zero_copy = zero_copy_cost(rig, sets)?,
+            way => self.measure_calls(rig, sets, way)?,
         }
         Ok(())
     }
@@ -508,9 +498,8 @@ impl ModelCosts {
 }
 
 impl RateCosts {
-    /// The copy kernel, the CPU's packing on one thread and zero-copy over 64 buffers of three sizes; the
-    /// CPU's packing on the pool's threads over 16 of 1 MiB.
-    fn measure(rig: &mut SmallCopiesRig, sets: &CalibrationSets, zero_copy: bool) -> anyhow::Result<RateCosts> {
+    /// The copy kernel and the CPU's packing on one thread over 64 buffers of three sizes.
+    fn measure(rig: &mut SmallCopiesRig, sets: &CalibrationSets) -> anyhow::Result<RateCosts> {
         let mut kernel_points = Vec::new();
         let (mut pack_points, mut unpack_points) = (Vec::new(), Vec::new());
         for set in &sets.spread {
@@ -519,20 +508,10 @@ impl RateCosts {
             pack_points.push((set.sizes[0], pack / set.count() as f64));
             unpack_points.push((set.sizes[0], unpack / set.count() as f64));
         }
-        let zero_copy = match zero_copy {
-            true => zero_copy_cost(rig, sets)?,
-            false => CopyCost { alpha_us: f64::NAN, beta_gbps: f64::NAN, half_rate_bytes: f64::NAN, worst_miss: 0.0 },
-        };
-        let CrewCosts { pack_threads, crew_pack, crew_unpack, busy } = CrewCosts::measure(rig, sets)?;
         Ok(RateCosts {
             pack: CopyCost::fit(&pack_points)?,
             unpack: CopyCost::fit(&unpack_points)?,
-            pack_threads,
-            crew_pack,
-            crew_unpack,
-            busy,
             kernels: CopyCost::fit(&kernel_points)?,
-            zero_copy,
         })
     }
 }
@@ -696,6 +675,8 @@ impl SmallCopiesRig {
 
 #[cfg(test)]
 pub(crate) mod tests {
+    use common::SrcOrder;
+
     use super::*;
     use crate::plan::rivals;
 

@@ -102,16 +102,15 @@ impl PlanPass {
 impl SetPlan {
     /// Measures the costs on `rig`, then makes the passes over `set`.
     pub fn make(rig: &mut SmallCopiesRig, set: &BufferSet, ways: &[TransferWay]) -> anyhow::Result<SetPlan> {
-        let batch = ways.iter().any(|w| matches!(w, TransferWay::Batch { .. }));
-        let zero_copy = ways.contains(&TransferWay::ZeroCopy);
-        let mut costs = ModelCosts::measure(rig, set, batch, zero_copy)?;
+        let sets = CalibrationSets::for_set(set);
+        let mut costs = ModelCosts::measure(rig, &sets)?;
         let mut passes = Vec::new();
         for pass in 0..PASSES {
             let _phase = measure::timeline::phase(&format!("plan: pass {}", pass + 1));
             // Each way right after what the host's speed moves of its costs is measured again.
             let (mut now, mut predictions, mut runs) = (costs.clone(), Vec::new(), Vec::new());
             for &way in ways {
-                now.again_for(rig, set, way)?;
+                now.again_for(rig, &sets, way)?;
                 predictions.push(now.predict(way, set));
                 runs.push(rig.run_set(set, &[way])?);
             }
@@ -138,20 +137,18 @@ impl SetPlan {
     /// (its prediction and its run); the rival whose median prediction is the least recommended.
     fn of_passes(set: &BufferSet, costs: ModelCosts, passes: Vec<PlanPass>) -> SetPlan {
         let ways = passes[0].predictions.len();
-        let middle = |mut v: Vec<(f64, usize)>| {
-            v.sort_by(|a, b| a.0.total_cmp(&b.0));
-            v[v.len() / 2].1
+        // The pass in the middle by `key` (the upper of the two middle ones of an even count).
+        let median_by = |key: &dyn Fn(&PlanPass) -> f64| {
+            let mut order: Vec<&PlanPass> = passes.iter().collect();
+            order.sort_by(|a, b| key(a).total_cmp(&key(b)));
+            order[order.len() / 2]
         };
-        let median_pass = |i: usize| &passes[middle(passes.iter().map(|p| p.ratio(i)).zip(0..).collect())];
+        let median_pass = |i: usize| median_by(&|p| p.ratio(i));
         let predictions: Vec<Prediction> = (0..ways).map(|i| median_pass(i).predictions[i].clone()).collect();
         let mut run = passes[0].run.clone();
         run.ways = (0..ways).map(|i| median_pass(i).run.ways[i].clone()).collect();
         // The recommendation is the model's alone: the least of the rivals' median predictions.
-        let median_prediction = |i: usize| {
-            let mut v: Vec<f64> = passes.iter().map(|p| p.predictions[i].wall_ms).collect();
-            v.sort_by(f64::total_cmp);
-            v[v.len() / 2]
-        };
+        let median_prediction = |i: usize| median_by(&|p| p.predictions[i].wall_ms).predictions[i].wall_ms;
         let best = (0..ways).min_by(|&a, &b| median_prediction(a).total_cmp(&median_prediction(b))).expect("a way");
         let recommended = passes[0].predictions[best].way;
         SetPlan { set: set.describe(), costs, predictions, recommended, run, passes }
@@ -220,22 +217,20 @@ impl SetPlan {
     /// the host's time a buffer in the calls (their lines at the set's count), and what the packed way
     /// took beyond its parts at its bytes.
     pub fn calls_by_pass(&self) -> String {
-        let of =
-            |f: fn(&PlanPass) -> f64| self.passes.iter().map(|p| format!("{:.2}", f(p))).collect::<Vec<_>>().join(", ");
+        // Each pass's figure, in words, one after another.
+        let of = |f: &dyn Fn(&PlanPass) -> String| self.passes.iter().map(f).collect::<Vec<_>>().join(", ");
         let batch = match self.passes[0].batch_host_us.is_finite() {
-            true => format!("; a batch {}", of(|p| p.batch_host_us)),
+            true => format!("; a batch {}", of(&|p| format!("{:.2}", p.batch_host_us))),
             false => String::new(),
         };
-        let beyond = self.passes.iter().map(|p| format!("{:+.1}", p.packed_beyond_us)).collect::<Vec<_>>();
-        let crew = self.passes.iter().map(|p| format!("{:.1}", p.crew_pack_gbps)).collect::<Vec<_>>();
         format!(
             "measured again before each way ran, pass by pass: the host's time a buffer up and back, one memcpy \
              per buffer {}{batch}; a graph {} µs; the crew packing beside the copies at {} GB/s; the packed way \
              beyond its parts {} µs",
-            of(|p| p.each_host_us),
-            of(|p| p.graph_host_us),
-            crew.join(", "),
-            beyond.join(", ")
+            of(&|p| format!("{:.2}", p.each_host_us)),
+            of(&|p| format!("{:.2}", p.graph_host_us)),
+            of(&|p| format!("{:.1}", p.crew_pack_gbps)),
+            of(&|p| format!("{:+.1}", p.packed_beyond_us))
         )
     }
 }

@@ -217,17 +217,8 @@ impl SmallCopiesRig {
             runs.push(run);
         }
         let (count, bytes, uniform) = (places.count(), places.bytes(), set.uniform);
-        let scope_price = None;
-        Ok(SetRun {
-            set: set.name.clone(),
-            count,
-            bytes,
-            uniform,
-            one_copy_ms,
-            one_copy_wall_ms,
-            ways: runs,
-            scope_price,
-        })
+        let set = set.name.clone();
+        Ok(SetRun { set, count, bytes, uniform, one_copy_ms, one_copy_wall_ms, ways: runs, scope_price: None })
     }
 
     /// The scope's price for one memcpy per buffer over `set` (its bytes in the host arena): the host's

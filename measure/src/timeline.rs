@@ -80,12 +80,17 @@ struct Recorder {
 /// Whether the built-in timeline records this run (`GPU_TIMELINE` names a file): its observer times
 /// every operation of a scope, which the bare driver calls beside it do not pay.
 pub fn is_recording() -> bool {
-    std::env::var_os("GPU_TIMELINE").is_some_and(|p| !p.is_empty())
+    asked().is_some()
+}
+
+/// The file `GPU_TIMELINE` names, if it names one.
+fn asked() -> Option<std::ffi::OsString> {
+    std::env::var_os("GPU_TIMELINE").filter(|p| !p.is_empty())
 }
 
 /// Starts the built-in timeline on `gpu` where `GPU_TIMELINE` names a file; otherwise does nothing.
 pub fn record_if_asked(gpu: &mut Gpu) -> anyhow::Result<()> {
-    let Some(path) = std::env::var_os("GPU_TIMELINE").filter(|p| !p.is_empty()) else { return Ok(()) };
+    let Some(path) = asked() else { return Ok(()) };
     let start = *START.get_or_init(Instant::now);
     let origin_ms = Arc::new(OnceLock::new());
     let (device, origin) = (gpu.info.ordinal, origin_ms.clone());
