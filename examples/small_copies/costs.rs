@@ -236,13 +236,14 @@ impl ModelCosts {
     /// runs first). The rest is unknown (NaN) until [`ModelCosts::again_for`] measures it for its way.
     pub fn measure(rig: &mut SmallCopiesRig, sets: &CalibrationSets) -> anyhow::Result<ModelCosts> {
         let _phase = measure::timeline::phase("small copies: costs");
-        let [htod_times, dtoh_times] = rig.copy_times(&[256, 4 << 10, 64 << 10, 1 << 20, 4 << 20])?;
+        let [htod, dtoh] =
+            fit_again("one copy each way", || rig.copy_times(&[256, 4 << 10, 64 << 10, 1 << 20, 4 << 20]))?;
         let rates = RateCosts::measure(rig, sets)?;
         let nan = LinearCost { fixed_us: f64::NAN, per_buffer_us: f64::NAN };
         let unknown = CopyCost { alpha_us: f64::NAN, beta_gbps: f64::NAN, half_rate_bytes: f64::NAN, worst_miss: 0.0 };
         let mut costs = ModelCosts {
-            htod: CopyCost::fit(&htod_times)?,
-            dtoh: CopyCost::fit(&dtoh_times)?,
+            htod,
+            dtoh,
             call_us: f64::NAN,
             each_gpu: nan,
             each_host: nan,
@@ -500,31 +501,55 @@ impl ModelCosts {
 impl RateCosts {
     /// The copy kernel and the CPU's packing on one thread over 64 buffers of three sizes.
     fn measure(rig: &mut SmallCopiesRig, sets: &CalibrationSets) -> anyhow::Result<RateCosts> {
-        let mut kernel_points = Vec::new();
-        let (mut pack_points, mut unpack_points) = (Vec::new(), Vec::new());
-        for set in &sets.spread {
-            kernel_points.push((set.bytes(), rig.kernel_time(set)?));
-            let (pack, unpack) = rig.cpu_side(set, false)?;
-            pack_points.push((set.sizes[0], pack / set.count() as f64));
-            unpack_points.push((set.sizes[0], unpack / set.count() as f64));
-        }
-        Ok(RateCosts {
-            pack: CopyCost::fit(&pack_points)?,
-            unpack: CopyCost::fit(&unpack_points)?,
-            kernels: CopyCost::fit(&kernel_points)?,
-        })
+        let [pack, unpack, kernels] = fit_again("the copy kernel and the packing on one thread", || {
+            let mut points = [Vec::new(), Vec::new(), Vec::new()];
+            for set in &sets.spread {
+                let (pack, unpack) = rig.cpu_side(set, false)?;
+                points[0].push((set.sizes[0], pack / set.count() as f64));
+                points[1].push((set.sizes[0], unpack / set.count() as f64));
+                points[2].push((set.bytes(), rig.kernel_time(set)?));
+            }
+            Ok(points)
+        })?;
+        Ok(RateCosts { pack, unpack, kernels })
     }
 }
 
 /// Zero-copy's kernels over 64 buffers of three sizes: their launches and their rate over mapped memory,
 /// the best of runs.
 fn zero_copy_cost(rig: &mut SmallCopiesRig, sets: &CalibrationSets) -> anyhow::Result<CopyCost> {
-    let mut points = Vec::new();
-    for set in &sets.spread {
-        let run = rig.run_set(set, &[TransferWay::ZeroCopy])?;
-        points.push((set.bytes(), run.ways[0].gpu.min_ms));
+    let [cost] = fit_again("zero-copy's kernels", || {
+        let mut points = Vec::new();
+        for set in &sets.spread {
+            let run = rig.run_set(set, &[TransferWay::ZeroCopy])?;
+            points.push((set.bytes(), run.ways[0].gpu.min_ms));
+        }
+        Ok([points])
+    })?;
+    Ok(cost)
+}
+
+/// How many times [`fit_again`] measures at most.
+const FIT_TRIES: usize = 3;
+
+/// `t = α + n/β` fitted to each list of points `measure` takes, measured again, up to [`FIT_TRIES`]
+/// times in all, where a fit fails: one slow look at a small size (a thread of the host's, say, that
+/// took milliseconds to wake) can make the times of a busy machine shrink with size. `what` names the
+/// points in the error where every try failed.
+fn fit_again<const K: usize>(
+    what: &str,
+    mut measure: impl FnMut() -> anyhow::Result<[Vec<(usize, f64)>; K]>,
+) -> anyhow::Result<[CopyCost; K]> {
+    let mut failed = None;
+    for _ in 0..FIT_TRIES {
+        let fits: anyhow::Result<Vec<CopyCost>> = measure()?.iter().map(|p| CopyCost::fit(p)).collect();
+        match fits {
+            Ok(fits) => return Ok(fits.try_into().unwrap_or_else(|_| unreachable!("one fit a list"))),
+            Err(e) => failed = Some(e),
+        }
     }
-    CopyCost::fit(&points)
+    let e = failed.unwrap_or_else(|| anyhow::anyhow!("nothing measured"));
+    Err(e.context(format!("{what}: measured {FIT_TRIES} times, no fit (is something else busy on this machine?)")))
 }
 
 /// The pool's threads packing and unpacking together, alone and beside the copies: what the host's
@@ -540,14 +565,16 @@ impl CrewCosts {
     /// The crew over 1 and 16 MiB (its start and its rate together), then the copies and the crew at
     /// once over 16 MiB.
     fn measure(rig: &mut SmallCopiesRig, sets: &CalibrationSets) -> anyhow::Result<CrewCosts> {
-        let (mut crew_pack, mut crew_unpack) = (Vec::new(), Vec::new());
-        for set in [&sets.spread[1], &sets.big] {
-            let (pack, unpack) = rig.cpu_side(set, true)?;
-            crew_pack.push((set.bytes(), pack));
-            crew_unpack.push((set.bytes(), unpack));
-        }
+        let [crew_pack, crew_unpack] = fit_again("the crew's packing and unpacking", || {
+            let mut points = [Vec::new(), Vec::new()];
+            for set in [&sets.spread[1], &sets.big] {
+                let (pack, unpack) = rig.cpu_side(set, true)?;
+                points[0].push((set.bytes(), pack));
+                points[1].push((set.bytes(), unpack));
+            }
+            Ok(points)
+        })?;
         let pack_threads = crew_threads(PackLayout::new(&BufferPlacement::new(&sets.big)).items);
-        let (crew_pack, crew_unpack) = (CopyCost::fit(&crew_pack)?, CopyCost::fit(&crew_unpack)?);
         // Each one's rate beside the other (the crew's start taken off its time, as the packed way's model
         // adds it).
         let [(up, pack), (down, unpack)] = rig.copies_beside_cpu(&sets.big)?;
@@ -769,6 +796,32 @@ pub(crate) mod tests {
         let beyond = 5e-3 + 4.0 * 0.7e-3;
         assert!((large.gpu_ms - (host / 2.0 + 2.0 * at(64 << 20) + beyond)).abs() < 1e-9, "{large:?}");
         assert!((large.wall_ms - (large.gpu_ms + 10e-3)).abs() < 1e-12, "the GPU and the scope: {large:?}");
+    }
+
+    /// A fit whose times shrink with size (one slow look at the small size) is measured again, and
+    /// every fit of the try that works is kept; where every try fails, the error says what and how often.
+    #[test]
+    fn a_fit_that_fails_is_measured_again_then_named() {
+        let (good, bad) = (vec![(1 << 10, 0.010), (1 << 20, 0.030)], vec![(1 << 10, 3.0), (1 << 20, 0.030)]);
+        let mut tries = 0;
+        let [a, b] = fit_again("x", || {
+            tries += 1;
+            Ok([good.clone(), if tries < 2 { bad.clone() } else { good.clone() }])
+        })
+        .unwrap();
+        assert_eq!((tries, a, b), (2, CopyCost::fit(&good).unwrap(), CopyCost::fit(&good).unwrap()));
+        tries = 0;
+        let e = fit_again("the crew's packing", || {
+            tries += 1;
+            Ok([bad.clone()])
+        })
+        .unwrap_err();
+        assert_eq!(tries, FIT_TRIES);
+        let said = format!("{e:#}");
+        assert!(said.starts_with("the crew's packing: measured 3 times, no fit"), "{said}");
+        assert!(said.contains("the times do not grow with size"), "{said}");
+        let failing: anyhow::Result<[CopyCost; 1]> = fit_again("y", || anyhow::bail!("the GPU fell off the bus"));
+        assert_eq!(failing.unwrap_err().to_string(), "the GPU fell off the bus", "a failed measurement is not retried");
     }
 
     #[test]

@@ -16,6 +16,26 @@
 //! 366-398 µs either way on eight threads; 10 x 1 MiB 674 µs against 607). Packing alone on eight
 //! threads moved 38 GB/s there, and unpacking 45: the CPU's side alone takes longer than one copy of
 //! the bytes each way.
+//!
+//! Where the time goes, from timestamps of 12 round trips of 1000 x 4 KiB on an H100's host (November
+//! 2026): the first piece of 576 KiB is packed 43-66 µs after the call, the crew there from 16-40 µs;
+//! the last 103-148 µs after it; the first piece lands 75-108 µs later (the last copies up, which the
+//! crew outran, then the kernels); the other six take 96-147 µs to land, about 30 GB/s, as the crew
+//! unpacks them beside the copies; 345-445 µs in all. Each byte crosses the host's memory three times
+//! each way (the crew reads it and writes it, the copy reads or writes it), and the host moved about
+//! 90 GB/s of that: its memory, not the link, decides the packed way there. Tried there and left out:
+//! - plain stores in place of streaming ones, packing, or packing and unpacking: 430-500 µs against
+//!   355-395 (6 runs of the lesson each, interleaved);
+//! - a first piece of one item, doubling to 512 KiB (and the mirror of that down), with the crew kept
+//!   spinning from packing to unpacking rather than woken twice: 362-386 µs, and the model-like set
+//!   697-761 against 682-706. Its three pieces more cost a copy's fixed time each, and the crew, which
+//!   could then be woken only inside the scope, came 30-40 µs later to pack.
+//!
+//! What stayed: the crew is woken to unpack before the kernels and the pieces back are queued, not
+//! after them, and is there 10-30 µs after the last piece is packed, before the first lands; what it
+//! unpacks is cut in one allocation, not one an item (40 µs for 1000 buffers, in the caller's time after
+//! the last piece up). The last piece is unpacked 9-26 µs after it lands (15-103 before); the wall time
+//! did not move (375-436 µs against 378-509, 8 runs of the lesson each, interleaved).
 
 use std::{
     ops::Range,
@@ -51,8 +71,9 @@ pub const MAX_PIECES: usize = 16;
 /// than the link moves).
 pub const MOST_THREADS: usize = 8;
 
-/// The parts of the host's buffers one item fills, each with where it starts in the item.
-type ItemParts<'o> = Vec<(usize, &'o mut [u8])>;
+/// One part of a host buffer an item fills: where it starts in the item, and its bytes; taken once, by
+/// the thread that unpacks the item.
+type ItemPart<'o> = Mutex<Option<(usize, &'o mut [u8])>>;
 
 /// How the packed way cuts a set: the packed buffer into items (of [`ITEM_BYTES`], what one thread packs
 /// at a time) and pieces (runs of items, what one copy moves).
@@ -112,21 +133,25 @@ impl PackLayout {
         PartedSlice::new(&mut packed[..self.len], ends, self.pieces.iter().map(|p| p.end).collect())
     }
 
-    /// `outs`, the set's host buffers in order, cut where the items cut them: for each item, the parts
-    /// it fills and where they start in it.
-    fn by_item<'o>(&self, places: &BufferPlacement, outs: Vec<&'o mut [u8]>) -> Vec<Mutex<ItemParts<'o>>> {
-        let mut by_item: Vec<Vec<(usize, &'o mut [u8])>> = (0..self.items).map(|_| Vec::new()).collect();
+    /// `outs`, the set's host buffers in order, cut where the items cut them, in the items' order (the
+    /// buffers lie in the packed buffer in order), and where each item's parts begin (`items + 1` of
+    /// them): in one allocation each, not one an item (1000 x 4 KiB took 40 µs the other way).
+    fn by_item<'o>(&self, places: &BufferPlacement, outs: Vec<&'o mut [u8]>) -> (Vec<ItemPart<'o>>, Vec<usize>) {
+        let (mut parts, mut starts) = (Vec::with_capacity(outs.len() + self.items), Vec::with_capacity(self.items + 1));
         for (b, mut rest) in outs.into_iter().enumerate() {
             let mut at = places.packed[b];
             while !rest.is_empty() {
-                let item = self.item_bytes(at / ITEM_BYTES);
+                let i = at / ITEM_BYTES;
+                starts.resize(starts.len().max(i + 1), parts.len());
+                let item = self.item_bytes(i);
                 let take = (item.end - at).min(rest.len());
                 let (part, tail) = std::mem::take(&mut rest).split_at_mut(take);
-                by_item[at / ITEM_BYTES].push((at - item.start, part));
+                parts.push(Mutex::new(Some((at - item.start, part))));
                 (rest, at) = (tail, at + take);
             }
         }
-        by_item.into_iter().map(Mutex::new).collect()
+        starts.resize(self.items + 1, parts.len());
+        (parts, starts)
     }
 }
 
@@ -194,7 +219,9 @@ impl<'a, 'w> Packing<'a, 'w> {
 struct Unpacking<'s, 'o, 'w> {
     layout: &'w PackLayout,
     landed_bytes: Vec<OnceLock<&'s [u8]>>,
-    outs: Vec<Mutex<ItemParts<'o>>>,
+    /// The parts of the host's buffers, item by item: item i's are `parts[starts[i]..starts[i + 1]]`.
+    parts: Vec<ItemPart<'o>>,
+    starts: Vec<usize>,
     /// Items whose piece has landed (a prefix), the next to claim, and whether no more will land.
     landed: AtomicUsize,
     next: AtomicUsize,
@@ -205,7 +232,8 @@ impl<'s, 'o, 'w> Unpacking<'s, 'o, 'w> {
     fn new(layout: &'w PackLayout, places: &'w BufferPlacement, outs: Vec<&'o mut [u8]>) -> Self {
         let landed_bytes = (0..layout.items).map(|_| OnceLock::new()).collect();
         let (landed, next, closed) = (AtomicUsize::new(0), AtomicUsize::new(0), AtomicBool::new(false));
-        Unpacking { layout, landed_bytes, outs: layout.by_item(places, outs), landed, next, closed }
+        let (parts, starts) = layout.by_item(places, outs);
+        Unpacking { layout, landed_bytes, parts, starts, landed, next, closed }
     }
 
     /// Piece `p` has landed in `region`: its items may be unpacked.
@@ -235,8 +263,10 @@ impl<'s, 'o, 'w> Unpacking<'s, 'o, 'w> {
             return None;
         }
         let from = self.landed_bytes[i].get().expect("landed");
-        for (at, dst) in std::mem::take(&mut *self.outs[i].lock().unwrap_or_else(|e| e.into_inner())) {
-            stream_copy(dst, &from[at..at + dst.len()]);
+        for part in &self.parts[self.starts[i]..self.starts[i + 1]] {
+            if let Some((at, dst)) = part.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                stream_copy(dst, &from[at..at + dst.len()]);
+            }
         }
         Some(true)
     }
@@ -285,18 +315,18 @@ pub fn packed_round_trip(
     rayon::in_place_scope(|pool| {
         on_helpers(pool, helpers, || packing.help());
         on.gpu.timed(on.streams, |s| {
+            let unpacking = Unpacking::new(&layout, places, outs);
             let (packed, arena, st) = (s.device(&mut device.packed), s.device(&mut device.arena), s.stream(0));
             let packed = packed.slice(0..places.packed_len);
             let table = s.device(&mut device.tables).slice(0..3 * n).read_only(); // the packed buffer's
             htod_as_packed(st, packed, &packing)?;
-            on.kernels.copy_by_table(st, TableCopy::Scatter, packed.read_only(), table, arena, largest)?;
-            on.kernels.copy_by_table(st, TableCopy::Gather, arena.read_only(), table, packed, largest)?;
-            let landings = dtoh_regions
-                .into_iter()
-                .enumerate()
-                .map(|(p, region)| st.dtoh_landing(packed.slice(layout.piece_bytes(p)), region)) // a piece back
-                .collect::<anyhow::Result<Vec<_>>>()?;
-            unpack_as_they_land(landings, Unpacking::new(&layout, places, outs), helpers)
+            unpack_as_they_land(&unpacking, helpers, || {
+                on.kernels.copy_by_table(st, TableCopy::Scatter, packed.read_only(), table, arena, largest)?;
+                on.kernels.copy_by_table(st, TableCopy::Gather, arena.read_only(), table, packed, largest)?;
+                (dtoh_regions.into_iter().enumerate())
+                    .map(|(p, region)| st.dtoh_landing(packed.slice(layout.piece_bytes(p)), region)) // a piece back
+                    .collect()
+            })
         })
     })
 }
@@ -328,27 +358,39 @@ fn htod_as_packed<'s, 'a: 's>(
     Ok(())
 }
 
-/// Each piece's items unpacked as soon as it has landed, by the pool's threads (which wake while the GPU
-/// works); this thread waits for the pieces in order, then unpacks what is left with them.
-fn unpack_as_they_land<'s>(
-    landings: Vec<Landing<'s, '_, u8>>,
-    unpacking: Unpacking<'s, '_, '_>,
+/// The crew woken to unpack, then `queue`'s work (the kernels and the pieces back, which the GPU takes
+/// longer over than a sleeping thread takes to wake); each piece's items are unpacked as soon as it has
+/// landed, by the pool's threads, while this one waits for the pieces in order, then unpacks what is
+/// left with them. However this ends, by an error or a panic too, the crew stops waiting for pieces
+/// that will not land.
+fn unpack_as_they_land<'s, 'e: 's>(
+    unpacking: &Unpacking<'s, '_, '_>,
     helpers: usize,
+    queue: impl FnOnce() -> anyhow::Result<Vec<Landing<'s, 'e, u8>>>,
 ) -> anyhow::Result<()> {
-    let unpacking = &unpacking;
     rayon::in_place_scope(|pool| {
         on_helpers(pool, helpers, move || unpacking.help());
-        let waited = landings.into_iter().enumerate().try_for_each(|(p, landing)| {
+        let closing = Closing(unpacking);
+        let waited = queue()?.into_iter().enumerate().try_for_each(|(p, landing)| {
             unpacking.landed(p, landing.wait()?); //                              landed: the host's again
             if helpers == 0 {
                 while let Some(true) = unpacking.unpack_next() {}
             }
             anyhow::Ok(())
         });
-        unpacking.close();
+        drop(closing);
         unpacking.help();
         waited
     })
+}
+
+/// Closes an [`Unpacking`] when dropped: no more pieces will land.
+struct Closing<'u, 's, 'o, 'w>(&'u Unpacking<'s, 'o, 'w>);
+
+impl Drop for Closing<'_, '_, '_, '_> {
+    fn drop(&mut self) {
+        self.0.close();
+    }
 }
 
 /// Packs every buffer of `srcs` into `packed` on `threads` threads (this one among them), as the packed
@@ -415,6 +457,24 @@ mod tests {
         }
         let wrong = ByteCheck::of([&[1u8, 2][..]].into_iter(), [&[1u8, 3][..]].into_iter());
         assert!(wrong.ensure("x").unwrap_err().to_string().contains("buffer 0, byte 1: got 0x03, expected 0x02"));
+    }
+
+    /// Where queueing the kernels and the pieces back fails, or panics, the crew woken to unpack stops
+    /// waiting for pieces and the round trip ends with the error (or the panic), not a hang.
+    #[test]
+    fn the_crew_stops_waiting_where_queueing_the_way_back_fails() {
+        let places = BufferPlacement::new(&BufferSet::parse("4KiB*300").unwrap());
+        let layout = PackLayout::new(&places);
+        let mut h_out = vec![POISON; places.host_len];
+        let unpacking = Unpacking::new(&layout, &places, places.host_slices_mut(&mut h_out));
+        let e = unpack_as_they_land(&unpacking, 3, || anyhow::bail!("the kernel would not launch")).unwrap_err();
+        assert_eq!(e.to_string(), "the kernel would not launch");
+        let unpacking = Unpacking::new(&layout, &places, places.host_slices_mut(&mut h_out));
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            unpack_as_they_land(&unpacking, 3, || panic!("a bug in the queueing"))
+        }));
+        assert!(panicked.is_err());
+        assert!(h_out.iter().all(|&x| x == POISON), "nothing landed, nothing unpacked");
     }
 
     /// Pieces landing one by one are unpacked by the threads as they land, each item once, and every
