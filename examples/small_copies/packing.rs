@@ -22,8 +22,9 @@
 //! the last 103-148 µs after it; the first piece lands 75-108 µs later (the last copies up, which the
 //! crew outran, then the kernels); the other six take 96-147 µs to land, about 30 GB/s, as the crew
 //! unpacks them beside the copies; 345-445 µs in all. Each byte crosses the host's memory three times
-//! each way (the crew reads it and writes it, the copy reads or writes it), and the host moved about
-//! 90 GB/s of that: its memory, not the link, decides the packed way there. Tried there and left out:
+//! each way (the crew reads it and writes it, the copy reads or writes it), and the host moved 70-110
+//! GB/s of that as the pieces came down: its memory, not the link, decides the packed way there. Tried
+//! there and left out:
 //! - plain stores in place of streaming ones, packing, or packing and unpacking: 430-500 µs against
 //!   355-395 (6 runs of the lesson each, interleaved);
 //! - a first piece of one item, doubling to 512 KiB (and the mirror of that down), with the crew kept
