@@ -287,6 +287,7 @@ mod tests {
             assert!(spans.windows(2).all(|w| w[0].1 <= w[1].0), "overlapping buffers");
         }
         assert!(p.device.windows(2).all(|w| w[0] < w[1]), "the arena holds them in order");
+        assert!(p.packed.windows(2).all(|w| w[0] < w[1]), "so does the packed buffer (the packed way counts on it)");
         assert!(!p.host.windows(2).all(|w| w[0] < w[1]), "the host buffers lie scrambled");
         assert!(p.packed_len <= p.bytes() + 16 * n && p.device_len >= p.bytes());
         let table = p.packed_table();
