@@ -70,8 +70,11 @@ pub const PIECE_BYTES: usize = 512 << 10;
 pub const MAX_PIECES: usize = 16;
 /// The most threads that pack and unpack (the caller's and the pool's): the host's memory, not its
 /// cores, limits them beyond that (on the H200's host 16 threads wrote memory at 67 GB/s, a little more
-/// than the link moves).
-pub const MOST_THREADS: usize = 8;
+/// than the link moves). Six rather than eight: on an H100's host in November 2026, interleaved, 14
+/// runs of the lesson each, 1000 x 4 KiB took 324-358 µs on six and 355-408 on eight (medians 344 and
+/// 374), the model-like set 689-784 and 713-853 (medians 712 and 735). Seven and five (8 runs each)
+/// read medians of 355 and 351 µs, and 715 and 770 for the model-like set; four took 386-431 µs.
+pub const MOST_THREADS: usize = 6;
 
 /// One part of a host buffer an item fills: where it starts in the item, and its bytes; taken once, by
 /// the thread that unpacks the item.
