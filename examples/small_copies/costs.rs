@@ -540,16 +540,18 @@ fn fit_again<const K: usize>(
     what: &str,
     mut measure: impl FnMut() -> anyhow::Result<[Vec<(usize, f64)>; K]>,
 ) -> anyhow::Result<[CopyCost; K]> {
-    let mut failed = None;
-    for _ in 0..FIT_TRIES {
+    let mut tries = 1;
+    loop {
         let fits: anyhow::Result<Vec<CopyCost>> = measure()?.iter().map(|p| CopyCost::fit(p)).collect();
         match fits {
             Ok(fits) => return Ok(fits.try_into().unwrap_or_else(|_| unreachable!("one fit a list"))),
-            Err(e) => failed = Some(e),
+            Err(e) if tries == FIT_TRIES => {
+                let why = format!("{what}: measured {FIT_TRIES} times, no fit (a busy machine can do this)");
+                return Err(e.context(why));
+            }
+            Err(_) => tries += 1,
         }
     }
-    let e = failed.unwrap_or_else(|| anyhow::anyhow!("nothing measured"));
-    Err(e.context(format!("{what}: measured {FIT_TRIES} times, no fit (a busy machine can do this)")))
 }
 
 /// The pool's threads packing and unpacking together, alone and beside the copies: what the host's

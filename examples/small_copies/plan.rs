@@ -95,8 +95,13 @@ pub struct PlanPass {
 impl PlanPass {
     /// Rival `i`'s achieved wall time over its predicted one in this pass.
     fn ratio(&self, i: usize) -> f64 {
-        self.run.ways[i].wall.median_ms / self.predictions[i].wall_ms
+        achieved_over_predicted(&self.run, &self.predictions, i)
     }
+}
+
+/// Rival `i`'s achieved wall time in `run` over its predicted one.
+fn achieved_over_predicted(run: &SetRun, predictions: &[Prediction], i: usize) -> f64 {
+    run.ways[i].wall.median_ms / predictions[i].wall_ms
 }
 
 impl SetPlan {
@@ -156,7 +161,7 @@ impl SetPlan {
 
     /// Rival `i`'s achieved over predicted in its median pass.
     pub fn ratio(&self, i: usize) -> f64 {
-        self.run.ways[i].wall.median_ms / self.predictions[i].wall_ms
+        achieved_over_predicted(&self.run, &self.predictions, i)
     }
 
     /// Predicted against achieved, a row a way.
