@@ -362,7 +362,9 @@ impl ModelCosts {
 
     /// The packed way's round trip over `set`, as it runs it (see `packing::packed_round_trip`): the
     /// crew packs the items in order from its start, and each piece goes up once its items are packed;
-    /// the kernels; each piece comes back, and the crew, awake by then, unpacks its items. A buffer's
+    /// the kernels in two parts, each once its last piece is up ([`PackLayout::kernel_parts`]); each
+    /// piece comes back once every piece is up and its part's kernels are done, and the crew, awake by
+    /// then, unpacks its items. A buffer's
     /// fixed cost to pack or unpack is the one thread's, shared by the crew. Where the copies and the
     /// crew run at once (a set of several pieces), each runs at its rate beside the other
     /// ([`BusyRates`]): a copy up that starts before the packing ends, the packing itself, a copy down
@@ -385,6 +387,13 @@ impl ModelCosts {
         };
         let pack_end = packed((places.count(), places.packed_len));
         let (mut so_far, mut copied, mut host) = ((0usize, 0usize), 0.0f64, 0.0);
+        // Each kernel part's end: its kernels run once its last piece is up and they are queued, every
+        // part but the last as its last piece goes up, the last between the copies back.
+        let (parts, mut kernels, mut done) = (layout.kernel_parts(), 0.0f64, vec![0.0f64; pieces]);
+        let mut part_kernels = |k: usize, host: f64, up: f64, done: &mut [f64]| {
+            kernels = kernels.max(up).max(host) + self.kernels.ms(layout.bytes_of(&parts[k]).len());
+            done[parts[k].clone()].fill(kernels);
+        };
         for p in 0..pieces {
             let (buffers, bytes) = piece(p);
             so_far = (so_far.0 + buffers, so_far.1 + bytes);
@@ -392,19 +401,25 @@ impl ModelCosts {
             let start = copied.max(packed(so_far)).max(host);
             let gbps = rate(self.htod.beta_gbps, self.busy.htod_gbps, start < pack_end);
             copied = start + self.htod.alpha_us * 1e-3 + at_rate(bytes, gbps);
+            if let Some(k) = parts.iter().position(|part| part.end == p + 1 && part.end < pieces) {
+                host += 2.0 * call;
+                part_kernels(k, host, copied, &mut done);
+            }
         }
-        let kernels = self.kernels.ms(places.bytes());
-        host += 2.0 * call;
-        let (mut landed, mut unpacked) = (copied.max(host) + kernels, 0.0f64);
+        let (mut landed, mut unpacked) = (copied.max(host), 0.0f64);
         for p in 0..pieces {
+            if p == parts[parts.len() - 1].start {
+                host += 2.0 * call;
+                part_kernels(parts.len() - 1, host, copied, &mut done);
+            }
             let (buffers, bytes) = piece(p);
+            host += 2.0 * call;
             let gbps = rate(self.dtoh.beta_gbps, self.busy.dtoh_gbps, landed < unpacked);
-            landed += self.dtoh.alpha_us * 1e-3 + at_rate(bytes, gbps);
+            landed = landed.max(done[p]).max(host) + self.dtoh.alpha_us * 1e-3 + at_rate(bytes, gbps);
             let gbps = rate(self.crew_unpack.beta_gbps, self.busy.unpack_gbps, p + 1 < pieces);
             let unpack = at_rate(bytes, gbps) + buffers as f64 * self.unpack.alpha_us * 1e-3 / threads;
             unpacked = unpacked.max(landed) + unpack;
         }
-        host += 2.0 * pieces as f64 * call;
         let scope = self.scope_us * 1e-3;
         let wall = unpacked.max(landed) + scope + self.packed_beyond.ms(places.packed_len);
         (landed, host, wall.max(landed + scope))

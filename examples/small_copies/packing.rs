@@ -8,8 +8,11 @@
 //! piece to a thread, as before, the link waited for one thread to pack the first and the caller for one
 //! to unpack the last (on the H100's host, 65-75 µs each of a 450-530 µs round trip of 1000 x 4 KiB).
 //!
-//! The two directions take turns: every piece up, the kernels over the whole buffer, every piece back.
-//! Bringing each piece back as soon as it is up, while later ones go up and are packed (the kernels
+//! The two directions take turns: every piece up, then every piece back. The kernels run in two parts
+//! on a stream of their own ([`PackLayout::kernel_parts`]): those of every piece but the last while the
+//! last goes up, and the last piece's while the others come back, so the copies back follow the last
+//! copy up at once instead of waiting for the kernels over the whole buffer. Bringing each piece back as
+//! soon as it is up, while later ones go up and are packed (the kernels
 //! piece by piece, on streams of their own), was tried on the H100 lent in November 2026 and was no
 //! faster: with the CPU packing, unpacking and both copies at once, the host's memory was the limit,
 //! and the copies slowed from 42-45 GB/s to 9-17 GB/s each while they overlapped (1000 x 4 KiB took
@@ -48,9 +51,18 @@
 //! - each piece's kernels on a stream of their own as soon as it is up, over its part of a table cut at
 //!   the pieces, so that only the last piece's kernels were left when the last piece was up: a median of
 //!   396 µs against 372 (10 runs each). The caller, which queues the copies up, then queued 14 kernels too,
-//!   and the copies up waited for it.
+//!   and the copies up waited for it; queued instead between the copies back, a piece's two kernels and
+//!   its copy took the caller longer than the GPU took over the copy (372 µs against 349, 12 runs each).
 //!
-//! What stayed: the crew is woken to unpack before the kernels and the pieces back are queued, not
+//! What stayed (the same day, 12 runs each, interleaved): the kernels in two parts, four launches in all,
+//! the last part's queued between the copies back. The first copy back starts 4-8 µs after the last copy
+//! up lands, where it started 11-21 µs after it (the scatter's wait for the copy, then both kernels), and
+//! the GPU's span fell to 215-254 µs (11 traced round trips of 12); the round trip of 1000 x 4 KiB took a median of 333 µs against 347
+//! (1.96x one copy each way, wall against wall, against 2.04x), the model-like set 669-701 µs against
+//! 712-782 (4 runs each). With the last part's kernels queued as soon as the last piece was up, before
+//! the copies back, the first copy back waited for the caller to queue them: 336 µs against 344.
+//!
+//! Also: the crew is woken to unpack before the kernels and the pieces back are queued, not
 //! after them, and is there 10-30 µs after the last piece is packed, before the first lands; what it
 //! unpacks is cut in two allocations, not one an item (which took 40 µs for 1000 buffers), at the
 //! scope's start while the crew wakes, no longer in the caller's time between the last piece up and the
@@ -132,6 +144,45 @@ impl PackLayout {
         let bytes = self.piece_bytes(p);
         let first = places.packed.partition_point(|&at| at <= bytes.start).saturating_sub(1);
         first..places.packed.partition_point(|&at| at < bytes.end)
+    }
+
+    /// What the copy kernel's launches cover, in pieces: every piece but the last, then the last. The
+    /// first part's kernels run while the last piece goes up, so that the copies back can follow the
+    /// last copy up at once; only the last piece's kernels come between. Two launches each, not two
+    /// a piece: queueing a launch costs the caller, who queues the copies, more than the GPU takes to
+    /// run it over a piece.
+    pub fn kernel_parts(&self) -> Vec<Range<usize>> {
+        let n = self.pieces.len();
+        [0..n - 1, n - 1..n].into_iter().filter(|part| !part.is_empty()).collect()
+    }
+
+    /// The packed buffer's bytes of `pieces`.
+    pub fn bytes_of(&self, pieces: &Range<usize>) -> Range<usize> {
+        self.piece_bytes(pieces.start).start..self.piece_bytes(pieces.end - 1).end
+    }
+
+    /// The copy kernel's table cut where [`PackLayout::kernel_parts`] cut the packed buffer: each part of
+    /// a buffer in a kernel part, as (offset in the part, offset in the arena, bytes), part after part;
+    /// and the entries of each part. A part's kernels then touch its bytes of the packed buffer only, so
+    /// the scope orders them after its own copies up, and its copies back after them, not after the whole
+    /// buffer's.
+    pub fn part_table(&self, places: &BufferPlacement) -> (Vec<u64>, Vec<Range<usize>>) {
+        let parts = self.kernel_parts();
+        let (mut table, mut entries) = (Vec::with_capacity(3 * (places.count() + parts.len())), Vec::new());
+        for part in &parts {
+            let (bytes, first) = (self.bytes_of(part), table.len() / 3);
+            let from = places.packed.partition_point(|&at| at <= bytes.start).saturating_sub(1);
+            for b in from..places.packed.partition_point(|&at| at < bytes.end) {
+                let whole = places.packed_range(b);
+                let (start, end) = (whole.start.max(bytes.start), whole.end.min(bytes.end));
+                if start < end {
+                    let arena = places.device[b] + start - whole.start;
+                    table.extend([(start - bytes.start) as u64, arena as u64, (end - start) as u64]);
+                }
+            }
+            entries.push(first..table.len() / 3);
+        }
+        (table, entries)
     }
 
     /// The parts of buffers item `i` holds: (buffer, its bytes in the item, where they start in the item).
@@ -320,9 +371,11 @@ fn pause(spins: &mut u32) {
 }
 
 /// The packed way's round trip: every thread packs items in order, and each piece goes up as soon as
-/// its items are packed; the copy kernel scatters every buffer into the arena and gathers it back; each
-/// piece comes back on its own and its items are unpacked by every thread as soon as it has landed,
-/// while the next is on its way. Returns the GPU time, ms.
+/// its items are packed; the copy kernel scatters the buffers into the arena and gathers them back, in
+/// two parts ([`PackLayout::kernel_parts`]) on a stream of their own: every piece but the last while the
+/// last goes up, and the last while the others come back. Each piece comes back on its own once every
+/// piece is up and its part's kernels are done, and its items are unpacked by every thread as soon as
+/// it has landed, while the next is on its way. Returns the GPU time, ms.
 pub fn packed_round_trip(
     on: GpuSide,
     places: &BufferPlacement,
@@ -335,21 +388,42 @@ pub fn packed_round_trip(
     let packing = Packing::new((&layout, places), &srcs, packed_htod)?;
     let helpers = crew_threads(layout.items) - 1;
     let dtoh_regions = slices_mut(packed_dtoh, (0..layout.pieces.len()).map(|p| layout.piece_bytes(p)));
-    let (n, largest) = (places.count(), places.largest());
+    let (parts, largest) = (layout.kernel_parts(), places.largest());
+    // One part (one piece): its kernels on the copies' stream, and a scope of that stream alone.
+    let on = if parts.len() > 1 { on } else { on.first(1) };
+    let (last, apart) = (parts.len() - 1, on.streams.len() > 1);
+    let DeviceBuffers { arena, packed, tables, part_tables } = device;
     rayon::in_place_scope(|pool| {
         on_helpers(pool, helpers, || packing.help());
         on.gpu.timed(on.streams, |s| {
             let unpacking = Unpacking::new(&layout, places, outs);
-            let (packed, arena, st) = (s.device(&mut device.packed), s.device(&mut device.arena), s.stream(0));
-            let packed = packed.slice(0..places.packed_len);
-            let table = s.device(&mut device.tables).slice(0..3 * n).read_only(); // the packed buffer's
-            htod_as_packed(st, packed, &packing)?;
+            let (packed, arena) = (s.device(packed).slice(0..places.packed_len), s.device(arena));
+            let tables = s.device(tables);
+            let (copies, kernels) = (s.stream(0), s.stream(apart as usize)); // one part: one stream
+                                                                             // Part k's kernels, which the scope orders after its pieces' copies up.
+            let part_kernels = |k: usize| {
+                let (bytes, table) = (packed.slice(layout.bytes_of(&parts[k])), tables.slice(part_tables[k].clone()));
+                let table = table.read_only();
+                on.kernels.copy_by_table(kernels, TableCopy::Scatter, bytes.read_only(), table, arena, largest)?;
+                on.kernels.copy_by_table(kernels, TableCopy::Gather, arena.read_only(), table, bytes, largest)
+            };
+            htod_as_packed(copies, packed, &packing, |p| match parts.iter().position(|part| part.end == p + 1) {
+                Some(k) if k < last => part_kernels(k),
+                // The last copy up: an event after it, for the last part's kernels to wait for alone,
+                // not for the copies back queued after it first.
+                Some(_) if apart => copies.record_event().map(drop),
+                _ => Ok(()),
+            })?;
             unpack_as_they_land(&unpacking, helpers, || {
-                on.kernels.copy_by_table(st, TableCopy::Scatter, packed.read_only(), table, arena, largest)?;
-                on.kernels.copy_by_table(st, TableCopy::Gather, arena.read_only(), table, packed, largest)?;
-                (dtoh_regions.into_iter().enumerate())
-                    .map(|(p, region)| st.dtoh_landing(packed.slice(layout.piece_bytes(p)), region)) // a piece back
-                    .collect()
+                let mut landings = Vec::with_capacity(layout.pieces.len());
+                for (p, region) in dtoh_regions.into_iter().enumerate() {
+                    if p == parts[last].start {
+                        part_kernels(last)?;
+                    }
+                    landings.push(copies.dtoh_landing(packed.slice(layout.piece_bytes(p)), region)?);
+                    // a piece back
+                }
+                Ok(landings)
             })
         })
     })
@@ -369,21 +443,24 @@ fn on_helpers<'s>(pool: &rayon::Scope<'s>, helpers: usize, work: impl Fn() + Sen
     }
 }
 
-/// Each piece up as soon as it is packed, in order, this thread packing items meanwhile.
+/// Each piece up as soon as it is packed, in order, this thread packing items meanwhile; `then(p)` after
+/// piece `p` (the kernels, where a part ends).
 fn htod_as_packed<'s, 'a: 's>(
     st: ScopeStream<'s, '_>,
     packed: Dev<'s, u8>,
     packing: &Packing<'a, '_>,
+    mut then: impl FnMut(usize) -> anyhow::Result<()>,
 ) -> anyhow::Result<()> {
     for p in 0..packing.layout.pieces.len() {
         let piece = packing.piece(p)?;
         st.htod(piece, packed.slice(packing.layout.piece_bytes(p)))?; //          cudaMemcpyAsync, a piece up
+        then(p)?;
     }
     Ok(())
 }
 
-/// The crew woken to unpack, then `queue`'s work (the kernels and the pieces back, which the GPU takes
-/// longer over than a sleeping thread takes to wake); each piece's items are unpacked as soon as it has
+/// The crew woken to unpack, then `queue`'s work (the pieces back, which the GPU takes longer over
+/// than a sleeping thread takes to wake); each piece's items are unpacked as soon as it has
 /// landed, by the pool's threads, while this one waits for the pieces in order, then unpacks what is
 /// left with them. However this ends, by an error or a panic too, the crew stops waiting for pieces
 /// that will not land.
@@ -474,6 +551,17 @@ mod tests {
             let c = ByteCheck::of(places.host_slices(&h_in).into_iter(), places.host_slices(&h_out).into_iter());
             c.ensure("the packed round trip").unwrap();
             assert_eq!((c.buffers, c.bytes), (n, set.bytes()), "{spec} on {threads}");
+            // Part by part, as the packed way runs them, the kernels over each part's table fill the same
+            // arena and gather the same packed buffer.
+            let layout = PackLayout::new(&places);
+            let (table, entries) = layout.part_table(&places);
+            let (mut arena_p, mut packed_p) = (vec![0u8; places.device_len], vec![0u8; places.packed_len]);
+            for (part, e) in layout.kernel_parts().iter().zip(&entries) {
+                let (bytes, table) = (layout.bytes_of(part), &table[3 * e.start..3 * e.end]);
+                cpu::copy_by_table(TableCopy::Scatter, &packed_htod[bytes.clone()], table, &mut arena_p);
+                cpu::copy_by_table(TableCopy::Gather, &arena_p, table, &mut packed_p[bytes]);
+            }
+            assert!(arena_p == arena && packed_p == packed_dtoh, "{spec}: the parts' tables");
             // Zero-copy's table reaches the same arena from the host arena.
             let mut arena2 = vec![0u8; places.device_len];
             cpu::copy_by_table(TableCopy::Scatter, &h_in, &places.host_table(), &mut arena2);
@@ -552,6 +640,10 @@ mod tests {
             let pieces = &layout.pieces;
             assert_eq!((pieces[0].start, pieces.last().unwrap().end), (0, layout.items), "{spec}");
             assert!(pieces.windows(2).all(|w| w[0].end == w[1].start && !w[0].is_empty()), "{spec}: {pieces:?}");
+            let parts = layout.kernel_parts();
+            assert_eq!((parts[0].start, parts.last().unwrap().end), (0, pieces.len()), "{spec}: {parts:?}");
+            assert!(parts.windows(2).all(|w| w[0].end == w[1].start) && parts.iter().all(|p| !p.is_empty()));
+            assert_eq!(parts.len(), pieces.len().min(2), "{spec}: the last piece's kernels apart from the rest");
             let most = MAX_PIECES.min((places.packed_len / PIECE_BYTES).max(1));
             assert!(pieces.len() <= most, "{spec}: {}", pieces.len());
             assert_eq!(layout.item_bytes(layout.items - 1).end, places.packed_len, "{spec}");

@@ -4,7 +4,7 @@
 //! ([`SmallCopiesRig::run_set`]), and the lesson's grid of sets with its tables and JSON
 //! ([`SmallCopiesRig::every_way_over_every_set`]).
 
-use std::{cell::Cell, time::Instant};
+use std::{cell::Cell, ops::Range, time::Instant};
 
 use rayon::prelude::*;
 use serde::Serialize;
@@ -18,6 +18,7 @@ use measure::{
 
 use crate::{
     buffers::{byte, BufferPlacement, BufferSet, SetGrid, POISON},
+    packing::PackLayout,
     results::{self, ByteCheck, ScopePrice, SetRun, WayRun, MATTERS},
     ways::TransferWay,
 };
@@ -87,8 +88,11 @@ pub struct DeviceBuffers {
     pub arena: DeviceBuffer<u8>,
     /// The packed way's buffer on the device.
     pub packed: DeviceBuffer<u8>,
-    /// The copy kernel's tables: the packed buffer's, then the host arena's (zero-copy).
+    /// The copy kernel's tables: the packed buffer's, then the host arena's (zero-copy), then the packed
+    /// buffer's cut where the packed way's kernels cut it ([`PackLayout::part_table`]).
     pub tables: DeviceBuffer<u64>,
+    /// Where each kernel part's entries of the last lie in `tables`, for the set the rig holds.
+    pub part_tables: Vec<Range<usize>>,
 }
 
 /// Pageable copies of a set's buffers: a `Vec` each, in and out.
@@ -185,9 +189,10 @@ impl SmallCopiesRig {
             packed_htod: gpu.pinned(packed)?,
             packed_dtoh: gpu.pinned(packed.max(dev))?,
         };
-        let tables = most(places, |p| 6 * p.count());
-        let device = DeviceBuffers { arena: gpu.alloc(dev)?, packed: gpu.alloc(packed)?, tables: gpu.alloc(tables)? };
-        let streams = gpu.streams(streams.max(1))?;
+        let tables = most(places, |p| 9 * p.count() + 6); // a buffer the parts cut is in both
+        let (arena, packed, tables) = (gpu.alloc(dev)?, gpu.alloc(packed)?, gpu.alloc(tables)?);
+        let device = DeviceBuffers { arena, packed, tables, part_tables: Vec::new() };
+        let streams = gpu.streams(streams.max(2))?; // the packed way's kernels on a stream of their own
         let batch = common::batch_support(); // cuGetProcAddress("cuMemcpyBatchAsync", 12.8)
         Ok(SmallCopiesRig { gpu, kernels, streams, repeats, host: host_buffers, device, batch })
     }
@@ -266,7 +271,8 @@ impl SmallCopiesRig {
         let fits = fits
             && places.device_len <= self.host.packed_dtoh.len()
             && places.packed_len <= self.host.packed_htod.len();
-        let fits = fits && 6 * places.count() <= self.device.tables.len();
+        let (part_table, parts) = PackLayout::new(places).part_table(places);
+        let fits = fits && 6 * places.count() + part_table.len() <= self.device.tables.len();
         anyhow::ensure!(fits, "{}: the rig was made for smaller sets", set.name);
         places
             .host_slices_mut(&mut self.host.h_in)
@@ -280,7 +286,9 @@ impl SmallCopiesRig {
                 .collect(),
             outs: places.sizes.iter().map(|s| vec![0; *s]).collect(),
         };
-        let tables: Vec<u64> = places.packed_table().into_iter().chain(places.host_table()).collect();
+        let at = 6 * places.count();
+        self.device.part_tables = parts.into_iter().map(|e| at + 3 * e.start..at + 3 * e.end).collect();
+        let tables: Vec<u64> = places.packed_table().into_iter().chain(places.host_table()).chain(part_table).collect();
         let (s0, d_tables) = (&self.streams[..1], &mut self.device.tables);
         self.gpu.scope(s0, |s| s.stream(0).htod(&tables, s.device(d_tables).slice(0..tables.len())))?;
         Ok(pageable)

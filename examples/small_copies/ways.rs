@@ -124,7 +124,7 @@ impl SmallCopiesRig {
             TransferWay::Each { streams, .. } => memcpy_each(on.first(streams), places, data, &mut device.arena)?,
             TransferWay::Batch { order, .. } => batched(on.first(1), places, data, &mut device.arena, order)?,
             TransferWay::Packed => {
-                (packed_round_trip(on.first(1), places, data, (packed_htod, packed_dtoh), device)?, 0.0)
+                (packed_round_trip(on.first(2), places, data, (packed_htod, packed_dtoh), device)?, 0.0)
             }
             TransferWay::ZeroCopy => {
                 drop(data); // the kernels reach the host arenas themselves
