@@ -57,10 +57,11 @@
 //! What stayed (the same day, 12 runs each, interleaved): the kernels in two parts, four launches in all,
 //! the last part's queued between the copies back. The first copy back starts 4-8 µs after the last copy
 //! up lands, where it started 11-21 µs after it (the scatter's wait for the copy, then both kernels), and
-//! the GPU's span fell to 215-254 µs (11 traced round trips of 12); the round trip of 1000 x 4 KiB took a median of 333 µs against 347
-//! (1.96x one copy each way, wall against wall, against 2.04x), the model-like set 669-701 µs against
-//! 712-782 (4 runs each). With the last part's kernels queued as soon as the last piece was up, before
-//! the copies back, the first copy back waited for the caller to queue them: 336 µs against 344.
+//! the GPU's span fell to 215-254 µs (11 traced round trips of 12); the round trip of 1000 x 4 KiB took
+//! a median of 333 µs against 347 (1.96x one copy each way, wall against wall, against 2.04x), the
+//! model-like set 669-701 µs against 712-782 (4 runs each). With the last part's kernels queued as soon
+//! as the last piece was up, before the copies back, the first copy back waited for the caller to queue
+//! them: 336 µs against 344.
 //!
 //! Also: the crew is woken to unpack before the kernels and the pieces back are queued, not
 //! after them, and is there 10-30 µs after the last piece is packed, before the first lands; what it
@@ -399,8 +400,9 @@ pub fn packed_round_trip(
             let unpacking = Unpacking::new(&layout, places, outs);
             let (packed, arena) = (s.device(packed).slice(0..places.packed_len), s.device(arena));
             let tables = s.device(tables);
-            let (copies, kernels) = (s.stream(0), s.stream(apart as usize)); // one part: one stream
-                                                                             // Part k's kernels, which the scope orders after its pieces' copies up.
+            // One part (one piece): its kernels on the copies' stream.
+            let (copies, kernels) = (s.stream(0), s.stream(apart as usize));
+            // Part k's kernels, which the scope orders after its pieces' copies up.
             let part_kernels = |k: usize| {
                 let (bytes, table) = (packed.slice(layout.bytes_of(&parts[k])), tables.slice(part_tables[k].clone()));
                 let table = table.read_only();
