@@ -11,7 +11,8 @@
 //! The two directions take turns: every piece up, then every piece back. The kernels run in two parts
 //! on a stream of their own ([`PackLayout::kernel_parts`]): those of every piece but the last while the
 //! last goes up, and the last piece's while the others come back, so the copies back follow the last
-//! copy up at once instead of waiting for the kernels over the whole buffer. Bringing each piece back as
+//! copy up at once instead of waiting for the kernels over the whole buffer. (A set of one piece has one
+//! part, on the copies' stream.) Bringing each piece back as
 //! soon as it is up, while later ones go up and are packed (the kernels
 //! piece by piece, on streams of their own), was tried on the H100 lent in November 2026 and was no
 //! faster: with the CPU packing, unpacking and both copies at once, the host's memory was the limit,
@@ -63,7 +64,7 @@
 //! as the last piece was up, before the copies back, the first copy back waited for the caller to queue
 //! them: 336 µs against 344.
 //!
-//! Also: the crew is woken to unpack before the kernels and the pieces back are queued, not
+//! Also: the crew is woken to unpack before the last part's kernels and the pieces back are queued, not
 //! after them, and is there 10-30 µs after the last piece is packed, before the first lands; what it
 //! unpacks is cut in two allocations, not one an item (which took 40 µs for 1000 buffers), at the
 //! scope's start while the crew wakes, no longer in the caller's time between the last piece up and the
@@ -461,11 +462,11 @@ fn htod_as_packed<'s, 'a: 's>(
     Ok(())
 }
 
-/// The crew woken to unpack, then `queue`'s work (the pieces back, which the GPU takes longer over
-/// than a sleeping thread takes to wake); each piece's items are unpacked as soon as it has
-/// landed, by the pool's threads, while this one waits for the pieces in order, then unpacks what is
-/// left with them. However this ends, by an error or a panic too, the crew stops waiting for pieces
-/// that will not land.
+/// The crew woken to unpack, then `queue`'s work (the pieces back, and the last part's kernels before
+/// the last piece's, which the GPU takes longer over than a sleeping thread takes to wake); each
+/// piece's items are unpacked as soon as it has landed, by the pool's threads, while this one waits for
+/// the pieces in order, then unpacks what is left with them. However this ends, by an error or a panic
+/// too, the crew stops waiting for pieces that will not land.
 fn unpack_as_they_land<'s, 'e: 's>(
     unpacking: &Unpacking<'s, '_, '_>,
     helpers: usize,

@@ -106,7 +106,11 @@ pub struct PageableCopies {
 pub struct SmallCopiesRig {
     pub gpu: Gpu,
     pub kernels: Kernels,
+    /// Every stream the ways may use: those the copies are spread over, and at least two (the packed
+    /// way's kernels run on a stream of their own).
     pub streams: Vec<Stream>,
+    /// How many streams the copies are spread over, as asked (`--streams`).
+    pub spread: usize,
     pub repeats: Repeats,
     pub host: HostBuffers,
     pub device: DeviceBuffers,
@@ -133,8 +137,8 @@ fn most(places: &[BufferPlacement], f: fn(&BufferPlacement) -> usize) -> usize {
 
 /// What a rig for `places` holds at its peak: the two host arenas, the packed buffers for the H2D and
 /// the D2H copies (the D2H one at least an arena: it holds the poison), the arena, the packed buffer
-/// and both tables on the device; and while a set runs, its buffers' pageable copies in and out and its
-/// tables on the host.
+/// and the copy kernel's three tables on the device ([`DeviceBuffers::tables`]); and while a set runs,
+/// its buffers' pageable copies in and out and its tables on the host.
 pub fn footprint(places: &[BufferPlacement]) -> Footprint {
     let (host, device) = (most(places, |p| p.host_len), most(places, |p| p.device_len));
     let (packed, count) = (most(places, |p| p.packed_len), most(places, BufferPlacement::count));
@@ -146,9 +150,9 @@ pub fn footprint(places: &[BufferPlacement]) -> Footprint {
         .pinned::<u8>(host.saturating_mul(2))
         .pinned::<u8>(packed.saturating_add(packed.max(device)))
         .device::<u8>(device.saturating_add(packed))
-        .device::<u64>(count.saturating_mul(6))
+        .device::<u64>(count.saturating_mul(9).saturating_add(6))
         .pageable::<u8>(copies)
-        .pageable::<u64>(count.saturating_mul(6))
+        .pageable::<u64>(count.saturating_mul(9).saturating_add(6))
 }
 
 impl SmallCopiesRig {
@@ -192,9 +196,9 @@ impl SmallCopiesRig {
         let tables = most(places, |p| 9 * p.count() + 6); // a buffer the parts cut is in both
         let (arena, packed, tables) = (gpu.alloc(dev)?, gpu.alloc(packed)?, gpu.alloc(tables)?);
         let device = DeviceBuffers { arena, packed, tables, part_tables: Vec::new() };
-        let streams = gpu.streams(streams.max(2))?; // the packed way's kernels on a stream of their own
+        let (spread, streams) = (streams.max(1), gpu.streams(streams.max(2))?);
         let batch = common::batch_support(); // cuGetProcAddress("cuMemcpyBatchAsync", 12.8)
-        Ok(SmallCopiesRig { gpu, kernels, streams, repeats, host: host_buffers, device, batch })
+        Ok(SmallCopiesRig { gpu, kernels, streams, spread, repeats, host: host_buffers, device, batch })
     }
 
     /// Whether the GPU maps host memory, for zero-copy.
@@ -204,7 +208,7 @@ impl SmallCopiesRig {
 
     /// Every way this driver and GPU have.
     pub fn ways(&self) -> Vec<TransferWay> {
-        TransferWay::all(self.streams.len(), self.batch.is_ok(), self.zero_copy())
+        TransferWay::all(self.spread, self.batch.is_ok(), self.zero_copy())
     }
 
     /// Every way of `ways` over `set`, each checked byte for byte, with one copy of all the bytes each
@@ -389,7 +393,7 @@ impl SmallCopiesRig {
         bar.finish();
         runs.iter().flat_map(SetRun::figures).for_each(|f| out.add(f)); // `1000 x 4 KiB / memcpy each / host`
         self.print_grid(&runs, grid, out);
-        let (device, streams, batch) = (&self.gpu.info, self.streams.len(), self.batch.as_ref().err());
+        let (device, streams, batch) = (&self.gpu.info, self.spread, self.batch.as_ref().err());
         let (repeats, left_out, sets) = (self.repeats, &grid.left_out[..], &runs[..]);
         out.finish(&GridResults { device, repeats, budget_ms: BUDGET_MS, streams, batch, left_out, sets })
     }
