@@ -364,12 +364,11 @@ impl ModelCosts {
     /// crew packs the items in order from its start, and each piece goes up once its items are packed;
     /// the kernels in two parts, each once its last piece is up ([`PackLayout::kernel_parts`]); each
     /// piece comes back once every piece is up and its part's kernels are done, and the crew, awake by
-    /// then, unpacks its items. A buffer's
-    /// fixed cost to pack or unpack is the one thread's, shared by the crew. Where the copies and the
-    /// crew run at once (a set of several pieces), each runs at its rate beside the other
-    /// ([`BusyRates`]): a copy up that starts before the packing ends, the packing itself, a copy down
-    /// that starts while the piece before is unpacked, and an unpacking while the next piece comes
-    /// down. (GPU span, host calls, wall), ms.
+    /// then, unpacks its items. A buffer's fixed cost to pack or unpack is the one thread's, shared by the
+    /// crew. Where the copies and the crew run at once (a set of several pieces), each runs at its rate
+    /// beside the other ([`BusyRates`]): a copy up that starts before the packing ends, the packing
+    /// itself, a copy down that starts while the piece before is unpacked, and an unpacking while the
+    /// next piece comes down. (GPU span, host calls, wall), ms.
     pub fn packed_ms(&self, set: &BufferSet) -> (f64, f64, f64) {
         let places = BufferPlacement::new(set);
         let layout = PackLayout::new(&places);

@@ -12,14 +12,13 @@
 //! on a stream of their own ([`PackLayout::kernel_parts`]): those of every piece but the last while the
 //! last goes up, and the last piece's while the others come back, so the copies back follow the last
 //! copy up at once instead of waiting for the kernels over the whole buffer. (A set of one piece has one
-//! part, on the copies' stream.) Bringing each piece back as
-//! soon as it is up, while later ones go up and are packed (the kernels
-//! piece by piece, on streams of their own), was tried on the H100 lent in November 2026 and was no
-//! faster: with the CPU packing, unpacking and both copies at once, the host's memory was the limit,
-//! and the copies slowed from 42-45 GB/s to 9-17 GB/s each while they overlapped (1000 x 4 KiB took
-//! 366-398 µs either way on eight threads; 10 x 1 MiB 674 µs against 607). Packing alone on eight
-//! threads moved 38 GB/s there, and unpacking 45: the CPU's side alone takes longer than one copy of
-//! the bytes each way.
+//! part, on the copies' stream.) Bringing each piece back as soon as it is up, while later ones go up and
+//! are packed (the kernels piece by piece, on streams of their own), was tried on the H100 lent in
+//! November 2026 and was no faster: with the CPU packing, unpacking and both copies at once, the host's
+//! memory was the limit, and the copies slowed from 42-45 GB/s to 9-17 GB/s each while they overlapped
+//! (1000 x 4 KiB took 366-398 µs either way on eight threads; 10 x 1 MiB 674 µs against 607). Packing
+//! alone on eight threads moved 38 GB/s there, and unpacking 45: the CPU's side alone takes longer than
+//! one copy of the bytes each way.
 //!
 //! Where the time goes, from timestamps of 12 round trips of 1000 x 4 KiB on an H100's host (November
 //! 2026): the first piece of 576 KiB is packed 43-66 µs after the call, the crew there from 16-40 µs;
@@ -172,15 +171,9 @@ impl PackLayout {
         let parts = self.kernel_parts();
         let (mut table, mut entries) = (Vec::with_capacity(3 * (places.count() + parts.len())), Vec::new());
         for part in &parts {
-            let (bytes, first) = (self.bytes_of(part), table.len() / 3);
-            let from = places.packed.partition_point(|&at| at <= bytes.start).saturating_sub(1);
-            for b in from..places.packed.partition_point(|&at| at < bytes.end) {
-                let whole = places.packed_range(b);
-                let (start, end) = (whole.start.max(bytes.start), whole.end.min(bytes.end));
-                if start < end {
-                    let arena = places.device[b] + start - whole.start;
-                    table.extend([(start - bytes.start) as u64, arena as u64, (end - start) as u64]);
-                }
+            let first = table.len() / 3;
+            for (b, bytes, at) in parts_in(places, self.bytes_of(part)) {
+                table.extend([at as u64, (places.device[b] + bytes.start) as u64, bytes.len() as u64]);
             }
             entries.push(first..table.len() / 3);
         }
@@ -193,13 +186,7 @@ impl PackLayout {
         places: &'p BufferPlacement,
         i: usize,
     ) -> impl Iterator<Item = (usize, Range<usize>, usize)> + 'p {
-        let item = self.item_bytes(i);
-        let first = places.packed.partition_point(|&at| at <= item.start).saturating_sub(1);
-        (first..places.count()).take_while(move |&b| places.packed[b] < item.end).filter_map(move |b| {
-            let bytes = places.packed_range(b);
-            let (start, end) = (bytes.start.max(item.start), bytes.end.min(item.end));
-            (start < end).then(|| (b, start - bytes.start..end - bytes.start, start - item.start))
-        })
+        parts_in(places, self.item_bytes(i))
     }
 
     /// The packed buffer (its first `packed_len` bytes), to be written item by item and read piece by piece.
@@ -230,6 +217,17 @@ impl PackLayout {
         starts.resize(self.items + 1, parts.len());
         (parts, starts)
     }
+}
+
+/// The parts of buffers that lie in `range` of the packed buffer, in order: (buffer, its bytes there, where
+/// they start in `range`). An item's, which one thread packs, or a kernel part's, which one launch covers.
+fn parts_in(places: &BufferPlacement, range: Range<usize>) -> impl Iterator<Item = (usize, Range<usize>, usize)> + '_ {
+    let first = places.packed.partition_point(|&at| at <= range.start).saturating_sub(1);
+    (first..places.count()).take_while(move |&b| places.packed[b] < range.end).filter_map(move |b| {
+        let whole = places.packed_range(b);
+        let (start, end) = (whole.start.max(range.start), whole.end.min(range.end));
+        (start < end).then(|| (b, start - whole.start..end - whole.start, start - range.start))
+    })
 }
 
 /// How many threads pack and unpack a set cut into `items` items: the caller's and the pool's, at most
@@ -423,8 +421,8 @@ pub fn packed_round_trip(
                     if p == parts[last].start {
                         part_kernels(last)?;
                     }
-                    landings.push(copies.dtoh_landing(packed.slice(layout.piece_bytes(p)), region)?);
-                    // a piece back
+                    let back = copies.dtoh_landing(packed.slice(layout.piece_bytes(p)), region)?; // a piece back
+                    landings.push(back);
                 }
                 Ok(landings)
             })

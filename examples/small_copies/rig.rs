@@ -130,6 +130,13 @@ struct GridResults<'a> {
     sets: &'a [SetRun],
 }
 
+/// The copy kernel's tables for a set of `count` buffers ([`DeviceBuffers::tables`]): the packed buffer's
+/// and the host arena's, three numbers a buffer each, then the packed buffer's cut at the packed way's
+/// kernel parts, which holds the buffer the cut falls in twice.
+fn tables_len(count: usize) -> usize {
+    count.saturating_mul(9).saturating_add(6)
+}
+
 /// The most of each of `places`' lengths (at least 1).
 fn most(places: &[BufferPlacement], f: fn(&BufferPlacement) -> usize) -> usize {
     places.iter().map(f).max().unwrap_or(1).max(1)
@@ -150,9 +157,9 @@ pub fn footprint(places: &[BufferPlacement]) -> Footprint {
         .pinned::<u8>(host.saturating_mul(2))
         .pinned::<u8>(packed.saturating_add(packed.max(device)))
         .device::<u8>(device.saturating_add(packed))
-        .device::<u64>(count.saturating_mul(9).saturating_add(6))
+        .device::<u64>(tables_len(count))
         .pageable::<u8>(copies)
-        .pageable::<u64>(count.saturating_mul(9).saturating_add(6))
+        .pageable::<u64>(tables_len(count))
 }
 
 impl SmallCopiesRig {
@@ -193,7 +200,7 @@ impl SmallCopiesRig {
             packed_htod: gpu.pinned(packed)?,
             packed_dtoh: gpu.pinned(packed.max(dev))?,
         };
-        let tables = most(places, |p| 9 * p.count() + 6); // a buffer the parts cut is in both
+        let tables = most(places, |p| tables_len(p.count()));
         let (arena, packed, tables) = (gpu.alloc(dev)?, gpu.alloc(packed)?, gpu.alloc(tables)?);
         let device = DeviceBuffers { arena, packed, tables, part_tables: Vec::new() };
         let (spread, streams) = (streams.max(1), gpu.streams(streams.max(2))?);
@@ -264,7 +271,7 @@ impl SmallCopiesRig {
     }
 
     /// One memcpy per buffer each way as bare driver calls on the first stream: the host's time in them, ms.
-    pub fn bare_round_trip(&mut self, pieces: &[(std::ops::Range<usize>, usize)]) -> anyhow::Result<f64> {
+    pub fn bare_round_trip(&mut self, pieces: &[(Range<usize>, usize)]) -> anyhow::Result<f64> {
         let HostBuffers { h_in, h_out, .. } = &mut self.host;
         common::probe::bare_round_trip(&self.streams[0], h_in, &mut self.device.arena, h_out, pieces)
     }
@@ -276,7 +283,8 @@ impl SmallCopiesRig {
             && places.device_len <= self.host.packed_dtoh.len()
             && places.packed_len <= self.host.packed_htod.len();
         let (part_table, parts) = PackLayout::new(places).part_table(places);
-        let fits = fits && 6 * places.count() + part_table.len() <= self.device.tables.len();
+        let at = 6 * places.count(); // the part table's place, after the packed buffer's and the host arena's
+        let fits = fits && at + part_table.len() <= self.device.tables.len();
         anyhow::ensure!(fits, "{}: the rig was made for smaller sets", set.name);
         places
             .host_slices_mut(&mut self.host.h_in)
@@ -290,7 +298,6 @@ impl SmallCopiesRig {
                 .collect(),
             outs: places.sizes.iter().map(|s| vec![0; *s]).collect(),
         };
-        let at = 6 * places.count();
         self.device.part_tables = parts.into_iter().map(|e| at + 3 * e.start..at + 3 * e.end).collect();
         let tables: Vec<u64> = places.packed_table().into_iter().chain(places.host_table()).chain(part_table).collect();
         let (s0, d_tables) = (&self.streams[..1], &mut self.device.tables);
