@@ -21,10 +21,11 @@
 //! - "memcpy each": 100 and 1000 buffers of 4 KiB up from pinned memory into one device arena and back,
 //!   one copy per buffer, on one stream and on four, bare and through the scope.
 //! - Probes: the bare memsets (one stream; four, one range) with one part of the scope's work between
-//!   the calls, its bookkeeping or its check of the current context: what each part costs amid the
+//!   the calls, its bookkeeping or a check of the current context: what each part costs amid the
 //!   driver's calls, where caches and predictors are shared.
-//! - The parts: `cuCtxGetCurrent` (the scope checks its context is current before each operation) and
-//!   the scope's bookkeeping alone, without the driver.
+//! - The parts: `cuCtxGetCurrent` (which the scope called before each operation until it took its
+//!   context as current where `common` made it so last) and the scope's bookkeeping alone, without the
+//!   driver.
 
 use std::{
     cell::RefCell,
@@ -85,7 +86,7 @@ fn bare_memset(raw: &Raw, i: usize, lanes: usize, event: Option<bool>, chained: 
 enum Probe {
     /// The scope's bookkeeping, without the driver.
     Bookkeeping,
-    /// `cuCtxGetCurrent`, as the scope checks its context is current.
+    /// `cuCtxGetCurrent`, as the scope once checked its context was current before each operation.
     ContextCheck,
 }
 

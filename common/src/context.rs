@@ -5,12 +5,18 @@
 //! context is released only after the last of them is dropped, in whatever order a program drops
 //! things (struct fields drop in declaration order, which is easy to get wrong).
 
-use std::sync::Arc;
+use std::{cell::Cell, sync::Arc};
 
 use crate::ffi as sys;
 use anyhow::bail;
 
 use crate::ffi::{self, check};
+
+thread_local! {
+    /// The context `common` last made current on this thread, or null where it does not know: what a
+    /// scope's operations take as current without asking the driver ([`Context::is_known_current`]).
+    static KNOWN_CURRENT: Cell<sys::CUcontext> = const { Cell::new(std::ptr::null_mut()) };
+}
 
 /// A GPU's primary context: the one the CUDA runtime (and Nsight) use too. Retained on creation and
 /// released when the last `Arc` goes.
@@ -62,7 +68,19 @@ impl Context {
     /// Makes this context current on the calling thread (what `cudaSetDevice` does).
     pub fn make_current(&self) -> anyhow::Result<()> {
         // SAFETY: a live context handle (self holds a reference on it).
-        check(unsafe { ffi::cuCtxSetCurrent(self.raw) }, || "making the GPU's context current".into())
+        let made = check(unsafe { ffi::cuCtxSetCurrent(self.raw) }, || "making the GPU's context current".into());
+        KNOWN_CURRENT.set(if made.is_ok() { self.raw } else { std::ptr::null_mut() });
+        made
+    }
+
+    /// Whether `common` made this context current on this thread last, so that it is current unless code
+    /// outside `common` (another CUDA library, say) changed it since: one read of a thread-local, where
+    /// asking the driver ([`Context::ensure_current`]) is a call. What relies on it must cope with the
+    /// other case, as the scope does: a call that fails for it is made again once
+    /// [`Context::make_current_if_not`] has made this context current.
+    #[inline]
+    pub fn is_known_current(&self) -> bool {
+        KNOWN_CURRENT.get() == self.raw
     }
 
     /// Runs `f` with this context current, then restores the caller's: for drops, which can happen on
@@ -77,19 +95,33 @@ impl Context {
         let mut popped = std::ptr::null_mut();
         // SAFETY: valid out-pointer; pops what was pushed above.
         unsafe { ffi::cuCtxPopCurrent_v2(&mut popped) };
+        // The caller's context is current again, whichever it was.
+        KNOWN_CURRENT.set(std::ptr::null_mut());
         Some(r)
     }
 
     /// Makes this context current unless it already is: cheaper than setting it every time.
     pub fn ensure_current(&self) -> anyhow::Result<()> {
+        self.make_current_if_not().map(drop)
+    }
+
+    /// [`Context::ensure_current`], saying whether another context (or none) was current.
+    pub fn make_current_if_not(&self) -> anyhow::Result<bool> {
         let mut current = std::ptr::null_mut();
         // SAFETY: valid out-pointer.
         check(unsafe { ffi::cuCtxGetCurrent(&mut current) }, || "reading the current context".into())?;
         if current == self.raw {
-            Ok(())
+            KNOWN_CURRENT.set(self.raw);
+            Ok(false)
         } else {
-            self.make_current()
+            self.make_current().map(|()| true)
         }
+    }
+
+    /// The handle, for tests that make this context current behind `common`'s back.
+    #[cfg(test)]
+    pub fn raw(&self) -> sys::CUcontext {
+        self.raw
     }
 
     pub fn device(&self) -> sys::CUdevice {
@@ -104,6 +136,9 @@ impl Context {
 
 impl Drop for Context {
     fn drop(&mut self) {
+        if self.is_known_current() {
+            KNOWN_CURRENT.set(std::ptr::null_mut());
+        }
         // SAFETY: retained (or created) once in the constructor, released once here; every resource
         // of the context held an Arc of it, so none is left.
         unsafe {

@@ -197,14 +197,6 @@ impl State {
     }
 }
 
-/// `cudaEventRecord(raw, stream)`, for a fence's event.
-#[inline]
-fn record(raw: ffi::CUevent, stream: ffi::CUstream) -> anyhow::Result<()> {
-    // SAFETY: an event of the scope's state, which outlives every use of it (the state is dropped or
-    // kept for the next scope only once every stream is synchronized), and a stream of the scope.
-    check(unsafe { ffi::cuEventRecord(raw, stream) }, || "recording an event".into())
-}
-
 /// An operation refused before anything was queued: a handle of another scope, or a buffer of another
 /// GPU's context.
 #[cold]
@@ -366,19 +358,23 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         accesses: &[DevAccess],
         sequential: bool,
         info: OpInfo,
-        op: impl FnOnce(ffi::CUstream) -> CuResult,
+        mut op: impl FnMut(ffi::CUstream) -> CuResult,
     ) -> anyhow::Result<()> {
-        let mut op = Some(op);
-        self.enqueue_dyn(j, accesses, sequential, info, &mut |s| match op.take() {
-            Some(op) => op(s),
-            None => unreachable!("an operation is queued once"),
-        })
+        self.enqueue_dyn(j, accesses, sequential, info, &mut op)
     }
 
     /// [`Scope::enqueue`], the driver call behind a pointer: the checks and the waits the operation
     /// needs, the call, then the fence after it where its bytes are shared (recorded right after it,
     /// the two driver calls back to back as a program of bare calls makes them), the book's note of
     /// it, and the observer's events around it where one watches.
+    ///
+    /// The scope's context must be current for its calls. Where `common` made it current last on this
+    /// thread, the driver is not asked ([`Context::is_known_current`]): that would be a call more per
+    /// operation. Code outside `common` may have made another current since (or none), and then a call
+    /// may fail for it: the first that fails is made again, once, if the scope's context was not current
+    /// and now is ([`Scope::call`]). Whatever the driver does with another context current, so, the
+    /// operation is queued on the scope's stream or refused with an error, and the book notes only
+    /// what was queued.
     #[inline(never)]
     fn enqueue_dyn(
         &self,
@@ -394,7 +390,11 @@ impl<'scope, 'env> Scope<'scope, 'env> {
             true => self.env.observer.borrow().as_ref().map(|o| o.observer.label()),
             false => None,
         };
-        self.env.ctx.ensure_current()?;
+        // Whether the driver has said the scope's context is current, for this operation.
+        let mut asked = self.observed || !self.env.ctx.is_known_current();
+        if asked {
+            self.env.ctx.ensure_current()?;
+        }
         let mut guard = self.state.borrow_mut();
         let st = &mut *guard;
         for a in accesses {
@@ -415,12 +415,12 @@ impl<'scope, 'env> Scope<'scope, 'env> {
             }
             let f = match st.book.fence_for(i) {
                 Some(f) => f,
-                None => self.fence(st, k)?,
+                None => self.fence(st, k, &mut asked)?,
             };
+            let event = st.fences[f];
             // SAFETY: a live stream and an event recorded on another stream of this scope.
-            check(unsafe { ffi::cuStreamWaitEvent(stream, st.fences[f], 0) }, || {
-                format!("{}: waiting for another stream", info.label())
-            })?;
+            let code = self.call(&mut asked, &mut || unsafe { ffi::cuStreamWaitEvent(stream, event, 0) })?;
+            check(code, || format!("{}: waiting for another stream", info.label()))?;
             st.book.waited(j, f, Some((i, &|| info.label())));
         }
         let observed = match label {
@@ -444,7 +444,8 @@ impl<'scope, 'env> Scope<'scope, 'env> {
             },
             false => None,
         };
-        if let Err(e) = check(op(stream), || format!("{} on stream {j}", info.label())) {
+        let queued = self.call(&mut asked, &mut || op(stream));
+        if let Err(e) = queued.and_then(|code| check(code, || format!("{} on stream {j}", info.label()))) {
             self.env.events.give(observed.map(|(e, _)| e));
             st.taken -= fence.is_some() as usize;
             return Err(e);
@@ -452,7 +453,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         // Another stream touched these bytes before, so one is likely to again: a fence now spares it
         // waiting for whatever this stream queues next.
         let recorded = match fence {
-            Some(raw) => record(raw, stream),
+            Some(raw) => self.record(&mut asked, raw, stream),
             None => Ok(()),
         };
         // Queued: from here on the book knows it, whatever fails.
@@ -472,10 +473,43 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         Ok(())
     }
 
+    /// A driver call of an operation's, made again once where it failed and the scope's context turns
+    /// out not to have been current (see [`Scope::enqueue_dyn`]); `asked`: whether the driver has
+    /// already said it is, for this operation, and so nothing is made again.
+    #[inline(always)]
+    fn call(&self, asked: &mut bool, f: &mut dyn FnMut() -> CuResult) -> anyhow::Result<CuResult> {
+        match f() {
+            ffi::SUCCESS => Ok(ffi::SUCCESS),
+            code if *asked => Ok(code),
+            code => self.again(asked, code, f),
+        }
+    }
+
+    /// A call that failed before the driver was asked whether the scope's context is current: made again
+    /// if it was not and now is, else its error stands.
+    #[cold]
+    #[inline(never)]
+    fn again(&self, asked: &mut bool, code: CuResult, f: &mut dyn FnMut() -> CuResult) -> anyhow::Result<CuResult> {
+        *asked = true;
+        Ok(match self.env.ctx.make_current_if_not()? {
+            true => f(),
+            false => code,
+        })
+    }
+
+    /// `cudaEventRecord(raw, stream)`, for a fence's event, through [`Scope::call`].
+    #[inline]
+    fn record(&self, asked: &mut bool, raw: ffi::CUevent, stream: ffi::CUstream) -> anyhow::Result<()> {
+        // SAFETY: an event of the scope's state, which outlives every use of it (the state is dropped or
+        // kept for the next scope only once every stream is synchronized), and a stream of the scope.
+        let code = self.call(asked, &mut || unsafe { ffi::cuEventRecord(raw, stream) })?;
+        check(code, || "recording an event".into())
+    }
+
     /// Records a fence on stream `k` now: its index in the book.
-    fn fence(&self, st: &mut State, k: usize) -> anyhow::Result<usize> {
+    fn fence(&self, st: &mut State, k: usize, asked: &mut bool) -> anyhow::Result<usize> {
         let raw = self.take_untimed(st)?;
-        if let Err(err) = record(raw, self.streams[k].raw()) {
+        if let Err(err) = self.record(asked, raw, self.streams[k].raw()) {
             st.taken -= 1;
             return Err(err);
         }
@@ -567,7 +601,7 @@ impl<'scope, 'env> ScopeStream<'scope, 'env> {
         // The fence after the copy, if it has one already (its bytes were shared), else one now.
         let fence = match st.book.fence_after(self.index, st.book.clocks.seq(self.index)) {
             Some(f) => f,
-            None => self.scope.fence(st, self.index)?,
+            None => self.scope.fence(st, self.index, &mut false)?,
         };
         Ok(Landing { scope: self.scope, fence, stream: self.index, ptr, len, _marker: PhantomData })
     }
@@ -619,7 +653,7 @@ impl<'scope, 'env> ScopeStream<'scope, 'env> {
             0 => ffi::SUCCESS, // the driver refuses an empty range; there is nothing to move
             // SAFETY: a live managed range of `bytes` bytes that this scope orders (the scope's id was
             // checked by enqueue, and the buffer was lent as managed memory); the destination is this
-            // scope's device, whose context is current, or the host.
+            // scope's device (an ordinal, whichever context is current) or the host.
             _ => unsafe { ffi::cuMemPrefetchAsync(view.ptr(), bytes, dst, s) },
         })
     }
@@ -963,6 +997,56 @@ mod tests {
         let err = gpu.scope(&mine, |s| s.stream(0).htod(&host, s.device(&mut buf))).unwrap_err();
         assert!(format!("{err:#}").contains("another GPU's context"), "{err:#}");
         drop((gpu, buf, stream)); // the separate context outlives them all, though the Arc named it first
+    }
+
+    /// Code outside `common` (another CUDA library, say) may make another context current, or none, while
+    /// a scope runs, and the scope does not ask the driver before each operation which is: every kind of
+    /// operation still runs on the scope's streams, after what it must wait for, with the results it
+    /// should have.
+    #[test]
+    #[ignore = "needs an NVIDIA GPU; cargo xtask test runs it where a driver is found"]
+    fn operations_run_whatever_context_other_code_made_current() {
+        const N: usize = 1 << 16;
+        let gpu = crate::Gpu::init().unwrap();
+        let foreign = Context::separate().unwrap();
+        let streams = gpu.streams(2).unwrap();
+        let saxpy = gpu.load_ptx(include_str!("../tests/ptx/kernels.ptx")).unwrap().kernel("saxpy").unwrap();
+        let (mut x, mut y, mut z) = (gpu.alloc::<f32>(N).unwrap(), gpu.alloc::<f32>(N).unwrap(), gpu.alloc(N).unwrap());
+        let host: Vec<f32> = (0..N).map(|i| i as f32).collect();
+        let mut pinned = gpu.pinned::<f32>(N).unwrap();
+        for current in [foreign.raw(), std::ptr::null_mut()] {
+            let (mut out, mut landed) = (vec![0f32; N], vec![0f32; N]);
+            // Behind `common`'s back, as another library would.
+            // SAFETY: a live context, or none.
+            let other = || assert_eq!(unsafe { ffi::cuCtxSetCurrent(current) }, ffi::SUCCESS);
+            gpu.scope(&streams, |s| {
+                let (dx, dy, dz) = (s.device(&mut x), s.device(&mut y), s.device(&mut z));
+                other();
+                s.stream(0).htod(&host, dx)?;
+                other();
+                s.stream(1).fill(dy, 1.0)?;
+                other();
+                let cfg = LaunchConfig::linear(64, 256);
+                // SAFETY: saxpy(x, y, a, n) reads x[0..n) and writes y[0..n). It waits for the upload.
+                unsafe { s.stream(1).kernel(&saxpy, cfg).read(dx).write(dy).value(2.0f32).value(N as u64).launch()? };
+                other();
+                s.stream(0).dtod(dy, dz)?; // after the kernel
+                other();
+                s.stream(1).dtoh(dz, &mut pinned)?; // after the copy
+                other();
+                s.stream(0).dtoh(dy, &mut out)?; // from pageable memory
+                other();
+                let landing = s.stream(1).dtoh_landing(dz, &mut landed)?;
+                other();
+                let landed = landing.wait()?;
+                assert!(landed.iter().enumerate().all(|(i, &v)| v == 2.0 * i as f32 + 1.0), "landed");
+                Ok(())
+            })
+            .unwrap();
+            let want = |v: &[f32]| v.iter().enumerate().all(|(i, &v)| v == 2.0 * i as f32 + 1.0);
+            assert!(want(&out) && want(&pinned), "with {current:?} current, the results differ");
+        }
+        drop((gpu, x, y, z, pinned));
     }
 
     /// Managed memory of another context is refused like its device buffers: by kernels and by prefetches.
