@@ -62,6 +62,10 @@ impl Context {
         let mut raw = std::ptr::null_mut();
         // SAFETY: valid out-pointer and device; flags 0.
         check(unsafe { ffi::cuCtxCreate_v2(&mut raw, 0, device) }, || "creating a CUDA context".into())?;
+        // cuCtxCreate pushed it: popped, so that the thread's stack is as it was (what `common` knows).
+        let mut popped = std::ptr::null_mut();
+        // SAFETY: valid out-pointer; pops the context just pushed.
+        check(unsafe { ffi::cuCtxPopCurrent_v2(&mut popped) }, || "popping a new CUDA context".into())?;
         Ok(Arc::new(Context { raw, device, owned: true }))
     }
 
@@ -87,6 +91,7 @@ impl Context {
     /// any thread, with any context current. `None`, without running `f`, if the context could not be
     /// made current.
     pub fn with_current<R>(&self, f: impl FnOnce() -> R) -> Option<R> {
+        let known = KNOWN_CURRENT.get();
         // SAFETY: a live context handle.
         if unsafe { ffi::cuCtxPushCurrent_v2(self.raw) } != ffi::SUCCESS {
             return None;
@@ -94,9 +99,9 @@ impl Context {
         let r = f();
         let mut popped = std::ptr::null_mut();
         // SAFETY: valid out-pointer; pops what was pushed above.
-        unsafe { ffi::cuCtxPopCurrent_v2(&mut popped) };
-        // The caller's context is current again, whichever it was.
-        KNOWN_CURRENT.set(std::ptr::null_mut());
+        let code = unsafe { ffi::cuCtxPopCurrent_v2(&mut popped) };
+        // The caller's context is current again, as it was before the push (what was known of it still is).
+        KNOWN_CURRENT.set(if code == ffi::SUCCESS { known } else { std::ptr::null_mut() });
         Some(r)
     }
 

@@ -173,7 +173,9 @@ pub const ERROR_INVALID_VALUE: CuResult = 1;
 pub const ERROR_STUB_LIBRARY: CuResult = 34;
 pub const ERROR_NO_DEVICE: CuResult = 100;
 pub const ERROR_INVALID_CONTEXT: CuResult = 201;
+pub const ERROR_INVALID_HANDLE: CuResult = 400;
 pub const ERROR_NOT_READY: CuResult = 600;
+pub const ERROR_CONTEXT_IS_DESTROYED: CuResult = 709;
 pub const ERROR_SYSTEM_DRIVER_MISMATCH: CuResult = 803;
 
 /// `CU_DEVICE_CPU`: the host, as a destination of [`cuMemPrefetchAsync`].

@@ -151,7 +151,8 @@ impl<'scope> GraphBuilder<'_, 'scope, '_> {
         LaunchBuilder::new((self, 0), kernel, config)
     }
 
-    /// `access`, if it is of this scope and of a buffer of the scope's context.
+    /// `access`, if it is of this scope and of a buffer of the scope's context; the context made current
+    /// for the capture that follows (the closure may have left another current, another library's).
     fn checked(&self, access: DevAccess, what: &str) -> anyhow::Result<DevAccess> {
         if access.scope != self.scope.id {
             bail!("{what}: a device handle from another scope");
@@ -159,6 +160,7 @@ impl<'scope> GraphBuilder<'_, 'scope, '_> {
         if self.scope.is_foreign(access.buffer) {
             bail!("{what}: a buffer of another GPU's context");
         }
+        self.scope.env.ctx.ensure_current()?;
         Ok(access)
     }
 
@@ -182,6 +184,7 @@ impl<'scope> Enqueue<'scope> for GraphBuilder<'_, 'scope, '_> {
         normalize(accesses, false, &mut Vec::new()).map_err(|why| anyhow!("graph: kernel {name}: {why}"))?;
         let accesses =
             accesses.iter().map(|a| self.checked(a.clone(), "graph launch")).collect::<anyhow::Result<Vec<_>>>()?;
+        self.scope.env.ctx.ensure_current()?;
         // Captured, not run: the launch becomes a node, which runs only through ScopeStream::replay.
         check(queue(self.stream.raw()), || format!("graph: capturing kernel {name}"))?;
         self.modules.borrow_mut().push(kernel.module.clone());
@@ -260,6 +263,9 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         };
         let built = build(&builder);
         let GraphBuilder { accesses, modules, nodes, bytes, .. } = builder;
+        // `build` may have left another context current (another library's): ending and instantiating
+        // need this one. Where that fails, so do they, and say so.
+        let _ = self.env.ctx.ensure_current();
         let graph = capture.end();
         if let (Err(_), Ok(captured)) = (&built, &graph) {
             // SAFETY: the graph just captured, never instantiated, destroyed once.

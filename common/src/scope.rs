@@ -197,6 +197,12 @@ impl State {
     }
 }
 
+#[cfg(test)]
+thread_local! {
+    /// The codes of the calls the scope made again after making its context current, for the tests.
+    static MADE_AGAIN: std::cell::RefCell<Vec<CuResult>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// An operation refused before anything was queued: a handle of another scope, or a buffer of another
 /// GPU's context.
 #[cold]
@@ -296,6 +302,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         if start.scope != self.id || end.scope != self.id {
             bail!("elapsed_ms: an event of another scope");
         }
+        self.env.ctx.ensure_current()?;
         let st = self.state.borrow();
         let event = |i: usize| match st.timed.binary_search_by_key(&i, |(at, _)| *at) {
             Ok(k) => Ok(&st.timed[k].1),
@@ -331,6 +338,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
 
     /// Whether every stream has finished its work, without blocking (`cudaStreamQuery`).
     pub fn is_idle(&self) -> anyhow::Result<bool> {
+        self.env.ctx.ensure_current()?;
         for s in self.streams {
             // SAFETY: a live stream.
             match unsafe { ffi::cuStreamQuery(s.raw()) } {
@@ -486,15 +494,26 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     }
 
     /// A call that failed before the driver was asked whether the scope's context is current: made again
-    /// if it was not and now is, else its error stands.
+    /// if it failed as a call made with another context current (or none) does, and the scope's was not
+    /// current and now is; else its error stands. Only errors of a call refused as it was made, which
+    /// queued nothing: never one of the errors of earlier work that any call may return.
     #[cold]
     #[inline(never)]
     fn again(&self, asked: &mut bool, code: CuResult, f: &mut dyn FnMut() -> CuResult) -> anyhow::Result<CuResult> {
         *asked = true;
-        Ok(match self.env.ctx.make_current_if_not()? {
-            true => f(),
-            false => code,
-        })
+        let of_the_context = matches!(
+            code,
+            ffi::ERROR_INVALID_CONTEXT
+                | ffi::ERROR_INVALID_HANDLE
+                | ffi::ERROR_CONTEXT_IS_DESTROYED
+                | ffi::ERROR_INVALID_VALUE
+        );
+        if !of_the_context || !self.env.ctx.make_current_if_not()? {
+            return Ok(code);
+        }
+        #[cfg(test)]
+        MADE_AGAIN.with_borrow_mut(|codes| codes.push(code));
+        Ok(f())
     }
 
     /// `cudaEventRecord(raw, stream)`, for a fence's event, through [`Scope::call`].
@@ -693,10 +712,10 @@ impl<'scope, 'env> ScopeStream<'scope, 'env> {
             bail!("wait_event: an event of another scope");
         }
         let mut st = scope.state.borrow_mut();
+        let (stream, raw) = (scope.streams[self.index].raw(), st.fences[event.index]);
         // SAFETY: a live stream and an event recorded in this scope.
-        check(unsafe { ffi::cuStreamWaitEvent(scope.streams[self.index].raw(), st.fences[event.index], 0) }, || {
-            "waiting for an event".into()
-        })?;
+        let code = scope.call(&mut false, &mut || unsafe { ffi::cuStreamWaitEvent(stream, raw, 0) })?;
+        check(code, || "waiting for an event".into())?;
         st.book.waited(self.index, event.index, None);
         Ok(())
     }
@@ -713,6 +732,7 @@ impl<'scope, T: Element> Landing<'scope, '_, T> {
     /// to the host. Where the stream failed, the destination stays the scope's (which settles it as it
     /// ends) and the error is returned.
     pub fn wait(self) -> anyhow::Result<&'scope mut [T]> {
+        self.scope.env.ctx.ensure_current()?;
         let st = self.scope.state.borrow();
         // SAFETY: a live event recorded in this scope after the copy.
         check(unsafe { ffi::cuEventSynchronize(st.fences[self.fence]) }, || {
@@ -781,6 +801,9 @@ pub(crate) fn settle(
 /// Synchronizes every stream. Returns an error when one failed and the GPU has stopped; aborts the
 /// process when the GPU may still be writing into memory whose borrow would end on return.
 pub(crate) fn synchronize_all<'a>(ctx: &Context, streams: impl IntoIterator<Item = &'a Stream>) -> anyhow::Result<()> {
+    // The scope's code may have left another context current, or none (another library's). Where this
+    // fails the waits below say so, and the context is pushed for the driver's last word.
+    let _ = ctx.ensure_current();
     // SAFETY: live streams; cuCtxSynchronize runs only with this context pushed (with_current).
     let streams_done = streams.into_iter().map(|s| unsafe { ffi::cuStreamSynchronize(s.raw()) });
     match settle(streams_done, || ctx.with_current(|| unsafe { ffi::cuCtxSynchronize() })) {
@@ -879,6 +902,10 @@ pub(crate) fn run<'env, R>(
     // first stream waits for every other stream and records `stop` (join), so stop - start spans all.
     let start = if timed { Some(fork(env.events, first, &streams[1..])?) } else { None };
     let result = f(&scope);
+    if start.is_some() {
+        // `f` may have left another context current (another library's): the join's calls need the scope's.
+        let _ = env.ctx.ensure_current();
+    }
     let stop = match start {
         Some(_) if result.is_ok() => Some(join(&scope, first)?),
         _ => None,
@@ -1002,7 +1029,8 @@ mod tests {
     /// Code outside `common` (another CUDA library, say) may make another context current, or none, while
     /// a scope runs, and the scope does not ask the driver before each operation which is: every kind of
     /// operation still runs on the scope's streams, after what it must wait for, with the results it
-    /// should have.
+    /// should have, and so do the waits, the graph and the timing around them. Prints the codes of the
+    /// calls the driver refused and the scope made again.
     #[test]
     #[ignore = "needs an NVIDIA GPU; cargo xtask test runs it where a driver is found"]
     fn operations_run_whatever_context_other_code_made_current() {
@@ -1011,42 +1039,80 @@ mod tests {
         let foreign = Context::separate().unwrap();
         let streams = gpu.streams(2).unwrap();
         let saxpy = gpu.load_ptx(include_str!("../tests/ptx/kernels.ptx")).unwrap().kernel("saxpy").unwrap();
-        let (mut x, mut y, mut z) = (gpu.alloc::<f32>(N).unwrap(), gpu.alloc::<f32>(N).unwrap(), gpu.alloc(N).unwrap());
+        let mut d: Vec<DeviceBuffer<f32>> = (0..4).map(|_| gpu.alloc::<f32>(N).unwrap()).collect();
         let host: Vec<f32> = (0..N).map(|i| i as f32).collect();
-        let mut pinned = gpu.pinned::<f32>(N).unwrap();
+        let mut managed = gpu.managed::<f32>(N).unwrap();
+        managed.copy_from_slice(&host);
+        let want = |v: &[f32]| v.iter().enumerate().all(|(i, &v)| v == 2.0 * i as f32 + 1.0);
+        let batches = crate::batch::batch_support().is_ok();
         for current in [foreign.raw(), std::ptr::null_mut()] {
-            let (mut out, mut landed) = (vec![0f32; N], vec![0f32; N]);
-            // Behind `common`'s back, as another library would.
-            // SAFETY: a live context, or none.
-            let other = || assert_eq!(unsafe { ffi::cuCtxSetCurrent(current) }, ffi::SUCCESS);
-            gpu.scope(&streams, |s| {
-                let (dx, dy, dz) = (s.device(&mut x), s.device(&mut y), s.device(&mut z));
-                other();
-                s.stream(0).htod(&host, dx)?;
-                other();
-                s.stream(1).fill(dy, 1.0)?;
-                other();
-                let cfg = LaunchConfig::linear(64, 256);
-                // SAFETY: saxpy(x, y, a, n) reads x[0..n) and writes y[0..n). It waits for the upload.
-                unsafe { s.stream(1).kernel(&saxpy, cfg).read(dx).write(dy).value(2.0f32).value(N as u64).launch()? };
-                other();
-                s.stream(0).dtod(dy, dz)?; // after the kernel
-                other();
-                s.stream(1).dtoh(dz, &mut pinned)?; // after the copy
-                other();
-                s.stream(0).dtoh(dy, &mut out)?; // from pageable memory
-                other();
-                let landing = s.stream(1).dtoh_landing(dz, &mut landed)?;
-                other();
-                let landed = landing.wait()?;
-                assert!(landed.iter().enumerate().all(|(i, &v)| v == 2.0 * i as f32 + 1.0), "landed");
-                Ok(())
-            })
-            .unwrap();
-            let want = |v: &[f32]| v.iter().enumerate().all(|(i, &v)| v == 2.0 * i as f32 + 1.0);
-            assert!(want(&out) && want(&pinned), "with {current:?} current, the results differ");
+            let (mut pinned, mut out, mut landed) = (gpu.pinned::<f32>(N).unwrap(), vec![0f32; N], vec![0f32; N]);
+            let (mut replayed, mut from_managed, mut batched) = (vec![0f32; N], vec![0f32; N], vec![0f32; N]);
+            // Behind `common`'s back, as another library would; checked, so that the test tests it.
+            let other = || {
+                // SAFETY: a live context, or none; a valid out-pointer.
+                unsafe {
+                    assert_eq!(ffi::cuCtxSetCurrent(current), ffi::SUCCESS);
+                    let mut now = std::ptr::null_mut();
+                    assert_eq!(ffi::cuCtxGetCurrent(&mut now), ffi::SUCCESS);
+                    assert_eq!(now, current, "the context another library made current");
+                }
+            };
+            MADE_AGAIN.with_borrow_mut(Vec::clear);
+            let ms = gpu
+                .timed(&streams, |s| {
+                    let v = s.devices(&mut d);
+                    let (dx, dy, dz, dw) = (v[0], v[1], v[2], v[3]);
+                    let m = s.managed(&mut managed);
+                    let (up, work) = (s.stream(0), s.stream(1));
+                    other();
+                    up.htod(&host, dx)?;
+                    other();
+                    work.fill(dy, 1.0)?;
+                    other();
+                    let cfg = LaunchConfig::linear(64, 256);
+                    // SAFETY: saxpy(x, y, a, n) reads x[0..n) and writes y[0..n). It waits for the upload.
+                    unsafe { work.kernel(&saxpy, cfg).read(dx).write(dy).value(2.0f32).value(N as u64).launch()? };
+                    other();
+                    let done = work.record_event()?;
+                    other();
+                    up.wait_event(done)?;
+                    other();
+                    up.dtod(dy, dz)?;
+                    other();
+                    work.dtoh(dz, &mut pinned)?; // after the copy
+                    other();
+                    up.dtoh(dy, &mut out)?; // into pageable memory
+                    other();
+                    let landing = work.dtoh_landing(dz, &mut landed)?;
+                    other();
+                    assert!(want(landing.wait()?), "the download handed back mid-scope");
+                    other();
+                    let graph = s.graph(|g| g.dtoh(dy, &mut replayed))?;
+                    other();
+                    work.replay(&graph)?;
+                    other();
+                    up.prefetch(m, Destination::Device)?;
+                    other();
+                    up.dtoh(m, &mut from_managed)?;
+                    if batches {
+                        other();
+                        let (a, b) = host.split_at(N / 2);
+                        up.htod_batch(&[a, b], &[dw.slice(0..N / 2), dw.slice(N / 2..N)], crate::SrcOrder::Any)?;
+                        other();
+                        up.dtoh_batch(&[dw], [&mut batched[..]])?;
+                    }
+                    other();
+                    Ok(())
+                })
+                .unwrap();
+            let again = MADE_AGAIN.with_borrow(Vec::clone);
+            eprintln!("with {current:?} current: made again after these codes: {again:?}; {ms:.3} ms");
+            assert!(ms > 0.0, "the timed scope's join");
+            assert!(want(&out) && want(&pinned) && want(&replayed), "with {current:?} current, the results differ");
+            assert!(from_managed == host && (!batches || batched == host), "with {current:?} current");
         }
-        drop((gpu, x, y, z, pinned));
+        drop((gpu, d, managed));
     }
 
     /// Managed memory of another context is refused like its device buffers: by kernels and by prefetches.
