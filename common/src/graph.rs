@@ -115,6 +115,7 @@ impl<'scope> GraphBuilder<'_, 'scope, '_> {
             bail!("graph htod: source has {} elements, destination {}", src.len(), dst.len());
         }
         let access = self.checked(dst.access(true), "graph htod")?;
+        self.current()?;
         let bytes = std::mem::size_of_val(src);
         // SAFETY: the stream is capturing, so nothing runs now: the copy becomes a node of the graph,
         // which runs only through ScopeStream::replay in this scope, ordered by the range recorded here;
@@ -134,6 +135,7 @@ impl<'scope> GraphBuilder<'_, 'scope, '_> {
             bail!("graph dtoh: source has {} elements, destination {}", src.len(), dst.len());
         }
         let access = self.checked(src.access(false), "graph dtoh")?;
+        self.current()?;
         let bytes = std::mem::size_of_val(dst);
         // SAFETY: captured, not run (see htod); `dst` is borrowed mutably for the whole scope, so nothing
         // else touches it while a launch of the graph may write it; `src` is a live device range of
@@ -151,8 +153,7 @@ impl<'scope> GraphBuilder<'_, 'scope, '_> {
         LaunchBuilder::new((self, 0), kernel, config)
     }
 
-    /// `access`, if it is of this scope and of a buffer of the scope's context; the context made current
-    /// for the capture that follows (the closure may have left another current, another library's).
+    /// `access`, if it is of this scope and of a buffer of the scope's context.
     fn checked(&self, access: DevAccess, what: &str) -> anyhow::Result<DevAccess> {
         if access.scope != self.scope.id {
             bail!("{what}: a device handle from another scope");
@@ -160,8 +161,13 @@ impl<'scope> GraphBuilder<'_, 'scope, '_> {
         if self.scope.is_foreign(access.buffer) {
             bail!("{what}: a buffer of another GPU's context");
         }
-        self.scope.env.ctx.ensure_current()?;
         Ok(access)
+    }
+
+    /// Makes the scope's context current for the capture that follows, once per capture: the closure may
+    /// have left another current (another library's).
+    fn current(&self) -> anyhow::Result<()> {
+        self.scope.env.ctx.ensure_current()
     }
 
     fn captured(&self, accesses: Vec<DevAccess>, bytes: usize) {
@@ -184,7 +190,7 @@ impl<'scope> Enqueue<'scope> for GraphBuilder<'_, 'scope, '_> {
         normalize(accesses, false, &mut Vec::new()).map_err(|why| anyhow!("graph: kernel {name}: {why}"))?;
         let accesses =
             accesses.iter().map(|a| self.checked(a.clone(), "graph launch")).collect::<anyhow::Result<Vec<_>>>()?;
-        self.scope.env.ctx.ensure_current()?;
+        self.current()?;
         // Captured, not run: the launch becomes a node, which runs only through ScopeStream::replay.
         check(queue(self.stream.raw()), || format!("graph: capturing kernel {name}"))?;
         self.modules.borrow_mut().push(kernel.module.clone());
