@@ -1,6 +1,7 @@
 //! What safety costs the host per operation: the scope against the bare driver calls, in one run.
 //!
-//!     cargo bench -p common --bench scope [-- --rounds 21] [-- --json FILE] [-- --only NAME] [-- --processes 5]
+//!     cargo bench -p common --bench scope [-- --rounds 21] [-- --json FILE] [-- --only NAME] [-- --skip NAME]
+//!         [-- --processes 5]
 //!
 //! With `--processes N` it runs itself N times, one process after another, and reports each case's
 //! ratio in every process and their median. A process lays out its code and its memory anew (address
@@ -354,9 +355,15 @@ fn main() {
     }
 
     // `--only NAME`: the cases whose name holds NAME, and what they are held against.
-    let only = flag("--only");
-    let mut chosen: Vec<bool> =
-        cases.iter().map(|c| only.as_ref().is_none_or(|o| c.name.contains(o.as_str()))).collect();
+    // `--skip NAME`: leaves out the cases whose name holds NAME (unless another case is held against one).
+    let (only, skip) = (flag("--only"), flag("--skip"));
+    let mut chosen: Vec<bool> = cases
+        .iter()
+        .map(|c| {
+            only.as_ref().is_none_or(|o| c.name.contains(o.as_str()))
+                && skip.as_ref().is_none_or(|s| !c.name.contains(s.as_str()))
+        })
+        .collect();
     for i in 0..cases.len() {
         if let (true, Some(a)) = (chosen[i], cases[i].against) {
             chosen[a] = true;
