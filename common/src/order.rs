@@ -10,7 +10,9 @@
 //! scope of its size has run; only the ordered map of accesses allocates a chunk now and then. A
 //! buffer touched as a whole keeps its one entry in its tracker, and a stamp names the fence recorded
 //! right after its operation: the commonest operations follow few pointers, since the driver's calls
-//! between two of them leave little of the book in the nearest caches.
+//! between two of them leave little of the book in the nearest caches. An operation of one access on
+//! such a buffer, or appended after every entry of one, is planned the short way ([`Book::plan_one`]):
+//! no general search, no list of needs, the same plan (a test holds the two ways to each other).
 //!
 //! # Fences, recorded lazily
 //! An operation on stream j that touches bytes an unordered operation on stream k touched (one of the
@@ -429,7 +431,7 @@ impl Tracker {
     /// a write is ordered after everything it overlaps, so it stands for what it covers, on every
     /// stream; a read stands for the reads of its stream that it covers, and one of exactly the bytes a
     /// write of its stream wrote joins that write's entry. `scratch` is a vector to reuse.
-    #[inline]
+    #[inline(always)]
     pub fn record(&mut self, stream: u32, write: bool, bytes: &Range<usize>, stamp: Stamp, scratch: &mut Vec<Pos>) {
         if bytes.is_empty() {
             return; // no bytes: nothing to order against, ever
@@ -661,30 +663,49 @@ fn normalize_many(sequential: bool, out: &mut Vec<DevAccess>) -> Result<(), Stri
     Ok(())
 }
 
+/// Four streams' numbers: the clocks' unit, so that a wait or a snapshot is a few straight-line groups of
+/// four (one for a scope of up to four streams), with no remainder to handle.
+pub(crate) type Four = [u64; 4];
+
 /// The ordering known on each stream: `clock[j][k]` is the last operation of stream k (by sequence
-/// number) that is complete before anything queued next on stream j. Flat, `streams` by `streams`.
-#[derive(Clone, Debug, Default)]
+/// number) that is complete before anything queued next on stream j. Flat, `streams` rows of `groups`
+/// groups of four (the streams rounded up to four; the padding stays 0, which no wait raises).
+#[derive(Clone, Debug, Default, PartialEq)]
 pub(crate) struct Clocks {
     n: usize,
-    clock: Vec<u64>,
+    groups: usize,
+    clock: Vec<Four>,
     seq: Vec<u64>,
+}
+
+/// `c` raised to `s` where `s` is later, stream by stream.
+#[inline(always)]
+fn merge(c: &mut Four, s: &Four) {
+    for l in 0..4 {
+        if s[l] > c[l] {
+            c[l] = s[l];
+        }
+    }
 }
 
 impl Clocks {
     fn reset(&mut self, streams: usize) {
         self.n = streams;
+        self.groups = streams.div_ceil(4);
         self.clock.clear();
-        self.clock.resize(streams * streams, 0);
+        self.clock.resize(streams * self.groups, [0; 4]);
         self.seq.clear();
         self.seq.resize(streams, 0);
     }
 
     /// Whether operation `seq` of stream `k` is ordered before what stream `j` queues next.
+    #[inline(always)]
     pub fn ordered(&self, j: usize, k: usize, seq: u64) -> bool {
-        j == k || self.clock[j * self.n + k] >= seq
+        j == k || self.clock[j * self.groups + k / 4][k % 4] >= seq
     }
 
     /// Queues an operation on stream `j`: its sequence number.
+    #[inline(always)]
     fn queue(&mut self, j: usize) -> u64 {
         self.seq[j] += 1;
         self.seq[j]
@@ -695,25 +716,35 @@ impl Clocks {
         self.seq[k]
     }
 
+    /// The groups of a row: what a fence's snapshot holds.
+    pub fn groups(&self) -> usize {
+        self.groups
+    }
+
     /// What stream `j` knows after waiting for an event that knew `snapshot`.
-    #[inline]
-    fn wait(&mut self, j: usize, snapshot: &[u64]) {
-        let n = self.n;
-        let (row, snapshot) = (&mut self.clock[j * n..(j + 1) * n], &snapshot[..n]);
-        // One compare a stream (a handful): not worth the vector unit's emulated 64-bit max.
-        for (c, &s) in row.iter_mut().zip(snapshot) {
-            if s > *c {
-                *c = s;
-            }
+    #[inline(always)]
+    fn wait(&mut self, j: usize, snapshot: &[Four]) {
+        let g = self.groups;
+        if g == 1 {
+            // Up to four streams: one group, no loop.
+            merge(&mut self.clock[j], &snapshot[0]);
+            return;
+        }
+        let (row, snapshot) = (&mut self.clock[j * g..(j + 1) * g], &snapshot[..g]);
+        for (c, s) in row.iter_mut().zip(snapshot) {
+            merge(c, s);
         }
     }
 
     /// Appends what an event recorded now on stream `j` knows.
-    #[inline]
-    fn snapshot_into(&self, j: usize, out: &mut Vec<u64>) {
-        let at = out.len();
-        out.extend_from_slice(&self.clock[j * self.n..(j + 1) * self.n]);
-        out[at + j] = self.seq[j];
+    #[inline(always)]
+    fn snapshot_into(&self, j: usize, out: &mut Vec<Four>) {
+        let (at, g) = (out.len(), self.groups);
+        match g {
+            1 => out.push(self.clock[j]),
+            _ => out.extend_from_slice(&self.clock[j * g..(j + 1) * g]),
+        }
+        out[at + j / 4][j % 4] = self.seq[j];
     }
 }
 
@@ -730,6 +761,14 @@ pub(crate) struct Need {
     after: u32,
 }
 
+/// What [`Book::plan_one`] decided for an operation of one access: whether a fence should follow it
+/// (another stream touched its bytes before), and the fence it must wait for first, if any.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct PlanOne {
+    pub shared: bool,
+    pub wait: Option<usize>,
+}
+
 /// The scope's whole bookkeeping: see the module docs. In C's order, what an operation touches first.
 #[derive(Default)]
 #[repr(C)]
@@ -742,8 +781,8 @@ pub(crate) struct Book {
     pub clocks: Clocks,
     /// Fences noted so far.
     fence_count: usize,
-    /// What each fence knew: `streams` numbers a fence.
-    fence_clocks: Vec<u64>,
+    /// What each fence knew: a row of the clocks ([`Clocks::groups`] groups of four) a fence.
+    fence_clocks: Vec<Four>,
     /// Per stream, its fences in the order recorded (so by sequence number).
     by_stream: Vec<Vec<(u64, u32)>>,
     /// Every operation queued, for the words of a message and the observer.
@@ -810,6 +849,39 @@ impl Book {
         Ok(shared)
     }
 
+    /// [`Book::plan`] of an operation of one access, the short way, where that applies: its buffer holds
+    /// one entry or none (a buffer used whole, the commonest case) or the access comes after every entry
+    /// (work appended in order), the access has bytes, and the wait it
+    /// needs, if any, is not the scope's first added one (whose words [`Book::waited`] writes) and has a
+    /// fence recorded already. Then the plan says what [`Book::plan`] and [`Book::fence_for`] would
+    /// have, and [`Book::queued`] takes the access; else `None`, nothing changed, and the operation takes
+    /// the general way.
+    #[inline(always)]
+    pub fn plan_one(&mut self, j: usize, a: &DevAccess) -> Option<PlanOne> {
+        let t = &self.trackers[a.buffer];
+        // Searched entries: only work appended after every one of them (a batch of copies into an arena,
+        // in order) takes the short way, meeting none.
+        if a.bytes.is_empty() || !(t.entries.is_empty() || t.after_every_entry(a.bytes.start)) {
+            return None;
+        }
+        let mut plan = PlanOne { shared: false, wait: None };
+        if let Some(e) = &t.lone {
+            let k = e.stream as usize;
+            if k != j && overlaps(&e.bytes(), &a.bytes) {
+                plan.shared = true;
+                let (stamp, _) = e.conflict(a.write);
+                if stamp.seq != 0 && !self.clocks.ordered(j, k, stamp.seq) {
+                    self.waits.first_added.as_ref()?;
+                    plan.wait = Some(match stamp.after {
+                        0 => self.fence_after(k, stamp.seq)?,
+                        after => after as usize - 1,
+                    });
+                }
+            }
+        }
+        Some(plan)
+    }
+
     /// The first fence after what need `i` waits for, if any: the one recorded right after it, or else
     /// one recorded later on its stream.
     #[inline]
@@ -852,8 +924,8 @@ impl Book {
     /// what the operation is).
     #[inline(always)]
     pub fn waited(&mut self, j: usize, f: usize, need: Option<(usize, &dyn Fn() -> String)>) {
-        let n = self.streams;
-        let snapshot = &self.fence_clocks[f * n..(f + 1) * n];
+        let g = self.clocks.groups();
+        let snapshot = &self.fence_clocks[f * g..(f + 1) * g];
         self.clocks.wait(j, snapshot);
         let Some((need, name)) = need else {
             self.waits.made += 1;
@@ -863,6 +935,15 @@ impl Book {
         if self.waits.first_added.is_none() {
             self.waits.first_added = Some(self.first_added(j, &self.needs[need], name));
         }
+    }
+
+    /// [`Book::waited`] for a wait the scope adds after its first, whose words are written already.
+    #[inline(always)]
+    pub fn waited_again(&mut self, j: usize, f: usize) {
+        debug_assert!(self.waits.first_added.is_some());
+        let g = self.clocks.groups();
+        self.clocks.wait(j, &self.fence_clocks[f * g..(f + 1) * g]);
+        self.waits.added += 1;
     }
 
     /// The first wait the scope added, in words: which operation waits for which, over which bytes.
@@ -895,16 +976,21 @@ impl Book {
         )
     }
 
-    /// Notes the operation just queued on stream `j` over [`Book::normalized`]: its index. `fenced`: a
-    /// fence was recorded right after it, which [`Book::add_fence`] notes next.
-    #[inline]
-    pub fn queued(&mut self, j: usize, info: OpInfo, fenced: bool) -> usize {
+    /// Notes the operation just queued on stream `j` over [`Book::normalized`], or over `one` where it
+    /// was planned by [`Book::plan_one`]: its index. `fenced`: a fence was recorded right after it, which
+    /// [`Book::add_fence`] notes next.
+    #[inline(always)]
+    pub fn queued(&mut self, j: usize, one: Option<&DevAccess>, info: OpInfo, fenced: bool) -> usize {
         let seq = self.clocks.queue(j);
         let op = self.ops.len();
         self.ops.push(info);
         let after = if fenced { self.fence_count as u32 + 1 } else { 0 };
         let stamp = Stamp { seq, op: op as u32, after };
-        for a in &self.normalized {
+        let accesses = match one {
+            Some(a) => std::slice::from_ref(a),
+            None => &self.normalized,
+        };
+        for a in accesses {
             self.trackers[a.buffer].record(j as u32, a.write, &a.bytes, stamp, &mut self.redundant);
         }
         op
@@ -942,6 +1028,18 @@ impl BookkeepingProbe {
         let (book, j) = (&mut self.book, i % self.streams);
         let bytes = if self.one_range { 0..4 } else { i * 4096..(i + 1) * 4096 };
         let a = [DevAccess { scope: 1, buffer: self.buffer, bytes, write: true }];
+        let info = OpInfo::copy("H2D", "memcpy HtoD", 4096);
+        // The short way where the scope takes it.
+        if let Some(plan) = book.plan_one(j, &a[0]) {
+            if let Some(f) = plan.wait {
+                book.waited_again(j, f);
+            }
+            book.queued(j, Some(&a[0]), info, plan.shared);
+            if plan.shared {
+                book.add_fence(j);
+            }
+            return;
+        }
         let shared = book.plan(j, &a, false).unwrap_or(false);
         for n in 0..book.needs.len() {
             let (k, seq) = (book.needs[n].stream, book.needs[n].seq);
@@ -950,7 +1048,7 @@ impl BookkeepingProbe {
                 book.waited(j, f, Some((n, &|| String::from("an operation"))));
             }
         }
-        book.queued(j, OpInfo::copy("H2D", "memcpy HtoD", 4096), shared);
+        book.queued(j, None, info, shared);
         if shared {
             book.add_fence(j);
         }
@@ -1346,7 +1444,7 @@ mod tests {
             book.waited(j, f, Some((i, &|| "op".to_string())));
             waits += 1;
         }
-        book.queued(j, info(), shared);
+        book.queued(j, None, info(), shared);
         let after = if shared {
             book.add_fence(j);
             1
@@ -1354,6 +1452,102 @@ mod tests {
             0
         };
         (waits, lazy, after)
+    }
+
+    /// [`run`], saying whether a fence follows the operation and which fences it waited for (`None`:
+    /// refused, as two accesses that race are).
+    fn run_general(book: &mut Book, j: usize, accesses: &[DevAccess]) -> Option<(bool, Vec<usize>)> {
+        let shared = book.plan(j, accesses, false).ok()?;
+        let mut waited = Vec::new();
+        for i in 0..book.needs.len() {
+            let (k, seq) = (book.needs[i].stream, book.needs[i].seq);
+            if book.clocks.ordered(j, k, seq) {
+                continue;
+            }
+            let f = book.fence_for(i).unwrap_or_else(|| book.add_fence(k));
+            book.waited(j, f, Some((i, &|| "op".to_string())));
+            waited.push(f);
+        }
+        book.queued(j, None, info(), shared);
+        if shared {
+            book.add_fence(j);
+        }
+        Some((shared, waited))
+    }
+
+    /// Everything a book holds that a later operation reads, in words.
+    fn book_state(book: &Book) -> String {
+        format!(
+            "{:?} {} {:?} {:?} {:?} {} {:?}",
+            book.clocks,
+            book.fence_count,
+            book.fence_clocks,
+            book.by_stream,
+            book.waits,
+            book.ops.len(),
+            book.trackers
+        )
+    }
+
+    /// Random operations over three buffers on four and on six streams (one access each, of a whole
+    /// buffer, part of one, or none of it; now and then two): wherever [`Book::plan_one`] plans one, it
+    /// plans what [`Book::plan`] and [`Book::fence_for`] do, and the two books stay alike after it.
+    #[test]
+    fn the_short_plan_agrees_with_the_general_one() {
+        let mut state = 11u64;
+        let mut short = 0;
+        for round in 0..300 {
+            let streams = if round % 2 == 0 { 4 } else { 6 };
+            let (mut general, mut book) = (Book::default(), Book::default());
+            for b in [&mut general, &mut book] {
+                b.reset(streams);
+                for _ in 0..3 {
+                    b.lend(false, false);
+                }
+            }
+            for step in 0..80 {
+                let j = lcg(&mut state) % streams;
+                let access = |state: &mut u64| {
+                    let buffer = lcg(state) % 3;
+                    let bytes = match lcg(state) % 6 {
+                        0 => {
+                            let at = lcg(state) % 256;
+                            at..at + 1 + lcg(state) % 64
+                        }
+                        1 => 64..64,
+                        _ => 0..256,
+                    };
+                    dev_access(buffer, lcg(state) % 3 != 0, bytes)
+                };
+                let accesses = match lcg(&mut state) % 8 {
+                    0 => vec![access(&mut state), access(&mut state)],
+                    _ => vec![access(&mut state)],
+                };
+                let wanted = run_general(&mut general, j, &accesses);
+                let planned = match &accesses[..] {
+                    [a] => book.plan_one(j, a).map(|plan| (a, plan)),
+                    _ => None,
+                };
+                match planned {
+                    Some((a, plan)) => {
+                        short += 1;
+                        let planned = (plan.shared, plan.wait.into_iter().collect());
+                        assert_eq!(Some(planned), wanted, "round {round}, step {step}");
+                        if let Some(f) = plan.wait {
+                            book.waited_again(j, f);
+                        }
+                        book.queued(j, Some(a), info(), plan.shared);
+                        if plan.shared {
+                            book.add_fence(j);
+                        }
+                    }
+                    None => assert_eq!(run_general(&mut book, j, &accesses), wanted, "round {round}, step {step}"),
+                }
+                assert_eq!(book_state(&book), book_state(&general), "round {round}, step {step}");
+            }
+        }
+        // Both ways ran: about a third of the operations took the short way.
+        assert!(short > 300 * 80 / 5 && short < 300 * 80 * 4 / 5, "the short way planned {short} of {}", 300 * 80);
     }
 
     #[test]

@@ -69,7 +69,7 @@ use crate::{
     launch::{Checked, Enqueue, LaunchBuilder, LaunchConfig},
     memory::{DeviceBuffer, Element, ManagedBuffer},
     module::{Kernel, Loaded},
-    order::{Book, OpInfo},
+    order::{Book, OpInfo, PlanOne},
     stream::{Event, EventPool, Stream},
     view::{Dev, DevAccess, DevRead, Invariant},
 };
@@ -190,7 +190,7 @@ pub(crate) struct State {
 impl State {
     /// Notes a fence just recorded on stream `k` with event `raw`: its index, the same in the book and in
     /// [`State::fences`].
-    #[inline]
+    #[inline(always)]
     fn add_fence(&mut self, raw: ffi::CUevent, k: usize) -> usize {
         self.fences.push(raw);
         self.book.add_fence(k)
@@ -392,6 +392,19 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         info: OpInfo,
         op: &mut dyn FnMut(ffi::CUstream) -> CuResult,
     ) -> anyhow::Result<()> {
+        // The short way, for the commonest operations: one access, of a buffer used whole, no observer,
+        // and the scope's context known current. The plan needs no search, and the same calls follow.
+        if let ([a], false) = (accesses, self.observed) {
+            if self.env.ctx.is_known_current() {
+                let mut guard = self.state.borrow_mut();
+                let st = &mut *guard;
+                if a.scope == self.id && !st.book.trackers[a.buffer].foreign {
+                    if let Some(plan) = st.book.plan_one(j, a) {
+                        return self.queue_planned(st, j, a, plan, info, op);
+                    }
+                }
+            }
+        }
         let stream = self.streams[j].raw();
         // The observer's label first: its code may make another context current.
         let label = match self.observed {
@@ -425,10 +438,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
                 Some(f) => f,
                 None => self.fence(st, k, &mut asked)?,
             };
-            let event = st.fences[f];
-            // SAFETY: a live stream and an event recorded on another stream of this scope.
-            let code = self.call(&mut asked, &mut || unsafe { ffi::cuStreamWaitEvent(stream, event, 0) })?;
-            check(code, || format!("{}: waiting for another stream", info.label()))?;
+            self.wait_fence(st, &mut asked, stream, f, &info)?;
             st.book.waited(j, f, Some((i, &|| info.label())));
         }
         let observed = match label {
@@ -442,43 +452,102 @@ impl<'scope, 'env> Scope<'scope, 'env> {
             }
             None => None,
         };
-        let fence = match shared {
-            true => match self.take_untimed(st) {
-                Ok(raw) => Some(raw),
-                Err(err) => {
+        let op = match self.finish(st, (j, stream), None, shared, info, &mut asked, op) {
+            Ok(op) => op,
+            Err((err, queued)) => {
+                if !queued {
                     self.env.events.give(observed.map(|(e, _)| e));
-                    return Err(err);
                 }
-            },
-            false => None,
-        };
-        let queued = self.call(&mut asked, &mut || op(stream));
-        if let Err(e) = queued.and_then(|code| check(code, || format!("{} on stream {j}", info.label()))) {
-            self.env.events.give(observed.map(|(e, _)| e));
-            st.taken -= fence.is_some() as usize;
-            return Err(e);
-        }
-        // Another stream touched these bytes before, so one is likely to again: a fence now spares it
-        // waiting for whatever this stream queues next.
-        let recorded = match fence {
-            Some(raw) => self.record(&mut asked, raw, stream),
-            None => Ok(()),
-        };
-        // Queued: from here on the book knows it, whatever fails.
-        let op = st.book.queued(j, info, fence.is_some() && recorded.is_ok());
-        if let Some(raw) = fence {
-            if let Err(err) = recorded {
-                st.taken -= 1;
-                return Err(err.context("queued, but the event after it could not be recorded"));
+                return Err(err);
             }
-            st.add_fence(raw, j);
-        }
+        };
         if let Some((start, label)) = observed {
             let end = self.env.events.timed()?;
             end.record_raw(stream)?;
             st.pending.push(Pending { start, end, stream: stream as usize, op, label });
         }
         Ok(())
+    }
+
+    /// [`Scope::enqueue_dyn`]'s short way, once [`Book::plan_one`] has planned the operation: the wait it
+    /// needs, if any, then [`Scope::finish`]. Nothing watches, and no call was made yet.
+    #[inline(always)]
+    fn queue_planned(
+        &self,
+        st: &mut State,
+        j: usize,
+        a: &DevAccess,
+        plan: PlanOne,
+        info: OpInfo,
+        op: &mut dyn FnMut(ffi::CUstream) -> CuResult,
+    ) -> anyhow::Result<()> {
+        let stream = self.streams[j].raw();
+        let mut asked = false;
+        if let Some(f) = plan.wait {
+            self.wait_fence(st, &mut asked, stream, f, &info)?;
+            st.book.waited_again(j, f);
+        }
+        self.finish(st, (j, stream), Some(a), plan.shared, info, &mut asked, op).map(drop).map_err(|(err, _)| err)
+    }
+
+    /// `cudaStreamWaitEvent(stream, fence f)`, through [`Scope::call`].
+    #[inline(always)]
+    fn wait_fence(
+        &self,
+        st: &State,
+        asked: &mut bool,
+        stream: ffi::CUstream,
+        f: usize,
+        info: &OpInfo,
+    ) -> anyhow::Result<()> {
+        let event = st.fences[f];
+        // SAFETY: a live stream and an event recorded on another stream of this scope.
+        let code = self.call(asked, &mut || unsafe { ffi::cuStreamWaitEvent(stream, event, 0) })?;
+        check(code, || format!("{}: waiting for another stream", info.label()))
+    }
+
+    /// The operation's driver call on stream `j` (its handle `stream`), and the fence right after it where
+    /// its bytes are shared (the two back to back, as a program of bare calls makes them), then the book's
+    /// note of it (over `one`, where [`Book::plan_one`] planned it): the operation's index. An error says
+    /// whether the operation was queued: where it was not, nothing was noted and the fence's event was
+    /// given back; where it was, the book knows it, whatever failed after.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn finish(
+        &self,
+        st: &mut State,
+        (j, stream): (usize, ffi::CUstream),
+        one: Option<&DevAccess>,
+        shared: bool,
+        info: OpInfo,
+        asked: &mut bool,
+        op: &mut dyn FnMut(ffi::CUstream) -> CuResult,
+    ) -> Result<usize, (anyhow::Error, bool)> {
+        let fence = match shared {
+            true => Some(self.take_untimed(st).map_err(|err| (err, false))?),
+            false => None,
+        };
+        let queued = self.call(asked, &mut || op(stream));
+        if let Err(e) = queued.and_then(|code| check(code, || format!("{} on stream {j}", info.label()))) {
+            st.taken -= fence.is_some() as usize;
+            return Err((e, false));
+        }
+        // Another stream touched these bytes before, so one is likely to again: a fence now spares it
+        // waiting for whatever this stream queues next.
+        let recorded = match fence {
+            Some(raw) => self.record(asked, raw, stream),
+            None => Ok(()),
+        };
+        // Queued: from here on the book knows it, whatever fails.
+        let op = st.book.queued(j, one, info, fence.is_some() && recorded.is_ok());
+        if let Some(raw) = fence {
+            if let Err(err) = recorded {
+                st.taken -= 1;
+                return Err((err.context("queued, but the event after it could not be recorded"), true));
+            }
+            st.add_fence(raw, j);
+        }
+        Ok(op)
     }
 
     /// A driver call of an operation's, made again once where it failed and the scope's context turns
@@ -517,7 +586,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     }
 
     /// `cudaEventRecord(raw, stream)`, for a fence's event, through [`Scope::call`].
-    #[inline]
+    #[inline(always)]
     fn record(&self, asked: &mut bool, raw: ffi::CUevent, stream: ffi::CUstream) -> anyhow::Result<()> {
         // SAFETY: an event of the scope's state, which outlives every use of it (the state is dropped or
         // kept for the next scope only once every stream is synchronized), and a stream of the scope.
@@ -536,7 +605,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     }
 
     /// The next event without timing for a fence (given back by `st.taken -= 1` where it goes unused).
-    #[inline]
+    #[inline(always)]
     fn take_untimed(&self, st: &mut State) -> anyhow::Result<ffi::CUevent> {
         if st.taken == st.untimed_raw.len() {
             self.more_untimed(st)?;
