@@ -39,7 +39,7 @@ use serde::Serialize;
 use crate::{
     ffi::{self, CUmemcpyAttributes},
     memory::Element,
-    order::OpInfo,
+    order::{Op, OpInfo},
     scope::ScopeStream,
     view::{Dev, DevRead},
 };
@@ -178,7 +178,7 @@ impl<'scope> ScopeStream<'scope, '_> {
         let accesses: Vec<_> = dsts.iter().map(|d| d.access(true)).collect();
         let bytes = entries.iter().map(|e| e.2).sum();
         let failed = Cell::new(None);
-        let info = OpInfo::copy("H2D", "memcpy batch HtoD", bytes);
+        let info = OpInfo::copy(&Op { kind: "H2D", what: "memcpy batch HtoD" }, bytes);
         let attrs = attributes(Way::Up, order, self.scope().env.ctx.device());
         let queued = self.scope().enqueue(self.index(), &accesses, false, info, |s| {
             // SAFETY: each source is borrowed for the whole scope, which synchronizes before the borrow
@@ -218,7 +218,7 @@ impl<'scope> ScopeStream<'scope, '_> {
         let accesses: Vec<_> = srcs.iter().map(|s| s.access(false)).collect();
         let bytes = entries.iter().map(|e| e.2).sum();
         let failed = Cell::new(None);
-        let info = OpInfo::copy("D2H", "memcpy batch DtoH", bytes);
+        let info = OpInfo::copy(&Op { kind: "D2H", what: "memcpy batch DtoH" }, bytes);
         let attrs = attributes(Way::Down, SrcOrder::StreamOrder, self.scope().env.ctx.device());
         let queued = self.scope().enqueue(self.index(), &accesses, false, info, |s| {
             // SAFETY: each destination is borrowed mutably for the whole scope, which synchronizes before

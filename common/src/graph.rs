@@ -51,7 +51,7 @@ use crate::{
     launch::{Checked, Enqueue, LaunchBuilder, LaunchConfig, Queue, QueueSealed},
     memory::Element,
     module::{Kernel, Loaded},
-    order::{normalize, OpInfo},
+    order::{normalize, Op, OpInfo},
     scope::{Scope, ScopeStream},
     stream::Stream,
     view::{Dev, DevAccess, DevRead, Invariant},
@@ -310,7 +310,7 @@ impl<'scope> ScopeStream<'scope, '_> {
         if graph.scope != scope.id {
             bail!("replay: a graph of another scope");
         }
-        let info = OpInfo { kind: "graph", what: "graph launch", kernel: None, bytes: graph.bytes };
+        let info = OpInfo { op: &Op { kind: "graph", what: "graph launch" }, kernel: None, bytes: graph.bytes };
         // Held before anything is queued, so that no path out of `enqueue` can free it under its run.
         scope.hold(Box::new((graph.exec.clone(), graph.modules.clone())));
         scope.enqueue(self.index(), &graph.accesses, true, info, |s| {

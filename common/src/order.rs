@@ -29,31 +29,42 @@ use std::{ops::Range, sync::Arc};
 
 use crate::{memory::Bytes, view::DevAccess};
 
-/// What an operation is: its kind (`H2D`), what it does (`memcpy HtoD`) or the kernel's name, and the
-/// bytes it moves.
-#[derive(Clone)]
-pub(crate) struct OpInfo {
+/// A kind of operation: its kind (`H2D`) and what it does (`memcpy HtoD`), in a static of its own, so
+/// that an operation carries one pointer to it.
+pub(crate) struct Op {
     pub kind: &'static str,
     pub what: &'static str,
+}
+
+/// What an operation is: its kind and what it does ([`Op`]) or the kernel's name, and the bytes it moves.
+/// Four words: the scope moves it and keeps one per operation.
+#[derive(Clone)]
+pub(crate) struct OpInfo {
+    pub op: &'static Op,
     pub kernel: Option<Arc<str>>,
     pub bytes: usize,
 }
 
 impl OpInfo {
-    pub(crate) fn copy(kind: &'static str, what: &'static str, bytes: usize) -> OpInfo {
-        OpInfo { kind, what, kernel: None, bytes }
+    pub(crate) fn copy(op: &'static Op, bytes: usize) -> OpInfo {
+        OpInfo { op, kernel: None, bytes }
+    }
+
+    /// `H2D`, `D2H`, `DtoD`, `memset`, `kernel` or `graph`.
+    pub fn kind(&self) -> &'static str {
+        self.op.kind
     }
 
     /// `memcpy HtoD`, or the kernel's name.
     pub fn name(&self) -> &str {
-        self.kernel.as_deref().unwrap_or(self.what)
+        self.kernel.as_deref().unwrap_or(self.op.what)
     }
 
     /// The operation in words: `memcpy HtoD`, `kernel process`.
     pub fn label(&self) -> String {
         match &self.kernel {
             Some(k) => format!("kernel {k}"),
-            None => self.what.to_string(),
+            None => self.op.what.to_string(),
         }
     }
 }
@@ -1028,7 +1039,7 @@ impl BookkeepingProbe {
         let (book, j) = (&mut self.book, i % self.streams);
         let bytes = if self.one_range { 0..4 } else { i * 4096..(i + 1) * 4096 };
         let a = [DevAccess { scope: 1, buffer: self.buffer, bytes, write: true }];
-        let info = OpInfo::copy("H2D", "memcpy HtoD", 4096);
+        let info = OpInfo::copy(&Op { kind: "H2D", what: "memcpy HtoD" }, 4096);
         // The short way where the scope takes it.
         if let Some(plan) = book.plan_one(j, &a[0]) {
             if let Some(f) = plan.wait {
@@ -1420,7 +1431,7 @@ mod tests {
     }
 
     fn info() -> OpInfo {
-        OpInfo::copy("H2D", "memcpy HtoD", 4)
+        OpInfo::copy(&Op { kind: "H2D", what: "memcpy HtoD" }, 4)
     }
 
     /// What a scope does with a plan, without the driver: waits on a fence after each need (recording

@@ -69,7 +69,7 @@ use crate::{
     launch::{Checked, Enqueue, LaunchBuilder, LaunchConfig},
     memory::{DeviceBuffer, Element, ManagedBuffer},
     module::{Kernel, Loaded},
-    order::{Book, OpInfo, PlanOne},
+    order::{Book, Op, OpInfo, PlanOne},
     stream::{Event, EventPool, Stream},
     view::{Dev, DevAccess, DevRead, Invariant},
 };
@@ -195,6 +195,16 @@ impl State {
         self.fences.push(raw);
         self.book.add_fence(k)
     }
+}
+
+/// How an operation was planned, for [`Scope::finish`]: its one access where the short way planned it
+/// ([`Book::plan_one`]; else [`Book::normalized`] holds its accesses), the fence it waited for that the
+/// book has yet to note, and whether a fence should follow it.
+#[derive(Clone, Copy)]
+struct Planned<'a> {
+    one: Option<&'a DevAccess>,
+    waited: Option<usize>,
+    shared: bool,
 }
 
 #[cfg(test)]
@@ -452,7 +462,8 @@ impl<'scope, 'env> Scope<'scope, 'env> {
             }
             None => None,
         };
-        let op = match self.finish(st, (j, stream), None, shared, info, &mut asked, op) {
+        let planned = Planned { one: None, waited: None, shared };
+        let op = match self.finish(st, (j, stream), planned, info, &mut asked, op) {
             Ok(op) => op,
             Err((err, queued)) => {
                 if !queued {
@@ -485,9 +496,9 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         let mut asked = false;
         if let Some(f) = plan.wait {
             self.wait_fence(st, &mut asked, stream, f, &info)?;
-            st.book.waited_again(j, f);
         }
-        self.finish(st, (j, stream), Some(a), plan.shared, info, &mut asked, op).map(drop).map_err(|(err, _)| err)
+        let planned = Planned { one: Some(a), waited: plan.wait, shared: plan.shared };
+        self.finish(st, (j, stream), planned, info, &mut asked, op).map(drop).map_err(|(err, _)| err)
     }
 
     /// `cudaStreamWaitEvent(stream, fence f)`, through [`Scope::call`].
@@ -508,28 +519,39 @@ impl<'scope, 'env> Scope<'scope, 'env> {
 
     /// The operation's driver call on stream `j` (its handle `stream`), and the fence right after it where
     /// its bytes are shared (the two back to back, as a program of bare calls makes them), then the book's
-    /// note of it (over `one`, where [`Book::plan_one`] planned it): the operation's index. An error says
-    /// whether the operation was queued: where it was not, nothing was noted and the fence's event was
-    /// given back; where it was, the book knows it, whatever failed after.
+    /// note of it: the operation's index. An error says whether the operation was queued: where it was
+    /// not, nothing of it was noted and the fence's event was given back; where it was, the book knows
+    /// it, whatever failed after. A wait of the short way, made already, is noted with it either way,
+    /// after the driver's calls, so that the book's work stays out of the gaps between them.
     #[inline(always)]
-    #[allow(clippy::too_many_arguments)]
     fn finish(
         &self,
         st: &mut State,
         (j, stream): (usize, ffi::CUstream),
-        one: Option<&DevAccess>,
-        shared: bool,
+        planned: Planned<'_>,
         info: OpInfo,
         asked: &mut bool,
         op: &mut dyn FnMut(ffi::CUstream) -> CuResult,
     ) -> Result<usize, (anyhow::Error, bool)> {
-        let fence = match shared {
-            true => Some(self.take_untimed(st).map_err(|err| (err, false))?),
+        let note_wait = |st: &mut State| {
+            if let Some(f) = planned.waited {
+                st.book.waited_again(j, f);
+            }
+        };
+        let fence = match planned.shared {
+            true => match self.take_untimed(st) {
+                Ok(raw) => Some(raw),
+                Err(err) => {
+                    note_wait(st);
+                    return Err((err, false));
+                }
+            },
             false => None,
         };
         let queued = self.call(asked, &mut || op(stream));
         if let Err(e) = queued.and_then(|code| check(code, || format!("{} on stream {j}", info.label()))) {
             st.taken -= fence.is_some() as usize;
+            note_wait(st);
             return Err((e, false));
         }
         // Another stream touched these bytes before, so one is likely to again: a fence now spares it
@@ -539,7 +561,8 @@ impl<'scope, 'env> Scope<'scope, 'env> {
             None => Ok(()),
         };
         // Queued: from here on the book knows it, whatever fails.
-        let op = st.book.queued(j, one, info, fence.is_some() && recorded.is_ok());
+        note_wait(st);
+        let op = st.book.queued(j, planned.one, info, fence.is_some() && recorded.is_ok());
         if let Some(raw) = fence {
             if let Err(err) = recorded {
                 st.taken -= 1;
@@ -651,7 +674,7 @@ impl<'scope, 'env> ScopeStream<'scope, 'env> {
             bail!("htod: source has {} elements, destination {}", src.len(), dst.len);
         }
         let bytes = std::mem::size_of_val(src);
-        let info = OpInfo::copy("H2D", "memcpy HtoD", bytes);
+        let info = OpInfo::copy(&Op { kind: "H2D", what: "memcpy HtoD" }, bytes);
         self.scope.enqueue(self.index, &[dst.access(true)], false, info, |s| {
             // SAFETY: `src` is borrowed for the whole scope, which synchronizes before the borrow ends;
             // `dst` is a live device range of `bytes` bytes (checked above) that this scope orders.
@@ -666,7 +689,7 @@ impl<'scope, 'env> ScopeStream<'scope, 'env> {
             bail!("dtoh: source has {} elements, destination {}", src.len, dst.len());
         }
         let bytes = std::mem::size_of_val(dst);
-        let info = OpInfo::copy("D2H", "memcpy DtoH", bytes);
+        let info = OpInfo::copy(&Op { kind: "D2H", what: "memcpy DtoH" }, bytes);
         self.scope.enqueue(self.index, &[src.access(false)], false, info, |s| {
             // SAFETY: `dst` is borrowed mutably for the whole scope, which synchronizes before the borrow
             // ends, so nothing else reads or writes it meanwhile; `src` is a live device range of `bytes`;
@@ -701,7 +724,7 @@ impl<'scope, 'env> ScopeStream<'scope, 'env> {
             bail!("dtod: source has {} elements, destination {}", src.len, dst.len);
         }
         let bytes = src.len * std::mem::size_of::<T>();
-        let info = OpInfo::copy("DtoD", "memcpy DtoD", bytes);
+        let info = OpInfo::copy(&Op { kind: "DtoD", what: "memcpy DtoD" }, bytes);
         self.scope.enqueue(self.index, &[src.access(false), dst.access(true)], false, info, |s| {
             // SAFETY: two live, non-overlapping (checked by enqueue) device ranges of `bytes` bytes that
             // this scope orders.
@@ -711,7 +734,7 @@ impl<'scope, 'env> ScopeStream<'scope, 'env> {
 
     /// `cudaMemsetD32Async`: sets every element to `value` (to poison outputs before a run, say).
     pub fn fill(self, dst: Dev<'scope, f32>, value: f32) -> anyhow::Result<()> {
-        let info = OpInfo::copy("memset", "memset", dst.len * 4);
+        let info = OpInfo::copy(&Op { kind: "memset", what: "memset" }, dst.len * 4);
         self.scope.enqueue(self.index, &[dst.access(true)], false, info, |s| {
             // SAFETY: `dst` is a live device range of `len` 4-byte words that this scope orders.
             unsafe { ffi::cuMemsetD32Async(dst.ptr(), value.to_bits(), dst.len, s) }
@@ -725,19 +748,19 @@ impl<'scope, 'env> ScopeStream<'scope, 'env> {
     /// always coherent and are allowed even when the data is actively being migrated", says
     /// `cuMemPrefetchAsync`'s documentation), and costs only time.
     pub fn prefetch<T: Element>(self, view: Dev<'scope, T>, to: Destination) -> anyhow::Result<()> {
-        let name = match to {
-            Destination::Device => "prefetch to device",
-            Destination::Host => "prefetch to host",
+        let (name, op) = match to {
+            Destination::Device => ("prefetch to device", &Op { kind: "H2D", what: "prefetch to device" }),
+            Destination::Host => ("prefetch to host", &Op { kind: "D2H", what: "prefetch to host" }),
         };
         if view.scope == self.scope.id && !self.scope.is_managed(view.buffer) {
             bail!("{name}: only managed memory (Gpu::managed) prefetches, and this view is device or mapped memory");
         }
-        let (kind, dst) = match to {
-            Destination::Device => ("H2D", self.scope.env.ctx.device()),
-            Destination::Host => ("D2H", ffi::DEVICE_CPU),
+        let dst = match to {
+            Destination::Device => self.scope.env.ctx.device(),
+            Destination::Host => ffi::DEVICE_CPU,
         };
         let bytes = view.len * std::mem::size_of::<T>();
-        self.scope.enqueue(self.index, &[view.access(true)], false, OpInfo::copy(kind, name, bytes), |s| match bytes {
+        self.scope.enqueue(self.index, &[view.access(true)], false, OpInfo::copy(op, bytes), |s| match bytes {
             0 => ffi::SUCCESS, // the driver refuses an empty range; there is nothing to move
             // SAFETY: a live managed range of `bytes` bytes that this scope orders (the scope's id was
             // checked by enqueue, and the buffer was lent as managed memory); the destination is this
@@ -835,7 +858,7 @@ impl<'scope> Enqueue<'scope> for Scope<'scope, '_> {
         }
         // Held before anything is queued, so that no path out of `enqueue` can unload it under the kernel.
         scope.hold_module(&kernel.module);
-        let info = OpInfo { kind: "kernel", what: "kernel", kernel: Some(kernel.name.clone()), bytes: 0 };
+        let info = OpInfo { op: &Op { kind: "kernel", what: "kernel" }, kernel: Some(kernel.name.clone()), bytes: 0 };
         scope.enqueue(stream, accesses, false, info, queue)
     }
 }
@@ -936,7 +959,7 @@ pub(crate) fn run<'env, R>(
                 if let Some(o) = observer.as_deref_mut() {
                     if let (Ok(start_ms), Ok(end_ms)) = (p.start.elapsed_ms(&o.origin), p.end.elapsed_ms(&o.origin)) {
                         let info = &st.book.ops[p.op];
-                        let (kind, name, bytes) = (info.kind, info.name().to_string(), info.bytes);
+                        let (kind, name, bytes) = (info.kind(), info.name().to_string(), info.bytes);
                         o.observer.record(TimedOp {
                             label: p.label,
                             stream: p.stream,
