@@ -11,7 +11,7 @@
 //! buffer touched as a whole keeps its one entry in its tracker, and a stamp names the fence recorded
 //! right after its operation: the commonest operations follow few pointers, since the driver's calls
 //! between two of them leave little of the book in the nearest caches. An operation of one access on
-//! such a buffer, or appended after every entry of one, is planned the short way ([`Book::plan_one`]):
+//! such a buffer, or appended after every entry of one, is planned the short way (`Book::plan_one`):
 //! no general search, no list of needs, the same plan (a test holds the two ways to each other).
 //!
 //! # Fences, recorded lazily

@@ -393,6 +393,12 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     /// and now is ([`Scope::call`]). Whatever the driver does with another context current, so, the
     /// operation is queued on the scope's stream or refused with an error, and the book notes only
     /// what was queued.
+    ///
+    /// The commonest operations take a short way: one access, of a buffer used whole (or appended after
+    /// every range of it touched so far), with no observer and the context known current. Their plan
+    /// takes no search ([`Book::plan_one`], which a test holds to the general plan), and a wait they need
+    /// is noted with the operation after the driver's calls, so that the wait, the call and the fence
+    /// follow one another with none of the book's work between them. The calls are the same.
     #[inline(never)]
     fn enqueue_dyn(
         &self,
