@@ -798,7 +798,6 @@ pub(crate) struct Book {
     by_stream: Vec<Vec<(u64, u32)>>,
     /// Every operation queued, for the words of a message and the observer.
     pub ops: Vec<OpInfo>,
-    streams: usize,
     pub waits: Waits,
     redundant: Vec<Pos>,
 }
@@ -806,7 +805,6 @@ pub(crate) struct Book {
 impl Book {
     /// Empties the book for a scope of `streams` streams, keeping what it had allocated.
     pub fn reset(&mut self, streams: usize) {
-        self.streams = streams;
         self.trackers.clear();
         self.clocks.reset(streams);
         self.fence_count = 0;
@@ -868,7 +866,7 @@ impl Book {
     /// have, and [`Book::queued`] takes the access; else `None`, nothing changed, and the operation takes
     /// the general way.
     #[inline(always)]
-    pub fn plan_one(&mut self, j: usize, a: &DevAccess) -> Option<PlanOne> {
+    pub fn plan_one(&self, j: usize, a: &DevAccess) -> Option<PlanOne> {
         let t = &self.trackers[a.buffer];
         // Searched entries: only work appended after every one of them (a batch of copies into an arena,
         // in order) takes the short way, meeting none.
@@ -1430,6 +1428,58 @@ mod tests {
         assert!(!c.ordered(2, 0, s0b), "later work on stream 0 is not covered");
     }
 
+    /// The clocks, in groups of four, against a plain matrix of `streams` by `streams` numbers, for one to
+    /// nine streams (so one, two and three groups, and the first stream of each): random operations,
+    /// fences and waits, and every `ordered` after each.
+    #[test]
+    fn clocks_in_groups_of_four_agree_with_a_plain_matrix() {
+        let mut state = 5u64;
+        for streams in 1..=9 {
+            let mut c = Clocks::default();
+            c.reset(streams);
+            let mut model = vec![vec![0u64; streams]; streams];
+            let mut seqs = vec![0u64; streams];
+            // Fences: the groups the clocks keep, and the row the model keeps.
+            let (mut fences, mut model_fences): (Vec<Four>, Vec<Vec<u64>>) = (Vec::new(), Vec::new());
+            for step in 0..400 {
+                let j = lcg(&mut state) % streams;
+                match lcg(&mut state) % 3 {
+                    0 => {
+                        seqs[j] += 1;
+                        assert_eq!(c.queue(j), seqs[j]);
+                    }
+                    1 => {
+                        c.snapshot_into(j, &mut fences);
+                        let mut row = model[j].clone();
+                        row[j] = seqs[j];
+                        model_fences.push(row);
+                    }
+                    _ if !model_fences.is_empty() => {
+                        let f = lcg(&mut state) % model_fences.len();
+                        let g = c.groups();
+                        c.wait(j, &fences[f * g..(f + 1) * g]);
+                        for k in 0..streams {
+                            model[j][k] = model[j][k].max(model_fences[f][k]);
+                        }
+                    }
+                    _ => {}
+                }
+                for (a, row) in model.iter().enumerate() {
+                    for b in 0..streams {
+                        for seq in 1..=seqs[b] + 1 {
+                            let want = a == b || row[b] >= seq;
+                            assert_eq!(
+                                c.ordered(a, b, seq),
+                                want,
+                                "{streams} streams, step {step}: {a} after {b}'s {seq}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     fn info() -> OpInfo {
         OpInfo::copy(&Op { kind: "H2D", what: "memcpy HtoD" }, 4)
     }
@@ -1500,15 +1550,28 @@ mod tests {
         )
     }
 
-    /// Random operations over three buffers on four and on six streams (one access each, of a whole
-    /// buffer, part of one, or none of it; now and then two): wherever [`Book::plan_one`] plans one, it
-    /// plans what [`Book::plan`] and [`Book::fence_for`] do, and the two books stay alike after it.
+    /// Random operations over three buffers on one to nine streams (one access each, of a whole buffer,
+    /// part of one, the next part of one written in order, or none of it; now and then two): wherever
+    /// [`Book::plan_one`] plans one, it plans what [`Book::plan`] and [`Book::fence_for`] do, and the two
+    /// books stay alike after it. Each of the short way's branches, and each reason to leave it, is seen.
     #[test]
     fn the_short_plan_agrees_with_the_general_one() {
+        #[derive(Default, Debug)]
+        struct Seen {
+            short: usize,
+            waits_after: usize,
+            waits_searched: usize,
+            shared_no_wait: usize,
+            appended: usize,
+            first_wait: usize,
+            no_fence_yet: usize,
+            searched: usize,
+        }
+        let mut seen = Seen::default();
         let mut state = 11u64;
-        let mut short = 0;
-        for round in 0..300 {
-            let streams = if round % 2 == 0 { 4 } else { 6 };
+        let rounds = 300;
+        for round in 0..rounds {
+            let streams = [1, 2, 3, 4, 5, 6, 8, 9][round % 8];
             let (mut general, mut book) = (Book::default(), Book::default());
             for b in [&mut general, &mut book] {
                 b.reset(streams);
@@ -1516,16 +1579,23 @@ mod tests {
                     b.lend(false, false);
                 }
             }
+            // Buffer 2 is mostly written in order, a part after another.
+            let mut next = 0;
             for step in 0..80 {
                 let j = lcg(&mut state) % streams;
-                let access = |state: &mut u64| {
+                let mut access = |state: &mut u64| {
                     let buffer = lcg(state) % 3;
-                    let bytes = match lcg(state) % 6 {
-                        0 => {
+                    let bytes = match (buffer, lcg(state) % 6) {
+                        (2, 0..=3) => {
+                            let len = 1 + lcg(state) % 64;
+                            next += len;
+                            next - len..next
+                        }
+                        (_, 0) => {
                             let at = lcg(state) % 256;
                             at..at + 1 + lcg(state) % 64
                         }
-                        1 => 64..64,
+                        (_, 1) => 64..64,
                         _ => 0..256,
                     };
                     dev_access(buffer, lcg(state) % 3 != 0, bytes)
@@ -1534,14 +1604,24 @@ mod tests {
                     0 => vec![access(&mut state), access(&mut state)],
                     _ => vec![access(&mut state)],
                 };
+                let first_wait = book.waits.first_added.is_none();
                 let wanted = run_general(&mut general, j, &accesses);
-                let planned = match &accesses[..] {
-                    [a] => book.plan_one(j, a).map(|plan| (a, plan)),
-                    _ => None,
+                let [a] = &accesses[..] else {
+                    assert_eq!(run_general(&mut book, j, &accesses), wanted, "round {round}, step {step}");
+                    continue;
                 };
-                match planned {
-                    Some((a, plan)) => {
-                        short += 1;
+                let t = &book.trackers[a.buffer];
+                let searched = !t.entries.is_empty();
+                let lone_after = t.lone.map(|e| e.conflict(a.write).0.after);
+                match book.plan_one(j, a) {
+                    Some(plan) => {
+                        seen.short += 1;
+                        seen.appended += searched as usize;
+                        match (plan.wait, lone_after) {
+                            (Some(_), Some(0)) => seen.waits_searched += 1,
+                            (Some(_), _) => seen.waits_after += 1,
+                            (None, _) => seen.shared_no_wait += plan.shared as usize,
+                        }
                         let planned = (plan.shared, plan.wait.into_iter().collect());
                         assert_eq!(Some(planned), wanted, "round {round}, step {step}");
                         if let Some(f) = plan.wait {
@@ -1552,13 +1632,56 @@ mod tests {
                             book.add_fence(j);
                         }
                     }
-                    None => assert_eq!(run_general(&mut book, j, &accesses), wanted, "round {round}, step {step}"),
+                    None => {
+                        let waited = wanted.as_ref().is_some_and(|(_, w)| !w.is_empty());
+                        let fences_before = book.fence_count;
+                        assert_eq!(run_general(&mut book, j, &accesses), wanted, "round {round}, step {step}");
+                        match (searched, waited) {
+                            (true, _) => seen.searched += 1,
+                            (false, true) if first_wait => seen.first_wait += 1,
+                            // A fence recorded for the wait, lazily, besides the one after the operation.
+                            (false, true) if book.fence_count > fences_before + 1 => seen.no_fence_yet += 1,
+                            _ => {}
+                        }
+                    }
                 }
                 assert_eq!(book_state(&book), book_state(&general), "round {round}, step {step}");
             }
         }
-        // Both ways ran: about a third of the operations took the short way.
-        assert!(short > 300 * 80 / 5 && short < 300 * 80 * 4 / 5, "the short way planned {short} of {}", 300 * 80);
+        let all = rounds * 80;
+        assert!(seen.short > all / 5 && seen.short < all * 4 / 5, "{seen:?} of {all}");
+        let branches = [
+            seen.waits_after,
+            seen.waits_searched,
+            seen.shared_no_wait,
+            seen.appended,
+            seen.first_wait,
+            seen.no_fence_yet,
+            seen.searched,
+        ];
+        assert!(branches.iter().all(|&n| n > 0), "every branch seen: {seen:?}");
+    }
+
+    /// The short way over searched entries takes only work that starts where every entry has ended:
+    /// one byte before, the search (which finds the overlap and its wait) must run.
+    #[test]
+    fn the_short_plan_takes_appended_work_only_after_every_entry() {
+        let mut book = Book::default();
+        book.reset(4);
+        let buffer = book.lend(false, false);
+        let ops = [(0, true, 0..64), (1, true, 64..128)];
+        for (j, write, bytes) in ops {
+            let a = dev_access(buffer, write, bytes);
+            assert!(book.plan_one(j, &a).is_some());
+            run_general(&mut book, j, &[a]).unwrap();
+        }
+        assert!(!book.trackers[buffer].entries.is_empty(), "two entries, searched");
+        let after = dev_access(buffer, false, 128..192);
+        assert_eq!(book.plan_one(2, &after), Some(PlanOne { shared: false, wait: None }));
+        let overlapping = dev_access(buffer, true, 127..130);
+        assert_eq!(book.plan_one(3, &overlapping), None, "one byte before where every entry ends");
+        let (shared, waited) = run_general(&mut book, 3, &[overlapping]).unwrap();
+        assert!(shared && waited.len() == 1, "the search finds stream 1's write and waits for it");
     }
 
     #[test]
