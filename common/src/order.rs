@@ -683,7 +683,6 @@ pub(crate) type Four = [u64; 4];
 /// groups of four (the streams rounded up to four; the padding stays 0, which no wait raises).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub(crate) struct Clocks {
-    n: usize,
     groups: usize,
     clock: Vec<Four>,
     seq: Vec<u64>,
@@ -701,7 +700,6 @@ fn merge(c: &mut Four, s: &Four) {
 
 impl Clocks {
     fn reset(&mut self, streams: usize) {
-        self.n = streams;
         self.groups = streams.div_ceil(4);
         self.clock.clear();
         self.clock.resize(streams * self.groups, [0; 4]);
@@ -860,9 +858,8 @@ impl Book {
 
     /// [`Book::plan`] of an operation of one access, the short way, where that applies: its buffer holds
     /// one entry or none (a buffer used whole, the commonest case) or the access comes after every entry
-    /// (work appended in order), the access has bytes, and the wait it
-    /// needs, if any, is not the scope's first added one (whose words [`Book::waited`] writes) and has a
-    /// fence recorded already. Then the plan says what [`Book::plan`] and [`Book::fence_for`] would
+    /// (work appended in order), the access has bytes, and the wait it needs, if any, is not the scope's
+    /// first added one (whose words [`Book::waited`] writes) and has a fence recorded already. Then the plan says what [`Book::plan`] and [`Book::fence_for`] would
     /// have, and [`Book::queued`] takes the access; else `None`, nothing changed, and the operation takes
     /// the general way.
     #[inline(always)]
@@ -933,26 +930,30 @@ impl Book {
     /// what the operation is).
     #[inline(always)]
     pub fn waited(&mut self, j: usize, f: usize, need: Option<(usize, &dyn Fn() -> String)>) {
-        let g = self.clocks.groups();
-        let snapshot = &self.fence_clocks[f * g..(f + 1) * g];
-        self.clocks.wait(j, snapshot);
         let Some((need, name)) = need else {
+            self.merge_fence(j, f);
             self.waits.made += 1;
             return;
         };
-        self.waits.added += 1;
         if self.waits.first_added.is_none() {
             self.waits.first_added = Some(self.first_added(j, &self.needs[need], name));
         }
+        self.waited_again(j, f);
     }
 
     /// [`Book::waited`] for a wait the scope adds after its first, whose words are written already.
     #[inline(always)]
     pub fn waited_again(&mut self, j: usize, f: usize) {
         debug_assert!(self.waits.first_added.is_some());
+        self.merge_fence(j, f);
+        self.waits.added += 1;
+    }
+
+    /// Stream `j` now knows what fence `f` knew.
+    #[inline(always)]
+    fn merge_fence(&mut self, j: usize, f: usize) {
         let g = self.clocks.groups();
         self.clocks.wait(j, &self.fence_clocks[f * g..(f + 1) * g]);
-        self.waits.added += 1;
     }
 
     /// The first wait the scope added, in words: which operation waits for which, over which bytes.
