@@ -859,9 +859,9 @@ impl Book {
     /// [`Book::plan`] of an operation of one access, the short way, where that applies: its buffer holds
     /// one entry or none (a buffer used whole, the commonest case) or the access comes after every entry
     /// (work appended in order), the access has bytes, and the wait it needs, if any, is not the scope's
-    /// first added one (whose words [`Book::waited`] writes) and has a fence recorded already. Then the plan says what [`Book::plan`] and [`Book::fence_for`] would
-    /// have, and [`Book::queued`] takes the access; else `None`, nothing changed, and the operation takes
-    /// the general way.
+    /// first added one (whose words [`Book::waited`] writes) and has a fence recorded already. Then the
+    /// plan says what [`Book::plan`] and [`Book::fence_for`] would have, and [`Book::queued`] takes the
+    /// access; else `None`, nothing changed, and the operation takes the general way.
     #[inline(always)]
     pub fn plan_one(&self, j: usize, a: &DevAccess) -> Option<PlanOne> {
         let t = &self.trackers[a.buffer];
