@@ -48,7 +48,7 @@ use measure::{
 use crate::{
     buffers::{BufferPlacement, BufferSet},
     packing::{crew_threads, pack_all, unpack_all, PackLayout},
-    results::SetRun,
+    results::{PackedParts, SetRun},
     rig::{ms, HostBuffers, SmallCopiesRig, BUDGET_MS},
     ways::TransferWay,
 };
@@ -715,6 +715,13 @@ impl SmallCopiesRig {
             host_ms(|| unpack_all(&places, &host.packed_dtoh[..], outs, threads)).1
         });
         Ok((pack?, unpack?))
+    }
+
+    /// [`Self::cpu_side`] on the packed way's threads: what the lesson's grid holds the packed way against.
+    pub fn packed_parts(&mut self, set: &BufferSet) -> anyhow::Result<PackedParts> {
+        let threads = crew_threads(PackLayout::new(&BufferPlacement::new(set)).items);
+        let (pack_ms, unpack_ms) = self.cpu_side(set, true)?;
+        Ok(PackedParts { threads, pack_ms, unpack_ms })
     }
 }
 

@@ -138,3 +138,23 @@ fn the_scopes_price_is_held_against_the_same_calls_made_bare() {
     check.ensure("the bare calls").unwrap();
     eprintln!("{price:?}");
 }
+
+/// The packed way's parts measured alone: packing and unpacking on its threads, held against the packed
+/// way's wall time over the same set.
+#[test]
+#[ignore = "needs an NVIDIA GPU; cargo xtask test runs it where a driver is found"]
+fn the_packed_way_is_held_against_its_parts_measured_alone() {
+    let (gpu, kernels, _lock) = gpu();
+    let set = BufferSet::uniform(1000, 4096);
+    let places = BufferPlacement::new(&set);
+    let mut rig = SmallCopiesRig::new(gpu, kernels, std::slice::from_ref(&places), 1, QUICK).unwrap();
+    let mut run = rig.run_set(&set, &[TransferWay::Packed]).unwrap();
+    assert!(run.packed_parts.is_none(), "run_set alone does not measure the parts");
+    let parts = rig.packed_parts(&set).unwrap();
+    let most = crate::packing::MOST_THREADS;
+    assert!((1..=most).contains(&parts.threads) && parts.pack_ms > 0.0 && parts.unpack_ms > 0.0, "{parts:?}");
+    run.packed_parts = Some(parts);
+    let table = crate::results::packed_table(std::slice::from_ref(&run)).unwrap().render();
+    assert!(table.lines().any(|l| l.starts_with("1000 x 4 KiB")), "{table}");
+    eprintln!("{table}");
+}

@@ -92,6 +92,62 @@ pub struct SetRun {
     /// The scope's price for one memcpy per buffer, where it was measured (sets of 100 buffers or more).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scope_price: Option<ScopePrice>,
+    /// The packed way's CPU side measured alone, where it was (sets of 100 buffers or more).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub packed_parts: Option<PackedParts>,
+}
+
+/// The packed way's CPU side over a set measured alone, right after every way ran, in the same buffers:
+/// packing every buffer into the pinned packed buffer, and unpacking it into the host buffers, each on
+/// the threads the packed way shares them among (woken each time, as it wakes them), the median of five.
+#[derive(Clone, Debug, Serialize)]
+pub struct PackedParts {
+    pub threads: usize,
+    pub pack_ms: f64,
+    pub unpack_ms: f64,
+}
+
+impl PackedParts {
+    /// The CPU's side of a round trip: packing then unpacking.
+    pub fn cpu_ms(&self) -> f64 {
+        self.pack_ms + self.unpack_ms
+    }
+}
+
+/// The packed way against its parts measured alone, over the sets where they were: a row a set, with
+/// the larger of the two parts (the copies, or the CPU's side), a model of the packed way's floor were
+/// its overlap perfect, and what the packed way took beyond it.
+pub fn packed_table(runs: &[SetRun]) -> Option<Table> {
+    let mut t = Table::new(&[
+        "buffers",
+        "packed, wall µs",
+        "one copy each way, wall µs",
+        "packing alone",
+        "unpacking alone",
+        "the larger part",
+        "packed / larger part",
+    ]);
+    let mut any = false;
+    for run in runs {
+        let (Some(parts), Some(packed)) = (&run.packed_parts, run.ways.iter().find(|w| w.way == TransferWay::Packed))
+        else {
+            continue;
+        };
+        any = true;
+        let (copies, cpu) = (run.one_copy_wall_ms, parts.cpu_ms());
+        let larger =
+            if cpu >= copies { format!("the CPU's side, {}", us(cpu)) } else { format!("the copies, {}", us(copies)) };
+        t.row(vec![
+            run.set.clone(),
+            us(packed.wall.median_ms),
+            us(copies),
+            us(parts.pack_ms),
+            us(parts.unpack_ms),
+            larger,
+            format!("{:.2}", packed.wall.median_ms / cpu.max(copies)),
+        ]);
+    }
+    any.then_some(t)
 }
 
 /// The scope's price for one memcpy per buffer over a set (one stream, from pinned memory): the host's
@@ -415,6 +471,7 @@ pub(crate) mod tests {
             one_copy_wall_ms: one_copy_ms + 0.01,
             ways,
             scope_price: None,
+            packed_parts: None,
         }
     }
 
@@ -474,6 +531,26 @@ pub(crate) mod tests {
         let t = price_table(&runs).unwrap().render();
         assert!(t.contains("1000 x 4 KiB") && t.contains("2.20") && t.contains("2.00") && t.contains("1.080"), "{t}");
         assert!(!t.contains("10 x 4 KiB"), "{t}");
+    }
+
+    #[test]
+    fn the_packed_way_is_held_against_the_larger_of_its_parts() {
+        let mut runs = vec![made_up(10, 4096), made_up(1000, 4096), made_up(100, 256)];
+        assert!(packed_table(&runs).is_none(), "no parts measured, no table");
+        // 1000 x 4 KiB: the copies 0.171 ms (wall) outweighed by a CPU side of 0.2 ms.
+        runs[1].packed_parts = Some(PackedParts { threads: 6, pack_ms: 0.09, unpack_ms: 0.11 });
+        // 100 x 256 B: the copies, 0.0229 ms (wall), outweigh a CPU side of 0.004.
+        runs[2].packed_parts = Some(PackedParts { threads: 6, pack_ms: 0.002, unpack_ms: 0.002 });
+        let t = packed_table(&runs).unwrap().render();
+        let row =
+            |set: &str| t.lines().find(|l| l.starts_with(set)).unwrap_or_else(|| panic!("{set}: {t}")).to_string();
+        let big = row("1000 x 4 KiB");
+        let packed = runs[1].ways.iter().find(|w| w.way == TransferWay::Packed).unwrap().wall.median_ms;
+        assert!(big.contains("the CPU's side, 200") && big.ends_with(&format!("{:.2}", packed / 0.2)), "{big}");
+        assert!(big.contains(" 90 ") && big.contains(" 110 ") && big.contains(" 171 "), "{big}");
+        let small = row("100 x 256 B");
+        assert!(small.contains("the copies, 23"), "{small}");
+        assert!(!t.contains("10 x 4 KiB"), "not measured, no row: {t}");
     }
 
     #[test]

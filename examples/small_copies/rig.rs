@@ -234,7 +234,8 @@ impl SmallCopiesRig {
         }
         let (count, bytes, uniform) = (places.count(), places.bytes(), set.uniform);
         let set = set.name.clone();
-        Ok(SetRun { set, count, bytes, uniform, one_copy_ms, one_copy_wall_ms, ways: runs, scope_price: None })
+        let (scope_price, packed_parts) = (None, None);
+        Ok(SetRun { set, count, bytes, uniform, one_copy_ms, one_copy_wall_ms, ways: runs, scope_price, packed_parts })
     }
 
     /// The scope's price for one memcpy per buffer over `set` (its bytes in the host arena): the host's
@@ -394,6 +395,10 @@ impl SmallCopiesRig {
             if set.count() >= PRICED_FROM && !measure::timeline::is_recording() {
                 run.scope_price = Some(self.scope_price(set)?);
             }
+            // The packed way's CPU side alone, to hold it against: what limits packing on this host.
+            if set.count() >= PRICED_FROM && ways.contains(&TransferWay::Packed) {
+                run.packed_parts = Some(self.packed_parts(set)?);
+            }
             runs.push(run);
             bar.done();
         }
@@ -444,6 +449,7 @@ impl SmallCopiesRig {
             ));
             out.table(&t);
         }
+        say_packed(runs, out);
         let model = runs.last().expect("a set at least"); // the model-like set, unless left out
         out.say(format!("\n{}, every way", model.set));
         out.table(&results::detail_table(model));
@@ -455,5 +461,20 @@ impl SmallCopiesRig {
              none",
         );
         results::beaten(runs).iter().for_each(|l| out.say(format!("  {l}")));
+    }
+}
+
+/// The packed way against its parts measured alone, where they were: the table, and how to read it.
+fn say_packed(runs: &[SetRun], out: &Output) {
+    if let Some(t) = results::packed_table(runs) {
+        let threads = runs.iter().find_map(|r| r.packed_parts.as_ref()).map_or(0, |p| p.threads);
+        out.say(format!(
+            "\nThe packed way against its parts, each measured alone in the same run: one copy of all the bytes \
+             each way (wall), and the CPU's packing and unpacking on its {threads} threads (µs, the median of \
+             five). It overlaps the two, so the larger is a model of its floor were the overlap perfect (a model, \
+             not a bound: a part alone can run slow). Where the CPU's side is the larger, the CPU and the copies \
+             share the host's memory, which sets the pace, not the link: each byte crosses it three times each way"
+        ));
+        out.table(&t);
     }
 }
