@@ -84,9 +84,11 @@ pub struct SetRun {
     pub count: usize,
     pub bytes: usize,
     pub uniform: Option<(usize, usize)>,
-    /// One H2D copy of all the bytes, then one D2H copy of them, ms: the best of runs, GPU time.
+    /// One H2D copy of all the bytes, then one D2H copy of them, ms: the best of runs, GPU time, measured
+    /// before the ways and after them (the lesser of the two).
     pub one_copy_ms: f64,
-    /// The same as the caller waits for it, the median of runs, ms: what the wall times compare with.
+    /// The same as the caller waits for it, the median of runs, ms, the lesser of before and after: what
+    /// the wall times compare with.
     pub one_copy_wall_ms: f64,
     pub ways: Vec<WayRun>,
     /// The scope's price for one memcpy per buffer, where it was measured (sets of 100 buffers or more).
@@ -120,6 +122,7 @@ impl PackedParts {
 pub fn packed_table(runs: &[SetRun]) -> Option<Table> {
     let mut t = Table::new(&[
         "buffers",
+        "threads",
         "packed, wall µs",
         "one copy each way, wall µs",
         "packing alone",
@@ -139,6 +142,7 @@ pub fn packed_table(runs: &[SetRun]) -> Option<Table> {
             if cpu >= copies { format!("the CPU's side, {}", us(cpu)) } else { format!("the copies, {}", us(copies)) };
         t.row(vec![
             run.set.clone(),
+            parts.threads.to_string(),
             us(packed.wall.median_ms),
             us(copies),
             us(parts.pack_ms),
@@ -540,16 +544,16 @@ pub(crate) mod tests {
         // 1000 x 4 KiB: the copies 0.171 ms (wall) outweighed by a CPU side of 0.2 ms.
         runs[1].packed_parts = Some(PackedParts { threads: 6, pack_ms: 0.09, unpack_ms: 0.11 });
         // 100 x 256 B: the copies, 0.0229 ms (wall), outweigh a CPU side of 0.004.
-        runs[2].packed_parts = Some(PackedParts { threads: 6, pack_ms: 0.002, unpack_ms: 0.002 });
+        runs[2].packed_parts = Some(PackedParts { threads: 1, pack_ms: 0.002, unpack_ms: 0.002 });
         let t = packed_table(&runs).unwrap().render();
         let row =
             |set: &str| t.lines().find(|l| l.starts_with(set)).unwrap_or_else(|| panic!("{set}: {t}")).to_string();
         let big = row("1000 x 4 KiB");
         let packed = runs[1].ways.iter().find(|w| w.way == TransferWay::Packed).unwrap().wall.median_ms;
         assert!(big.contains("the CPU's side, 200") && big.ends_with(&format!("{:.2}", packed / 0.2)), "{big}");
-        assert!(big.contains(" 90 ") && big.contains(" 110 ") && big.contains(" 171 "), "{big}");
+        assert!(big.contains(" 6 ") && big.contains(" 90 ") && big.contains(" 110 ") && big.contains(" 171 "), "{big}");
         let small = row("100 x 256 B");
-        assert!(small.contains("the copies, 23"), "{small}");
+        assert!(small.contains("the copies, 23") && small.contains(" 1 "), "{small}");
         assert!(!t.contains("10 x 4 KiB"), "not measured, no row: {t}");
     }
 
