@@ -118,7 +118,11 @@ pub const MAX_PIECES: usize = 16;
 /// than the link moves). Six rather than eight: on an H100's host in November 2026, interleaved, 14
 /// runs of the lesson each, 1000 x 4 KiB took 324-358 µs on six and 355-408 on eight (medians 344 and
 /// 374), the model-like set 689-784 and 713-853 (medians 712 and 735). Seven and five (8 runs each)
-/// read medians of 355 and 351 µs, and 715 and 770 for the model-like set; four took 386-431 µs.
+/// read medians of 355 and 351 µs, and 715 and 770 for the model-like set; four took 386-431 µs. On
+/// another H100's host (8 runs of each, interleaved, 2026-11-27), 4, 6, 8, 10, 12 and 16 threads read
+/// medians of 2.45x, 2.02x, 2.09x, 2.13x, 2.15x and 2.15x one copy's wall for 1000 x 4 KiB, while the CPU's
+/// side alone fell from 338 µs to 278, 233, 209, 218 and 198: more threads pack faster alone, and slow the
+/// copies they run beside more than that.
 pub const MOST_THREADS: usize = 6;
 
 /// One part of a host buffer an item fills: where it starts in the item, and its bytes; taken once, by
