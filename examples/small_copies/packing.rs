@@ -70,7 +70,7 @@
 //! kernels. The last piece is unpacked 9-26 µs after it lands (15-103 before); the wall time did not
 //! move (375-436 µs against 378-509, 8 runs of the lesson each, interleaved).
 //!
-//! Tried on the H100s lent later (interleaved with the build as it is, 8-14 runs each; README, "Six more
+//! Tried on the H100s lent later (interleaved with the build as it is, 8-14 runs each; MEASURED.md, "Six more
 //! tries at the packed way") and left out: a ring of a few pinned slots each way, reused once a copy had
 //! read or an unpacking had emptied one, so that the staging stays in the caches (464-578 µs against 353:
 //! the wait before a slot is reused costs more than the cache saves); prefetching the next buffers while
