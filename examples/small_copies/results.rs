@@ -101,7 +101,7 @@ pub struct SetRun {
 
 /// The packed way's CPU side over a set measured alone, right after every way ran, in the same buffers:
 /// packing every buffer into the pinned packed buffer, and unpacking it into the host buffers, each on
-/// the threads the packed way shares them among (woken each time, as it wakes them), the median of five.
+/// the threads the packed way shares them among (woken each time, as it wakes them), the best of seven.
 #[derive(Clone, Debug, Serialize)]
 pub struct PackedParts {
     pub threads: usize,

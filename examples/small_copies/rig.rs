@@ -477,10 +477,10 @@ fn say_packed(runs: &[SetRun], out: &Output) {
         out.say(
             "\nThe packed way against its parts, each measured alone in the same run: one copy of all the bytes \
              each way (wall), and the CPU's packing and unpacking on the threads the packed way shares them \
-             among (µs, the median of five). It overlaps the two, so the larger is a model of its floor were the \
-             overlap perfect (a model, not a bound: a part alone can run slow). Where the CPU's side is the larger, \
-             the CPU and the copies share the host's memory, which sets the pace, not the link: each byte crosses \
-             it three times each way",
+             among (µs, the best of seven). It overlaps the two, so the larger is a model of its floor were the \
+             overlap perfect (a model, not a bound: the parts are timed apart from it). Where the CPU's side is \
+             the larger, the CPU and the copies share the host's memory, which sets the pace, not the link: each \
+             byte crosses it three times each way",
         );
         out.table(&t);
     }
