@@ -5,11 +5,13 @@
 //! work (chunks on streams, the same kernel) three ways, each timed as a program feels it: the host
 //! writes the input, the GPU processes it, the host reads the result.
 //!
-//!     on demand    managed memory, no prefetch: the first kernel touch of each page faults on the GPU,
-//!                  which fetches it across the bus; the host's first read of each result page faults back
-//!     prefetched   managed memory, each chunk prefetched to the GPU before its kernel and back to the host
-//!                  after it, on the chunk's stream: the same bytes move, in bulk and without faults
-//!     explicit     pinned host memory, a device buffer per stream, cudaMemcpyAsync both ways: overlap
+//! ```text
+//! on demand    managed memory, no prefetch: the first kernel touch of each page faults on the GPU,
+//!              which fetches it across the bus; the host's first read of each result page faults back
+//! prefetched   managed memory, each chunk prefetched to the GPU before its kernel and back to the host
+//!              after it, on the chunk's stream: the same bytes move, in bulk and without faults
+//! explicit     pinned host memory, a device buffer per stream, cudaMemcpyAsync both ways: overlap
+//! ```
 //!
 //! The first two move the same bytes: their difference is what demand paging costs (less where chunk
 //! edges split pages, which fault when prefetched too; the seed's commented-out prefetch names
