@@ -754,10 +754,11 @@ impl<'scope, 'env> ScopeStream<'scope, 'env> {
     /// always coherent and are allowed even when the data is actively being migrated", says
     /// `cuMemPrefetchAsync`'s documentation), and costs only time.
     pub fn prefetch<T: Element>(self, view: Dev<'scope, T>, to: Destination) -> anyhow::Result<()> {
-        let (name, op) = match to {
-            Destination::Device => ("prefetch to device", &Op { kind: "H2D", what: "prefetch to device" }),
-            Destination::Host => ("prefetch to host", &Op { kind: "D2H", what: "prefetch to host" }),
+        let op = match to {
+            Destination::Device => &Op { kind: "H2D", what: "prefetch to device" },
+            Destination::Host => &Op { kind: "D2H", what: "prefetch to host" },
         };
+        let name = op.what;
         if view.scope == self.scope.id && !self.scope.is_managed(view.buffer) {
             bail!("{name}: only managed memory (Gpu::managed) prefetches, and this view is device or mapped memory");
         }

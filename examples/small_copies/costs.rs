@@ -704,13 +704,13 @@ impl SmallCopiesRig {
     /// shares its items among (the pool's threads woken each time, as the packed way wakes them), the median
     /// of five, ms.
     pub fn cpu_side(&mut self, set: &BufferSet, crew: bool) -> anyhow::Result<(f64, f64)> {
-        let (pack, unpack) = self.cpu_side_runs(set, crew, 5);
+        let (_, pack, unpack) = self.cpu_side_runs(set, crew, 5);
         let median = |t: &[f64]| Stats::from_samples(t).map(|s| s.median_ms);
         Ok((median(&pack)?, median(&unpack)?))
     }
 
-    /// [`Self::cpu_side`]'s packing and unpacking, `runs` of each, ms.
-    fn cpu_side_runs(&mut self, set: &BufferSet, crew: bool, runs: usize) -> (Vec<f64>, Vec<f64>) {
+    /// [`Self::cpu_side`]'s packing and unpacking, `runs` of each, ms, and the threads they ran on.
+    fn cpu_side_runs(&mut self, set: &BufferSet, crew: bool, runs: usize) -> (usize, Vec<f64>, Vec<f64>) {
         let places = BufferPlacement::new(set);
         let threads = if crew { crew_threads(PackLayout::new(&places).items) } else { 1 };
         let host = &mut self.host;
@@ -723,15 +723,14 @@ impl SmallCopiesRig {
                 host_ms(|| unpack_all(&places, &host.packed_dtoh[..], outs, threads)).1
             })
             .collect();
-        (pack, unpack)
+        (threads, pack, unpack)
     }
 
     /// The packed way's CPU side on its threads, the best of seven runs of each part: what the lesson's
     /// grid holds the packed way against. The best, since a floor is wanted, and a run disturbed by
     /// the host (one of 935 µs where the others took 145) would make any other figure a poor one.
     pub fn packed_parts(&mut self, set: &BufferSet) -> anyhow::Result<PackedParts> {
-        let threads = crew_threads(PackLayout::new(&BufferPlacement::new(set)).items);
-        let (pack, unpack) = self.cpu_side_runs(set, true, PARTS_RUNS);
+        let (threads, pack, unpack) = self.cpu_side_runs(set, true, PARTS_RUNS);
         let best = |t: &[f64]| Stats::from_samples(t).map(|s| s.min_ms);
         Ok(PackedParts { threads, pack_ms: best(&pack)?, unpack_ms: best(&unpack)? })
     }

@@ -26,6 +26,15 @@ fn gpu() -> (Gpu, Kernels, std::sync::MutexGuard<'static, ()>) {
     (gpu, kernels, lock)
 }
 
+/// The lock, a rig for `set` alone on one stream, and where the set's buffers lie. The lock comes first,
+/// so that it is dropped last, after the rig and its GPU.
+fn rig_for(set: &BufferSet) -> (std::sync::MutexGuard<'static, ()>, SmallCopiesRig, BufferPlacement) {
+    let (gpu, kernels, lock) = gpu();
+    let places = BufferPlacement::new(set);
+    let rig = SmallCopiesRig::new(gpu, kernels, std::slice::from_ref(&places), 1, QUICK).unwrap();
+    (lock, rig, places)
+}
+
 /// Odd sizes (4 and 100 bytes: the kernel's byte path), aligned ones, a 64 KiB pair, and 300 tiny
 /// buffers: every way, each checked byte for byte against the inputs after its outputs were poisoned.
 #[test]
@@ -120,10 +129,8 @@ fn the_planner_predicts_and_runs_every_rival() {
 #[test]
 #[ignore = "needs an NVIDIA GPU; cargo xtask test runs it where a driver is found"]
 fn the_scopes_price_is_held_against_the_same_calls_made_bare() {
-    let (gpu, kernels, _lock) = gpu();
     let set = BufferSet::uniform(100, 4096);
-    let places = BufferPlacement::new(&set);
-    let mut rig = SmallCopiesRig::new(gpu, kernels, std::slice::from_ref(&places), 1, QUICK).unwrap();
+    let (_lock, mut rig, places) = rig_for(&set);
     let run = rig.run_set(&set, &[TransferWay::Each { streams: 1, pageable: false }]).unwrap();
     assert!(run.scope_price.is_none(), "run_set alone does not price the scope");
     let price = rig.scope_price(&set).unwrap();
@@ -144,10 +151,8 @@ fn the_scopes_price_is_held_against_the_same_calls_made_bare() {
 #[test]
 #[ignore = "needs an NVIDIA GPU; cargo xtask test runs it where a driver is found"]
 fn the_packed_way_is_held_against_its_parts_measured_alone() {
-    let (gpu, kernels, _lock) = gpu();
     let set = BufferSet::uniform(1000, 4096);
-    let places = BufferPlacement::new(&set);
-    let mut rig = SmallCopiesRig::new(gpu, kernels, std::slice::from_ref(&places), 1, QUICK).unwrap();
+    let (_lock, mut rig, _) = rig_for(&set);
     let mut run = rig.run_set(&set, &[TransferWay::Packed]).unwrap();
     assert!(run.packed_parts.is_none(), "run_set alone does not measure the parts");
     let parts = rig.packed_parts(&set).unwrap();
