@@ -78,6 +78,17 @@
 //! back; the crew kept spinning between round trips; every thread woken by the caller. None moved the
 //! median by more than the noise, 2-4%, in the better direction.
 //!
+//! How the crew stores its bytes (2026-11-27, on H100s' hosts; MEASURED.md, "How the crew stores its bytes"):
+//! - Packing streams past the cache. Plain stores were slower (above), and so were plain stores with a
+//!   `cldemote` after each line, meant to move it to the shared cache where a copy up reads it: packing
+//!   alone took 180-220 µs against 100-130, and the round trip 2.3x-2.6x one copy's wall against
+//!   1.9x-2.3x (8 runs each). A whole line in one streaming store (AVX-512) in place of four changed
+//!   nothing that runs could tell apart (faster in 5 of 8 pairs, by 1.6% in the median).
+//! - Unpacking stores parts smaller than an item through the cache, where the program reads them next,
+//!   and streams larger ones. Interleaved with streaming every part, 1000 x 4 KiB took 3% less in the
+//!   median of paired runs (8 of 12 faster). With every part through the cache it was faster in 20 of 28
+//!   pairs on two hosts (by 1.4% and 4.5% in the median), and the model-like set 5-7% slower.
+//!
 //! Nor did 2 MiB pages (every pinned buffer of the rig mapped with `MADV_HUGEPAGE`, then pinned with
 //! `cuMemHostRegister`; the kernel gave it huge pages): 12 runs of each, interleaved, on an H100's host,
 //! 1000 x 4 KiB took a median of 357 µs against 358 with `cuMemHostAlloc`'s pages, the model-like set 704
@@ -358,7 +369,13 @@ impl<'s, 'o, 'w> Unpacking<'s, 'o, 'w> {
         let from = self.landed_bytes[i].get().expect("landed");
         for part in &self.parts[self.starts[i]..self.starts[i + 1]] {
             if let Some((at, dst)) = part.lock().unwrap_or_else(|e| e.into_inner()).take() {
-                stream_copy(dst, &from[at..at + dst.len()]);
+                let from = &from[at..at + dst.len()];
+                // A part smaller than an item is most often a small buffer, the program's to read next:
+                // it stays in the cache. A larger one streams past it, as the packed buffer does.
+                match dst.len() < ITEM_BYTES {
+                    true => dst.copy_from_slice(from),
+                    false => stream_copy(dst, from),
+                }
             }
         }
         Some(true)
