@@ -88,8 +88,9 @@
 //!   and streams larger ones. Interleaved with streaming every part, 1000 x 4 KiB took 3% less in the
 //!   median of paired runs (8 of 12 faster). With every part through the cache it was faster in 20 of 28
 //!   pairs on two hosts (by 1.4% and 4.5% in the median), and the model-like set 6-7% slower. Kept, and
-//!   run in turn with the build before it on four more hosts, 12 pairs each: 1000 x 4 KiB 0.92x, 0.97x,
-//!   0.99x and 1.00x in the median (33 of 48 faster), the model-like set 0.98x-1.02x (20 of 48 faster).
+//!   run in turn with the build before it on five more hosts, 12 pairs each: 1000 x 4 KiB 0.92x-1.00x in
+//!   the median (43 of 60 faster), the model-like set 0.98x-1.04x (25 of 60 faster): a trade for small
+//!   buffers, which the packed way serves, against large ones, which the copies serve.
 //!
 //! Nor did 2 MiB pages (every pinned buffer of the rig mapped with `MADV_HUGEPAGE`, then pinned with
 //! `cuMemHostRegister`; the kernel gave it huge pages): 12 runs of each, interleaved, on an H100's host,
