@@ -70,7 +70,7 @@
 //! | [`batch`] | batches of copies in one call (`cuMemcpyBatchAsync`), each buffer borrowed as a single copy's is |
 //! | [`graph`] | CUDA graphs of a scope's copies and launches, captured once and replayed inside the scope |
 //! | [`module`] | PTX modules and their kernels |
-//! | [`staging`] | pageable memory at near-pinned speed through a ring of pinned buffers |
+//! | [`staging`] | pageable memory at near-pinned speed through pinned buffers; packing on several threads |
 //!
 //! The crate links against `libcuda.so`; where a machine has no NVIDIA driver, its build script
 //! compiles a link-only stand-in, so that programs build anywhere and say at run time that there is

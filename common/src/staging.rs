@@ -449,11 +449,52 @@ impl<T> Drop for Part<'_, T> {
 /// `dst.copy_from_slice(src)`, with non-temporal (streaming) stores for copies of 4 KiB or more on
 /// x86-64: the destination's lines are written without first being read into the cache, which halves the
 /// memory traffic of a copy that will not be read again soon, as staging's are. Ends with a store fence,
-/// so the data is in memory before a DMA that follows reads it.
+/// so the data is in memory before a DMA that follows reads it. For many small sources into one
+/// destination, [`stream_gather`] fences once for them all.
 pub fn stream_copy<T: Element>(dst: &mut [T], src: &[T]) {
     assert_eq!(dst.len(), src.len(), "stream_copy: lengths differ");
+    let _fence = StoreFence;
+    copy_unfenced(dst, src);
+}
+
+/// Copies each of `parts`, (where it starts in `dst`, its source), into its place in `dst`, as
+/// [`stream_copy`] copies one, and fences once, after the last. A fence waits until every streaming
+/// store before it has left the core: one a part, six threads packing 1000 buffers of 4 KiB took a
+/// third longer on an H100's host (medians of 88-112 µs against 64-84 with one fence every 64 KiB, on
+/// three hosts). Panics, like slicing, where a part does not fit in `dst`; the parts before it are
+/// copied, and fenced all the same.
+pub fn stream_gather<'s, T: Element + 's>(dst: &mut [T], parts: impl IntoIterator<Item = (usize, &'s [T])>) {
+    let _fence = StoreFence;
+    for (at, src) in parts {
+        let end = at.checked_add(src.len()).filter(|&end| end <= dst.len());
+        let Some(end) = end else {
+            panic!("stream_gather: a part of {} elements at {at} in a destination of {}", src.len(), dst.len());
+        };
+        copy_unfenced(&mut dst[at..end], src);
+    }
+}
+
+/// A store fence when dropped, unwinding included: the streaming stores before it are ordered before
+/// anything after it, whatever returned or panicked between.
+struct StoreFence;
+
+impl Drop for StoreFence {
+    fn drop(&mut self) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `sfence` (SSE, baseline on x86-64) has no operands and touches no memory.
+        unsafe {
+            std::arch::x86_64::_mm_sfence()
+        };
+    }
+}
+
+/// `dst.copy_from_slice(src)` (same lengths), with streaming stores from 4 KiB on x86-64, and no fence:
+/// the caller's [`StoreFence`] orders them.
+#[inline]
+fn copy_unfenced<T: Element>(dst: &mut [T], src: &[T]) {
     #[cfg(target_arch = "x86_64")]
     if std::mem::size_of_val(src) >= 4 << 10 {
+        assert_eq!(dst.len(), src.len());
         // SAFETY: two valid, non-overlapping ranges (one borrowed mutably, one shared) of the same byte
         // length; Element types are plain data, so copying their bytes copies them.
         unsafe { nt_copy(dst.as_mut_ptr().cast(), src.as_ptr().cast(), std::mem::size_of_val(src)) };
@@ -462,13 +503,14 @@ pub fn stream_copy<T: Element>(dst: &mut [T], src: &[T]) {
     dst.copy_from_slice(src);
 }
 
-/// Copies `bytes` bytes with SSE2 (baseline on x86-64) streaming stores, 64 bytes a step.
+/// Copies `bytes` bytes with SSE2 (baseline on x86-64) streaming stores, 64 bytes a step, with no fence.
 ///
 /// # Safety
-/// `src` must be valid for `bytes` reads and `dst` for `bytes` writes, and they must not overlap.
+/// `src` must be valid for `bytes` reads and `dst` for `bytes` writes, and they must not overlap. A store
+/// fence must follow before anything else reads or writes `dst` (a [`StoreFence`] of the caller's).
 #[cfg(target_arch = "x86_64")]
 unsafe fn nt_copy(dst: *mut u8, src: *const u8, bytes: usize) {
-    use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_sfence, _mm_stream_si128};
+    use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_stream_si128};
     let head = dst.align_offset(16).min(bytes);
     // SAFETY: the head, `0..head`, lies within both ranges, which the caller promises valid and disjoint.
     unsafe { std::ptr::copy_nonoverlapping(src, dst, head) };
@@ -488,19 +530,15 @@ unsafe fn nt_copy(dst: *mut u8, src: *const u8, bytes: usize) {
         }
         i += 64;
     }
-    // SAFETY: the tail, `i..bytes`, within both ranges; the fence orders the streaming stores before
-    // anything that follows (a DMA reading the destination).
-    unsafe {
-        std::ptr::copy_nonoverlapping(src.add(i), dst.add(i), bytes - i);
-        _mm_sfence();
-    }
+    // SAFETY: the tail, `i..bytes`, within both ranges.
+    unsafe { std::ptr::copy_nonoverlapping(src.add(i), dst.add(i), bytes - i) };
 }
 
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    use super::{split, stream_copy, PartedSlice};
+    use super::{split, stream_copy, stream_gather, PartedSlice};
 
     #[test]
     fn a_piece_is_handed_out_once_every_part_of_it_is_written_and_each_part_once() {
@@ -595,6 +633,34 @@ mod tests {
             stream_copy(dst, &src[offset..offset + len]);
             assert_eq!(dst, &src[offset..offset + len], "offset {offset}, length {len}");
         }
+    }
+
+    #[test]
+    fn stream_gather_puts_every_part_in_its_place_and_fences_after_a_panic_too() {
+        let src: Vec<u8> = (0..200_000u32).map(|i| (i * 13 % 251) as u8).collect();
+        // Parts of every kind of size (under 4 KiB, 4 KiB, larger, empty), at any alignment, out of order.
+        let parts = [(5000, 3..4099), (0, 100..150), (60_000, 7..70_008), (4200, 9..9), (50, 200..4296)];
+        let mut dst = vec![0u8; 140_000];
+        let mut want = dst.clone();
+        for (at, r) in parts.iter().cloned() {
+            want[at..at + r.len()].copy_from_slice(&src[r]);
+        }
+        stream_gather(&mut dst, parts.iter().map(|(at, r)| (*at, &src[r.clone()])));
+        assert!(dst == want, "every part in its place, nothing else written");
+        // A part past the end panics, like slicing, after the parts before it are copied.
+        let mut small = vec![0u8; 8192];
+        let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            stream_gather(&mut small, [(0, &src[..4096]), (4097, &src[..4096])])
+        }));
+        let msg = *out.unwrap_err().downcast::<String>().unwrap();
+        assert!(msg.contains("a part of 4096 elements at 4097 in a destination of 8192"), "{msg}");
+        assert_eq!(small[..4096], src[..4096]);
+        assert!(small[4096..].iter().all(|&b| b == 0));
+        // Where the end would overflow.
+        let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            stream_gather(&mut small, [(usize::MAX, &src[..1])])
+        }));
+        assert!(out.is_err());
     }
 
     const MIB: usize = 1 << 20;

@@ -91,6 +91,16 @@
 //!   run in turn with the build before it on five more hosts, 12 pairs each: 1000 x 4 KiB 0.92x-1.00x in
 //!   the median (43 of 60 faster), the model-like set 0.98x-1.04x (25 of 60 faster): a trade for small
 //!   buffers, which the packed way serves, against large ones, which the copies serve.
+//! - Packing fences once an item, not once a buffer (`common::staging::stream_gather`). A store fence
+//!   waits until the streaming stores before it have left the core: with one every 4 KiB, six threads
+//!   packing 1000 x 4 KiB alone took medians of 112, 88 and 99 µs on three H100s' hosts, and 84, 64 and
+//!   70 with one an item (2026-11-27, 10-12 runs each, in turn with the build before). The round trip
+//!   did not follow: 1000 x 4 KiB was faster in 15 of 32 pairs (medians of the pairs' ratios 0.982, 1.035
+//!   and 0.992 on the three hosts), the model-like set in 20 of 32 (0.996, 0.982, 0.978). Packing alone
+//!   is not what the round trip waits for; the host's memory, shared with the copies, is. On the third
+//!   host, with packing so, 4, 5, 6 and 8 threads read medians of 1.80x, 1.70x, 1.68x and 1.93x one
+//!   copy's wall: six are still the most that pay. Unpacking every part with streaming stores and one
+//!   fence an item was slower than plain stores below an item (3 of 10 pairs faster, 1.028 in the median).
 //!
 //! Nor did 2 MiB pages (every pinned buffer of the rig mapped with `MADV_HUGEPAGE`, then pinned with
 //! `cuMemHostRegister`; the kernel gave it huge pages): 12 runs of each, interleaved, on an H100's host,
@@ -109,7 +119,10 @@ use std::{
     },
 };
 
-use common::{staging::stream_copy, Dev, Landing, PartedSlice, ScopeStream};
+use common::{
+    staging::{stream_copy, stream_gather},
+    Dev, Landing, PartedSlice, ScopeStream,
+};
 use kernels::TableCopy;
 
 use crate::{
@@ -295,9 +308,8 @@ impl<'a, 'w> Packing<'a, 'w> {
         }
         let i = self.next.fetch_add(1, Relaxed);
         let Some(mut part) = self.packed.claim(i) else { return false };
-        for (b, bytes, at) in self.layout.in_item(self.places, i) {
-            stream_copy(&mut part[at..at + bytes.len()], &self.srcs[b][bytes]);
-        }
+        // One fence for the item, not one a buffer: a fence a 4 KiB buffer halved a thread's rate.
+        stream_gather(&mut part, self.layout.in_item(self.places, i).map(|(b, bytes, at)| (at, &self.srcs[b][bytes])));
         true
     }
 
