@@ -166,18 +166,40 @@ pub struct ScopePrice {
     pub bare_us: f64,
     /// The median of each pair's own ratio, scope over bare.
     pub ratio: f64,
+    /// The pairs' ratios' first and third quartiles: the middle half of them.
+    pub middle_half: [f64; 2],
     pub pairs: usize,
+}
+
+/// The first and third quartiles of `v` (not empty), between its sorted values as [`Stats`] takes its
+/// third.
+pub fn quartiles(v: &[f64]) -> [f64; 2] {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    let at = |q: f64| {
+        let x = q * (v.len() - 1) as f64;
+        let (below, frac) = (x.floor() as usize, x.fract());
+        v[below] + frac * (v[(below + 1).min(v.len() - 1)] - v[below])
+    };
+    [at(0.25), at(0.75)]
 }
 
 /// The scope's price over the sets where it was measured: a row a set.
 pub fn price_table(runs: &[SetRun]) -> Option<Table> {
-    let mut t = Table::new(&["buffers", "through the scope, µs a copy", "bare calls, µs a copy", "scope / bare"]);
+    let mut t = Table::new(&[
+        "buffers",
+        "through the scope, µs a copy",
+        "bare calls, µs a copy",
+        "scope / bare",
+        "the middle half of the pairs",
+    ]);
     for (run, p) in runs.iter().filter_map(|r| r.scope_price.as_ref().map(|p| (r, p))) {
         t.row(vec![
             run.set.clone(),
             format!("{:.2}", p.scope_us),
             format!("{:.2}", p.bare_us),
             format!("{:.3}", p.ratio),
+            format!("{:.3}-{:.3}", p.middle_half[0], p.middle_half[1]),
         ]);
     }
     runs.iter().any(|r| r.scope_price.is_some()).then_some(t)
@@ -531,10 +553,26 @@ pub(crate) mod tests {
     fn the_scopes_price_is_a_row_a_set_where_it_was_measured() {
         let mut runs = vec![made_up(10, 4096), made_up(1000, 4096)];
         assert!(price_table(&runs).is_none(), "nothing priced, no table");
-        runs[1].scope_price = Some(ScopePrice { copies: 2000, scope_us: 2.2, bare_us: 2.0, ratio: 1.08, pairs: 7 });
+        runs[1].scope_price = Some(ScopePrice {
+            copies: 2000,
+            scope_us: 2.2,
+            bare_us: 2.0,
+            ratio: 1.08,
+            middle_half: [1.05, 1.11],
+            pairs: 7,
+        });
         let t = price_table(&runs).unwrap().render();
         assert!(t.contains("1000 x 4 KiB") && t.contains("2.20") && t.contains("2.00") && t.contains("1.080"), "{t}");
+        assert!(t.contains("1.050-1.110"), "the middle half of the pairs: {t}");
         assert!(!t.contains("10 x 4 KiB"), "{t}");
+    }
+
+    #[test]
+    fn quartiles_lie_between_the_sorted_values() {
+        assert_eq!(quartiles(&[3.0]), [3.0, 3.0]);
+        assert_eq!(quartiles(&[4.0, 1.0, 3.0, 2.0, 5.0]), [2.0, 4.0]);
+        // Four values: the quarter points fall between them (0.75 and 2.25 of the way along).
+        assert_eq!(quartiles(&[10.0, 0.0, 20.0, 30.0]), [7.5, 22.5]);
     }
 
     #[test]

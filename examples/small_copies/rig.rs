@@ -32,8 +32,11 @@ pub const BUDGET_MS: f64 = 15.0;
 const PRICED_FROM: usize = 100;
 
 /// Round trips of each of the scope and the bare calls, in turn, for the scope's price (even: each goes
-/// first as often as the other).
-const PAIRS: usize = 8;
+/// first as often as the other). With eight, the median moved by a few hundredths from one set to the
+/// next on a busy host: in a default run on H100s' hosts (2026-11-27) one or two sets of six read
+/// 1.10x-1.20x where four runs of one set read 1.03x-1.10x. Thirty-two take longer than the host's
+/// moments last (a quarter of a second for 1000 buffers), and cost a default run under a second.
+const PAIRS: usize = 32;
 
 /// Milliseconds since `t`.
 pub fn ms(t: Instant) -> f64 {
@@ -276,7 +279,8 @@ impl SmallCopiesRig {
         let median = |v: &[f64]| Stats::from_samples(v).map(|s| s.median_ms);
         let per_copy = |v: &[f64]| median(v).map(|ms| ms * 1e3 / (2 * places.count()) as f64);
         let (scope_us, bare_us, ratio) = (per_copy(&scope)?, per_copy(&bare)?, median(&ratios)?);
-        Ok(ScopePrice { copies: 2 * places.count(), scope_us, bare_us, ratio, pairs: PAIRS })
+        let middle_half = results::quartiles(&ratios);
+        Ok(ScopePrice { copies: 2 * places.count(), scope_us, bare_us, ratio, middle_half, pairs: PAIRS })
     }
 
     /// One memcpy per buffer each way as bare driver calls on the first stream: the host's time in them, ms.
