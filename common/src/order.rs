@@ -292,6 +292,21 @@ impl Entries {
         &mut self.chunks[c][i]
     }
 
+    /// The entry at `pos`, if there is one.
+    #[inline]
+    fn get(&self, (c, i): Pos) -> Option<&Entry> {
+        self.chunks.get(c).and_then(|chunk| chunk.get(i))
+    }
+
+    /// The place after `pos`.
+    #[inline]
+    fn after(&self, (c, i): Pos) -> Pos {
+        match self.chunks.get(c) {
+            Some(chunk) if i + 1 < chunk.len() => (c, i + 1),
+            _ => (c + 1, 0),
+        }
+    }
+
     /// Appends `e`, which starts where the last entry does or after: into the last chunk, or a new one
     /// where that is full (a sweep in order fills its chunks, and moves none).
     #[inline]
@@ -475,6 +490,23 @@ impl Tracker {
             }
         }
         self.longest = self.longest.max(bytes.len());
+    }
+
+    /// The searched entry of exactly `bytes` where it is the only entry that overlaps them: no two
+    /// entries overlap unless they are of the same bytes (`overlap` is false), so none before it reaches
+    /// into them, and the next starts where it ends or after, so none other is of these bytes. A copy
+    /// back of what went up, or a range written again, into an arena of buffers each used whole.
+    #[inline]
+    fn exactly(&self, bytes: &Range<usize>) -> Option<&Entry> {
+        if self.overlap {
+            return None;
+        }
+        let at = self.entries.lower_bound(bytes.start);
+        let e = self.entries.get(at).filter(|e| e.start == bytes.start && e.end == bytes.end)?;
+        match self.entries.get(self.entries.after(at)) {
+            Some(next) if next.start < bytes.end => None,
+            _ => Some(e),
+        }
     }
 
     /// Whether `start` is where every searched entry has ended, or after (none can start later than the
@@ -857,21 +889,29 @@ impl Book {
     }
 
     /// [`Book::plan`] of an operation of one access, the short way, where that applies: its buffer holds
-    /// one entry or none (a buffer used whole, the commonest case) or the access comes after every entry
-    /// (work appended in order), the access has bytes, and the wait it needs, if any, is not the scope's
+    /// one entry or none (a buffer used whole, the commonest case), or the access comes after every entry
+    /// (work appended in order), or it is of exactly the bytes of one entry that no other overlaps (work
+    /// on one part of an arena again: the copy back of what went up), the access has bytes, and the wait
+    /// it needs, if any, is not the scope's
     /// first added one (whose words [`Book::waited`] writes) and has a fence recorded already. Then the
     /// plan says what [`Book::plan`] and [`Book::fence_for`] would have, and [`Book::queued`] takes the
     /// access; else `None`, nothing changed, and the operation takes the general way.
     #[inline(always)]
     pub fn plan_one(&self, j: usize, a: &DevAccess) -> Option<PlanOne> {
         let t = &self.trackers[a.buffer];
-        // Searched entries: only work appended after every one of them (a batch of copies into an arena,
-        // in order) takes the short way, meeting none.
-        if a.bytes.is_empty() || !(t.entries.is_empty() || t.after_every_entry(a.bytes.start)) {
+        if a.bytes.is_empty() {
             return None;
         }
+        // The one entry that may meet the access: the buffer's one, or among searched entries, none for
+        // work appended after every one of them (a batch of copies into an arena, in order), or one of
+        // exactly its bytes that no other overlaps (the copies back); anything else takes the search.
+        let one = match &t.lone {
+            Some(e) => Some(e),
+            None if t.entries.is_empty() || t.after_every_entry(a.bytes.start) => None,
+            None => Some(t.exactly(&a.bytes)?),
+        };
         let mut plan = PlanOne { shared: false, wait: None };
-        if let Some(e) = &t.lone {
+        if let Some(e) = one {
             let k = e.stream as usize;
             if k != j && overlaps(&e.bytes(), &a.bytes) {
                 plan.shared = true;
@@ -1564,6 +1604,8 @@ mod tests {
             waits_searched: usize,
             shared_no_wait: usize,
             appended: usize,
+            exact_same: usize,
+            exact_other: usize,
             first_wait: usize,
             no_fence_yet: usize,
             searched: usize,
@@ -1580,17 +1622,23 @@ mod tests {
                     b.lend(false, false);
                 }
             }
-            // Buffer 2 is mostly written in order, a part after another.
-            let mut next = 0;
+            // Buffer 2 is mostly written in order, a part after another, and its parts touched again; in
+            // a third of the rounds, only so (an arena of buffers each used whole).
+            let mut parts: Vec<Range<usize>> = Vec::new();
+            let parts_only = round % 3 == 0;
             for step in 0..80 {
                 let j = lcg(&mut state) % streams;
                 let mut access = |state: &mut u64| {
                     let buffer = lcg(state) % 3;
                     let bytes = match (buffer, lcg(state) % 6) {
-                        (2, 0..=3) => {
-                            let len = 1 + lcg(state) % 64;
-                            next += len;
-                            next - len..next
+                        (2, 0..=1) if !parts.is_empty() => parts[lcg(state) % parts.len()].clone(),
+                        (2, _) if parts_only && !parts.is_empty() && lcg(state) % 2 == 0 => {
+                            parts[lcg(state) % parts.len()].clone()
+                        }
+                        (2, kind) if kind <= 3 || parts_only => {
+                            let (start, len) = (parts.last().map_or(0, |p| p.end), 1 + lcg(state) % 64);
+                            parts.push(start..start + len);
+                            start..start + len
                         }
                         (_, 0) => {
                             let at = lcg(state) % 256;
@@ -1613,11 +1661,14 @@ mod tests {
                 };
                 let t = &book.trackers[a.buffer];
                 let searched = !t.entries.is_empty();
+                let appended = searched && t.after_every_entry(a.bytes.start);
                 let lone_after = t.lone.map(|e| e.conflict(a.write).0.after);
                 match book.plan_one(j, a) {
                     Some(plan) => {
                         seen.short += 1;
-                        seen.appended += searched as usize;
+                        seen.appended += appended as usize;
+                        seen.exact_same += (searched && !appended && !plan.shared) as usize;
+                        seen.exact_other += (searched && !appended && plan.shared) as usize;
                         match (plan.wait, lone_after) {
                             (Some(_), Some(0)) => seen.waits_searched += 1,
                             (Some(_), _) => seen.waits_after += 1,
@@ -1656,6 +1707,8 @@ mod tests {
             seen.waits_searched,
             seen.shared_no_wait,
             seen.appended,
+            seen.exact_same,
+            seen.exact_other,
             seen.first_wait,
             seen.no_fence_yet,
             seen.searched,

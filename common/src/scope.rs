@@ -395,10 +395,12 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     /// what was queued.
     ///
     /// The commonest operations take a short way: one access, of a buffer used whole (or appended after
-    /// every range of it touched so far), with no observer and the context known current. Their plan
-    /// takes no search ([`Book::plan_one`], which a test holds to the general plan), and a wait they need
-    /// is noted with the operation after the driver's calls, so that the wait, the call and the fence
-    /// follow one another with none of the book's work between them. The calls are the same.
+    /// every range of it touched so far, or of exactly one range touched before that no other overlaps:
+    /// the copy back of what went up), with no observer and the context known current. Their plan takes
+    /// no search but a look where the last one ended ([`Book::plan_one`], which a test holds to the
+    /// general plan), and a wait they need is noted with the operation after the driver's calls, so that
+    /// the wait, the call and the fence follow one another with none of the book's work between them.
+    /// The calls are the same.
     #[inline(never)]
     fn enqueue_dyn(
         &self,
@@ -408,8 +410,8 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         info: OpInfo,
         op: &mut dyn FnMut(ffi::CUstream) -> CuResult,
     ) -> anyhow::Result<()> {
-        // The short way, for the commonest operations: one access, of a buffer used whole, no observer,
-        // and the scope's context known current. The plan needs no search, and the same calls follow.
+        // The short way, for the commonest operations: one access, of a buffer used whole or of one part
+        // of it, no observer, and the scope's context known current. The same calls follow.
         if let ([a], false) = (accesses, self.observed) {
             if self.env.ctx.is_known_current() {
                 let mut guard = self.state.borrow_mut();
