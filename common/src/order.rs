@@ -11,8 +11,10 @@
 //! buffer touched as a whole keeps its one entry in its tracker, and a stamp names the fence recorded
 //! right after its operation: the commonest operations follow few pointers, since the driver's calls
 //! between two of them leave little of the book in the nearest caches. An operation of one access on
-//! such a buffer, or appended after every entry of one, is planned the short way (`Book::plan_one`):
-//! no general search, no list of needs, the same plan (a test holds the two ways to each other).
+//! such a buffer, appended after every entry of one, or of exactly one entry's bytes that no other
+//! entry overlaps (the copy back of what went up into an arena), is planned the short way
+//! (`Book::plan_one`): no general search, no list of needs, the same plan (tests hold the two ways to
+//! each other, and both to an oracle of their own clocks that checks every conflicting pair is ordered).
 //!
 //! # Fences, recorded lazily
 //! An operation on stream j that touches bytes an unordered operation on stream k touched (one of the
@@ -892,10 +894,10 @@ impl Book {
     /// one entry or none (a buffer used whole, the commonest case), or the access comes after every entry
     /// (work appended in order), or it is of exactly the bytes of one entry that no other overlaps (work
     /// on one part of an arena again: the copy back of what went up), the access has bytes, and the wait
-    /// it needs, if any, is not the scope's
-    /// first added one (whose words [`Book::waited`] writes) and has a fence recorded already. Then the
-    /// plan says what [`Book::plan`] and [`Book::fence_for`] would have, and [`Book::queued`] takes the
-    /// access; else `None`, nothing changed, and the operation takes the general way.
+    /// it needs, if any, is not the scope's first added one (whose words [`Book::waited`] writes) and has
+    /// a fence recorded already. Then the plan says what [`Book::plan`] and [`Book::fence_for`] would
+    /// have, and [`Book::queued`] takes the access; else `None`, nothing changed, and the operation takes
+    /// the general way.
     #[inline(always)]
     pub fn plan_one(&self, j: usize, a: &DevAccess) -> Option<PlanOne> {
         let t = &self.trackers[a.buffer];
@@ -1912,4 +1914,6 @@ mod tests {
         let d = book.lend(false, false);
         assert_eq!(run(&mut book, 2, &[dev_access(d, true, 0..4)]), (0, 0, 0));
     }
+
+    mod oracle;
 }

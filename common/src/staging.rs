@@ -448,29 +448,46 @@ impl<T> Drop for Part<'_, T> {
 
 /// `dst.copy_from_slice(src)`, with non-temporal (streaming) stores for copies of 4 KiB or more on
 /// x86-64: the destination's lines are written without first being read into the cache, which halves the
-/// memory traffic of a copy that will not be read again soon, as staging's are. Ends with a store fence,
-/// so the data is in memory before a DMA that follows reads it. For many small sources into one
-/// destination, [`stream_gather`] fences once for them all.
+/// memory traffic of a copy that will not be read again soon, as staging's are. Ends with a store fence
+/// (smaller copies too), so the data is in memory before a DMA that follows reads it. For many small
+/// sources into one destination, [`stream_gather`] fences once for them all.
 pub fn stream_copy<T: Element>(dst: &mut [T], src: &[T]) {
     assert_eq!(dst.len(), src.len(), "stream_copy: lengths differ");
     let _fence = StoreFence;
-    copy_unfenced(dst, src);
+    // SAFETY: the fence, dropped on return or unwinding, follows the streaming stores before anything
+    // else can touch `dst`, which is borrowed mutably until then.
+    unsafe { copy_unfenced(dst, src) };
 }
 
 /// Copies each of `parts`, (where it starts in `dst`, its source), into its place in `dst`, as
 /// [`stream_copy`] copies one, and fences once, after the last. A fence waits until every streaming
 /// store before it has left the core: one a part, six threads packing 1000 buffers of 4 KiB took a
 /// third longer on an H100's host (medians of 88-112 µs against 64-84 with one fence every 64 KiB, on
-/// three hosts). Panics, like slicing, where a part does not fit in `dst`; the parts before it are
-/// copied, and fenced all the same.
+/// three hosts). Parts may overlap, and the later one wins, as with copies one after another: a part
+/// that meets bytes streamed since the last fence is fenced from them first (nothing may touch what a
+/// streaming store wrote before a fence), so parts in order pay one fence. Panics, like slicing, where a
+/// part does not fit in `dst`; the parts before it are copied, and fenced all the same.
 pub fn stream_gather<'s, T: Element + 's>(dst: &mut [T], parts: impl IntoIterator<Item = (usize, &'s [T])>) {
     let _fence = StoreFence;
+    // Around every element streamed since the last fence (one range: parts in order grow it at its end).
+    let mut streamed = 0..0;
     for (at, src) in parts {
         let end = at.checked_add(src.len()).filter(|&end| end <= dst.len());
         let Some(end) = end else {
             panic!("stream_gather: a part of {} elements at {at} in a destination of {}", src.len(), dst.len());
         };
-        copy_unfenced(&mut dst[at..end], src);
+        if at < streamed.end && streamed.start < end {
+            store_fence();
+            streamed = 0..0;
+        }
+        // SAFETY: the fence above kept this part from bytes streamed before it; the one dropped on
+        // return or unwinding follows its own streaming stores before anything else can touch `dst`.
+        if unsafe { copy_unfenced(&mut dst[at..end], src) } {
+            streamed = match streamed.is_empty() {
+                true => at..end,
+                false => streamed.start.min(at)..streamed.end.max(end),
+            };
+        }
     }
 }
 
@@ -480,27 +497,46 @@ struct StoreFence;
 
 impl Drop for StoreFence {
     fn drop(&mut self) {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: `sfence` (SSE, baseline on x86-64) has no operands and touches no memory.
-        unsafe {
-            std::arch::x86_64::_mm_sfence()
-        };
+        store_fence();
     }
 }
 
-/// `dst.copy_from_slice(src)` (same lengths), with streaming stores from 4 KiB on x86-64, and no fence:
-/// the caller's [`StoreFence`] orders them.
+/// `sfence`: the streaming stores before it are ordered before anything after it.
+fn store_fence() {
+    #[cfg(test)]
+    FENCES.with(|n| n.set(n.get() + 1));
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `sfence` (SSE, baseline on x86-64) has no operands and touches no memory.
+    unsafe {
+        std::arch::x86_64::_mm_sfence()
+    };
+}
+
+#[cfg(test)]
+thread_local! {
+    /// The store fences this thread made, for the tests.
+    static FENCES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// `dst.copy_from_slice(src)` (same lengths), with streaming stores from 4 KiB on x86-64, and no fence;
+/// whether it streamed.
+///
+/// # Safety
+/// Where it streamed, a store fence must follow before anything reads or writes `dst` again, on this
+/// thread or another (a [`StoreFence`] of the caller's, or [`store_fence`]).
 #[inline]
-fn copy_unfenced<T: Element>(dst: &mut [T], src: &[T]) {
+unsafe fn copy_unfenced<T: Element>(dst: &mut [T], src: &[T]) -> bool {
     #[cfg(target_arch = "x86_64")]
     if std::mem::size_of_val(src) >= 4 << 10 {
         assert_eq!(dst.len(), src.len());
         // SAFETY: two valid, non-overlapping ranges (one borrowed mutably, one shared) of the same byte
-        // length; Element types are plain data, so copying their bytes copies them.
+        // length; Element types are plain data, so copying their bytes copies them. The fence that must
+        // follow is the caller's promise.
         unsafe { nt_copy(dst.as_mut_ptr().cast(), src.as_ptr().cast(), std::mem::size_of_val(src)) };
-        return;
+        return true;
     }
     dst.copy_from_slice(src);
+    false
 }
 
 /// Copies `bytes` bytes with SSE2 (baseline on x86-64) streaming stores, 64 bytes a step, with no fence.
@@ -538,7 +574,7 @@ unsafe fn nt_copy(dst: *mut u8, src: *const u8, bytes: usize) {
 mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    use super::{split, stream_copy, stream_gather, PartedSlice};
+    use super::{split, stream_copy, stream_gather, PartedSlice, FENCES};
 
     #[test]
     fn a_piece_is_handed_out_once_every_part_of_it_is_written_and_each_part_once() {
@@ -661,6 +697,28 @@ mod tests {
             stream_gather(&mut small, [(usize::MAX, &src[..1])])
         }));
         assert!(out.is_err());
+    }
+
+    #[test]
+    fn stream_gather_fences_once_for_parts_in_order_and_before_a_part_meets_streamed_bytes() {
+        let fences = || FENCES.with(|n| n.get());
+        let src: Vec<u8> = (0..16_384u32).map(|i| (i * 7 % 251) as u8).collect();
+        let mut dst = vec![0u8; 16_384];
+        let before = fences();
+        let parts = (0..4).map(|i| (i * 4096, &src[i * 4096..(i + 1) * 4096]));
+        stream_gather(&mut dst, parts);
+        assert!(dst == src);
+        assert_eq!(fences() - before, 1, "parts in order: one fence, after the last");
+        // A part over bytes streamed since the last fence is fenced from them first; the later part wins.
+        let (sevens, before) = (vec![7u8; 64], fences());
+        stream_gather(&mut dst, [(0, &src[..4096]), (64, &sevens[..])]);
+        assert!(dst[64..128].iter().all(|&b| b == 7) && dst[..64] == src[..64] && dst[128..4096] == src[128..4096]);
+        assert_eq!(fences() - before, 2, "one before the part that meets streamed bytes, one after the last");
+        // Parts out of order that do not meet: one fence.
+        let before = fences();
+        stream_gather(&mut dst, [(8192, &src[..4096]), (0, &src[4096..8192])]);
+        assert!(dst[8192..12_288] == src[..4096] && dst[..4096] == src[4096..8192]);
+        assert_eq!(fences() - before, 1);
     }
 
     const MIB: usize = 1 << 20;
