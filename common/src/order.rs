@@ -1527,12 +1527,33 @@ mod tests {
         OpInfo::copy(&Op { kind: "H2D", what: "memcpy HtoD" }, 4)
     }
 
-    /// What a scope does with a plan, without the driver: waits on a fence after each need (recording
-    /// one where none covers it), queues, and records a fence after the operation where its bytes were
-    /// shared. Returns (waits added, fences recorded lazily, fences recorded after the operation).
-    fn run(book: &mut Book, j: usize, accesses: &[DevAccess]) -> (usize, usize, usize) {
-        let shared = book.plan(j, accesses, false).unwrap();
-        let (mut waits, mut lazy) = (0, 0);
+    /// What the general way does, told as it happens, to whoever checks it (the oracle of
+    /// `tests/oracle.rs`); `()` listens to nothing.
+    trait Witness {
+        /// A fence recorded on stream `k`.
+        fn fence(&mut self, _k: usize) {}
+        /// Stream `j` waits for fence `f`.
+        fn wait(&mut self, _j: usize, _f: usize) {}
+        /// An operation over `accesses` queued on stream `j`, after its waits: an error where it races.
+        fn queue(&mut self, _j: usize, _accesses: &[DevAccess]) -> Result<(), String> {
+            Ok(())
+        }
+    }
+
+    impl Witness for () {}
+
+    /// What a scope does with a plan, without the driver, told to `w`: waits on a fence after each need
+    /// (recording one where none covers it), queues, and records a fence after the operation where its
+    /// bytes were shared. Whether a fence follows the operation and which fences it waited for (`None`:
+    /// refused, as two accesses that race are), or `w`'s error.
+    fn run_told(
+        book: &mut Book,
+        w: &mut impl Witness,
+        j: usize,
+        accesses: &[DevAccess],
+    ) -> Result<Option<(bool, Vec<usize>)>, String> {
+        let Ok(shared) = book.plan(j, accesses, false) else { return Ok(None) };
+        let mut waited = Vec::new();
         for i in 0..book.needs.len() {
             let (k, seq) = (book.needs[i].stream, book.needs[i].seq);
             if book.clocks.ordered(j, k, seq) {
@@ -1541,42 +1562,36 @@ mod tests {
             let f = match book.fence_for(i) {
                 Some(f) => f,
                 None => {
-                    lazy += 1;
+                    w.fence(k);
                     book.add_fence(k)
                 }
             };
             book.waited(j, f, Some((i, &|| "op".to_string())));
-            waits += 1;
-        }
-        book.queued(j, None, info(), shared);
-        let after = if shared {
-            book.add_fence(j);
-            1
-        } else {
-            0
-        };
-        (waits, lazy, after)
-    }
-
-    /// [`run`], saying whether a fence follows the operation and which fences it waited for (`None`:
-    /// refused, as two accesses that race are).
-    fn run_general(book: &mut Book, j: usize, accesses: &[DevAccess]) -> Option<(bool, Vec<usize>)> {
-        let shared = book.plan(j, accesses, false).ok()?;
-        let mut waited = Vec::new();
-        for i in 0..book.needs.len() {
-            let (k, seq) = (book.needs[i].stream, book.needs[i].seq);
-            if book.clocks.ordered(j, k, seq) {
-                continue;
-            }
-            let f = book.fence_for(i).unwrap_or_else(|| book.add_fence(k));
-            book.waited(j, f, Some((i, &|| "op".to_string())));
+            w.wait(j, f);
             waited.push(f);
         }
+        w.queue(j, &book.normalized)?;
         book.queued(j, None, info(), shared);
         if shared {
+            w.fence(j);
             book.add_fence(j);
         }
-        Some((shared, waited))
+        Ok(Some((shared, waited)))
+    }
+
+    /// [`run_told`] with no one told: whether a fence follows the operation and which fences it waited for
+    /// (`None`: refused).
+    fn run_general(book: &mut Book, j: usize, accesses: &[DevAccess]) -> Option<(bool, Vec<usize>)> {
+        run_told(book, &mut (), j, accesses).unwrap_or_else(|e: String| unreachable!("{e}"))
+    }
+
+    /// [`run_general`] of an operation that is not refused, counted: (waits added, fences recorded lazily,
+    /// fences recorded after the operation).
+    fn run(book: &mut Book, j: usize, accesses: &[DevAccess]) -> (usize, usize, usize) {
+        let fences = book.fence_count;
+        let (shared, waited) = run_general(book, j, accesses).expect("planned");
+        let after = shared as usize;
+        (waited.len(), book.fence_count - fences - after, after)
     }
 
     /// Everything a book holds that a later operation reads, in words.

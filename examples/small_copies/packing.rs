@@ -308,7 +308,7 @@ impl<'a, 'w> Packing<'a, 'w> {
         }
         let i = self.next.fetch_add(1, Relaxed);
         let Some(mut part) = self.packed.claim(i) else { return false };
-        // One fence for the item, not one a buffer: a fence a 4 KiB buffer halved a thread's rate.
+        // One fence for the item, not one a buffer: with a fence a 4 KiB buffer, packing alone took a third longer.
         stream_gather(&mut part, self.layout.in_item(self.places, i).map(|(b, bytes, at)| (at, &self.srcs[b][bytes])));
         true
     }

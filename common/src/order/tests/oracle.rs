@@ -22,6 +22,9 @@ impl Oracle {
     fn new(n: usize) -> Oracle {
         Oracle { n, vc: vec![vec![0; n]; n], seq: vec![0; n], ..Default::default() }
     }
+}
+
+impl Witness for Oracle {
     fn fence(&mut self, k: usize) {
         let mut s = self.vc[k].clone();
         s[k] = self.seq[k];
@@ -51,40 +54,6 @@ impl Oracle {
         }
         Ok(())
     }
-}
-
-/// The general way, reporting fences and waits to the oracle.
-fn general(
-    book: &mut Book,
-    o: &mut Oracle,
-    j: usize,
-    accesses: &[DevAccess],
-) -> Result<Option<(bool, Vec<usize>)>, String> {
-    let Ok(shared) = book.plan(j, accesses, false) else { return Ok(None) };
-    let mut waited = Vec::new();
-    for i in 0..book.needs.len() {
-        let (k, seq) = (book.needs[i].stream, book.needs[i].seq);
-        if book.clocks.ordered(j, k, seq) {
-            continue;
-        }
-        let f = match book.fence_for(i) {
-            Some(f) => f,
-            None => {
-                o.fence(k);
-                book.add_fence(k)
-            }
-        };
-        book.waited(j, f, Some((i, &|| "op".to_string())));
-        o.wait(j, f);
-        waited.push(f);
-    }
-    o.queue(j, &book.normalized.clone())?;
-    book.queued(j, None, info(), shared);
-    if shared {
-        o.fence(j);
-        book.add_fence(j);
-    }
-    Ok(Some((shared, waited)))
 }
 
 fn check_tracker(t: &Tracker, ctx: &str) {
@@ -197,7 +166,7 @@ fn run_round(state: &mut u64, streams: usize, parts_n: usize, steps: usize, mode
             _ => vec![access(state)],
         };
         let ctx = format!("streams {streams} parts {parts_n} mode {mode} step {step} j {j} {accesses:?}");
-        let wanted = general(&mut twin, &mut o2, j, &accesses).unwrap_or_else(|e| panic!("twin {ctx}: {e}"));
+        let wanted = run_told(&mut twin, &mut o2, j, &accesses).unwrap_or_else(|e| panic!("twin {ctx}: {e}"));
         if let [a] = &accesses[..] {
             let t = &book.trackers[a.buffer];
             let via_exact = t.lone.is_none() && !t.entries.is_empty() && !t.after_every_entry(a.bytes.start);
@@ -218,11 +187,11 @@ fn run_round(state: &mut u64, streams: usize, parts_n: usize, steps: usize, mode
                     book.add_fence(j);
                 }
             } else {
-                let got = general(&mut book, &mut o, j, &accesses).unwrap_or_else(|e| panic!("{ctx}: {e}"));
+                let got = run_told(&mut book, &mut o, j, &accesses).unwrap_or_else(|e| panic!("{ctx}: {e}"));
                 assert_eq!(got, wanted, "{ctx}");
             }
         } else {
-            let got = general(&mut book, &mut o, j, &accesses).unwrap_or_else(|e| panic!("{ctx}: {e}"));
+            let got = run_told(&mut book, &mut o, j, &accesses).unwrap_or_else(|e| panic!("{ctx}: {e}"));
             assert_eq!(got, wanted, "{ctx}");
         }
         assert_eq!(book_state(&book), book_state(&twin), "{ctx}");
@@ -261,10 +230,10 @@ fn entries_of_the_same_bytes_across_a_chunk_boundary_take_the_search() {
     let b = book.lend(false, false);
     let mut o = Oracle::new(4);
     for i in 0..64 {
-        general(&mut book, &mut o, 0, &[dev_access(b, true, i * 8..i * 8 + 8)]).unwrap();
+        run_told(&mut book, &mut o, 0, &[dev_access(b, true, i * 8..i * 8 + 8)]).unwrap();
     }
     assert_eq!(book.trackers[b].entries.chunks.len(), 1);
-    general(&mut book, &mut o, 1, &[dev_access(b, false, 31 * 8..32 * 8)]).unwrap();
+    run_told(&mut book, &mut o, 1, &[dev_access(b, false, 31 * 8..32 * 8)]).unwrap();
     let t = &book.trackers[b];
     assert_eq!(t.entries.chunks.len(), 2);
     assert_eq!(t.entries.chunks[0].last().unwrap().start, 31 * 8);
@@ -280,6 +249,6 @@ fn entries_of_the_same_bytes_across_a_chunk_boundary_take_the_search() {
     // Stream 2 writes them: must wait for both streams (general, since plan_one refuses).
     let a = dev_access(b, true, 31 * 8..32 * 8);
     assert!(book.plan_one(2, &a).is_none());
-    let (shared, waited) = general(&mut book, &mut o, 2, &[a]).unwrap().unwrap();
+    let (shared, waited) = run_told(&mut book, &mut o, 2, &[a]).unwrap().unwrap();
     assert!(shared && waited.len() == 1, "{waited:?}: the fence after stream 1's read covers stream 0's write");
 }
