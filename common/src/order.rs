@@ -783,10 +783,14 @@ impl Clocks {
     #[inline(always)]
     fn snapshot_into(&self, j: usize, out: &mut Vec<Four>) {
         let (at, g) = (out.len(), self.groups);
-        match g {
-            1 => out.push(self.clock[j]),
-            _ => out.extend_from_slice(&self.clock[j * g..(j + 1) * g]),
+        if g == 1 {
+            // Up to four streams: the row, with its own stream's number, pushed whole.
+            let mut row = self.clock[j];
+            row[j % 4] = self.seq[j];
+            out.push(row);
+            return;
         }
+        out.extend_from_slice(&self.clock[j * g..(j + 1) * g]);
         out[at + j / 4][j % 4] = self.seq[j];
     }
 }
@@ -995,7 +999,10 @@ impl Book {
     #[inline(always)]
     fn merge_fence(&mut self, j: usize, f: usize) {
         let g = self.clocks.groups();
-        self.clocks.wait(j, &self.fence_clocks[f * g..(f + 1) * g]);
+        match g {
+            1 => self.clocks.wait(j, std::slice::from_ref(&self.fence_clocks[f])),
+            _ => self.clocks.wait(j, &self.fence_clocks[f * g..(f + 1) * g]),
+        }
     }
 
     /// The first wait the scope added, in words: which operation waits for which, over which bytes.
