@@ -1586,6 +1586,22 @@ mod tests {
         Ok(Some((shared, waited)))
     }
 
+    /// What a scope does with a plan of [`Book::plan_one`], without the driver, told to `w`: the wait it
+    /// needs, the operation queued, and the fence after it where its bytes were shared; `w`'s error.
+    fn run_short(book: &mut Book, w: &mut impl Witness, j: usize, a: &DevAccess, plan: PlanOne) -> Result<(), String> {
+        if let Some(f) = plan.wait {
+            book.waited_again(j, f);
+            w.wait(j, f);
+        }
+        w.queue(j, std::slice::from_ref(a))?;
+        book.queued(j, Some(a), info(), plan.shared);
+        if plan.shared {
+            w.fence(j);
+            book.add_fence(j);
+        }
+        Ok(())
+    }
+
     /// [`run_told`] with no one told: whether a fence follows the operation and which fences it waited for
     /// (`None`: refused).
     fn run_general(book: &mut Book, j: usize, accesses: &[DevAccess]) -> Option<(bool, Vec<usize>)> {
@@ -1700,13 +1716,7 @@ mod tests {
                         }
                         let planned = (plan.shared, plan.wait.into_iter().collect());
                         assert_eq!(Some(planned), wanted, "round {round}, step {step}");
-                        if let Some(f) = plan.wait {
-                            book.waited_again(j, f);
-                        }
-                        book.queued(j, Some(a), info(), plan.shared);
-                        if plan.shared {
-                            book.add_fence(j);
-                        }
+                        run_short(&mut book, &mut (), j, a, plan).unwrap();
                     }
                     None => {
                         let waited = wanted.as_ref().is_some_and(|(_, w)| !w.is_empty());

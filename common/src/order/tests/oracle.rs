@@ -176,16 +176,7 @@ fn run_round(state: &mut u64, streams: usize, parts_n: usize, steps: usize, mode
                 waits += plan.wait.is_some() as usize;
                 let planned = (plan.shared, plan.wait.into_iter().collect::<Vec<_>>());
                 assert_eq!(Some(planned), wanted, "{ctx}");
-                if let Some(f) = plan.wait {
-                    book.waited_again(j, f);
-                    o.wait(j, f);
-                }
-                o.queue(j, std::slice::from_ref(a)).unwrap_or_else(|e| panic!("short {ctx}: {e}"));
-                book.queued(j, Some(a), info(), plan.shared);
-                if plan.shared {
-                    o.fence(j);
-                    book.add_fence(j);
-                }
+                run_short(&mut book, &mut o, j, a, plan).unwrap_or_else(|e| panic!("short {ctx}: {e}"));
             } else {
                 let got = run_told(&mut book, &mut o, j, &accesses).unwrap_or_else(|e| panic!("{ctx}: {e}"));
                 assert_eq!(got, wanted, "{ctx}");
