@@ -999,10 +999,7 @@ impl Book {
     #[inline(always)]
     fn merge_fence(&mut self, j: usize, f: usize) {
         let g = self.clocks.groups();
-        match g {
-            1 => self.clocks.wait(j, std::slice::from_ref(&self.fence_clocks[f])),
-            _ => self.clocks.wait(j, &self.fence_clocks[f * g..(f + 1) * g]),
-        }
+        self.clocks.wait(j, &self.fence_clocks[f * g..(f + 1) * g]);
     }
 
     /// The first wait the scope added, in words: which operation waits for which, over which bytes.
