@@ -9,7 +9,7 @@ use serde::Serialize;
 use measure::{
     fit::CopyCost,
     report::{fmt_bytes, Figure, Table},
-    timing::Stats,
+    timing::{quantile, Stats},
 };
 
 use crate::ways::TransferWay;
@@ -172,16 +172,11 @@ pub struct ScopePrice {
 }
 
 /// The first and third quartiles of `v` (not empty), between its sorted values as [`Stats`] takes its
-/// third.
+/// third ([`quantile`]).
 pub fn quartiles(v: &[f64]) -> [f64; 2] {
     let mut v = v.to_vec();
     v.sort_by(f64::total_cmp);
-    let at = |q: f64| {
-        let x = q * (v.len() - 1) as f64;
-        let (below, frac) = (x.floor() as usize, x.fract());
-        v[below] + frac * (v[(below + 1).min(v.len() - 1)] - v[below])
-    };
-    [at(0.25), at(0.75)]
+    [quantile(&v, 0.25), quantile(&v, 0.75)]
 }
 
 /// The scope's price over the sets where it was measured: a row a set.

@@ -41,9 +41,7 @@ impl Stats {
         v.sort_by(f64::total_cmp);
         let n = v.len();
         let median_ms = if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 };
-        let at = 0.75 * (n - 1) as f64;
-        let (below, frac) = (at.floor() as usize, at.fract());
-        let q3_ms = v[below] + frac * (v[(below + 1).min(n - 1)] - v[below]);
+        let q3_ms = quantile(&v, 0.75);
         let mean = v.iter().sum::<f64>() / n as f64;
         let cv = if n > 1 && mean > 0.0 {
             (v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt() / mean
@@ -57,6 +55,13 @@ impl Stats {
     pub fn gbps(&self, bytes: usize) -> f64 {
         gbps(bytes, self.median_ms)
     }
+}
+
+/// The `q` quantile (0 to 1) of `sorted` (ascending, not empty), linear between the values around it.
+pub fn quantile(sorted: &[f64], q: f64) -> f64 {
+    let at = q * (sorted.len() - 1) as f64;
+    let (below, frac) = (at.floor() as usize, at.fract());
+    sorted[below] + frac * (sorted[(below + 1).min(sorted.len() - 1)] - sorted[below])
 }
 
 /// Once its timed runs add up to this much, a measurement stops at three runs: long copies (a 1 GiB
