@@ -48,7 +48,7 @@ use anyhow::{anyhow, bail, Context as _};
 use crate::{
     context::Context,
     ffi::{self, check},
-    launch::{Checked, Enqueue, LaunchBuilder, LaunchConfig, Queue, QueueSealed},
+    launch::{sealed::QueueSealed, Checked, Enqueue, LaunchBuilder, LaunchConfig, Queue},
     memory::Element,
     module::{Kernel, Loaded},
     order::{normalize, Op, OpInfo},

@@ -75,44 +75,50 @@ impl LaunchConfig {
     }
 }
 
-/// A value a kernel takes by value: `u32`, `i32`, `u64`, `i64`, `f32`, `f64`. Sealed.
-pub trait Value: Copy + sealed::Sealed {
-    #[doc(hidden)]
-    const NAME: &'static str;
-    #[doc(hidden)]
-    const FLOAT: bool;
-    #[doc(hidden)]
-    fn put(self, out: &mut [u8]);
-}
+/// A value a kernel takes by value: `u32`, `i32`, `u64`, `i64`, `f32`, `f64`. Sealed: what a value
+/// is named, whether it is a float and how its bytes are written are items of a trait no other crate
+/// can name, so no other type can be passed by value.
+pub trait Value: Copy + sealed::ValueBytes {}
 
-mod sealed {
-    pub trait Sealed {}
+/// The seals: public traits in a private module, so that no other crate can name them, and so none can
+/// implement [`Value`] or [`Queue`] (a `Queue` of its own could hand a launcher a builder of another
+/// kernel than the one the launcher promised about).
+pub(crate) mod sealed {
+    /// What [`super::Value`] needs of a value, out of other crates' reach.
+    pub trait ValueBytes {
+        /// The Rust name, for refusals: `u32`.
+        const NAME: &'static str;
+        /// Whether the PTX must declare the parameter a float.
+        const FLOAT: bool;
+        /// Writes the value's bytes into `out` (its size).
+        fn put(self, out: &mut [u8]);
+    }
+
+    /// The seal of [`super::Queue`]: implemented by the scope's streams and the graph builder alone.
+    pub trait QueueSealed {}
 }
 
 macro_rules! value {
     ($($t:ty => $float:expr),*) => {$(
-        impl sealed::Sealed for $t {}
-        impl Value for $t {
+        impl sealed::ValueBytes for $t {
             const NAME: &'static str = stringify!($t);
             const FLOAT: bool = $float;
             fn put(self, out: &mut [u8]) {
                 out.copy_from_slice(&self.to_ne_bytes());
             }
         }
+        impl Value for $t {}
     )*};
 }
 value!(u32 => false, i32 => false, u64 => false, i64 => false, f32 => true, f64 => true);
 
 /// Where a launch is queued: a stream of a scope ([`crate::ScopeStream`]) or a graph being captured
 /// ([`crate::GraphBuilder`]). For code that launches on either, as the lessons' kernels do. Sealed.
-pub trait Queue<'scope>: QueueSealed {
+pub trait Queue<'scope>: sealed::QueueSealed {
     /// A launch of `kernel` with `config` on this queue: declare its arguments, then
     /// [`LaunchBuilder::launch`].
     fn kernel<'q>(&'q self, kernel: &'q Kernel, config: LaunchConfig) -> LaunchBuilder<'q, 'scope>;
 }
-
-#[doc(hidden)]
-pub trait QueueSealed {}
 
 /// What a queue does with a launch whose arguments are checked ([`Checked`]): order it against the
 /// other streams by its accesses, and call its `queue` on the stream it goes on.
@@ -329,7 +335,7 @@ impl Kernel {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{sealed::ValueBytes, *};
 
     #[test]
     fn grids_for_elements() {

@@ -847,7 +847,7 @@ impl<'scope, T: Element> Landing<'scope, '_, T> {
     }
 }
 
-impl crate::launch::QueueSealed for ScopeStream<'_, '_> {}
+impl crate::launch::sealed::QueueSealed for ScopeStream<'_, '_> {}
 
 impl<'scope> crate::launch::Queue<'scope> for ScopeStream<'scope, '_> {
     fn kernel<'q>(&'q self, kernel: &'q Kernel, config: LaunchConfig) -> LaunchBuilder<'q, 'scope> {
