@@ -133,7 +133,7 @@ fn scope_memsets<'a>(
                     let at = if one_range { 0 } else { i % 4096 };
                     s.stream(i % lanes).fill(v.slice(at..at + 1), 1.0)?;
                 }
-                Ok(t.elapsed())
+                Ok::<_, common::Error>(t.elapsed())
             })
             .unwrap();
         (t, BATCH)
@@ -181,7 +181,7 @@ fn scope_copies<'a>(
                 for (i, dst) in h_down.chunks_exact_mut(4096).take(n).enumerate() {
                     s.stream(i % lanes).dtoh(a.slice(i * 4096..(i + 1) * 4096), dst)?;
                 }
-                Ok(t.elapsed())
+                Ok::<_, common::Error>(t.elapsed())
             })
             .unwrap();
         (t, 2 * n)

@@ -2,7 +2,7 @@
 //! scope treats as one operation that touches many ranges.
 //!
 //! ```no_run
-//! # fn main() -> anyhow::Result<()> {
+//! # fn main() -> crate::Result<()> {
 //! # use common::SrcOrder;
 //! # let gpu = common::Gpu::init()?;
 //! # let streams = gpu.streams(1)?;
@@ -33,10 +33,10 @@
 
 use std::cell::Cell;
 
-use anyhow::{anyhow, bail};
 use serde::Serialize;
 
 use crate::{
+    error::{refused, Refusal, Unsupported},
     ffi::{self, CUmemcpyAttributes},
     memory::Element,
     order::{Op, OpInfo},
@@ -81,8 +81,8 @@ impl SrcOrder {
 
 /// Whether this driver has `cuMemcpyBatchAsync` (CUDA 12.8, driver 570, or newer); if not, why not,
 /// in one line. The batch calls refuse with the same line.
-pub fn batch_support() -> Result<(), String> {
-    ffi::memcpy_batch().map(|_| ())
+pub fn batch_support() -> crate::Result<()> {
+    ffi::memcpy_batch().map(|_| ()).map_err(|why| Unsupported { what: "cuMemcpyBatchAsync".into(), why }.into())
 }
 
 /// One copy of a batch: destination, source, bytes.
@@ -161,14 +161,15 @@ impl<'scope> ScopeStream<'scope, '_> {
         srcs: &[&'scope [T]],
         dsts: &[Dev<'scope, T>],
         order: SrcOrder,
-    ) -> anyhow::Result<()> {
+    ) -> crate::Result<()> {
         if srcs.len() != dsts.len() {
-            bail!("htod_batch: {} sources but {} destinations", srcs.len(), dsts.len());
+            return refused("htod_batch", Refusal::Counts { sources: srcs.len(), destinations: dsts.len() });
         }
         if let Some((i, (s, d))) = srcs.iter().zip(dsts).enumerate().find(|(_, (s, d))| s.len() != d.len()) {
-            bail!("htod_batch: copy {i}: source has {} elements, destination {}", s.len(), d.len());
+            let why = Box::new(Refusal::Lengths { source: s.len(), destination: d.len() });
+            return refused("htod_batch", Refusal::InBatch { index: i, why });
         }
-        let batch = ffi::memcpy_batch().map_err(|why| anyhow!("htod_batch: {why}"))?;
+        let batch = ffi::memcpy_batch().map_err(|why| Unsupported { what: "htod_batch".into(), why })?;
         let entries: Vec<Entry> = srcs
             .iter()
             .zip(dsts)
@@ -199,16 +200,17 @@ impl<'scope> ScopeStream<'scope, '_> {
         self,
         srcs: &[D],
         dsts: impl IntoIterator<Item = &'scope mut [T]>,
-    ) -> anyhow::Result<()> {
+    ) -> crate::Result<()> {
         let dsts: Vec<&'scope mut [T]> = dsts.into_iter().collect();
         let srcs: Vec<Dev<'scope, T>> = srcs.iter().map(|s| *(*s).into().view()).collect();
         if srcs.len() != dsts.len() {
-            bail!("dtoh_batch: {} sources but {} destinations", srcs.len(), dsts.len());
+            return refused("dtoh_batch", Refusal::Counts { sources: srcs.len(), destinations: dsts.len() });
         }
         if let Some((i, (s, d))) = srcs.iter().zip(&dsts).enumerate().find(|(_, (s, d))| s.len() != d.len()) {
-            bail!("dtoh_batch: copy {i}: source has {} elements, destination {}", s.len(), d.len());
+            let why = Box::new(Refusal::Lengths { source: s.len(), destination: d.len() });
+            return refused("dtoh_batch", Refusal::InBatch { index: i, why });
         }
-        let batch = ffi::memcpy_batch().map_err(|why| anyhow!("dtoh_batch: {why}"))?;
+        let batch = ffi::memcpy_batch().map_err(|why| Unsupported { what: "dtoh_batch".into(), why })?;
         let entries: Vec<Entry> = srcs
             .iter()
             .zip(dsts)
@@ -232,9 +234,12 @@ impl<'scope> ScopeStream<'scope, '_> {
 }
 
 /// The error of a batch, with the copy the driver said failed, where it said.
-fn with_failed_copy(queued: anyhow::Result<()>, failed: Option<usize>) -> anyhow::Result<()> {
+fn with_failed_copy(queued: crate::Result<()>, failed: Option<usize>) -> crate::Result<()> {
     match (queued, failed) {
-        (Err(e), Some(i)) => Err(e.context(format!("copy {i} of the batch (among those with bytes to copy) failed"))),
+        (Err(crate::Error::Driver(mut e)), Some(i)) => {
+            e.doing = format!("{}: copy {i} of the batch (among those with bytes to copy) failed", e.doing);
+            Err(crate::Error::Driver(e))
+        }
         (r, _) => r,
     }
 }

@@ -8,7 +8,7 @@
 use std::{cell::Cell, sync::Arc};
 
 use crate::ffi as sys;
-use anyhow::bail;
+use crate::error::{NoDriver, NoGpu};
 
 use crate::ffi::{self, check};
 
@@ -34,11 +34,11 @@ unsafe impl Sync for Context {}
 
 impl Context {
     /// Retains GPU `ordinal`'s primary context and makes it current on this thread.
-    pub fn primary(ordinal: u32) -> anyhow::Result<Arc<Context>> {
+    pub fn primary(ordinal: u32) -> crate::Result<Arc<Context>> {
         driver_init()?;
         let count = device_count()?;
         if ordinal >= count {
-            bail!("CUDA device {ordinal} does not exist: this machine has {count} (set CUDA_DEVICE to 0..{count})");
+            return Err(NoGpu { asked: ordinal, count }.into());
         }
         let mut device = 0;
         // SAFETY: valid out-pointer; the ordinal was checked against the device count.
@@ -54,7 +54,7 @@ impl Context {
     /// A context of its own on GPU 0 (`cuCtxCreate`), as a foreign library might make: for tests that
     /// hand the scope a stream or buffer from another context.
     #[cfg(test)]
-    pub fn separate() -> anyhow::Result<Arc<Context>> {
+    pub fn separate() -> crate::Result<Arc<Context>> {
         driver_init()?;
         let mut device = 0;
         // SAFETY: valid out-pointer.
@@ -70,7 +70,7 @@ impl Context {
     }
 
     /// Makes this context current on the calling thread (what `cudaSetDevice` does).
-    pub fn make_current(&self) -> anyhow::Result<()> {
+    pub fn make_current(&self) -> crate::Result<()> {
         // SAFETY: a live context handle (self holds a reference on it).
         let made = check(unsafe { ffi::cuCtxSetCurrent(self.raw) }, || "making the GPU's context current".into());
         KNOWN_CURRENT.set(if made.is_ok() { self.raw } else { std::ptr::null_mut() });
@@ -106,12 +106,12 @@ impl Context {
     }
 
     /// Makes this context current unless it already is: cheaper than setting it every time.
-    pub fn ensure_current(&self) -> anyhow::Result<()> {
+    pub fn ensure_current(&self) -> crate::Result<()> {
         self.make_current_if_not().map(drop)
     }
 
     /// [`Context::ensure_current`], saying whether another context (or none) was current.
-    pub fn make_current_if_not(&self) -> anyhow::Result<bool> {
+    pub fn make_current_if_not(&self) -> crate::Result<bool> {
         let mut current = std::ptr::null_mut();
         // SAFETY: valid out-pointer.
         check(unsafe { ffi::cuCtxGetCurrent(&mut current) }, || "reading the current context".into())?;
@@ -157,27 +157,20 @@ impl Drop for Context {
 }
 
 /// `cuInit`, with one line for each way a machine can lack a usable GPU.
-pub fn driver_init() -> anyhow::Result<()> {
+pub fn driver_init() -> crate::Result<()> {
     // SAFETY: cuInit takes flags (must be 0) and may be called more than once.
     let code = unsafe { ffi::cuInit(0) };
     match code {
         ffi::SUCCESS => Ok(()),
-        ffi::ERROR_STUB_LIBRARY => bail!(
-            "no NVIDIA driver: this program loaded the link-only libcuda stub, not a driver. \
-             Run it on a machine with an NVIDIA GPU and its driver"
-        ),
-        ffi::ERROR_NO_DEVICE => {
-            bail!("no CUDA GPU found: the NVIDIA driver is installed but sees no device (check nvidia-smi and CUDA_VISIBLE_DEVICES)")
-        }
-        ffi::ERROR_SYSTEM_DRIVER_MISMATCH => {
-            bail!("the NVIDIA kernel module and driver library versions differ: reboot or reinstall the driver")
-        }
-        other => bail!("the NVIDIA driver failed to start: {}", crate::ffi::error_name(other)),
+        ffi::ERROR_STUB_LIBRARY => Err(NoDriver::Stub.into()),
+        ffi::ERROR_NO_DEVICE => Err(NoGpu { asked: 0, count: 0 }.into()),
+        ffi::ERROR_SYSTEM_DRIVER_MISMATCH => Err(NoDriver::VersionMismatch.into()),
+        code => Err(NoDriver::Start { code }.into()),
     }
 }
 
 /// An attribute of `device` (`cuDeviceGetAttribute`).
-pub(crate) fn device_attribute(device: sys::CUdevice, a: sys::CUdevice_attribute) -> anyhow::Result<i32> {
+pub(crate) fn device_attribute(device: sys::CUdevice, a: sys::CUdevice_attribute) -> crate::Result<i32> {
     let mut v = 0;
     // SAFETY: valid out-pointer and device handle.
     check(unsafe { ffi::cuDeviceGetAttribute(&mut v, a, device) }, || format!("reading device attribute {a}"))?;
@@ -185,7 +178,7 @@ pub(crate) fn device_attribute(device: sys::CUdevice, a: sys::CUdevice_attribute
 }
 
 /// How many CUDA devices this machine has (after `CUDA_VISIBLE_DEVICES`).
-pub fn device_count() -> anyhow::Result<u32> {
+pub fn device_count() -> crate::Result<u32> {
     driver_init()?;
     let mut n = 0;
     // SAFETY: valid out-pointer; the driver is initialized.

@@ -2,14 +2,14 @@
 
 use std::{cell::RefCell, sync::Arc};
 
-use anyhow::Context as _;
 use serde::Serialize;
 
 use crate::{
     context::Context,
     ffi::{self as sys, check},
     host::{fill, pin_in_place, HostAlloc, PinnedBuffer, Registered},
-    memory::{memory_info, room, DeviceBuffer, DeviceRoom, Element, Footprint, ManagedBuffer, TooLarge},
+    error::{refused, Error, InputError, Refusal},
+    memory::{memory_info, room, DeviceBuffer, DeviceRoom, Element, Footprint, ManagedBuffer},
     module::Module,
     scope::{self, Env, Observer, Observing, Scope, State},
     stream::{Event, EventPool, Stream},
@@ -73,16 +73,16 @@ fn cu_beside(ptx: &std::path::Path) -> Option<std::path::PathBuf> {
 
 impl Gpu {
     /// Starts the GPU named by `CUDA_DEVICE` (default 0) with errors a person can act on.
-    pub fn init() -> anyhow::Result<Gpu> {
+    pub fn init() -> crate::Result<Gpu> {
         let ordinal = match std::env::var("CUDA_DEVICE") {
-            Ok(v) => v.parse().with_context(|| format!("CUDA_DEVICE={v} is not a device number"))?,
+            Ok(v) => v.parse().map_err(|_| InputError::Variable { name: "CUDA_DEVICE", value: v })?,
             Err(_) => 0,
         };
         Gpu::init_device(ordinal)
     }
 
     /// Starts GPU `ordinal` and makes its context current on this thread.
-    pub fn init_device(ordinal: u32) -> anyhow::Result<Gpu> {
+    pub fn init_device(ordinal: u32) -> crate::Result<Gpu> {
         let ctx = Context::primary(ordinal)?;
         let info = DeviceInfo::query(ordinal, ctx.device())?;
         Ok(Gpu { info, events: EventPool::new(&ctx), observer: RefCell::new(None), spare: RefCell::new(None), ctx })
@@ -94,7 +94,7 @@ impl Gpu {
     ///
     /// nvcc's PTX does not say which parameters are pointers; [`Gpu::load_ptx_with_prototypes`] adds
     /// the kernels' C prototypes, so that launches are checked for that too.
-    pub fn load_ptx(&self, ptx: &str) -> anyhow::Result<Module> {
+    pub fn load_ptx(&self, ptx: &str) -> crate::Result<Module> {
         Module::load(&self.ctx, ptx, "the PTX", None)
     }
 
@@ -103,19 +103,22 @@ impl Gpu {
     /// passes a value for a pointer, or a device view for a value, is then refused. A kernel whose
     /// prototype has another number of parameters than its PTX is refused (a PTX made from another
     /// version of the source); one the source does not show is checked as without it.
-    pub fn load_ptx_with_prototypes(&self, ptx: &str, prototypes: &str) -> anyhow::Result<Module> {
+    pub fn load_ptx_with_prototypes(&self, ptx: &str, prototypes: &str) -> crate::Result<Module> {
         Module::load(&self.ctx, ptx, "the PTX", Some(("the prototypes given".into(), prototypes)))
     }
 
     /// [`Gpu::load_ptx`] of the file at `path`, with the prototypes of its kernels from the `.cu` file
     /// of the same stem beside it (or, for a file in a folder named `ptx`, in the folder above), where
     /// there is one ([`Gpu::load_ptx_with_prototypes`]).
-    pub fn load_ptx_file(&self, path: impl AsRef<std::path::Path>) -> anyhow::Result<Module> {
+    pub fn load_ptx_file(&self, path: impl AsRef<std::path::Path>) -> crate::Result<Module> {
         let path = path.as_ref();
-        let ptx = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let read = |path: &std::path::Path| {
+            std::fs::read_to_string(path).map_err(|e| InputError::File { path: path.into(), why: e.to_string() })
+        };
+        let ptx = read(path)?;
         let source = cu_beside(path);
         let prototypes = match &source {
-            Some(cu) => Some(std::fs::read_to_string(cu).with_context(|| format!("reading {}", cu.display()))?),
+            Some(cu) => Some(read(cu)?),
             None => None,
         };
         let from = source.map(|cu| cu.display().to_string());
@@ -125,7 +128,7 @@ impl Gpu {
     /// Hands every operation that scopes of this GPU queue from now on to `observer`, timed by CUDA
     /// events placed around it (for a timeline of your own; see [`Observer`]). It costs an event pair per
     /// operation while set; unset, nothing. The observer is dropped with the `Gpu`.
-    pub fn observe(&mut self, observer: Box<dyn Observer + Send>) -> anyhow::Result<()> {
+    pub fn observe(&mut self, observer: Box<dyn Observer + Send>) -> crate::Result<()> {
         let origin = Event::new(&self.ctx, true)?;
         let s = Stream::new(&self.ctx, false)?;
         origin.record(&s)?;
@@ -136,24 +139,24 @@ impl Gpu {
 
     /// `n` streams that run concurrently with each other and with the legacy default stream
     /// (`cudaStreamCreateWithFlags(.., cudaStreamNonBlocking)`).
-    pub fn streams(&self, n: usize) -> anyhow::Result<Vec<Stream>> {
+    pub fn streams(&self, n: usize) -> crate::Result<Vec<Stream>> {
         (0..n).map(|_| Stream::new(&self.ctx, false)).collect()
     }
 
     /// `n` streams that synchronize with the legacy default stream (`cudaStreamCreate`): work on
     /// stream 0, as other libraries may queue it, waits for them and they for it.
-    pub fn blocking_streams(&self, n: usize) -> anyhow::Result<Vec<Stream>> {
+    pub fn blocking_streams(&self, n: usize) -> crate::Result<Vec<Stream>> {
         (0..n).map(|_| Stream::new(&self.ctx, true)).collect()
     }
 
     /// Device memory for `len` elements, zeroed (`cudaMalloc`), with a clear error when the device has
     /// too little free.
-    pub fn alloc<T: Element>(&self, len: usize) -> anyhow::Result<DeviceBuffer<T>> {
+    pub fn alloc<T: Element>(&self, len: usize) -> crate::Result<DeviceBuffer<T>> {
         DeviceBuffer::zeroed(&self.ctx, &self.info.name, len)
     }
 
     /// `count` device buffers of `len` elements each: one per stream, say.
-    pub fn alloc_each<T: Element>(&self, count: usize, len: usize) -> anyhow::Result<Vec<DeviceBuffer<T>>> {
+    pub fn alloc_each<T: Element>(&self, count: usize, len: usize) -> crate::Result<Vec<DeviceBuffer<T>>> {
         (0..count).map(|_| self.alloc(len)).collect()
     }
 
@@ -161,13 +164,13 @@ impl Gpu {
     /// address for the host and the GPU, its pages moved to whichever touches them. Refused, with the
     /// reason, on a GPU where the host may not touch managed memory while the GPU works, and when the
     /// device has no [`DeviceRoom`] for it: more than its free memory less a margin kept for others.
-    pub fn managed<T: Element>(&self, len: usize) -> anyhow::Result<ManagedBuffer<T>> {
+    pub fn managed<T: Element>(&self, len: usize) -> crate::Result<ManagedBuffer<T>> {
         ManagedBuffer::zeroed(&self.ctx, &self.info.name, len)
     }
 
     /// How much memory that may come to rest on the device can still be asked for (see [`DeviceRoom`]): for a
     /// program to check everything it means to allocate before it allocates any of it.
-    pub fn room(&self) -> anyhow::Result<DeviceRoom> {
+    pub fn room(&self) -> crate::Result<DeviceRoom> {
         room(&self.ctx)
     }
 
@@ -175,14 +178,13 @@ impl Gpu {
     /// [`TooLarge`] naming each kind of memory that is short (device memory against [`DeviceRoom`],
     /// pinned and pageable host memory against what the host has available, less a twentieth kept
     /// free), or `Ok`. The allocations themselves check again: this only makes the refusal come first.
-    pub fn check_footprint(&self, need: &Footprint) -> anyhow::Result<()> {
+    pub fn check_footprint(&self, need: &Footprint) -> crate::Result<()> {
         let host = crate::memory::meminfo();
-        need.check(&self.room()?, host)
-            .map_err(|why| anyhow::Error::new(TooLarge(format!("{why}: choose a smaller size"))))
+        Ok(need.check(&self.room()?, host)?)
     }
 
     /// Pinned host memory for `len` elements, zeroed (`cudaMallocHost`).
-    pub fn pinned<T: Element>(&self, len: usize) -> anyhow::Result<PinnedBuffer<T>> {
+    pub fn pinned<T: Element>(&self, len: usize) -> crate::Result<PinnedBuffer<T>> {
         PinnedBuffer::alloc(&self.ctx, len, HostAlloc::DEFAULT)
     }
 
@@ -191,51 +193,51 @@ impl Gpu {
         &self,
         len: usize,
         f: impl Fn(usize) -> T + Sync,
-    ) -> anyhow::Result<PinnedBuffer<T>> {
+    ) -> crate::Result<PinnedBuffer<T>> {
         let mut b = self.pinned(len)?;
         fill(&mut b, f);
         Ok(b)
     }
 
     /// Pinned host memory with `cudaHostAlloc` flags: write-combined, mapped, portable.
-    pub fn pinned_with<T: Element>(&self, len: usize, flags: HostAlloc) -> anyhow::Result<PinnedBuffer<T>> {
+    pub fn pinned_with<T: Element>(&self, len: usize, flags: HostAlloc) -> crate::Result<PinnedBuffer<T>> {
         PinnedBuffer::alloc(&self.ctx, len, flags)
     }
 
     /// Pins a `Vec` in place (`cudaHostRegister`) until [`Registered::into_vec`] gives it back.
-    pub fn register<T: Element>(&self, vec: Vec<T>) -> anyhow::Result<Registered<T>> {
+    pub fn register<T: Element>(&self, vec: Vec<T>) -> crate::Result<Registered<T>> {
         Registered::new(&self.ctx, vec)
     }
 
     /// Pins `slice` in place for the duration of `f` (`cudaHostRegister`, then `cudaHostUnregister`,
     /// also if `f` panics): for one transfer of part of a larger allocation.
-    pub fn pin_in_place<T: Element, R>(&self, slice: &mut [T], f: impl FnOnce(&mut [T]) -> R) -> anyhow::Result<R> {
+    pub fn pin_in_place<T: Element, R>(&self, slice: &mut [T], f: impl FnOnce(&mut [T]) -> R) -> crate::Result<R> {
         pin_in_place(&self.ctx, slice, f)
     }
 
     /// Runs `f`, which queues work on `streams` (each as [`Scope::stream`]), then synchronizes them all
     /// (also on error or panic).
-    pub fn scope<'env, R>(
+    pub fn scope<'env, R, E: From<Error>>(
         &'env self,
         streams: &'env [Stream],
-        f: impl for<'scope> FnOnce(&'scope Scope<'scope, 'env>) -> anyhow::Result<R>,
-    ) -> anyhow::Result<R> {
+        f: impl for<'scope> FnOnce(&'scope Scope<'scope, 'env>) -> Result<R, E>,
+    ) -> Result<R, E> {
         scope::run(self.env(), streams, false, f).map(|(r, _)| r)
     }
 
     /// Like [`Gpu::scope`], and returns the GPU time in milliseconds from before the first operation to
     /// after the last, on any stream (CUDA events: fork on the first stream, join back to it).
-    pub fn timed<'env>(
+    pub fn timed<'env, E: From<Error>>(
         &'env self,
         streams: &'env [Stream],
-        f: impl for<'scope> FnOnce(&'scope Scope<'scope, 'env>) -> anyhow::Result<()>,
-    ) -> anyhow::Result<f64> {
+        f: impl for<'scope> FnOnce(&'scope Scope<'scope, 'env>) -> Result<(), E>,
+    ) -> Result<f64, E> {
         let (_, ms) = scope::run(self.env(), streams, true, f)?;
-        ms.context("the timed scope measured nothing")
+        Ok(ms.map_or_else(|| refused("timed", Refusal::NothingTimed), Ok)?)
     }
 
     /// (free, total) device memory in bytes.
-    pub fn memory(&self) -> anyhow::Result<(usize, usize)> {
+    pub fn memory(&self) -> crate::Result<(usize, usize)> {
         memory_info(&self.ctx)
     }
 
@@ -249,7 +251,7 @@ impl Gpu {
 }
 
 impl DeviceInfo {
-    fn query(ordinal: u32, device: sys::CUdevice) -> anyhow::Result<DeviceInfo> {
+    fn query(ordinal: u32, device: sys::CUdevice) -> crate::Result<DeviceInfo> {
         let attr = |a| crate::context::device_attribute(device, a);
         let mut version = 0;
         // SAFETY: one valid out-pointer.

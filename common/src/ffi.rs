@@ -478,53 +478,7 @@ pub fn error_name(code: CuResult) -> String {
     }
 }
 
-/// Turns a driver result into a [`DriverError`] that says what was being done. The words are made, out
-/// of line, only where the call failed.
-#[inline]
-pub fn check(code: CuResult, what: impl FnOnce() -> String) -> anyhow::Result<()> {
-    if code == SUCCESS {
-        Ok(())
-    } else {
-        Err(driver_error(code, what))
-    }
-}
-
-#[cold]
-#[inline(never)]
-fn driver_error(code: CuResult, what: impl FnOnce() -> String) -> anyhow::Error {
-    DriverError { code, doing: what() }.into()
-}
-
-/// An error the CUDA driver returned (`CUDA_ERROR_*`), with what was being done. Every driver failure
-/// of this crate is one, somewhere in the error's chain: `e.chain().find_map(|c| c.downcast_ref())`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DriverError {
-    /// The driver's result code (`CUresult`).
-    pub code: i32,
-    /// What was being done, in words.
-    pub doing: String,
-}
-
-impl DriverError {
-    /// The driver's name for the code: `CUDA_ERROR_OUT_OF_MEMORY`.
-    pub fn name(&self) -> String {
-        error_name(self.code)
-    }
-
-    /// Whether the code says this machine has no usable GPU (no device, or the link-only stub), rather
-    /// than that a GPU failed.
-    pub fn means_no_gpu(&self) -> bool {
-        matches!(self.code, ERROR_NO_DEVICE | ERROR_STUB_LIBRARY)
-    }
-}
-
-impl std::fmt::Display for DriverError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.doing, self.name())
-    }
-}
-
-impl std::error::Error for DriverError {}
+pub(crate) use crate::error::{check, driver_error};
 
 #[cfg(test)]
 mod tests {

@@ -2,7 +2,7 @@
 //! one operation, as often as wanted, inside the scope that lent their buffers.
 //!
 //! ```no_run
-//! # fn main() -> anyhow::Result<()> {
+//! # fn main() -> crate::Result<()> {
 //! # let gpu = common::Gpu::init()?;
 //! # let streams = gpu.streams(1)?;
 //! let inputs: Vec<Vec<f32>> = (0..100).map(|i| vec![i as f32; 256]).collect();
@@ -43,11 +43,11 @@ use std::{
     sync::Arc,
 };
 
-use anyhow::{anyhow, bail, Context as _};
 
 use crate::{
     context::Context,
     ffi::{self, check},
+    error::{refused, Error, Foreign, LaunchRefusal, LaunchRefused, Refusal},
     launch::{sealed::QueueSealed, Checked, Enqueue, LaunchBuilder, LaunchConfig, Queue},
     memory::Element,
     module::{Kernel, Loaded},
@@ -110,9 +110,9 @@ pub struct GraphBuilder<'s, 'scope, 'env> {
 
 impl<'scope> GraphBuilder<'_, 'scope, '_> {
     /// Captures `cudaMemcpyAsync(dst, src, ..., H2D)`. `src` stays borrowed until the scope ends.
-    pub fn htod<T: Element>(&self, src: &'scope [T], dst: Dev<'scope, T>) -> anyhow::Result<()> {
+    pub fn htod<T: Element>(&self, src: &'scope [T], dst: Dev<'scope, T>) -> crate::Result<()> {
         if src.len() != dst.len() {
-            bail!("graph htod: source has {} elements, destination {}", src.len(), dst.len());
+            return refused("graph htod", Refusal::Lengths { source: src.len(), destination: dst.len() });
         }
         let access = self.checked(dst.access(true), "graph htod")?;
         self.current()?;
@@ -129,10 +129,10 @@ impl<'scope> GraphBuilder<'_, 'scope, '_> {
 
     /// Captures `cudaMemcpyAsync(dst, src, ..., D2H)`. `dst` stays borrowed mutably until the scope ends:
     /// every launch of the graph writes it.
-    pub fn dtoh<T: Element>(&self, src: impl Into<DevRead<'scope, T>>, dst: &'scope mut [T]) -> anyhow::Result<()> {
+    pub fn dtoh<T: Element>(&self, src: impl Into<DevRead<'scope, T>>, dst: &'scope mut [T]) -> crate::Result<()> {
         let src = *src.into().view();
         if src.len() != dst.len() {
-            bail!("graph dtoh: source has {} elements, destination {}", src.len(), dst.len());
+            return refused("graph dtoh", Refusal::Lengths { source: src.len(), destination: dst.len() });
         }
         let access = self.checked(src.access(false), "graph dtoh")?;
         self.current()?;
@@ -154,19 +154,19 @@ impl<'scope> GraphBuilder<'_, 'scope, '_> {
     }
 
     /// `access`, if it is of this scope and of a buffer of the scope's context.
-    fn checked(&self, access: DevAccess, what: &str) -> anyhow::Result<DevAccess> {
+    fn checked(&self, access: DevAccess, what: &str) -> crate::Result<DevAccess> {
         if access.scope != self.scope.id {
-            bail!("{what}: a device handle from another scope");
+            return refused(what, Refusal::Foreign(Foreign::Scope));
         }
         if self.scope.is_foreign(access.buffer) {
-            bail!("{what}: a buffer of another GPU's context");
+            return refused(what, Refusal::Foreign(Foreign::Context));
         }
         Ok(access)
     }
 
     /// Makes the scope's context current for the capture that follows, once per capture: the closure may
     /// have left another current (another library's).
-    fn current(&self) -> anyhow::Result<()> {
+    fn current(&self) -> crate::Result<()> {
         self.scope.env.ctx.ensure_current()
     }
 
@@ -182,14 +182,15 @@ impl<'scope> Enqueue<'scope> for GraphBuilder<'_, 'scope, '_> {
         self.scope.id
     }
 
-    fn launch(&self, Checked { kernel, accesses, queue, .. }: Checked<'_>) -> anyhow::Result<()> {
+    fn launch(&self, Checked { kernel, accesses, queue, .. }: Checked<'_>) -> crate::Result<()> {
         let name = &kernel.name;
+        let refuse = |why| Error::from(LaunchRefused { kernel: name.to_string(), why });
         if !kernel.module.ctx.is(self.scope.env.ctx) {
-            bail!("graph: kernel {name}: its module was loaded by another GPU's context");
+            return Err(refuse(LaunchRefusal::Foreign(Foreign::Context)));
         }
-        normalize(accesses, false, &mut Vec::new()).map_err(|why| anyhow!("graph: kernel {name}: {why}"))?;
+        normalize(accesses, false, &mut Vec::new()).map_err(|why| refuse(LaunchRefusal::Overlap(why)))?;
         let accesses =
-            accesses.iter().map(|a| self.checked(a.clone(), "graph launch")).collect::<anyhow::Result<Vec<_>>>()?;
+            accesses.iter().map(|a| self.checked(a.clone(), "graph launch")).collect::<crate::Result<Vec<_>>>()?;
         self.current()?;
         // Captured, not run: the launch becomes a node, which runs only through ScopeStream::replay.
         check(queue(self.stream.raw()), || format!("graph: capturing kernel {name}"))?;
@@ -215,7 +216,7 @@ struct Capture {
 }
 
 impl Capture {
-    fn begin(ctx: &Arc<Context>) -> anyhow::Result<Capture> {
+    fn begin(ctx: &Arc<Context>) -> crate::Result<Capture> {
         let stream = Stream::new(ctx, false)?;
         // SAFETY: a live stream of this context, and the driver's own mode.
         check(unsafe { ffi::cuStreamBeginCapture_v2(stream.raw(), ffi::CU_STREAM_CAPTURE_MODE_RELAXED) }, || {
@@ -225,7 +226,7 @@ impl Capture {
     }
 
     /// Ends the capture: the graph captured, or why there is none.
-    fn end(&mut self) -> anyhow::Result<ffi::CUgraph> {
+    fn end(&mut self) -> crate::Result<ffi::CUgraph> {
         self.ended = true;
         let mut graph = std::ptr::null_mut();
         // SAFETY: the stream is capturing (begun above, ended once) and the out-pointer is valid.
@@ -252,10 +253,10 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     /// stream of the graph's own that nothing else knows of, in relaxed mode: `cudaStreamBeginCapture`,
     /// the copies and launches, then `cudaStreamEndCapture` and `cudaGraphInstantiate`). Nothing runs
     /// until [`ScopeStream::replay`]; work `build` queues on the scope itself runs as usual.
-    pub fn graph(
+    pub fn graph<E: From<Error>>(
         &self,
-        build: impl for<'s> FnOnce(&'s GraphBuilder<'s, 'scope, 'env>) -> anyhow::Result<()>,
-    ) -> anyhow::Result<Graph<'scope>> {
+        build: impl for<'s> FnOnce(&'s GraphBuilder<'s, 'scope, 'env>) -> Result<(), E>,
+    ) -> Result<Graph<'scope>, E> {
         self.env.ctx.ensure_current()?;
         let ctx = self.streams[0].context().clone();
         let mut capture = Capture::begin(&ctx)?;
@@ -277,7 +278,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
             // SAFETY: the graph just captured, never instantiated, destroyed once.
             unsafe { ffi::cuGraphDestroy(*captured) };
         }
-        built.context("building a graph")?;
+        built?;
         let graph = graph?;
         let mut raw = std::ptr::null_mut();
         // SAFETY: a graph just captured, and a valid out-pointer; no flags.
@@ -287,7 +288,9 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         unsafe { ffi::cuGraphDestroy(graph) };
         made?;
         let mut normalized = Vec::new();
-        normalize(&accesses.into_inner(), true, &mut normalized).map_err(|why| anyhow!("graph: {why}"))?;
+        if let Err(why) = normalize(&accesses.into_inner(), true, &mut normalized) {
+            return Ok(refused("graph", Refusal::Overlap(why))?);
+        }
         let accesses = normalized;
         Ok(Graph {
             exec: Rc::new(Exec { raw, ctx }),
@@ -305,10 +308,10 @@ impl<'scope> ScopeStream<'scope, '_> {
     /// `cudaGraphLaunch(graph, stream)`: runs every copy and launch of `graph`, in the order they were
     /// captured, as one operation on this stream, ordered against the other streams' work on the device
     /// ranges it touches. Refused for a graph of another scope.
-    pub fn replay(self, graph: &Graph<'scope>) -> anyhow::Result<()> {
+    pub fn replay(self, graph: &Graph<'scope>) -> crate::Result<()> {
         let scope = self.scope();
         if graph.scope != scope.id {
-            bail!("replay: a graph of another scope");
+            return refused("replay", Refusal::Foreign(Foreign::Scope));
         }
         let info = OpInfo { op: &Op { kind: "graph", what: "graph launch" }, kernel: None, bytes: graph.bytes };
         // Held before anything is queued, so that no path out of `enqueue` can free it under its run.

@@ -15,25 +15,25 @@ use std::{
 };
 
 use crate::ffi as sys;
-use anyhow::bail;
 
 use crate::{
     context::Context,
+    error::{refused, too_large, Memory, Refusal},
     ffi::{self, error_name},
-    memory::{host_margin, meminfo, too_large, Bytes, Element},
+    memory::{host_margin, meminfo, overflow, Bytes, Element},
 };
 
 /// Ordinary pageable memory, `f(i)` for each element, with an error (not an abort) when the host
 /// cannot provide it.
-pub fn pageable<T: Element>(len: usize, f: impl Fn(usize) -> T + Sync) -> anyhow::Result<Vec<T>> {
+pub fn pageable<T: Element>(len: usize, f: impl Fn(usize) -> T + Sync) -> crate::Result<Vec<T>> {
     let mut v = Vec::new();
     if len == 0 {
         return Ok(v);
     }
     let bytes = len.saturating_mul(std::mem::size_of::<T>());
-    host_room(bytes, "host memory")?;
+    host_room(bytes, Memory::Host)?;
     if v.try_reserve_exact(len).is_err() {
-        too_large!("cannot allocate {} of host memory: choose a smaller size", Bytes(bytes));
+        return too_large(Memory::Host, bytes, None, format!("cannot allocate {} of host memory", Bytes(bytes)));
     }
     v.resize(len, f(0));
     fill(&mut v, f);
@@ -43,17 +43,19 @@ pub fn pageable<T: Element>(len: usize, f: impl Fn(usize) -> T + Sync) -> anyhow
 /// Refuses `bytes` more of host memory where the host has not that much available and a margin beside
 /// it (a twentieth of its memory, at least 1 GiB): past it, Linux would overcommit and its out-of-memory
 /// killer end this process, or another, with no message. Where `/proc/meminfo` cannot be read, allows it.
-fn host_room(bytes: usize, what: &str) -> anyhow::Result<()> {
+fn host_room(bytes: usize, memory: Memory) -> crate::Result<()> {
     let Some((available, total)) = meminfo() else { return Ok(()) };
     let margin = host_margin(total);
     if bytes > available.saturating_sub(margin) {
-        too_large!(
-            "needs {} of {what}, and this host has {} available of {}, less {} kept free: choose a smaller size",
+        let what = if memory == Memory::Pinned { "pinned host memory" } else { "host memory" };
+        let line = format!(
+            "needs {} of {what}, and this host has {} available of {}, less {} kept free",
             Bytes(bytes),
             Bytes(available),
             Bytes(total),
             Bytes(margin)
         );
+        return too_large(memory, bytes, Some(available.saturating_sub(margin)), line);
     }
     Ok(())
 }
@@ -108,26 +110,26 @@ pub struct PinnedBuffer<T: Element> {
 }
 
 impl<T: Element> PinnedBuffer<T> {
-    pub(crate) fn alloc(ctx: &Arc<Context>, len: usize, flags: HostAlloc) -> anyhow::Result<Self> {
+    pub(crate) fn alloc(ctx: &Arc<Context>, len: usize, flags: HostAlloc) -> crate::Result<Self> {
         if len == 0 {
-            bail!("a pinned buffer needs at least one element");
+            return refused("a pinned buffer", Refusal::Empty);
         }
         let Some(bytes) = len.checked_mul(std::mem::size_of::<T>()) else {
-            too_large!("{len} elements of {} bytes are more bytes than a pointer can hold", std::mem::size_of::<T>())
+            return overflow::<T, _>(len);
         };
-        host_room(bytes, "pinned host memory")?;
+        host_room(bytes, Memory::Pinned)?;
         ctx.make_current()?;
         let mut p = std::ptr::null_mut();
         // SAFETY: valid out-pointer, nonzero size; the flags are the driver's own constants; the
         // context is current.
         let code = unsafe { ffi::cuMemHostAlloc(&mut p, bytes, flags.0) };
         if code != ffi::SUCCESS || p.is_null() {
-            too_large!(
-                "the host refused to pin {} ({}): choose a smaller size, free memory or raise the locked-memory \
-                 limit (ulimit -l)",
+            let line = format!(
+                "the host refused to pin {} ({}); free memory or raise the locked-memory limit (ulimit -l)",
                 Bytes(bytes),
                 error_name(code)
             );
+            return too_large(Memory::Pinned, bytes, None, line);
         }
         let ptr = NonNull::new(p.cast::<T>()).unwrap();
         // SAFETY: the allocation holds `bytes` writable bytes; all-zero is a valid T (Element).
@@ -145,9 +147,9 @@ impl<T: Element> PinnedBuffer<T> {
     }
 
     /// The address kernels use for this memory (zero-copy); only for [`HostAlloc::MAPPED`] buffers.
-    pub(crate) fn device_ptr(&self) -> anyhow::Result<u64> {
+    pub(crate) fn device_ptr(&self) -> crate::Result<u64> {
         if !self.flags.contains(HostAlloc::MAPPED) {
-            bail!("this pinned buffer was not allocated with HostAlloc::MAPPED, so kernels cannot address it");
+            return refused("mapped", Refusal::Kind { needed: "mapped" });
         }
         let mut d = 0;
         // SAFETY: the pointer is the start of a live mapped allocation; valid out-pointer; flags must be 0.
@@ -203,7 +205,7 @@ pub struct Registered<T: Element> {
 }
 
 impl<T: Element> Registered<T> {
-    pub(crate) fn new(ctx: &Arc<Context>, vec: Vec<T>) -> anyhow::Result<Self> {
+    pub(crate) fn new(ctx: &Arc<Context>, vec: Vec<T>) -> crate::Result<Self> {
         register(ctx, &vec)?;
         Ok(Registered { vec, ctx: ctx.clone() })
     }
@@ -248,7 +250,7 @@ pub(crate) fn pin_in_place<T: Element, R>(
     ctx: &Arc<Context>,
     slice: &mut [T],
     f: impl FnOnce(&mut [T]) -> R,
-) -> anyhow::Result<R> {
+) -> crate::Result<R> {
     struct Unregister<'a, T> {
         ctx: &'a Context,
         base: *const T,
@@ -264,19 +266,16 @@ pub(crate) fn pin_in_place<T: Element, R>(
     Ok(f(slice))
 }
 
-fn register<T>(ctx: &Context, slice: &[T]) -> anyhow::Result<()> {
+fn register<T>(ctx: &Context, slice: &[T]) -> crate::Result<()> {
     if slice.is_empty() {
-        bail!("cannot pin an empty slice");
+        return refused("pin in place", Refusal::Empty);
     }
     let bytes = std::mem::size_of_val(slice);
     ctx.make_current()?;
     // SAFETY: the range is one live allocation, which the caller keeps alive and in place until it
     // unregisters it. The driver only pins it; it does not write it.
     let code = unsafe { ffi::cuMemHostRegister_v2(slice.as_ptr() as *mut _, bytes, 0) };
-    if code != ffi::SUCCESS {
-        bail!("the host refused to pin {} in place ({})", Bytes(bytes), error_name(code));
-    }
-    Ok(())
+    ffi::check(code, || format!("pinning {} in place (cuMemHostRegister)", Bytes(bytes)))
 }
 
 fn unregister<T>(ctx: &Context, slice: &[T]) {
@@ -307,9 +306,9 @@ mod tests {
     fn pageable_fills_or_refuses_what_the_host_cannot_hold() {
         assert_eq!(pageable(5, |i| i as u32 * 2).unwrap(), vec![0, 2, 4, 6, 8]);
         let err = pageable::<f32>(usize::MAX / 4, |_| 0.0).unwrap_err();
-        assert!(err.is::<crate::memory::TooLarge>(), "{err}");
+        assert!(matches!(err, crate::Error::TooLarge(ref t) if t.memory == Memory::Host), "{err}");
         let (available, _) = meminfo().expect("Linux has /proc/meminfo");
         let err = pageable::<u8>(available, |_| 0).unwrap_err();
-        assert!(err.is::<crate::memory::TooLarge>() && err.to_string().contains("kept free"), "{err}");
+        assert!(matches!(err, crate::Error::TooLarge(_)) && err.to_string().contains("kept free"), "{err}");
     }
 }

@@ -3,7 +3,7 @@
 //! value, and one `unsafe` call that queues it.
 //!
 //! ```no_run
-//! # fn main() -> anyhow::Result<()> {
+//! # fn main() -> crate::Result<()> {
 //! # use common::LaunchConfig;
 //! # let gpu = common::Gpu::init()?;
 //! # let saxpy = gpu.load_ptx_file("saxpy.ptx")?.kernel("saxpy")?;
@@ -29,10 +29,10 @@
 
 use std::marker::PhantomData;
 
-use anyhow::bail;
 use smallvec::SmallVec;
 
 use crate::{
+    error::{LaunchRefusal, LaunchRefused},
     ffi::{self, CuResult},
     memory::Element,
     module::{Class, Kernel, Param, Pointer},
@@ -64,14 +64,10 @@ impl LaunchConfig {
     }
 
     /// Why the GPU cannot run this configuration, if it cannot.
-    fn refusal(&self) -> Option<String> {
+    fn refusal(&self) -> Option<LaunchRefusal> {
         let (g, b) = (self.grid, self.block);
-        if g.0 > i32::MAX as u32 || g.1 > 65535 || g.2 > 65535 || g.0 == 0 || g.1 == 0 || g.2 == 0 {
-            return Some(format!(
-                "a grid of {g:?} blocks is more than a GPU runs (x up to 2^31-1, y and z up to 65535)"
-            ));
-        }
-        (b.0 == 0 || b.1 == 0 || b.2 == 0).then(|| "a block of no threads".to_string())
+        let bad_grid = g.0 > i32::MAX as u32 || g.1 > 65535 || g.2 > 65535 || g.0 == 0 || g.1 == 0 || g.2 == 0;
+        (bad_grid || b.0 == 0 || b.1 == 0 || b.2 == 0).then_some(LaunchRefusal::Config { grid: g, block: b })
     }
 }
 
@@ -124,7 +120,7 @@ pub trait Queue<'scope>: sealed::QueueSealed {
 /// other streams by its accesses, and call its `queue` on the stream it goes on.
 pub(crate) trait Enqueue<'scope> {
     fn scope_id(&self) -> u64;
-    fn launch(&self, launch: Checked<'_>) -> anyhow::Result<()>;
+    fn launch(&self, launch: Checked<'_>) -> crate::Result<()>;
 }
 
 /// A launch whose arguments are checked, for its queue to order and queue: the stream it goes on (for
@@ -149,7 +145,7 @@ pub struct LaunchBuilder<'q, 'scope> {
     /// Arguments given so far.
     given: usize,
     accesses: SmallVec<[DevAccess; 4]>,
-    invalid: Option<String>,
+    invalid: Option<LaunchRefusal>,
     _scope: Invariant<'scope>,
 }
 
@@ -201,7 +197,7 @@ impl<'q, 'scope> LaunchBuilder<'q, 'scope> {
     /// Refuses the launch, saying why, when it is launched: for checks of a launcher's own (lengths
     /// that must agree, say).
     pub fn refuse(mut self, why: impl Into<String>) -> Self {
-        self.invalid.get_or_insert(why.into());
+        self.invalid.get_or_insert(LaunchRefusal::ByLauncher(why.into()));
         self
     }
 
@@ -214,14 +210,15 @@ impl<'q, 'scope> LaunchBuilder<'q, 'scope> {
 
     /// Takes the next argument, `what`, checked by `refuse` against its parameter: where it goes in
     /// the buffer, or `None` (and the launch refused) where it does not fit or there is no such parameter.
-    fn next(&mut self, what: &str, refuse: impl FnOnce(&Param) -> Option<String>) -> Option<usize> {
+    fn next(&mut self, what: &str, refuse: impl FnOnce(&Param) -> Option<Mismatch>) -> Option<usize> {
         let i = self.given;
         self.given += 1;
         let p = self.kernel.params.get(i)?; // too many: the count says so at launch
         match refuse(p) {
             None => Some(p.offset as usize),
-            Some(why) => {
-                self.invalid.get_or_insert_with(|| format!("argument {i} is {what}, but {why}"));
+            Some(Mismatch { takes, by_prototype }) => {
+                let given = what.to_string();
+                self.invalid.get_or_insert(LaunchRefusal::Argument { index: i, given, takes, by_prototype });
                 None
             }
         }
@@ -239,17 +236,18 @@ impl<'q, 'scope> LaunchBuilder<'q, 'scope> {
     /// view's elements. The scope holds every view's buffer and orders the launch against other work on
     /// exactly those bytes; what the kernel does beyond them nothing can see or stop, and may race with
     /// other work, corrupt memory the host is reading, or fault the context.
-    pub unsafe fn launch(self) -> anyhow::Result<()> {
+    pub unsafe fn launch(self) -> crate::Result<()> {
         let k = self.kernel;
         let count = k.params.len();
+        let refuse = |why| Err(LaunchRefused { kernel: k.name.to_string(), why }.into());
         if self.given != count {
-            bail!("kernel {}: takes {count} arguments and was given {}", k.name, self.given);
+            return refuse(LaunchRefusal::Count { takes: count, given: self.given });
         }
         if let Some(why) = self.invalid.or_else(|| self.config.refusal()) {
-            bail!("kernel {}: {why}", k.name);
+            return refuse(why);
         }
-        if let Some(a) = self.accesses.iter().find(|a| a.scope != self.queue.scope_id()) {
-            bail!("kernel {}: a device handle from another scope (buffer {})", k.name, a.buffer);
+        if self.accesses.iter().any(|a| a.scope != self.queue.scope_id()) {
+            return refuse(LaunchRefusal::Foreign(crate::Foreign::Scope));
         }
         let (config, mut params) = (self.config, self.params);
         let queue = &mut |stream| {
@@ -264,26 +262,44 @@ impl<'q, 'scope> LaunchBuilder<'q, 'scope> {
     }
 }
 
+/// What a parameter takes that an argument is not: as the PTX declares it (`.u64 .ptr`), or as the
+/// kernel's prototype does (`a value (.u64)`).
+#[derive(Debug, PartialEq)]
+pub(crate) struct Mismatch {
+    pub takes: String,
+    pub by_prototype: bool,
+}
+
+impl Mismatch {
+    fn ptx(p: &Param) -> Option<Mismatch> {
+        Some(Mismatch { takes: p.ptx.clone(), by_prototype: false })
+    }
+
+    fn prototype(what: &str, p: &Param) -> Option<Mismatch> {
+        Some(Mismatch { takes: format!("{what} ({})", p.ptx), by_prototype: true })
+    }
+}
+
 /// Why a device view (an address) cannot be passed for `p`, if it cannot.
-pub(crate) fn view_refusal(p: &Param) -> Option<String> {
+pub(crate) fn view_refusal(p: &Param) -> Option<Mismatch> {
     if p.size != 8 || p.class != Class::Int {
-        Some(format!("the PTX declares it {}", p.ptx))
+        Mismatch::ptx(p)
     } else if p.pointer == Pointer::No {
-        Some(format!("the kernel's prototype declares it a value ({})", p.ptx))
+        Mismatch::prototype("a value", p)
     } else {
         None
     }
 }
 
 /// Why a value of type `V` cannot be passed for `p`, if it cannot.
-pub(crate) fn value_refusal<V: Value>(p: &Param) -> Option<String> {
+pub(crate) fn value_refusal<V: Value>(p: &Param) -> Option<Mismatch> {
     let fits =
         p.size as usize == std::mem::size_of::<V>() && p.class != Class::Bytes && (p.class == Class::Float) == V::FLOAT;
     match p.pointer {
-        _ if !fits => Some(format!("the PTX declares it {}", p.ptx)),
+        _ if !fits => Mismatch::ptx(p),
         // A pointer by the PTX's own word, or only by the prototype's.
-        Pointer::Yes if p.ptx.contains(".ptr") => Some(format!("the PTX declares it {}", p.ptx)),
-        Pointer::Yes => Some(format!("the kernel's prototype declares it a pointer ({})", p.ptx)),
+        Pointer::Yes if p.ptx.contains(".ptr") => Mismatch::ptx(p),
+        Pointer::Yes => Mismatch::prototype("a pointer", p),
         _ => None,
     }
 }
@@ -342,8 +358,9 @@ mod tests {
         assert_eq!(LaunchConfig::for_elements(1000, 256).grid, (4, 1, 1));
         assert_eq!(LaunchConfig::for_elements(0, 256).grid, (1, 1, 1), "at least one block");
         assert_eq!(LaunchConfig::for_elements(usize::MAX, 256).grid.0, u32::MAX, "refused when queued");
-        assert!(LaunchConfig::for_elements(usize::MAX, 256).refusal().unwrap().contains("more than a GPU runs"));
-        assert_eq!(LaunchConfig::linear(1, 0).refusal().as_deref(), Some("a block of no threads"));
+        let refused = |c: LaunchConfig| LaunchRefused { kernel: "k".into(), why: c.refusal().unwrap() }.to_string();
+        assert!(refused(LaunchConfig::for_elements(usize::MAX, 256)).contains("more than a GPU runs"));
+        assert_eq!(refused(LaunchConfig::linear(1, 0)), "kernel k: a block of no threads");
         assert_eq!(LaunchConfig::linear(1, 1).refusal(), None);
     }
 
@@ -357,9 +374,10 @@ mod tests {
         assert_eq!(view_refusal(&int(8)), None, "a pointer and a 64-bit count look alike in PTX");
         assert_eq!(value_refusal::<u64>(&int(8)), None);
         let ptr = param(".u64 .ptr", 8, Class::Int, Pointer::Yes);
-        assert_eq!(value_refusal::<u64>(&ptr).unwrap(), "the PTX declares it .u64 .ptr", ".ptr says which");
+        assert_eq!(value_refusal::<u64>(&ptr).unwrap().takes, ".u64 .ptr", ".ptr says which");
         let by_prototype = param(".u64", 8, Class::Int, Pointer::No);
-        assert_eq!(view_refusal(&by_prototype).unwrap(), "the kernel's prototype declares it a value (.u64)");
+        let refusal = view_refusal(&by_prototype).unwrap();
+        assert_eq!((refusal.takes.as_str(), refusal.by_prototype), ("a value (.u64)", true));
         assert!(value_refusal::<u32>(&int(8)).is_some() && view_refusal(&int(4)).is_some());
         assert!(
             value_refusal::<f32>(&int(4)).is_some()

@@ -9,7 +9,7 @@
 //! // extern "C" __global__ void saxpy(const float* x, float* y, float a, unsigned long long n)
 //! const PTX: &str = include_str!("../tests/ptx/kernels.ptx");
 //!
-//! fn main() -> anyhow::Result<()> {
+//! fn main() -> crate::Result<()> {
 //!     let gpu = Gpu::init()?;                                  // one clear error line without a GPU
 //!     let saxpy = gpu.load_ptx(PTX)?.kernel("saxpy")?;         // as the driver compiled it, checked
 //!     let n = 1 << 20;
@@ -83,6 +83,7 @@ mod context;
 #[doc(hidden)]
 pub mod cubin;
 pub mod device;
+pub mod error;
 #[doc(hidden)]
 pub mod ffi;
 pub mod graph;
@@ -103,15 +104,16 @@ pub mod staging;
 pub mod stream;
 pub mod view;
 
-/// The error type every fallible call returns, re-exported for programs that use no other.
-pub use anyhow;
+pub use error::{
+    DriverError, Error, Foreign, InputError, LaunchRefusal, LaunchRefused, Memory, ModuleError, NoDriver, NoGpu, Overlap,
+    Refusal, Refused, Result, TooLarge, Unsupported,
+};
 pub use batch::{batch_support, SrcOrder};
 pub use device::{DeviceInfo, Gpu};
-pub use ffi::DriverError;
 pub use graph::{Graph, GraphBuilder};
 pub use host::{pageable, HostAlloc, PinnedBuffer, Registered};
 pub use launch::{LaunchBuilder, LaunchConfig, Queue, Value};
-pub use memory::{Bytes, DeviceBuffer, DeviceRoom, Element, Footprint, ManagedBuffer, TooLarge};
+pub use memory::{Bytes, DeviceBuffer, DeviceRoom, Element, Footprint, ManagedBuffer};
 pub use module::{Kernel, Module};
 pub use scope::{Destination, Landing, Observer, Scope, ScopeEvent, ScopeStream, TimedOp, Waits};
 pub use staging::{PartedSlice, Stager};

@@ -8,11 +8,11 @@ use std::{
 };
 
 use crate::ffi as sys;
-use anyhow::{bail, Context as _};
 use serde::Serialize;
 
 use crate::{
     context::{device_attribute, Context},
+    error::{refused, too_large, Memory, Refusal, TooLarge, Unsupported},
     ffi::{self, check},
 };
 
@@ -28,25 +28,19 @@ macro_rules! element {
 }
 element!(u8, u16, u32, u64, i8, i16, i32, i64, f32, f64);
 
-/// An allocation larger than this machine can hold now: more than the device has free, more host
-/// memory than is available, or more than may be pinned. A size to choose smaller, rather than a failure
-/// of the GPU; raised before anything of it is allocated.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TooLarge(pub String);
 
-impl std::fmt::Display for TooLarge {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
+/// [`TooLarge`] for `len` elements of `T`, more bytes than an address counts.
+pub(crate) fn overflow<T, R>(len: usize) -> crate::Result<R> {
+    let size = std::mem::size_of::<T>();
+    let line = format!("{len} elements of {size} bytes are more bytes than a pointer can hold");
+    too_large(Memory::Addressable, usize::MAX, None, line).map_err(|e| match e {
+        crate::Error::TooLarge(mut t) => {
+            t.needed = (len as u128 * size as u128).min(u64::MAX as u128) as u64;
+            crate::Error::TooLarge(t)
+        }
+        other => other,
+    })
 }
-
-impl std::error::Error for TooLarge {}
-
-/// `Err(TooLarge)` with a formatted message.
-macro_rules! too_large {
-    ($($arg:tt)*) => { return Err(anyhow::Error::new(crate::memory::TooLarge(format!($($arg)*)))) };
-}
-pub(crate) use too_large;
 
 /// A byte count that prints as a person reads it: `64 MiB`, `1.5 GiB`, `300 B`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -81,12 +75,12 @@ pub struct DeviceBuffer<T: Element> {
 
 impl<T: Element> DeviceBuffer<T> {
     /// Allocates and zeroes `len` elements in `ctx`, with a clear error when the device has too little free.
-    pub(crate) fn zeroed(ctx: &Arc<Context>, name: &str, len: usize) -> anyhow::Result<Self> {
+    pub(crate) fn zeroed(ctx: &Arc<Context>, name: &str, len: usize) -> crate::Result<Self> {
         if len == 0 {
-            bail!("a device buffer needs at least one element");
+            return refused("a device buffer", Refusal::Empty);
         }
         let Some(bytes) = len.checked_mul(std::mem::size_of::<T>()) else {
-            too_large!("{len} elements of {} bytes are more bytes than a pointer can hold", std::mem::size_of::<T>())
+            return overflow::<T, _>(len);
         };
         // Under the lock on managed memory held: what this process's managed buffers may bring to the
         // device is taken, so that device buffers cannot leave them no room.
@@ -98,11 +92,8 @@ impl<T: Element> DeviceBuffer<T> {
                 0 => String::new(),
                 h => format!(" once the {} of managed memory this process holds there may come", Bytes(h)),
             };
-            too_large!(
-                "needs {} of device memory, but {name} has only {} free{managed}: choose a smaller size",
-                Bytes(bytes),
-                Bytes(usable)
-            );
+            let line = format!("needs {} of device memory, but {name} has only {} free{managed}", Bytes(bytes), Bytes(usable));
+            return too_large(Memory::Device, bytes, Some(usable), line);
         }
         let mut ptr = 0;
         // SAFETY: valid out-pointer, nonzero size; the context is current (memory_info made it so).
@@ -150,7 +141,7 @@ impl<T: Element> Drop for DeviceBuffer<T> {
 
 /// Zeroes `bytes` bytes of a new device allocation at `ptr` (of the current context)
 /// and waits until the zeros are in place, before anyone can use the buffer.
-fn zero(ptr: sys::CUdeviceptr, bytes: usize) -> anyhow::Result<()> {
+fn zero(ptr: sys::CUdeviceptr, bytes: usize) -> crate::Result<()> {
     // SAFETY: the `bytes` bytes just allocated at `ptr`, which nothing else uses yet. The memset is
     // queued on the legacy default stream, which is then synchronized.
     check(unsafe { ffi::cuMemsetD8_v2(ptr, 0, bytes) }, || "zeroing new memory".into())?;
@@ -239,7 +230,7 @@ impl DeviceRoom {
 /// first of three vectors. Sums saturate: a size past `usize` is simply too large.
 ///
 /// ```no_run
-/// # fn main() -> anyhow::Result<()> {
+/// # fn main() -> crate::Result<()> {
 /// let gpu = common::Gpu::init()?;
 /// let n = 1 << 28;
 /// let need = common::Footprint::default().pinned::<f32>(3 * n).device::<f32>(3 * n);
@@ -296,10 +287,12 @@ impl Footprint {
 
     /// Whether it fits `device` and the host's memory, as `(available, total)` bytes (`None`: unknown,
     /// not checked); if not, why not, in words: every kind that is short.
-    pub(crate) fn check(&self, device: &DeviceRoom, host: Option<(usize, usize)>) -> Result<(), String> {
+    pub(crate) fn check(&self, device: &DeviceRoom, host: Option<(usize, usize)>) -> Result<(), TooLarge> {
         let mut short = Vec::new();
+        let mut first = None;
         if let Err(why) = device.check(self.device) {
             short.push(why);
+            first = Some((Memory::Device, self.device, device.available()));
         }
         let host_bytes = self.pinned.saturating_add(self.pageable);
         if let Some((available, total)) = host {
@@ -316,12 +309,15 @@ impl Footprint {
                     Bytes(total),
                     Bytes(margin)
                 ));
+                let memory = if self.pageable == 0 { Memory::Pinned } else { Memory::Host };
+                first.get_or_insert((memory, host_bytes, available.saturating_sub(margin)));
             }
         }
-        if short.is_empty() {
-            Ok(())
-        } else {
-            Err(short.join("; "))
+        match first {
+            None => Ok(()),
+            Some((memory, needed, available)) => {
+                Err(TooLarge::new(memory, needed as u64, Some(available as u64), short.join("; ")))
+            }
         }
     }
 }
@@ -342,28 +338,28 @@ pub(crate) fn meminfo() -> Option<(usize, usize)> {
 }
 
 /// The room on `ctx`'s GPU now (see [`DeviceRoom`]); makes `ctx` current.
-pub(crate) fn room(ctx: &Context) -> anyhow::Result<DeviceRoom> {
+pub(crate) fn room(ctx: &Context) -> crate::Result<DeviceRoom> {
     room_holding(ctx, &managed_held())
 }
 
 /// The room on `ctx`'s GPU, with the lock on the managed memory held taken.
-fn room_holding(ctx: &Context, held: &Held) -> anyhow::Result<DeviceRoom> {
+fn room_holding(ctx: &Context, held: &Held) -> crate::Result<DeviceRoom> {
     let (free, total) = memory_info(ctx)?;
     Ok(DeviceRoom { free, total, managed_held: held.get(&ctx.device()).copied().unwrap_or(0) })
 }
 
 /// Whether `device` can hold managed memory that the CPU may touch while the GPU works on other
 /// things: without concurrent managed access, any host access while any kernel runs faults the CPU.
-pub(crate) fn managed_support(device: sys::CUdevice) -> anyhow::Result<()> {
+pub(crate) fn managed_support(device: sys::CUdevice) -> crate::Result<()> {
+    let what = || "managed memory".to_string();
     if device_attribute(device, sys::CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY)? == 0 {
-        bail!("this GPU does not support managed memory (cudaMallocManaged)");
+        return Err(Unsupported { what: what(), why: "this GPU does not support it (cudaMallocManaged)".into() }.into());
     }
     if device_attribute(device, sys::CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS)? == 0 {
-        bail!(
-            "this GPU cannot share managed memory with the CPU while it works (no concurrent managed access: a \
-             GPU older than Pascal, Windows, or a virtual GPU without it), so the host could fault touching it \
-             during any kernel: managed buffers are refused here"
-        );
+        let why = "this GPU cannot share managed memory with the CPU while it works (no concurrent managed access: \
+                   a GPU older than Pascal, Windows, or a virtual GPU without it), so the host could fault touching \
+                   it during any kernel: managed buffers are refused here";
+        return Err(Unsupported { what: what(), why: why.into() }.into());
     }
     Ok(())
 }
@@ -389,15 +385,24 @@ pub struct ManagedBuffer<T: Element> {
 
 impl<T: Element> ManagedBuffer<T> {
     /// Allocates and zeroes `len` elements in `ctx`, or says why not.
-    pub(crate) fn zeroed(ctx: &Arc<Context>, name: &str, len: usize) -> anyhow::Result<Self> {
+    pub(crate) fn zeroed(ctx: &Arc<Context>, name: &str, len: usize) -> crate::Result<Self> {
         if len == 0 {
-            bail!("a managed buffer needs at least one element");
+            return refused("a managed buffer", Refusal::Empty);
         }
-        let bytes = len.checked_mul(std::mem::size_of::<T>()).context("managed allocation size overflows")?;
-        managed_support(ctx.device()).with_context(|| format!("managed memory on {name}"))?;
+        let Some(bytes) = len.checked_mul(std::mem::size_of::<T>()) else {
+            return overflow::<T, _>(len);
+        };
+        managed_support(ctx.device()).map_err(|e| match e {
+            crate::Error::Unsupported(mut u) => {
+                u.what = format!("managed memory on {name}");
+                crate::Error::Unsupported(u)
+            }
+            other => other,
+        })?;
         let mut held = managed_held();
-        if let Err(why) = room_holding(ctx, &held)?.check(bytes) {
-            too_large!("managed memory on {name}: {why}: choose a smaller size");
+        let room = room_holding(ctx, &held)?;
+        if let Err(why) = room.check(bytes) {
+            return too_large(Memory::Managed, bytes, Some(room.available()), format!("managed memory on {name}: {why}"));
         }
         let mut ptr = 0;
         // SAFETY: valid out-pointer, nonzero size, the driver's own flag; the context is current
@@ -460,7 +465,7 @@ impl<T: Element> Drop for ManagedBuffer<T> {
 }
 
 /// (free, total) device memory of `ctx`'s GPU in bytes; makes `ctx` current.
-pub(crate) fn memory_info(ctx: &Context) -> anyhow::Result<(usize, usize)> {
+pub(crate) fn memory_info(ctx: &Context) -> crate::Result<(usize, usize)> {
     ctx.make_current()?;
     let (mut free, mut total) = (0, 0);
     // SAFETY: two valid out-pointers; the context is current.
@@ -516,17 +521,19 @@ mod tests {
         // vector_add_streams -n 20G: three vectors of 20G floats pinned, and their chunks on the device.
         let n = 20 * GIB;
         let big = Footprint::default().pinned::<f32>(3 * n).device::<f32>(3 * n / 16);
-        let why = big.check(&device, host).unwrap_err();
+        let why = big.check(&device, host).unwrap_err().to_string();
         assert!(why.contains("needs 240 GiB of pinned host memory, and this host has 200 GiB available"), "{why}");
         assert!(!why.contains("device memory"), "15 GiB fits the device: {why}");
         let both = big.and(Footprint::default().device::<f32>(n));
         let why = both.check(&device, host).unwrap_err();
+        assert_eq!(why.memory, crate::Memory::Device, "the device is named first");
+        let why = why.to_string();
         assert!(why.starts_with("needs 95 GiB of device memory") && why.contains("; needs 240 GiB of pinned"), "{why}");
         assert!(both.check(&device, None).is_err(), "an unknown host still checks the device");
         assert!(big.check(&device, None).is_ok(), "and does not refuse host memory it cannot see");
         let huge = Footprint::default().pageable::<f64>(usize::MAX).pinned::<f64>(usize::MAX);
         assert_eq!((huge.pageable, huge.pinned), (usize::MAX, usize::MAX), "saturates rather than wraps");
-        assert!(huge.check(&device, host).unwrap_err().contains("pinned and"), "both host kinds are named");
+        assert!(huge.check(&device, host).unwrap_err().to_string().contains("pinned and"), "both host kinds are named");
         assert_eq!(fits.max(big).pinned, big.pinned);
     }
 }

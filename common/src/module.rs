@@ -45,12 +45,12 @@ use std::{
     sync::Arc,
 };
 
-use anyhow::{anyhow, bail, Context as _};
 
 pub(crate) use crate::ptx::{Class, Pointer};
 use crate::{
     context::Context,
     cubin,
+    error::{ModuleError, Refusal},
     ffi::{self, check},
     prototype, ptx,
 };
@@ -96,14 +96,17 @@ impl Module {
         ptx: &str,
         what: &str,
         prototypes: Option<(String, &str)>,
-    ) -> anyhow::Result<Module> {
-        let text = CString::new(ptx).with_context(|| format!("{what} has a NUL byte"))?;
+    ) -> crate::Result<Module> {
+        let text = CString::new(ptx).map_err(|_| module_error(what, "it has a NUL byte".into()))?;
         ctx.make_current()?;
         let cubin = jit_link(&text, what)?;
         let entries = ptx::entries(ptx);
-        let raw = load_whole(&text, what).map_err(|e| match pointer_to_shared_or_local(&entries) {
-            Some(why) => e.context(why),
-            None => e,
+        let raw = load_whole(&text, what).map_err(|e| match (pointer_to_shared_or_local(&entries), e) {
+            (Some(why), crate::Error::Module(mut m)) => {
+                m.why = format!("{why}: {}", m.why);
+                crate::Error::Module(m)
+            }
+            (_, e) => e,
         })?;
         let loaded = Arc::new(Loaded { raw, ctx: ctx.clone() });
         let layouts = cubin::kernels(bytes(&cubin));
@@ -115,30 +118,41 @@ impl Module {
     /// its parameters as the driver compiled them. Refused, in one line, where the PTX text and the
     /// driver's account of its parameters disagree (see the [module's documentation](self)), or where
     /// its C prototype, if given, disagrees with the PTX.
-    pub fn kernel(&self, name: &str) -> anyhow::Result<Kernel> {
-        let entries = self.entries.as_ref().map_err(|why| anyhow!("kernel {name}: the PTX cannot be read: {why}"))?;
+    pub fn kernel(&self, name: &str) -> crate::Result<Kernel> {
+        let kernel = format!("kernel {name}");
+        let fail = |why: String| Err(module_error(&kernel, why));
+        let entries = match &self.entries {
+            Ok(entries) => entries,
+            Err(why) => return fail(format!("the PTX cannot be read: {why}")),
+        };
         let Some(entry) = entries.iter().find(|e| e.name == name) else {
             let names: Vec<&str> = self.kernel_names().collect();
-            bail!(
-                "the PTX has no kernel named {name} (it has: {}; declare kernels extern \"C\" so that their names \
-                 are not mangled)",
+            let why = format!(
+                "no kernel named {name} (it has: {}; declare kernels extern \"C\" so that their names are not mangled)",
                 if names.is_empty() { "none".into() } else { names.join(", ") }
             );
+            return Err(module_error("the PTX", why));
         };
-        let text = entry.params.as_ref().map_err(|why| anyhow!("kernel {name}: {why}"))?;
+        let text = match &entry.params {
+            Ok(text) => text,
+            Err(why) => return fail(why.clone()),
+        };
         let layout = match &self.layouts {
-            Err(why) => bail!("kernel {name}: the cubin the driver compiled cannot be read: {why}"),
+            Err(why) => return fail(format!("the cubin the driver compiled cannot be read: {why}")),
             Ok(layouts) => match layouts.iter().find(|(n, _)| n == name) {
-                None => bail!("kernel {name}: the cubin the driver compiled has no parameter records of it"),
-                Some((_, Err(why))) => bail!("kernel {name}: the cubin the driver compiled: {why}"),
+                None => return fail("the cubin the driver compiled has no parameter records of it".into()),
+                Some((_, Err(why))) => return fail(format!("the cubin the driver compiled: {why}")),
                 Some((_, Ok(layout))) => layout,
             },
         };
         let prototype = self.prototypes.as_ref().and_then(|(from, kernels)| {
             kernels.iter().find(|(n, _)| n == name).map(|(_, pointers)| (from.as_str(), pointers.as_slice()))
         });
-        let params = params(text, layout, prototype).map_err(|why| anyhow!("kernel {name}: {why}"))?;
-        let c_name = CString::new(name).context("a kernel name with a NUL byte")?;
+        let params = match params(text, layout, prototype) {
+            Ok(params) => params,
+            Err(why) => return fail(why),
+        };
+        let Ok(c_name) = CString::new(name) else { return crate::error::refused(kernel, Refusal::Empty) };
         let mut func = std::ptr::null_mut();
         self.loaded.ctx.make_current()?;
         // SAFETY: a loaded module, a NUL-terminated name and a valid out-pointer.
@@ -146,7 +160,7 @@ impl Module {
             format!("finding kernel {name}")
         })?;
         if let Err(why) = driver_agrees(func, layout)? {
-            bail!("kernel {name}: {why}: refusing to check launches against a misreading");
+            return fail(format!("{why}: refusing to check launches against a misreading"));
         }
         Ok(Kernel {
             name: name.into(),
@@ -184,6 +198,11 @@ fn pointer_to_shared_or_local(entries: &Result<Vec<ptx::Entry>, String>) -> Opti
     })
 }
 
+/// [`crate::Error::Module`] for `what`.
+fn module_error(what: &str, why: String) -> crate::Error {
+    crate::Error::from(ModuleError { what: what.into(), why, code: None })
+}
+
 /// A cubin image, 8-byte aligned.
 fn bytes(image: &[u64]) -> &[u8] {
     // SAFETY: any initialized u64s are as many initialized bytes, in the same allocation.
@@ -192,7 +211,7 @@ fn bytes(image: &[u64]) -> &[u8] {
 
 /// The cubin the driver's JIT linker makes of `ptx` for the current context's GPU (8-byte aligned,
 /// padded with zeros), or the driver's error with its log.
-fn jit_link(ptx: &CStr, what: &str) -> anyhow::Result<Vec<u64>> {
+fn jit_link(ptx: &CStr, what: &str) -> crate::Result<Vec<u64>> {
     let mut jit = JitLog::new();
     let mut state = std::ptr::null_mut();
     // SAFETY: two options with their values (a buffer and its size), which outlive the state (dropped
@@ -228,7 +247,7 @@ fn jit_link(ptx: &CStr, what: &str) -> anyhow::Result<Vec<u64>> {
         return Err(failed(code, "linking"));
     }
     if image.is_null() || size == 0 {
-        bail!("JIT-compiling {what}: the driver's linker made an empty cubin");
+        return Err(module_error(&format!("JIT-compiling {what}"), "the driver's linker made an empty cubin".into()));
     }
     let mut cubin = vec![0u64; size.div_ceil(8)];
     // SAFETY: the driver's image is `size` bytes, owned by the link state (alive until `link` is dropped,
@@ -261,18 +280,21 @@ impl JitLog {
     }
 
     /// The driver's failure `code` at `doing`, with what its log says.
-    fn error(&self, code: ffi::CuResult, doing: String) -> anyhow::Error {
+    fn error(&self, code: ffi::CuResult, doing: String) -> crate::Error {
         let log = &self.log[..self.log.iter().position(|&c| c == 0).unwrap_or(self.log.len())];
         let log = String::from_utf8_lossy(log).into_owned();
         let log: Vec<&str> = log.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
-        let said = if log.is_empty() { String::new() } else { format!(" (the driver says: {})", log.join("; ")) };
-        anyhow::Error::from(ffi::DriverError { code, doing: format!("{doing}{said}") })
+        let why = match log.is_empty() {
+            true => "the driver refused it".to_string(),
+            false => format!("the driver says: {}", log.join("; ")),
+        };
+        crate::Error::from(ModuleError { what: doing, why, code: Some(code) })
     }
 }
 
 /// Loads `ptx` as a module (`cuModuleLoadDataEx`, the driver compiling it as one whole program), with
 /// the JIT's error log in the message where it fails. The context is current.
-fn load_whole(ptx: &CStr, what: &str) -> anyhow::Result<ffi::CUmodule> {
+fn load_whole(ptx: &CStr, what: &str) -> crate::Result<ffi::CUmodule> {
     let mut jit = JitLog::new();
     let mut raw = std::ptr::null_mut();
     // SAFETY: a NUL-terminated PTX image, two options with their values (a buffer and its size, alive
@@ -346,7 +368,7 @@ fn params(
 /// Whether the driver's account of the function agrees with its cubin's records: its count
 /// (`cuFuncGetParamCount`, where the driver has it), and each recorded parameter's offset and size
 /// (`cuFuncGetParamInfo`, never asked past the last record). The outer error is a driver call's.
-fn driver_agrees(func: ffi::CUfunction, layout: &cubin::Layout) -> anyhow::Result<Result<(), String>> {
+fn driver_agrees(func: ffi::CUfunction, layout: &cubin::Layout) -> crate::Result<Result<(), String>> {
     if let Ok(count) = ffi::func_param_count() {
         let mut n = 0usize;
         // SAFETY: the driver's cuFuncGetParamCount, a function of a loaded module and a valid out-pointer.
@@ -514,8 +536,17 @@ mod tests {
     #[test]
     fn arguments_fit_by_kind_width_and_pointer() {
         use crate::launch::{value_refusal, view_refusal};
-        let said =
-            |i: usize, what: &str, why: Option<String>| why.map(|why| format!("argument {i} is {what}, but {why}"));
+        let said = |i: usize, what: &str, why: Option<crate::launch::Mismatch>| {
+            why.map(|m| {
+                let why = crate::LaunchRefusal::Argument {
+                    index: i,
+                    given: what.into(),
+                    takes: m.takes,
+                    by_prototype: m.by_prototype,
+                };
+                crate::LaunchRefused { kernel: "k".into(), why }.to_string().replacen("kernel k: ", "", 1)
+            })
+        };
         let (text, layout) = kernel(
             ".entry k(.param .u64 x, .param .u64 .ptr .global y, .param .s32 z, .param .f64 w, .param .u8 b, .param .b8 s[8]) { ret; }",
         );

@@ -29,7 +29,7 @@
 
 use std::{ops::Range, sync::Arc};
 
-use crate::{memory::Bytes, view::DevAccess};
+use crate::{error::Overlap, memory::Bytes, view::DevAccess};
 
 /// A kind of operation: its kind (`H2D`) and what it does (`memcpy HtoD`), in a static of its own, so
 /// that an operation carries one pointer to it.
@@ -640,7 +640,7 @@ impl Tracker {
 /// one buffer that overlap with at least one written are refused, in words: the operation's result would
 /// race. Linear in the ranges where they come sorted (a batch over a buffer, in order), n log n otherwise.
 #[inline]
-pub(crate) fn normalize(accesses: &[DevAccess], sequential: bool, out: &mut Vec<DevAccess>) -> Result<(), String> {
+pub(crate) fn normalize(accesses: &[DevAccess], sequential: bool, out: &mut Vec<DevAccess>) -> Result<(), Overlap> {
     out.clear();
     out.extend_from_slice(accesses);
     match out.len() <= 1 {
@@ -651,7 +651,7 @@ pub(crate) fn normalize(accesses: &[DevAccess], sequential: bool, out: &mut Vec<
 
 /// [`normalize`] of two ranges or more, in `out` as given.
 #[inline(never)]
-fn normalize_many(sequential: bool, out: &mut Vec<DevAccess>) -> Result<(), String> {
+fn normalize_many(sequential: bool, out: &mut Vec<DevAccess>) -> Result<(), Overlap> {
     let by_place = |a: &DevAccess| (a.buffer, a.bytes.start, a.bytes.end);
     if !out.windows(2).all(|w| by_place(&w[0]) <= by_place(&w[1])) {
         out.sort_unstable_by_key(by_place);
@@ -667,16 +667,11 @@ fn normalize_many(sequential: bool, out: &mut Vec<DevAccess>) -> Result<(), Stri
             }
             let against = if a.write { any } else { write };
             if let Some(b) = against.map(|k| &out[k]).filter(|b| a.bytes.start < b.bytes.end) {
-                let (x, y) = (&b.bytes, &a.bytes);
-                let what = if a.write && b.write {
-                    "writes overlapping bytes of one buffer twice"
-                } else {
-                    "reads and writes overlapping bytes of one buffer"
-                };
-                return Err(format!(
-                    "{what} ({}..{} and {}..{}), so its result would race",
-                    x.start, x.end, y.start, y.end
-                ));
+                return Err(Overlap {
+                    buffer: a.buffer,
+                    ranges: (b.bytes.clone(), a.bytes.clone()),
+                    both_written: a.write && b.write,
+                });
             }
             let further = |k: Option<usize>| match k {
                 Some(k) if out[k].bytes.end >= a.bytes.end => Some(k),
@@ -863,7 +858,7 @@ impl Book {
     /// [`Book::normalized`]), finds the waits it needs (into `Book::needs`, the newest conflict first)
     /// and says whether a fence should follow it (another stream touched its bytes before).
     #[inline]
-    pub fn plan(&mut self, j: usize, accesses: &[DevAccess], sequential: bool) -> Result<bool, String> {
+    pub fn plan(&mut self, j: usize, accesses: &[DevAccess], sequential: bool) -> Result<bool, Overlap> {
         normalize(accesses, sequential, &mut self.normalized)?;
         self.needs.clear();
         let mut shared = false;
@@ -1398,7 +1393,7 @@ mod tests {
 
     fn normalized(accesses: &[DevAccess], sequential: bool) -> Result<Vec<DevAccess>, String> {
         let mut out = Vec::new();
-        normalize(accesses, sequential, &mut out).map(|_| out)
+        normalize(accesses, sequential, &mut out).map(|_| out).map_err(|o| o.to_string())
     }
 
     #[test]

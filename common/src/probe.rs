@@ -4,7 +4,7 @@
 
 use std::{ops::Range, time::Instant};
 
-use anyhow::{bail, ensure};
+use crate::error::{refused, Foreign, Refusal};
 
 use crate::{
     ffi::{self, check},
@@ -29,17 +29,16 @@ pub fn bare_round_trip(
     dst: &mut DeviceBuffer<u8>,
     back: &mut PinnedBuffer<u8>,
     pieces: &[(Range<usize>, usize)],
-) -> anyhow::Result<f64> {
+) -> crate::Result<f64> {
     let ctx = stream.context();
     let same = |other: &std::sync::Arc<crate::context::Context>| ctx.is(other);
-    ensure!(
-        same(src.context()) && same(dst.context()) && same(back.context()),
-        "bare copies: a buffer of another context than the stream's"
-    );
+    if !(same(src.context()) && same(dst.context()) && same(back.context())) {
+        return refused("bare copies", Refusal::Foreign(Foreign::Context));
+    }
     for (host, at) in pieces {
         let fits = host.start <= host.end && host.end <= src.len() && host.end <= back.len();
         if !fits || at.checked_add(host.len()).is_none_or(|end| end > dst.len()) {
-            bail!("bare copies: {host:?} to {at} is outside the buffers");
+            return refused("bare copies", Refusal::OutOfBounds { range: *at..at.saturating_add(host.len()), len: dst.len() });
         }
     }
     ctx.make_current()?;
@@ -75,7 +74,7 @@ struct Synchronized<'a> {
 }
 
 impl Synchronized<'_> {
-    fn now(mut self) -> anyhow::Result<()> {
+    fn now(mut self) -> crate::Result<()> {
         self.done = true;
         synchronize_all(self.stream.context(), [self.stream])
     }

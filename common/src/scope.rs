@@ -1,7 +1,7 @@
 //! Stream scopes: async copies and kernel launches that borrow their buffers until the GPU is done.
 //!
 //! ```no_run
-//! # fn main() -> anyhow::Result<()> {
+//! # fn main() -> crate::Result<()> {
 //! # use common::LaunchConfig;
 //! # let gpu = common::Gpu::init()?;
 //! # let streams = gpu.streams(2)?;
@@ -59,12 +59,12 @@ use std::{
     },
 };
 
-use anyhow::{anyhow, bail};
 use serde::Serialize;
 
 use crate::{
     context::Context,
-    ffi::{self, check, error_name, CuResult},
+    error::{refused, Error, Foreign, Refusal},
+    ffi::{self, check, driver_error, error_name, CuResult},
     host::PinnedBuffer,
     launch::{Checked, Enqueue, LaunchBuilder, LaunchConfig},
     memory::{DeviceBuffer, Element, ManagedBuffer},
@@ -217,18 +217,19 @@ thread_local! {
 /// GPU's context.
 #[cold]
 #[inline(never)]
-fn refused(info: &OpInfo, other_scope: bool) -> anyhow::Error {
-    match other_scope {
-        true => anyhow!("{}: a device handle from another scope", info.label()),
-        false => anyhow!("{}: a buffer of another GPU's context", info.label()),
-    }
+fn foreign(info: &OpInfo, other_scope: bool) -> Error {
+    let why = Refusal::Foreign(if other_scope { Foreign::Scope } else { Foreign::Context });
+    refused::<()>(info.label(), why).unwrap_err()
 }
 
-/// An operation whose ranges the book refused, in words.
+/// An operation whose ranges the book refused.
 #[cold]
 #[inline(never)]
-fn unplanned(info: &OpInfo, why: String) -> anyhow::Error {
-    anyhow!("{}: {why}", info.label())
+fn unplanned(info: &OpInfo, why: crate::Overlap) -> Error {
+    match &info.kernel {
+        Some(k) => crate::LaunchRefused { kernel: k.to_string(), why: crate::LaunchRefusal::Overlap(why) }.into(),
+        None => refused::<()>(info.label(), Refusal::Overlap(why)).unwrap_err(),
+    }
 }
 
 struct Pending {
@@ -286,7 +287,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
 
     /// Lends mapped pinned memory ([`crate::HostAlloc::MAPPED`]) to this scope, for kernels to read and
     /// write across the bus. The host cannot touch it until the scope ends.
-    pub fn mapped<T: Element>(&self, buf: &'scope mut PinnedBuffer<T>) -> anyhow::Result<Dev<'scope, T>> {
+    pub fn mapped<T: Element>(&self, buf: &'scope mut PinnedBuffer<T>) -> crate::Result<Dev<'scope, T>> {
         self.env.ctx.ensure_current()?;
         let foreign = !buf.context().is(self.env.ctx);
         Ok(self.handle(buf.device_ptr()?, buf.len(), foreign, false))
@@ -308,15 +309,15 @@ impl<'scope, 'env> Scope<'scope, 'env> {
 
     /// `cudaEventElapsedTime(&ms, start, end)`: the GPU time between two events of this scope, once both
     /// have completed (after [`Scope::synchronize`], say); an error (`CUDA_ERROR_NOT_READY`) before.
-    pub fn elapsed_ms(&self, start: ScopeEvent<'scope>, end: ScopeEvent<'scope>) -> anyhow::Result<f64> {
+    pub fn elapsed_ms(&self, start: ScopeEvent<'scope>, end: ScopeEvent<'scope>) -> crate::Result<f64> {
         if start.scope != self.id || end.scope != self.id {
-            bail!("elapsed_ms: an event of another scope");
+            return refused("elapsed_ms", Refusal::Foreign(Foreign::Scope));
         }
         self.env.ctx.ensure_current()?;
         let st = self.state.borrow();
         let event = |i: usize| match st.timed.binary_search_by_key(&i, |(at, _)| *at) {
             Ok(k) => Ok(&st.timed[k].1),
-            Err(_) => Err(anyhow!("elapsed_ms: an event recorded for ordering only has no time to read")),
+            Err(_) => refused("elapsed_ms", Refusal::Untimed),
         };
         event(end.index)?.elapsed_ms(event(start.index)?)
     }
@@ -342,12 +343,12 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     }
 
     /// Blocks until every stream of the scope is idle (`cudaDeviceSynchronize` for these streams).
-    pub fn synchronize(&self) -> anyhow::Result<()> {
+    pub fn synchronize(&self) -> crate::Result<()> {
         synchronize_all(self.env.ctx, self.streams)
     }
 
     /// Whether every stream has finished its work, without blocking (`cudaStreamQuery`).
-    pub fn is_idle(&self) -> anyhow::Result<bool> {
+    pub fn is_idle(&self) -> crate::Result<bool> {
         self.env.ctx.ensure_current()?;
         for s in self.streams {
             // SAFETY: a live stream.
@@ -377,7 +378,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         sequential: bool,
         info: OpInfo,
         mut op: impl FnMut(ffi::CUstream) -> CuResult,
-    ) -> anyhow::Result<()> {
+    ) -> crate::Result<()> {
         self.enqueue_dyn(j, accesses, sequential, info, &mut op)
     }
 
@@ -409,7 +410,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         sequential: bool,
         info: OpInfo,
         op: &mut dyn FnMut(ffi::CUstream) -> CuResult,
-    ) -> anyhow::Result<()> {
+    ) -> crate::Result<()> {
         // The short way, for the commonest operations: one access, of a buffer used whole or of one part
         // of it, no observer, and the scope's context known current. The same calls follow.
         if let ([a], false) = (accesses, self.observed) {
@@ -438,7 +439,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         let st = &mut *guard;
         for a in accesses {
             if a.scope != self.id || st.book.trackers[a.buffer].foreign {
-                return Err(refused(&info, a.scope != self.id));
+                return Err(foreign(&info, a.scope != self.id));
             }
         }
         let shared = match st.book.plan(j, accesses, sequential) {
@@ -499,7 +500,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         plan: PlanOne,
         info: OpInfo,
         op: &mut dyn FnMut(ffi::CUstream) -> CuResult,
-    ) -> anyhow::Result<()> {
+    ) -> crate::Result<()> {
         let stream = self.streams[j].raw();
         let mut asked = false;
         if let Some(f) = plan.wait {
@@ -518,7 +519,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         stream: ffi::CUstream,
         f: usize,
         info: &OpInfo,
-    ) -> anyhow::Result<()> {
+    ) -> crate::Result<()> {
         let event = st.fences[f];
         // SAFETY: a live stream and an event recorded on another stream of this scope.
         let code = self.call(asked, &mut || unsafe { ffi::cuStreamWaitEvent(stream, event, 0) })?;
@@ -540,7 +541,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         info: OpInfo,
         asked: &mut bool,
         op: &mut dyn FnMut(ffi::CUstream) -> CuResult,
-    ) -> Result<usize, (anyhow::Error, bool)> {
+    ) -> Result<usize, (crate::Error, bool)> {
         let note_wait = |st: &mut State| {
             if let Some(f) = planned.waited {
                 st.book.waited_again(j, f);
@@ -574,7 +575,14 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         if let Some(raw) = fence {
             if let Err(err) = recorded {
                 st.taken -= 1;
-                return Err((err.context("queued, but the event after it could not be recorded"), true));
+                let err = match err {
+                    Error::Driver(mut e) => {
+                        e.doing = format!("{}: queued, but the event after it could not be recorded", e.doing);
+                        Error::Driver(e)
+                    }
+                    other => other,
+                };
+                return Err((err, true));
             }
             st.add_fence(raw, j);
         }
@@ -585,7 +593,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     /// out not to have been current (see [`Scope::enqueue_dyn`]); `asked`: whether the driver has
     /// already said it is, for this operation, and so nothing is made again.
     #[inline(always)]
-    fn call(&self, asked: &mut bool, f: &mut dyn FnMut() -> CuResult) -> anyhow::Result<CuResult> {
+    fn call(&self, asked: &mut bool, f: &mut dyn FnMut() -> CuResult) -> crate::Result<CuResult> {
         match f() {
             ffi::SUCCESS => Ok(ffi::SUCCESS),
             code if *asked => Ok(code),
@@ -599,7 +607,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     /// queued nothing: never one of the errors of earlier work that any call may return.
     #[cold]
     #[inline(never)]
-    fn again(&self, asked: &mut bool, code: CuResult, f: &mut dyn FnMut() -> CuResult) -> anyhow::Result<CuResult> {
+    fn again(&self, asked: &mut bool, code: CuResult, f: &mut dyn FnMut() -> CuResult) -> crate::Result<CuResult> {
         *asked = true;
         let of_the_context = matches!(
             code,
@@ -618,7 +626,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
 
     /// `cudaEventRecord(raw, stream)`, for a fence's event, through [`Scope::call`].
     #[inline(always)]
-    fn record(&self, asked: &mut bool, raw: ffi::CUevent, stream: ffi::CUstream) -> anyhow::Result<()> {
+    fn record(&self, asked: &mut bool, raw: ffi::CUevent, stream: ffi::CUstream) -> crate::Result<()> {
         // SAFETY: an event of the scope's state, which outlives every use of it (the state is dropped or
         // kept for the next scope only once every stream is synchronized), and a stream of the scope.
         let code = self.call(asked, &mut || unsafe { ffi::cuEventRecord(raw, stream) })?;
@@ -626,7 +634,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     }
 
     /// Records a fence on stream `k` now: its index in the book.
-    fn fence(&self, st: &mut State, k: usize, asked: &mut bool) -> anyhow::Result<usize> {
+    fn fence(&self, st: &mut State, k: usize, asked: &mut bool) -> crate::Result<usize> {
         let raw = self.take_untimed(st)?;
         if let Err(err) = self.record(asked, raw, self.streams[k].raw()) {
             st.taken -= 1;
@@ -637,7 +645,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
 
     /// The next event without timing for a fence (given back by `st.taken -= 1` where it goes unused).
     #[inline(always)]
-    fn take_untimed(&self, st: &mut State) -> anyhow::Result<ffi::CUevent> {
+    fn take_untimed(&self, st: &mut State) -> crate::Result<ffi::CUevent> {
         if st.taken == st.untimed_raw.len() {
             self.more_untimed(st)?;
         }
@@ -649,7 +657,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     /// beyond those of the scopes before it.
     #[cold]
     #[inline(never)]
-    fn more_untimed(&self, st: &mut State) -> anyhow::Result<()> {
+    fn more_untimed(&self, st: &mut State) -> crate::Result<()> {
         let e = self.env.events.untimed()?;
         st.untimed_raw.push(e.raw());
         st.untimed.push(e);
@@ -677,9 +685,9 @@ impl<'scope, 'env> ScopeStream<'scope, 'env> {
 
     /// `cudaMemcpyAsync(dst, src, ..., cudaMemcpyHostToDevice, stream)`. From pageable memory the driver
     /// stages the data and returns only when it has; from pinned memory it returns at once.
-    pub fn htod<T: Element>(self, src: &'scope [T], dst: Dev<'scope, T>) -> anyhow::Result<()> {
+    pub fn htod<T: Element>(self, src: &'scope [T], dst: Dev<'scope, T>) -> crate::Result<()> {
         if src.len() != dst.len {
-            bail!("htod: source has {} elements, destination {}", src.len(), dst.len);
+            return refused("htod", Refusal::Lengths { source: src.len(), destination: dst.len });
         }
         let bytes = std::mem::size_of_val(src);
         let info = OpInfo::copy(&Op { kind: "H2D", what: "memcpy HtoD" }, bytes);
@@ -691,10 +699,10 @@ impl<'scope, 'env> ScopeStream<'scope, 'env> {
     }
 
     /// `cudaMemcpyAsync(dst, src, ..., cudaMemcpyDeviceToHost, stream)`.
-    pub fn dtoh<T: Element>(self, src: impl Into<DevRead<'scope, T>>, dst: &'scope mut [T]) -> anyhow::Result<()> {
+    pub fn dtoh<T: Element>(self, src: impl Into<DevRead<'scope, T>>, dst: &'scope mut [T]) -> crate::Result<()> {
         let src = *src.into().view();
         if src.len != dst.len() {
-            bail!("dtoh: source has {} elements, destination {}", src.len, dst.len());
+            return refused("dtoh", Refusal::Lengths { source: src.len, destination: dst.len() });
         }
         let bytes = std::mem::size_of_val(dst);
         let info = OpInfo::copy(&Op { kind: "D2H", what: "memcpy DtoH" }, bytes);
@@ -713,7 +721,7 @@ impl<'scope, 'env> ScopeStream<'scope, 'env> {
         self,
         src: impl Into<DevRead<'scope, T>>,
         dst: &'scope mut [T],
-    ) -> anyhow::Result<Landing<'scope, 'env, T>> {
+    ) -> crate::Result<Landing<'scope, 'env, T>> {
         let (ptr, len) = (dst.as_mut_ptr(), dst.len());
         self.dtoh(src, dst)?;
         let st = &mut *self.scope.state.borrow_mut();
@@ -726,10 +734,10 @@ impl<'scope, 'env> ScopeStream<'scope, 'env> {
     }
 
     /// `cudaMemcpyAsync(dst, src, ..., cudaMemcpyDeviceToDevice, stream)`. The ranges may not overlap.
-    pub fn dtod<T: Element>(self, src: impl Into<DevRead<'scope, T>>, dst: Dev<'scope, T>) -> anyhow::Result<()> {
+    pub fn dtod<T: Element>(self, src: impl Into<DevRead<'scope, T>>, dst: Dev<'scope, T>) -> crate::Result<()> {
         let src = *src.into().view();
         if src.len != dst.len {
-            bail!("dtod: source has {} elements, destination {}", src.len, dst.len);
+            return refused("dtod", Refusal::Lengths { source: src.len, destination: dst.len });
         }
         let bytes = src.len * std::mem::size_of::<T>();
         let info = OpInfo::copy(&Op { kind: "DtoD", what: "memcpy DtoD" }, bytes);
@@ -741,7 +749,7 @@ impl<'scope, 'env> ScopeStream<'scope, 'env> {
     }
 
     /// `cudaMemsetD32Async`: sets every element to `value` (to poison outputs before a run, say).
-    pub fn fill(self, dst: Dev<'scope, f32>, value: f32) -> anyhow::Result<()> {
+    pub fn fill(self, dst: Dev<'scope, f32>, value: f32) -> crate::Result<()> {
         let info = OpInfo::copy(&Op { kind: "memset", what: "memset" }, dst.len * 4);
         self.scope.enqueue(self.index, &[dst.access(true)], false, info, |s| {
             // SAFETY: `dst` is a live device range of `len` 4-byte words that this scope orders.
@@ -755,14 +763,14 @@ impl<'scope, 'env> ScopeStream<'scope, 'env> {
     /// range to whole pages; moving a neighbour's page is safe ("memory accesses to this range are
     /// always coherent and are allowed even when the data is actively being migrated", says
     /// `cuMemPrefetchAsync`'s documentation), and costs only time.
-    pub fn prefetch<T: Element>(self, view: Dev<'scope, T>, to: Destination) -> anyhow::Result<()> {
+    pub fn prefetch<T: Element>(self, view: Dev<'scope, T>, to: Destination) -> crate::Result<()> {
         let op = match to {
             Destination::Device => &Op { kind: "H2D", what: "prefetch to device" },
             Destination::Host => &Op { kind: "D2H", what: "prefetch to host" },
         };
         let name = op.what;
         if view.scope == self.scope.id && !self.scope.is_managed(view.buffer) {
-            bail!("{name}: only managed memory (Gpu::managed) prefetches, and this view is device or mapped memory");
+            return refused(name, Refusal::Kind { needed: "managed" });
         }
         let dst = match to {
             Destination::Device => self.scope.env.ctx.device(),
@@ -791,7 +799,7 @@ impl<'scope, 'env> ScopeStream<'scope, 'env> {
 
     /// `cudaEventRecord(event, stream)`: marks the work queued on this stream so far, for
     /// [`ScopeStream::wait_event`] on another stream and for [`Scope::elapsed_ms`].
-    pub fn record_event(self) -> anyhow::Result<ScopeEvent<'scope>> {
+    pub fn record_event(self) -> crate::Result<ScopeEvent<'scope>> {
         let scope = self.scope;
         scope.env.ctx.ensure_current()?;
         let mut st = scope.state.borrow_mut();
@@ -807,10 +815,10 @@ impl<'scope, 'env> ScopeStream<'scope, 'env> {
 
     /// `cudaStreamWaitEvent(stream, event)`: work queued next on this stream waits until the work before
     /// `event` is done.
-    pub fn wait_event(self, event: ScopeEvent<'scope>) -> anyhow::Result<()> {
+    pub fn wait_event(self, event: ScopeEvent<'scope>) -> crate::Result<()> {
         let scope = self.scope;
         if event.scope != scope.id {
-            bail!("wait_event: an event of another scope");
+            return refused("wait_event", Refusal::Foreign(Foreign::Scope));
         }
         let mut st = scope.state.borrow_mut();
         let (stream, raw) = (scope.streams[self.index].raw(), st.fences[event.index]);
@@ -823,7 +831,7 @@ impl<'scope, 'env> ScopeStream<'scope, 'env> {
 
     /// Blocks until the work queued on this stream has finished (`cudaStreamSynchronize`); an error if
     /// it failed.
-    pub fn synchronize(self) -> anyhow::Result<()> {
+    pub fn synchronize(self) -> crate::Result<()> {
         synchronize_all(self.scope.env.ctx, std::iter::once(&self.scope.streams[self.index]))
     }
 }
@@ -832,7 +840,7 @@ impl<'scope, T: Element> Landing<'scope, '_, T> {
     /// Blocks until the download has landed (`cudaEventSynchronize`), then hands its destination back
     /// to the host. Where the stream failed, the destination stays the scope's (which settles it as it
     /// ends) and the error is returned.
-    pub fn wait(self) -> anyhow::Result<&'scope mut [T]> {
+    pub fn wait(self) -> crate::Result<&'scope mut [T]> {
         self.scope.env.ctx.ensure_current()?;
         let st = self.scope.state.borrow();
         // SAFETY: a live event recorded in this scope after the copy.
@@ -860,10 +868,11 @@ impl<'scope> Enqueue<'scope> for Scope<'scope, '_> {
         self.id
     }
 
-    fn launch(&self, Checked { stream, kernel, accesses, queue }: Checked<'_>) -> anyhow::Result<()> {
+    fn launch(&self, Checked { stream, kernel, accesses, queue }: Checked<'_>) -> crate::Result<()> {
         let scope = self;
         if !kernel.module.ctx.is(scope.env.ctx) {
-            bail!("kernel {}: its module was loaded by another GPU's context", kernel.name);
+            let why = crate::LaunchRefusal::Foreign(Foreign::Context);
+            return Err(crate::LaunchRefused { kernel: kernel.name.to_string(), why }.into());
         }
         // Held before anything is queued, so that no path out of `enqueue` can unload it under the kernel.
         scope.hold_module(&kernel.module);
@@ -901,7 +910,7 @@ pub(crate) fn settle(
 
 /// Synchronizes every stream. Returns an error when one failed and the GPU has stopped; aborts the
 /// process when the GPU may still be writing into memory whose borrow would end on return.
-pub(crate) fn synchronize_all<'a>(ctx: &Context, streams: impl IntoIterator<Item = &'a Stream>) -> anyhow::Result<()> {
+pub(crate) fn synchronize_all<'a>(ctx: &Context, streams: impl IntoIterator<Item = &'a Stream>) -> crate::Result<()> {
     // The scope's code may have left another context current, or none (another library's). Where this
     // fails the waits below say so, and the context is pushed for the driver's last word.
     let _ = ctx.ensure_current();
@@ -909,7 +918,7 @@ pub(crate) fn synchronize_all<'a>(ctx: &Context, streams: impl IntoIterator<Item
     let streams_done = streams.into_iter().map(|s| unsafe { ffi::cuStreamSynchronize(s.raw()) });
     match settle(streams_done, || ctx.with_current(|| unsafe { ffi::cuCtxSynchronize() })) {
         Settled::Idle => Ok(()),
-        Settled::Failed(code) => Err(anyhow!("running the queued GPU work: {}", error_name(code))),
+        Settled::Failed(code) => Err(driver_error(code, || "running the queued GPU work".into())),
         Settled::Unknown(code) => {
             // Not eprintln!, which panics where stderr is closed (a pipe whose reader left): a panic here
             // would unwind, and release the memory, instead of aborting.
@@ -925,15 +934,15 @@ pub(crate) fn synchronize_all<'a>(ctx: &Context, streams: impl IntoIterator<Item
 }
 
 /// Runs `f` in a scope over `streams`; see [`crate::Gpu::scope`] and [`crate::Gpu::timed`].
-pub(crate) fn run<'env, R>(
+pub(crate) fn run<'env, R, E: From<Error>>(
     env: Env<'env>,
     streams: &'env [Stream],
     timed: bool,
-    f: impl for<'scope> FnOnce(&'scope Scope<'scope, 'env>) -> anyhow::Result<R>,
-) -> anyhow::Result<(R, Option<f64>)> {
-    let Some(first) = streams.first() else { bail!("a scope needs at least one stream") };
+    f: impl for<'scope> FnOnce(&'scope Scope<'scope, 'env>) -> Result<R, E>,
+) -> Result<(R, Option<f64>), E> {
+    let Some(first) = streams.first() else { return Ok(refused("scope", Refusal::Empty)?) };
     if let Some(i) = streams.iter().position(|s| !s.context().is(env.ctx)) {
-        bail!("stream {i} of this scope belongs to another GPU's context");
+        return Ok(refused(format!("scope: stream {i}"), Refusal::Foreign(Foreign::Context))?);
     }
     env.ctx.make_current()?;
     let mut state = env.spare.borrow_mut().take().unwrap_or_default();
@@ -1027,7 +1036,7 @@ pub(crate) fn run<'env, R>(
     Ok((r, elapsed))
 }
 
-fn fork(events: &EventPool, first: &Stream, others: &[Stream]) -> anyhow::Result<Event> {
+fn fork(events: &EventPool, first: &Stream, others: &[Stream]) -> crate::Result<Event> {
     let start = events.timed()?;
     start.record(first)?;
     for s in others {
@@ -1037,7 +1046,7 @@ fn fork(events: &EventPool, first: &Stream, others: &[Stream]) -> anyhow::Result
     Ok(start)
 }
 
-fn join(scope: &Scope<'_, '_>, first: &Stream) -> anyhow::Result<Event> {
+fn join(scope: &Scope<'_, '_>, first: &Stream) -> crate::Result<Event> {
     let events = scope.env.events;
     for s in &scope.streams[1..] {
         let e = events.untimed()?;
@@ -1119,7 +1128,7 @@ mod tests {
         let stream = Stream::new(&foreign, false).unwrap();
         let mut buf = DeviceBuffer::<f32>::zeroed(&foreign, "GPU 0", 16).unwrap();
         let mine = gpu.streams(1).unwrap();
-        let err = gpu.scope(std::slice::from_ref(&stream), |_| Ok(())).unwrap_err();
+        let err = gpu.scope(std::slice::from_ref(&stream), |_| Ok::<_, crate::Error>(())).unwrap_err();
         assert!(format!("{err:#}").contains("another GPU's context"), "{err:#}");
         let host = [1f32; 16];
         let err = gpu.scope(&mine, |s| s.stream(0).htod(&host, s.device(&mut buf))).unwrap_err();
@@ -1204,7 +1213,7 @@ mod tests {
                         up.dtoh_batch(&[dw], [&mut batched[..]])?;
                     }
                     other();
-                    Ok(())
+                    Ok::<_, crate::Error>(())
                 })
                 .unwrap();
             let again = MADE_AGAIN.with_borrow(Vec::clone);

@@ -24,7 +24,7 @@ use std::{
     },
 };
 
-use anyhow::{bail, Context as _};
+use crate::error::{refused, Foreign, Refusal, Unsupported};
 
 use crate::{
     context::Context,
@@ -63,35 +63,35 @@ pub struct Stager<T: Element> {
 
 impl Gpu {
     /// A stager with `threads` workers and staging slots of `chunk_bytes` each (2 per worker).
-    pub fn stager<T: Element>(&self, threads: usize, chunk_bytes: usize) -> anyhow::Result<Stager<T>> {
+    pub fn stager<T: Element>(&self, threads: usize, chunk_bytes: usize) -> crate::Result<Stager<T>> {
         if threads == 0 {
-            bail!("a stager needs at least one thread");
+            return refused("stager", Refusal::Empty);
         }
         let chunk = (chunk_bytes / std::mem::size_of::<T>()).max(1);
         let workers = self
             .streams(threads)?
             .into_iter()
-            .map(|stream| -> anyhow::Result<Worker<T>> {
+            .map(|stream| -> crate::Result<Worker<T>> {
                 Ok(Worker { stream, slots: [self.pinned(chunk)?, self.pinned(chunk)?], done: [None, None] })
             })
-            .collect::<anyhow::Result<_>>()?;
+            .collect::<crate::Result<_>>()?;
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .thread_name(|i| format!("stager-{i}"))
             .build()
-            .context("starting the staging threads")?;
+            .map_err(|e| Unsupported { what: "starting the staging threads".into(), why: e.to_string() })?;
         Ok(Stager { ctx: self.context().clone(), chunk, workers, pool })
     }
 }
 
 impl<T: Element> Stager<T> {
     /// Copies pageable `src` into the start of `dst` through the staging ring; returns when done.
-    pub fn upload(&mut self, src: &[T], dst: &mut DeviceBuffer<T>) -> anyhow::Result<()> {
+    pub fn upload(&mut self, src: &[T], dst: &mut DeviceBuffer<T>) -> crate::Result<()> {
         if src.len() > dst.len() {
-            bail!("staged upload: source has {} elements, destination only {}", src.len(), dst.len());
+            return refused("staged upload", Refusal::OutOfBounds { range: 0..src.len(), len: dst.len() });
         }
         if !dst.context().is(&self.ctx) {
-            bail!("staged upload: the destination belongs to another GPU's context");
+            return refused("staged upload", Refusal::Foreign(Foreign::Context));
         }
         let base = dst.ptr();
         let bytes = std::mem::size_of_val(src);
@@ -120,12 +120,12 @@ impl<T: Element> Stager<T> {
     }
 
     /// Copies the start of `src` into pageable `dst` through the staging ring; returns when done.
-    pub fn download(&mut self, src: &DeviceBuffer<T>, dst: &mut [T]) -> anyhow::Result<()> {
+    pub fn download(&mut self, src: &DeviceBuffer<T>, dst: &mut [T]) -> crate::Result<()> {
         if dst.len() > src.len() {
-            bail!("staged download: destination has {} elements, source only {}", dst.len(), src.len());
+            return refused("staged download", Refusal::OutOfBounds { range: 0..dst.len(), len: src.len() });
         }
         if !src.context().is(&self.ctx) {
-            bail!("staged download: the source belongs to another GPU's context");
+            return refused("staged download", Refusal::Foreign(Foreign::Context));
         }
         let base = src.ptr();
         let (n, bytes) = (dst.len(), std::mem::size_of_val(dst));
@@ -139,7 +139,7 @@ impl<T: Element> Stager<T> {
         let streaming = bytes >= STREAM_DOWNLOADS_FROM;
         // Each worker writes only its own chunks of dst: hand it the address, not a shared &mut.
         let out = SendPtr(dst.as_mut_ptr());
-        let enqueue = move |w: &mut Worker<T>, slot: usize, range: &Range<usize>| -> anyhow::Result<()> {
+        let enqueue = move |w: &mut Worker<T>, slot: usize, range: &Range<usize>| -> crate::Result<()> {
             let bytes = range.len() * std::mem::size_of::<T>();
             let from = base + (range.start * std::mem::size_of::<T>()) as u64;
             // SAFETY: the slot is free (its previous contents were copied out before it is reused) and
@@ -180,7 +180,7 @@ impl<T: Element> Stager<T> {
     /// out of them into `host` (`Destination::Host`, a download's, with streaming stores where a download uses
     /// them). A staged transfer large enough to be staged cannot beat this rate: it does the same CPU
     /// work, with DMA beside it.
-    pub fn host_side_only(&mut self, host: &mut [T], direction: crate::Destination) -> anyhow::Result<()> {
+    pub fn host_side_only(&mut self, host: &mut [T], direction: crate::Destination) -> crate::Result<()> {
         let (n, bytes) = (host.len(), std::mem::size_of_val(host));
         let (streaming, to_device) = (bytes >= STREAM_DOWNLOADS_FROM, direction == crate::Destination::Device);
         let at = SendPtr(host.as_mut_ptr());
@@ -201,7 +201,7 @@ impl<T: Element> Stager<T> {
     /// A small transfer through the driver's own path for pageable memory, which is as fast there and
     /// has nothing to start: `copy` queued on the first worker's stream, which is then synchronized
     /// (or the process aborts, as a scope does) before the borrows end.
-    fn direct(&self, what: &str, copy: impl FnOnce(ffi::CUstream) -> ffi::CuResult) -> anyhow::Result<()> {
+    fn direct(&self, what: &str, copy: impl FnOnce(ffi::CUstream) -> ffi::CuResult) -> crate::Result<()> {
         let stream = &self.workers[0].stream;
         let queued = check(copy(stream.raw()), || what.into());
         let done = crate::scope::synchronize_all(&self.ctx, [stream]);
@@ -217,8 +217,8 @@ impl<T: Element> Stager<T> {
     fn run(
         &mut self,
         n: usize,
-        step: impl Fn(&mut Worker<T>, usize, Range<usize>) -> anyhow::Result<()> + Sync,
-    ) -> anyhow::Result<()> {
+        step: impl Fn(&mut Worker<T>, usize, Range<usize>) -> crate::Result<()> + Sync,
+    ) -> crate::Result<()> {
         let (chunk, threads) = self.split(n);
         self.run_workers(threads, |t, w| {
             for (k, i) in (t..n.div_ceil(chunk)).step_by(threads).enumerate() {
@@ -234,11 +234,11 @@ impl<T: Element> Stager<T> {
     fn run_workers(
         &mut self,
         threads: usize,
-        body: impl Fn(usize, &mut Worker<T>) -> anyhow::Result<()> + Sync,
-    ) -> anyhow::Result<()> {
+        body: impl Fn(usize, &mut Worker<T>) -> crate::Result<()> + Sync,
+    ) -> crate::Result<()> {
         let ctx = &*self.ctx;
         let (pool, workers) = (&self.pool, &mut self.workers);
-        let mut results: Vec<anyhow::Result<()>> = (0..threads).map(|_| Ok(())).collect();
+        let mut results: Vec<crate::Result<()>> = (0..threads).map(|_| Ok(())).collect();
         // One task per worker on the pool's threads. Every task ends (a panic in one is held until all
         // have) before the streams are synchronized and the borrows end.
         let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -250,24 +250,24 @@ impl<T: Element> Stager<T> {
             })
         }));
         let synced = crate::scope::synchronize_all(ctx, self.workers.iter().map(|w| &w.stream));
-        if ran.is_err() {
-            anyhow::bail!("a staging thread panicked");
+        if let Err(panic) = ran {
+            std::panic::resume_unwind(panic); // every stream is synchronized: nothing queued is left to run
         }
-        results.into_iter().collect::<anyhow::Result<()>>()?;
-        synced.context("finishing staged copies")
+        results.into_iter().collect::<crate::Result<()>>()?;
+        synced
     }
 }
 
 impl<T: Element> Worker<T> {
     /// Blocks until the last copy that used `slot` has finished.
-    fn wait(&mut self, slot: usize) -> anyhow::Result<()> {
+    fn wait(&mut self, slot: usize) -> crate::Result<()> {
         if let Some(e) = &self.done[slot] {
             e.synchronize()?;
         }
         Ok(())
     }
 
-    fn record(&mut self, slot: usize) -> anyhow::Result<()> {
+    fn record(&mut self, slot: usize) -> crate::Result<()> {
         if self.done[slot].is_none() {
             self.done[slot] = Some(Event::new(self.stream.context(), false)?);
         }
@@ -335,13 +335,13 @@ unsafe impl<T: Send + Sync> Sync for PartedSlice<'_, T> {}
 impl<'a, T> PartedSlice<'a, T> {
     /// `slice` cut into parts that end at `part_ends` (ascending, the last the slice's length), grouped
     /// into pieces that end at `piece_ends` (numbers of parts, ascending, the last the number of parts).
-    pub fn new(slice: &'a mut [T], part_ends: Vec<usize>, piece_ends: Vec<usize>) -> anyhow::Result<Self> {
+    pub fn new(slice: &'a mut [T], part_ends: Vec<usize>, piece_ends: Vec<usize>) -> crate::Result<Self> {
         let ascending = |v: &[usize]| v.windows(2).all(|w| w[0] <= w[1]);
         if !ascending(&part_ends) || part_ends.last().copied().unwrap_or(0) != slice.len() {
-            bail!("parts must end in ascending order, the last at the slice's length ({})", slice.len());
+            return refused("parted slice: parts", Refusal::Unordered { len: slice.len() });
         }
         if !ascending(&piece_ends) || piece_ends.last().copied().unwrap_or(0) != part_ends.len() {
-            bail!("pieces must end in ascending order, the last at the number of parts ({})", part_ends.len());
+            return refused("parted slice: pieces", Refusal::Unordered { len: part_ends.len() });
         }
         let unwritten = (0..piece_ends.len())
             .map(|p| AtomicUsize::new(piece_ends[p] - if p == 0 { 0 } else { piece_ends[p - 1] }))

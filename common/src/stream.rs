@@ -23,7 +23,7 @@ pub struct Stream {
 unsafe impl Send for Stream {}
 
 impl Stream {
-    pub(crate) fn new(ctx: &Arc<Context>, blocking: bool) -> anyhow::Result<Stream> {
+    pub(crate) fn new(ctx: &Arc<Context>, blocking: bool) -> crate::Result<Stream> {
         ctx.make_current()?;
         let flags = if blocking { sys::CU_STREAM_DEFAULT } else { sys::CU_STREAM_NON_BLOCKING };
         let mut raw = std::ptr::null_mut();
@@ -39,7 +39,7 @@ impl Stream {
     }
 
     /// The flags the driver reports for this stream: `CU_STREAM_NON_BLOCKING` (1) or 0.
-    pub fn driver_flags(&self) -> anyhow::Result<u32> {
+    pub fn driver_flags(&self) -> crate::Result<u32> {
         let mut flags = 0;
         // SAFETY: a live stream and a valid out-pointer.
         check(unsafe { ffi::cuStreamGetFlags(self.raw, &mut flags) }, || "reading a stream's flags".into())?;
@@ -47,7 +47,7 @@ impl Stream {
     }
 
     /// Blocks until the work queued on this stream has finished (`cudaStreamSynchronize`).
-    pub fn synchronize(&self) -> anyhow::Result<()> {
+    pub fn synchronize(&self) -> crate::Result<()> {
         // SAFETY: a live stream.
         check(unsafe { ffi::cuStreamSynchronize(self.raw) }, || "waiting for a stream".into())
     }
@@ -87,7 +87,7 @@ pub(crate) struct Event {
 unsafe impl Send for Event {}
 
 impl Event {
-    pub fn new(ctx: &Arc<Context>, timing: bool) -> anyhow::Result<Event> {
+    pub fn new(ctx: &Arc<Context>, timing: bool) -> crate::Result<Event> {
         let mut raw = std::ptr::null_mut();
         let flags = if timing { 0 } else { sys::CU_EVENT_DISABLE_TIMING };
         // SAFETY: valid out-pointer; the driver's own flags; the context is pushed for the call.
@@ -97,19 +97,19 @@ impl Event {
     }
 
     /// `cudaEventRecord(event, stream)`.
-    pub fn record(&self, stream: &Stream) -> anyhow::Result<()> {
+    pub fn record(&self, stream: &Stream) -> crate::Result<()> {
         self.record_raw(stream.raw())
     }
 
-    pub fn record_raw(&self, stream: sys::CUstream) -> anyhow::Result<()> {
+    pub fn record_raw(&self, stream: sys::CUstream) -> crate::Result<()> {
         // SAFETY: a live event and stream of one context.
         check(unsafe { ffi::cuEventRecord(self.raw, stream) }, || "recording an event".into())
     }
 
     /// Milliseconds from `start` to this event; both must have completed, and both have timing.
-    pub fn elapsed_ms(&self, start: &Event) -> anyhow::Result<f64> {
+    pub fn elapsed_ms(&self, start: &Event) -> crate::Result<f64> {
         if !(self.timing && start.timing) {
-            anyhow::bail!("an event recorded for ordering only has no time to read");
+            return crate::error::refused("elapsed_ms", crate::Refusal::Untimed);
         }
         let mut ms = 0f32;
         // SAFETY: two live events and a valid out-pointer.
@@ -118,7 +118,7 @@ impl Event {
     }
 
     /// Blocks the calling thread until the work before the event's last record has finished.
-    pub fn synchronize(&self) -> anyhow::Result<()> {
+    pub fn synchronize(&self) -> crate::Result<()> {
         // SAFETY: a live event.
         check(unsafe { ffi::cuEventSynchronize(self.raw) }, || "waiting for an event".into())
     }
@@ -149,7 +149,7 @@ impl EventPool {
     }
 
     /// An event with timing: for `elapsed_ms`, the observer and timed scopes.
-    pub fn timed(&self) -> anyhow::Result<Event> {
+    pub fn timed(&self) -> crate::Result<Event> {
         match self.timed.borrow_mut().pop() {
             Some(e) => Ok(e),
             None => Event::new(&self.ctx, true),
@@ -157,7 +157,7 @@ impl EventPool {
     }
 
     /// An event without timing: for ordering streams.
-    pub fn untimed(&self) -> anyhow::Result<Event> {
+    pub fn untimed(&self) -> crate::Result<Event> {
         match self.untimed.borrow_mut().pop() {
             Some(e) => Ok(e),
             None => Event::new(&self.ctx, false),

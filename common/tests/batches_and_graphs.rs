@@ -52,7 +52,7 @@ fn a_batch_over_ranges_another_stream_writes_is_ordered_by_the_scope() {
             k.busy(s.stream(1), v, 3000)?; // long enough that an unordered download would see zeros or input
             let parts: Vec<_> = (0..N).map(|i| v.slice(i * LEN..(i + 1) * LEN)).collect();
             s.stream(0).dtoh_batch(&parts, back.iter_mut().map(|b| &mut b[..]))?;
-            Ok(s.waits())
+            Ok::<_, common::Error>(s.waits())
         })
         .unwrap();
     assert_eq!((waits.made, waits.added), (0, 1), "{waits:?}");
@@ -77,7 +77,7 @@ fn a_batch_over_ranges_another_stream_writes_is_ordered_by_the_scope() {
                 s.stream(0).htod_batch(&srcs, &parts, order)?;
                 k.saxpy(s.stream(1), dx, dy, 2.0)?; // y = 2x + 0
                 s.stream(1).dtoh(dy, &mut out)?;
-                Ok(s.waits())
+                Ok::<_, common::Error>(s.waits())
             })
             .unwrap();
         assert_eq!(waits.added, 1, "{order:?}: {waits:?}");
@@ -157,7 +157,7 @@ fn a_graph_replayed_gives_the_right_bytes() {
             for _ in 0..3 {
                 s.stream(0).replay(&graph)?;
             }
-            Ok((graph.nodes(), s.waits()))
+            Ok::<_, common::Error>((graph.nodes(), s.waits()))
         })
         .unwrap();
     assert_eq!(nodes, 2);

@@ -37,7 +37,7 @@ fn a_kernel_of_ones_own_on_two_streams_is_ordered_by_the_scope() {
             // SAFETY: saxpy reads x[0..n) and writes y[0..n).
             unsafe { s.stream(1).kernel(&saxpy, cfg).read(dx).write(dy).value(2.0f32).value(n as u64).launch()? };
             s.stream(1).dtoh(dy, &mut out)?;
-            Ok(s.waits())
+            Ok::<_, common::Error>(s.waits())
         })
         .unwrap();
     assert_eq!((waits.made, waits.added), (0, 1), "{waits:?}");
@@ -130,7 +130,7 @@ fn a_module_dropped_inside_the_scope_stays_loaded_until_the_work_is_done() {
 }
 
 /// A launch to be refused: given a stream and two views, it declares its arguments and launches.
-type Launcher<'k> = dyn for<'s, 'e> Fn(ScopeStream<'s, 'e>, Dev<'s, f32>, Dev<'s, f32>) -> anyhow::Result<()> + 'k;
+type Launcher<'k> = dyn for<'s, 'e> Fn(ScopeStream<'s, 'e>, Dev<'s, f32>, Dev<'s, f32>) -> common::Result<()> + 'k;
 
 /// What the launch `f` on `a` and `b` (zeros) is refused with, after checking that nothing ran: `b` is
 /// still zeros.

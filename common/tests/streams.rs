@@ -34,7 +34,7 @@ fn copy_behind_a_kernel(gpu: &Gpu, kernels: &TestKernels, streams: &[Stream], it
     let copy = gpu
         .scope(streams, |s| {
             kernels.busy(s.stream(0), s.device(&mut d), iters)?;
-            Ok(legacy_copy_ms())
+            Ok::<_, common::Error>(legacy_copy_ms())
         })
         .unwrap();
     (kernel, copy)
@@ -92,7 +92,7 @@ fn a_landing_hands_its_piece_back_while_later_work_runs() {
             let idle = s.is_idle()?;
             let sum: f64 = first.iter().chain(second.iter()).map(|x| *x as f64).sum();
             first[0] = -1.0; // the host's to write again
-            Ok((sum, idle))
+            Ok::<_, common::Error>((sum, idle))
         })
         .unwrap();
     let expected: f64 = (0..n).map(|i| (i % 1000) as f64).sum();
