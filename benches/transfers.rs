@@ -24,7 +24,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::{Gpu, HostAlloc};
+use cuda_scope::{Gpu, HostAlloc};
 use criterion::{AxisScale, BenchmarkId, Criterion, PlotConfiguration, SamplingMode, Throughput};
 use kernels::Kernels;
 use measure::{
@@ -413,11 +413,11 @@ fn copies(c: &mut Criterion) {
     let suite = Suite::from_env();
     let max = suite.max;
     let n = max / 4;
-    let mut pageable = common::pageable(n, input).unwrap();
+    let mut pageable = cuda_scope::pageable(n, input).unwrap();
     let mut pinned = gpu.pinned_from_fn(n, input).unwrap();
     let mut wc = gpu.pinned_with::<f32>(n, HostAlloc::WRITE_COMBINED).unwrap();
     wc.copy_from_slice(&pageable);
-    let mut registered = gpu.register(common::pageable(n, input).unwrap()).unwrap();
+    let mut registered = gpu.register(cuda_scope::pageable(n, input).unwrap()).unwrap();
     let mut kinds: [(&str, &mut [f32]); 4] = [
         ("pageable", &mut pageable),
         ("pinned", &mut pinned),
@@ -439,7 +439,7 @@ fn copies(c: &mut Criterion) {
                     let room = if dir == "both" { n / 2 / len } else { n / len };
                     b.iter_custom(|iters| {
                         gpu_time_batched(iters, room.clamp(1, 256) as u64, |k| {
-                            gpu.timed(&streams, |s| {
+                            Ok(gpu.timed(&streams, |s| {
                                 let (u, d) = (s.device(&mut up).slice(0..len), s.device(&mut down).slice(0..len));
                                 match dir {
                                     "htod" => (0..k).try_for_each(|_| s.stream(0).htod(&host[..len], u)),
@@ -456,7 +456,7 @@ fn copies(c: &mut Criterion) {
                                         })
                                     }
                                 }
-                            })
+                            })?)
                         })
                     })
                 });
@@ -521,14 +521,14 @@ fn zero_copy(c: &mut Criterion) {
             at(&id);
             b.iter_custom(|iters| {
                 gpu_time(iters, || {
-                    gpu.timed(&streams, |s| {
+                    Ok(gpu.timed(&streams, |s| {
                         kernels.scale(
                             s.stream(0),
                             s.mapped(&mut m_in)?.slice(0..len),
                             s.mapped(&mut m_out)?.slice(0..len),
                             2.0,
                         )
-                    })
+                    })?)
                 })
             })
         });
@@ -537,12 +537,12 @@ fn zero_copy(c: &mut Criterion) {
             at(&id);
             b.iter_custom(|iters| {
                 gpu_time(iters, || {
-                    gpu.timed(&streams, |s| {
+                    Ok(gpu.timed(&streams, |s| {
                         let (i, o) = (s.device(&mut d_in).slice(0..len), s.device(&mut d_out).slice(0..len));
                         s.stream(0).htod(&h_in[..len], i)?;
                         kernels.scale(s.stream(0), i, o, 2.0)?;
                         s.stream(0).dtoh(o, &mut h_out[..len])
-                    })
+                    })?)
                 })
             })
         });
@@ -552,7 +552,7 @@ fn zero_copy(c: &mut Criterion) {
 
 /// The limits measured in this run: the copy engines (the best of large pinned copies, each way and
 /// both at once), device memory (a device-to-device copy), and the bound of each `overlap` run at
-/// `chunks` (common::bound: parts of the run's own work timed alone, none of which the pipeline can
+/// `chunks` (cuda_scope::bound: parts of the run's own work timed alone, none of which the pipeline can
 /// beat). Written as soon as the copies' limits are known, then again with each chunk count's bounds.
 fn write_limits(gpu: &Gpu, kernels: &Kernels, n: usize, work: Work, chunks: &[usize]) {
     let r = Repeats { warmup: 2, repeats: 10 };
@@ -562,7 +562,7 @@ fn write_limits(gpu: &Gpu, kernels: &Kernels, n: usize, work: Work, chunks: &[us
     let (mut a, mut b) = (gpu.alloc::<f32>(big).unwrap(), gpu.alloc::<f32>(big).unwrap());
     let streams = gpu.streams(8).unwrap();
     let dtod =
-        measure(r, || gpu.timed(&streams[..1], |s| s.stream(0).dtod(s.device(&mut a), s.device(&mut b)))).unwrap();
+        measure(r, || Ok(gpu.timed(&streams[..1], |s| s.stream(0).dtod(s.device(&mut a), s.device(&mut b)))?)).unwrap();
     let mut limits = serde_json::json!({
         "device": gpu.info,
         "link_gbps": measure::machine::Health::read(gpu).link_gbps(gpu),

@@ -12,7 +12,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use common::{ScopeEvent, Waits};
+use cuda_scope::{ScopeEvent, Waits};
 use measure::{
     args,
     pipeline::{Buffering, Pipeline, PipelineRun},

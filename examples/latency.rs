@@ -15,7 +15,7 @@
 use std::{process::ExitCode, time::Instant};
 
 use clap::Parser;
-use common::{DeviceBuffer, DeviceInfo, Footprint, Gpu, HostAlloc, PinnedBuffer, Scope, Stream};
+use cuda_scope::{DeviceBuffer, DeviceInfo, Footprint, Gpu, HostAlloc, PinnedBuffer, Scope, Stream};
 use kernels::{cpu, Kernels};
 use measure::{
     args::{parse_nonzero_bytes, parse_positive_u32, RunArgs},
@@ -142,7 +142,7 @@ impl Chain {
     }
 
     /// Lent to a scope, for the kernel to read.
-    fn lend<'s>(&'s mut self, s: &'s Scope<'s, '_>) -> anyhow::Result<common::Dev<'s, u32>> {
+    fn lend<'s>(&'s mut self, s: &'s Scope<'s, '_>) -> cuda_scope::Result<cuda_scope::Dev<'s, u32>> {
         match self {
             Chain::Mapped(b) => s.mapped(b), // cudaHostGetDevicePointer
             Chain::Device(b) => Ok(s.device(b)),
@@ -165,7 +165,7 @@ impl LatencyRig {
     fn copy_latencies(&self, out: &Output) -> anyhow::Result<Vec<CopyLatency>> {
         let len = self.bytes;
         let mut pinned = self.gpu.pinned_from_fn::<u8>(len, |i| i as u8)?;
-        let mut pageable = common::pageable::<u8>(len, |i| i as u8)?;
+        let mut pageable = cuda_scope::pageable::<u8>(len, |i| i as u8)?;
         let mut d_small = self.gpu.alloc::<u8>(len)?;
         let mut copies = Vec::new();
         for (memory, host) in [("pinned", &mut pinned[..]), ("pageable", &mut pageable[..])] {
@@ -204,7 +204,7 @@ impl LatencyRig {
         let mut mapped = self.gpu.pinned_with::<u32>(MAPPED_CHAIN, HostAlloc::MAPPED)?; // cudaHostAlloc(.., Mapped)
         mapped.iter_mut().enumerate().for_each(|(i, x)| *x = cpu::chain(i, MAPPED_CHAIN, STRIDE));
         let mut device = self.gpu.alloc::<u32>(DEVICE_CHAIN)?;
-        let chain = common::pageable(DEVICE_CHAIN, |i| cpu::chain(i, DEVICE_CHAIN, STRIDE))?;
+        let chain = cuda_scope::pageable(DEVICE_CHAIN, |i| cpu::chain(i, DEVICE_CHAIN, STRIDE))?;
         self.gpu.scope(&self.streams, |s| s.stream(0).htod(&chain, s.device(&mut device)))?;
         drop(chain);
         let mut d_end = self.gpu.alloc::<u32>(1)?;
@@ -226,11 +226,11 @@ impl LatencyRig {
             measure(self.repeats, || {
                 let from = start;
                 start = cpu::chase(links, STRIDE, from, accesses);
-                self.gpu.timed(&self.streams, |s| {
+                Ok(self.gpu.timed(&self.streams, |s| {
                     let next = chain.lend(s)?;
                     self.kernels.chase(s.stream(0), next, from, accesses, s.device(d_end))
                     // chase<<<1, 1>>>
-                })
+                })?)
             })
         };
         let (launch, half_launch) = (time(n)?, time(n / 2)?);
@@ -291,8 +291,8 @@ fn one_copy<'s>(
     d: &'s mut DeviceBuffer<u8>,
 ) -> anyhow::Result<()> {
     match htod {
-        true => s.stream(0).htod(host, s.device(d)),
-        false => s.stream(0).dtoh(s.device(d), host),
+        true => Ok(s.stream(0).htod(host, s.device(d))?),
+        false => Ok(s.stream(0).dtoh(s.device(d), host)?),
     }
 }
 

@@ -19,7 +19,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use common::Gpu;
+use cuda_scope::Gpu;
 use kernels::Kernels;
 use measure::{
     args,
@@ -56,7 +56,7 @@ fn overlap_pattern_cu(gpu: &Gpu, kernels: &Kernels, out: &Output) -> anyhow::Res
     let streams = gpu.streams(NUM_STREAMS)?; //                      cudaStreamCreate(&streams[i])
 
     // VERSION 1: No Overlap (Baseline): one stream, and each cudaMemcpy returns when it is done.
-    let no_overlap = gpu.timed(&streams[..1], |s| {
+    let no_overlap = gpu.timed(&streams[..1], |s| -> cuda_scope::Result<()> {
         let (d, stream) = (s.devices(&mut d_data), s.stream(0));
         for (i, chunk) in h_output.chunks_mut(CHUNK_SIZE).enumerate() {
             let offset = i * CHUNK_SIZE;
@@ -69,7 +69,7 @@ fn overlap_pattern_cu(gpu: &Gpu, kernels: &Kernels, out: &Output) -> anyhow::Res
         Ok(())
     })?;
     // VERSION 2: With Overlap: issue all operations for all streams, then synchronize them all.
-    let overlap = gpu.timed(&streams, |s| {
+    let overlap = gpu.timed(&streams, |s| -> cuda_scope::Result<()> {
         let d = s.devices(&mut d_data);
         for (i, chunk) in h_output.chunks_mut(CHUNK_SIZE).enumerate() {
             let (offset, stream) = (i * CHUNK_SIZE, s.stream(i));

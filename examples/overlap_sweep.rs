@@ -1,7 +1,7 @@
 //! Lesson 3b: how many streams, how many chunks? (Exercise 2 of the overlap lesson.)
 //!
 //! The overlap loop of lesson 3 over stream counts from 1 to 32 and chunk counts from 4 to 128, each
-//! run held against its bound (common::bound), measured on the same data. Three streams already keep
+//! run held against its bound (cuda_scope::bound), measured on the same data. Three streams already keep
 //! the three engines (H2D, SMs, D2H) busy; more chunks shorten the fill and drain at either end until
 //! per-operation costs and the lower rate of small copies cost more than they save. The table shows
 //! where that happens on your GPU, and the bound says what limits each run.

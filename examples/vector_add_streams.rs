@@ -11,7 +11,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use common::Gpu;
+use cuda_scope::Gpu;
 use kernels::Kernels;
 use measure::{args, report::Output, rig, verify, work::ChunkKernel};
 
@@ -49,7 +49,7 @@ fn async_memory_copy_example_cu(gpu: &Gpu, kernels: &Kernels, out: &Output) -> a
         stream1.synchronize()?; //                                 cudaStreamSynchronize(stream1)
         let ms = s.elapsed_ms(start, stop)?; //                    cudaEventElapsedTime(&ms, start, stop)
         stream1.dtoh(c, &mut h_c)?; //                             cudaMemcpyAsync(h_C, d_C, size, D2H, stream1)
-        Ok(ms)
+        Ok::<_, anyhow::Error>(ms)
     })?; //                                                        cudaStreamSynchronize(stream1)
     out.say(format!("asyncMemoryCopyExample.cu: Kernel Execution Time (Stream1): {ms:.6} ms"));
     let first: Vec<String> = h_c[..10].iter().map(|c| format!("{c:.6}")).collect();

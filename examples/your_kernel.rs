@@ -9,7 +9,7 @@
 //!
 //!     cargo run --release --example your_kernel
 
-use common::{Gpu, LaunchConfig};
+use cuda_scope::{Gpu, LaunchConfig};
 
 // extern "C" __global__ void smooth(const float* in, float* out, unsigned long long n)
 const PTX: &str = include_str!("ptx/your_kernel.ptx");
@@ -23,7 +23,7 @@ fn main() -> anyhow::Result<()> {
     let (mut d_in, mut d_out) = (gpu.alloc::<f32>(n)?, gpu.alloc::<f32>(n)?); // cudaMalloc
     let streams = gpu.streams(2)?; //                          cudaStreamCreateWithFlags(.., cudaStreamNonBlocking)
 
-    let waits = gpu.scope(&streams, |s| {
+    let waits = gpu.scope(&streams, |s| -> cuda_scope::Result<_> {
         let (input, output) = (s.device(&mut d_in), s.device(&mut d_out)); // lent until the scope ends
         let (copy, work) = (s.stream(0), s.stream(1)); //      streams[0] and streams[1]
         copy.htod(&h_in, input)?; //                           cudaMemcpyAsync(d_in, h_in, .., H2D, streams[0])

@@ -3,7 +3,7 @@
 //! an NVIDIA GPU: without one they are reported as ignored, and `cargo xtask test` runs them
 //! (`--include-ignored`) where it finds a driver.
 
-use common::{host::fill, Destination, Gpu, HostAlloc};
+use cuda_scope::{host::fill, Destination, Gpu, HostAlloc};
 use kernels::{cpu, Kernels};
 use measure::{
     verify::{self, input},
@@ -47,7 +47,7 @@ fn kernels_on_managed_memory_on_demand_and_prefetched() {
                         st.prefetch(d, Destination::Host)?;
                     }
                 }
-                Ok(s.waits())
+                Ok::<_, cuda_scope::Error>(s.waits())
             })
             .unwrap();
         verify::exact(&m, |i| cpu::process(input(i), iters)).ensure().unwrap();
@@ -73,7 +73,7 @@ fn a_prefetch_is_ordered_like_a_write() {
             s.stream(0).prefetch(d, Destination::Device)?;
             kernels.process(s.stream(1), d, iters)?; // waits for the prefetch
             s.stream(0).prefetch(d, Destination::Host)?; // waits for the kernel
-            Ok(s.waits())
+            Ok::<_, cuda_scope::Error>(s.waits())
         })
         .unwrap();
     assert_eq!((ordering.made, ordering.added), (0, 2), "{ordering:?}");
@@ -231,7 +231,7 @@ fn an_error_or_a_panic_mid_scope_returns_only_when_the_gpu_is_done() {
 
     fill(&mut m, input);
     let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let _ = gpu.scope(&streams, |s| {
+        let _ = gpu.scope(&streams, |s| -> cuda_scope::Result<()> {
             kernels.process(s.stream(0), s.managed(&mut m), iters)?;
             panic!("a bug in the program, mid-scope");
             #[allow(unreachable_code)]

@@ -1,8 +1,8 @@
 //! GPU tests of `common`. Each needs an NVIDIA GPU: without one they are reported as ignored, and
 //! `cargo xtask test` runs them (`--include-ignored`) where it finds a driver.
 
-use common::ScopeEvent;
-use common::{Gpu, HostAlloc};
+use cuda_scope::ScopeEvent;
+use cuda_scope::{Gpu, HostAlloc};
 use kernels::cpu;
 use measure::{
     verify::{self, input},
@@ -64,7 +64,7 @@ fn double_buffering_without_events_is_ordered_by_the_scope() {
                 kernels.process(s.stream(1), buf, iters)?;
                 s.stream(2).dtoh(buf, out)?;
             }
-            Ok(s.waits())
+            Ok::<_, anyhow::Error>(s.waits())
         })
         .unwrap();
     verify::exact(&h_out, |i| cpu::process(input(i), iters)).ensure().unwrap();
@@ -110,7 +110,7 @@ fn double_buffering_with_events_needs_no_added_waits() {
                     down.dtoh(buf, out)?;
                     freed[b] = Some(down.record_event()?);
                 }
-                Ok(s.waits())
+                Ok::<_, anyhow::Error>(s.waits())
             })
             .unwrap();
         verify::exact(&h_out, |i| cpu::process(input(i), iters)).ensure().unwrap();
@@ -148,7 +148,7 @@ fn sub_ranges_of_one_buffer_on_many_streams() {
                 kernels.vector_add(st, da.slice(r.clone()), db.slice(r.clone()), dc.slice(r.clone()))?;
                 st.dtoh(dc.slice(r), out)?;
             }
-            Ok(s.waits())
+            Ok::<_, anyhow::Error>(s.waits())
         })
         .unwrap();
     verify::exact(&c, |i| input(i) + input(i + 7)).ensure().unwrap();
@@ -328,7 +328,7 @@ fn repeated_pipelines_leak_nothing() {
                 kernels.process(s.stream(c.stream), buf, 3)?;
                 s.stream(c.stream).dtoh(buf, out)?;
             }
-            Ok(())
+            Ok::<_, anyhow::Error>(())
         })
         .unwrap();
         verify::exact(&h_out, |i| cpu::process(input(i), 3)).ensure().unwrap();
@@ -411,7 +411,7 @@ fn the_scope_adds_exactly_the_missing_waits() {
                     s2.dtoh(d.slice(n / 2..n / 2 + 10), &mut h1[..10])?;
                 }
             }
-            Ok(s.waits().added)
+            Ok::<_, anyhow::Error>(s.waits().added)
         })
         .unwrap()
     };
@@ -455,7 +455,7 @@ fn panics_unwind_only_after_the_gpu_is_done() {
     gpu.scope(&streams, |s| s.stream(0).htod(&h, s.device(&mut d))).unwrap();
     let mut back = vec![0f32; n];
     let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let _ = gpu.scope(&streams, |s| {
+        let _ = gpu.scope(&streams, |s| -> cuda_scope::Result<()> {
             s.stream(0).dtoh(s.device(&mut d), &mut back)?;
             panic!("a bug in the program, mid-scope");
             #[allow(unreachable_code)]

@@ -27,7 +27,7 @@ fn kind(label: &str) -> &str {
     label.trim_end_matches(" H2D").trim_end_matches(" D2H").trim_end_matches(" both ways")
 }
 
-/// `4 KiB`, `1.5 MiB`, `1 GiB`: a size as the lessons write it (`common::Bytes`), for an axis or a name.
+/// `4 KiB`, `1.5 MiB`, `1 GiB`: a size as the lessons write it (`cuda_scope::Bytes`), for an axis or a name.
 pub fn size_label(bytes: f64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
     let (mut v, mut u) = (bytes, 0);

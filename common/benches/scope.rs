@@ -33,7 +33,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::{ffi, Gpu};
+use cuda_scope::{ffi, Gpu};
 
 /// Operations per memset batch.
 const BATCH: usize = 512;
@@ -95,7 +95,7 @@ enum Probe {
 /// scope's work before each: so that what each part costs amid the driver's calls can be told apart.
 fn probed(raw: &Raw, lanes: usize, probe: Probe) -> Run<'_> {
     let chained = lanes > 1;
-    let book = RefCell::new(common::order::BookkeepingProbe::new(lanes, chained));
+    let book = RefCell::new(cuda_scope::order::BookkeepingProbe::new(lanes, chained));
     Box::new(move || {
         let mut book = book.borrow_mut();
         book.reset();
@@ -118,8 +118,8 @@ fn probed(raw: &Raw, lanes: usize, probe: Probe) -> Run<'_> {
 /// Memsets through the scope, on stream i % lanes, each of its own 4 bytes or all of the same.
 fn scope_memsets<'a>(
     gpu: &'a Gpu,
-    streams: &'a [common::Stream],
-    d: &'a RefCell<common::DeviceBuffer<f32>>,
+    streams: &'a [cuda_scope::Stream],
+    d: &'a RefCell<cuda_scope::DeviceBuffer<f32>>,
     lanes: usize,
     one_range: bool,
 ) -> Run<'a> {
@@ -133,7 +133,7 @@ fn scope_memsets<'a>(
                     let at = if one_range { 0 } else { i % 4096 };
                     s.stream(i % lanes).fill(v.slice(at..at + 1), 1.0)?;
                 }
-                Ok::<_, common::Error>(t.elapsed())
+                Ok::<_, cuda_scope::Error>(t.elapsed())
             })
             .unwrap();
         (t, BATCH)
@@ -163,9 +163,9 @@ fn bare_copies(raw: &Raw, (up, down): (u64, u64), n: usize, lanes: usize) -> Run
 
 /// memcpy each through the scope.
 fn scope_copies<'a>(
-    (gpu, streams): (&'a Gpu, &'a [common::Stream]),
-    arena: &'a RefCell<common::DeviceBuffer<u8>>,
-    (h_up, h_down): (&'a [u8], &'a RefCell<common::PinnedBuffer<u8>>),
+    (gpu, streams): (&'a Gpu, &'a [cuda_scope::Stream]),
+    arena: &'a RefCell<cuda_scope::DeviceBuffer<u8>>,
+    (h_up, h_down): (&'a [u8], &'a RefCell<cuda_scope::PinnedBuffer<u8>>),
     n: usize,
     lanes: usize,
 ) -> Run<'a> {
@@ -181,7 +181,7 @@ fn scope_copies<'a>(
                 for (i, dst) in h_down.chunks_exact_mut(4096).take(n).enumerate() {
                     s.stream(i % lanes).dtoh(a.slice(i * 4096..(i + 1) * 4096), dst)?;
                 }
-                Ok::<_, common::Error>(t.elapsed())
+                Ok::<_, cuda_scope::Error>(t.elapsed())
             })
             .unwrap();
         (t, 2 * n)
@@ -351,7 +351,7 @@ fn main() {
         let what = if one_range { ", one range" } else { "" };
         let name =
             format!("part: bookkeeping alone, {ops} ops on {lanes} stream{}{what}", if lanes == 1 { "" } else { "s" });
-        add(&mut cases, &name, None, Box::new(move || (common::order::bookkeeping_time(ops, lanes, one_range), ops)));
+        add(&mut cases, &name, None, Box::new(move || (cuda_scope::order::bookkeeping_time(ops, lanes, one_range), ops)));
     }
 
     // `--only NAME`: the cases whose name holds NAME, and what they are held against.

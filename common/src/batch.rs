@@ -3,8 +3,8 @@
 //!
 //! ```no_run
 //! # fn main() -> crate::Result<()> {
-//! # use common::SrcOrder;
-//! # let gpu = common::Gpu::init()?;
+//! # use cuda_scope::SrcOrder;
+//! # let gpu = cuda_scope::Gpu::init()?;
 //! # let streams = gpu.streams(1)?;
 //! let tensors: Vec<Vec<f32>> = (0..100).map(|i| vec![i as f32; 1024]).collect(); // 100 small buffers
 //! let mut back: Vec<Vec<f32>> = vec![vec![0.0; 1024]; 100];

@@ -3,7 +3,7 @@
 //!
 //! ```no_run
 //! # fn main() -> crate::Result<()> {
-//! # let gpu = common::Gpu::init()?;
+//! # let gpu = cuda_scope::Gpu::init()?;
 //! # let streams = gpu.streams(1)?;
 //! let inputs: Vec<Vec<f32>> = (0..100).map(|i| vec![i as f32; 256]).collect();
 //! let mut outputs: Vec<Vec<f32>> = vec![vec![0.0; 256]; 100];

@@ -4,8 +4,8 @@
 //!
 //! ```no_run
 //! # fn main() -> crate::Result<()> {
-//! # use common::LaunchConfig;
-//! # let gpu = common::Gpu::init()?;
+//! # use cuda_scope::LaunchConfig;
+//! # let gpu = cuda_scope::Gpu::init()?;
 //! # let saxpy = gpu.load_ptx_file("saxpy.ptx")?.kernel("saxpy")?;
 //! # let streams = gpu.streams(1)?;
 //! # let (mut x, mut y) = (gpu.alloc::<f32>(1024)?, gpu.alloc::<f32>(1024)?);

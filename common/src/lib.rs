@@ -4,7 +4,7 @@
 //! kernels launch through the same scope, from PTX.
 //!
 //! ```no_run
-//! use common::{Gpu, LaunchConfig};
+//! use cuda_scope::{Gpu, LaunchConfig};
 //!
 //! // extern "C" __global__ void saxpy(const float* x, float* y, float a, unsigned long long n)
 //! const PTX: &str = include_str!("../tests/ptx/kernels.ptx");

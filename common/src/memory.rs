@@ -231,9 +231,9 @@ impl DeviceRoom {
 ///
 /// ```no_run
 /// # fn main() -> crate::Result<()> {
-/// let gpu = common::Gpu::init()?;
+/// let gpu = cuda_scope::Gpu::init()?;
 /// let n = 1 << 28;
-/// let need = common::Footprint::default().pinned::<f32>(3 * n).device::<f32>(3 * n);
+/// let need = cuda_scope::Footprint::default().pinned::<f32>(3 * n).device::<f32>(3 * n);
 /// gpu.check_footprint(&need)?; // TooLarge, naming the memory that is short, before anything is pinned
 /// # Ok(()) }
 /// ```

@@ -2,8 +2,8 @@
 //!
 //! ```no_run
 //! # fn main() -> crate::Result<()> {
-//! # use common::LaunchConfig;
-//! # let gpu = common::Gpu::init()?;
+//! # use cuda_scope::LaunchConfig;
+//! # let gpu = cuda_scope::Gpu::init()?;
 //! # let streams = gpu.streams(2)?;
 //! # let (h_in, mut h_out) = (gpu.pinned_from_fn(1024, |i| i as f32)?, gpu.pinned::<f32>(1024)?);
 //! # let mut d_data = gpu.alloc::<f32>(1024)?;

@@ -5,7 +5,7 @@
 
 mod support;
 
-use common::{Gpu, SrcOrder};
+use cuda_scope::{Gpu, SrcOrder};
 use support::{busy_cpu, TestKernels};
 
 fn gpu() -> (Gpu, std::sync::MutexGuard<'static, ()>) {
@@ -16,7 +16,7 @@ fn gpu() -> (Gpu, std::sync::MutexGuard<'static, ()>) {
 
 /// The driver this runs on has the batched copy: CUDA 12.8 or newer must (the project needs 13.0).
 fn batches(gpu: &Gpu) -> bool {
-    match common::batch_support() {
+    match cuda_scope::batch_support() {
         Ok(()) => true,
         Err(why) if gpu.info.driver_version < (12, 8) => {
             eprintln!("skipped: {why}");
@@ -52,7 +52,7 @@ fn a_batch_over_ranges_another_stream_writes_is_ordered_by_the_scope() {
             k.busy(s.stream(1), v, 3000)?; // long enough that an unordered download would see zeros or input
             let parts: Vec<_> = (0..N).map(|i| v.slice(i * LEN..(i + 1) * LEN)).collect();
             s.stream(0).dtoh_batch(&parts, back.iter_mut().map(|b| &mut b[..]))?;
-            Ok::<_, common::Error>(s.waits())
+            Ok::<_, cuda_scope::Error>(s.waits())
         })
         .unwrap();
     assert_eq!((waits.made, waits.added), (0, 1), "{waits:?}");
@@ -77,7 +77,7 @@ fn a_batch_over_ranges_another_stream_writes_is_ordered_by_the_scope() {
                 s.stream(0).htod_batch(&srcs, &parts, order)?;
                 k.saxpy(s.stream(1), dx, dy, 2.0)?; // y = 2x + 0
                 s.stream(1).dtoh(dy, &mut out)?;
-                Ok::<_, common::Error>(s.waits())
+                Ok::<_, cuda_scope::Error>(s.waits())
             })
             .unwrap();
         assert_eq!(waits.added, 1, "{order:?}: {waits:?}");
@@ -98,7 +98,7 @@ fn a_batch_whose_lists_do_not_match_is_refused() {
     let streams = gpu.streams(1).unwrap();
     let mut d = gpu.alloc::<u32>(64).unwrap();
     let ones = vec![1u32; 64];
-    let untouched = |d: &mut common::DeviceBuffer<u32>| {
+    let untouched = |d: &mut cuda_scope::DeviceBuffer<u32>| {
         let mut now = vec![7u32; 64];
         gpu.scope(&streams, |s| s.stream(0).dtoh(s.device(d), &mut now)).unwrap();
         assert!(now.iter().all(|v| *v == 0), "the refused batch wrote the buffer");
@@ -157,7 +157,7 @@ fn a_graph_replayed_gives_the_right_bytes() {
             for _ in 0..3 {
                 s.stream(0).replay(&graph)?;
             }
-            Ok::<_, common::Error>((graph.nodes(), s.waits()))
+            Ok::<_, cuda_scope::Error>((graph.nodes(), s.waits()))
         })
         .unwrap();
     assert_eq!(nodes, 2);

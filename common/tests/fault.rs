@@ -4,7 +4,7 @@
 
 mod support;
 
-use common::Gpu;
+use cuda_scope::Gpu;
 
 #[test]
 #[ignore = "needs an NVIDIA GPU; cargo xtask test runs it where a driver is found"]

@@ -5,7 +5,7 @@
 
 mod support;
 
-use common::{Dev, Gpu, LaunchConfig, ScopeStream};
+use cuda_scope::{Dev, Gpu, LaunchConfig, ScopeStream};
 use support::{busy_cpu, TestKernels, PTX};
 
 fn gpu() -> (Gpu, std::sync::MutexGuard<'static, ()>) {
@@ -37,7 +37,7 @@ fn a_kernel_of_ones_own_on_two_streams_is_ordered_by_the_scope() {
             // SAFETY: saxpy reads x[0..n) and writes y[0..n).
             unsafe { s.stream(1).kernel(&saxpy, cfg).read(dx).write(dy).value(2.0f32).value(n as u64).launch()? };
             s.stream(1).dtoh(dy, &mut out)?;
-            Ok::<_, common::Error>(s.waits())
+            Ok::<_, cuda_scope::Error>(s.waits())
         })
         .unwrap();
     assert_eq!((waits.made, waits.added), (0, 1), "{waits:?}");
@@ -130,14 +130,14 @@ fn a_module_dropped_inside_the_scope_stays_loaded_until_the_work_is_done() {
 }
 
 /// A launch to be refused: given a stream and two views, it declares its arguments and launches.
-type Launcher<'k> = dyn for<'s, 'e> Fn(ScopeStream<'s, 'e>, Dev<'s, f32>, Dev<'s, f32>) -> common::Result<()> + 'k;
+type Launcher<'k> = dyn for<'s, 'e> Fn(ScopeStream<'s, 'e>, Dev<'s, f32>, Dev<'s, f32>) -> cuda_scope::Result<()> + 'k;
 
 /// What the launch `f` on `a` and `b` (zeros) is refused with, after checking that nothing ran: `b` is
 /// still zeros.
 fn refusal(
     gpu: &Gpu,
-    streams: &[common::Stream],
-    (a, b): (&mut common::DeviceBuffer<f32>, &mut common::DeviceBuffer<f32>),
+    streams: &[cuda_scope::Stream],
+    (a, b): (&mut cuda_scope::DeviceBuffer<f32>, &mut cuda_scope::DeviceBuffer<f32>),
     f: &Launcher,
 ) -> String {
     let mut b_host = vec![7f32; 64];
@@ -285,7 +285,7 @@ fn a_module_the_driver_will_not_load_for_a_pointer_to_shared_memory_says_so() {
     }
 }
 
-/// Generated PTX in every form `common::ptx` reads (the differential test's, `support/ptxgen.rs`),
+/// Generated PTX in every form `cuda_scope::ptx` reads (the differential test's, `support/ptxgen.rs`),
 /// through the driver's JIT linker: each kernel the reading supports is accepted (the text, the cubin
 /// the driver made and the driver's own account agree), each it refuses is refused for its reason.
 #[test]
@@ -320,7 +320,7 @@ fn generated_kernels_load_through_the_drivers_jit_linker() {
 #[ignore = "needs an NVIDIA GPU; cargo xtask test runs it where a driver is found"]
 fn the_drivers_parameter_count_agrees_where_it_has_one() {
     let (gpu, _lock) = gpu();
-    if let Err(why) = common::ffi::func_param_count() {
+    if let Err(why) = cuda_scope::ffi::func_param_count() {
         eprintln!("not checked: {why}");
         return;
     }

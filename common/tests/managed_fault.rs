@@ -4,7 +4,7 @@
 
 mod support;
 
-use common::{host::fill, Destination, Gpu};
+use cuda_scope::{host::fill, Destination, Gpu};
 
 #[test]
 #[ignore = "needs an NVIDIA GPU; cargo xtask test runs it where a driver is found"]

@@ -1,5 +1,5 @@
-//! The reading of PTX text (`common::ptx`) against what ptxas 13.0 compiles of it, read from the cubin
-//! (`common::cubin`): seeded files of generated kernels in every form the reading supports (and those
+//! The reading of PTX text (`cuda_scope::ptx`) against what ptxas 13.0 compiles of it, read from the cubin
+//! (`cuda_scope::cubin`): seeded files of generated kernels in every form the reading supports (and those
 //! it refuses), each compiled whole-program and, as the driver's JIT linker does, relocatable then
 //! linked with nvlink; the crafted PTX of the tests too. For each kernel: the count, sizes and
 //! alignments the generator meant, the text's reading and the cubin's records must agree exactly (the
@@ -25,7 +25,7 @@ use std::{
     time::Instant,
 };
 
-use common::{cubin, prototype, ptx};
+use cuda_scope::{cubin, prototype, ptx};
 use support::ptxgen::{self, Expect, File, Variant};
 
 const KERNELS_PER_FILE: usize = 24;
@@ -304,7 +304,7 @@ fn the_ptx_reading_agrees_with_the_cubin_ptxas_compiles() {
                                             None => false,
                                         };
                                         if !same {
-                                            problems.push(format!("{kernel}: cuobjdump reads {records:?} in {size:?} bytes, common::cubin {mine:?}"));
+                                            problems.push(format!("{kernel}: cuobjdump reads {records:?} in {size:?} bytes, cuda_scope::cubin {mine:?}"));
                                         }
                                     }
                                 }

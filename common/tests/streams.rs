@@ -7,7 +7,7 @@ use std::time::Instant;
 
 mod support;
 
-use common::{ffi, Gpu, Stream};
+use cuda_scope::{ffi, Gpu, Stream};
 use support::TestKernels;
 
 /// A 4-byte synchronous `cuMemcpyHtoD` on the legacy default stream, as code that knows nothing of our
@@ -34,7 +34,7 @@ fn copy_behind_a_kernel(gpu: &Gpu, kernels: &TestKernels, streams: &[Stream], it
     let copy = gpu
         .scope(streams, |s| {
             kernels.busy(s.stream(0), s.device(&mut d), iters)?;
-            Ok::<_, common::Error>(legacy_copy_ms())
+            Ok::<_, cuda_scope::Error>(legacy_copy_ms())
         })
         .unwrap();
     (kernel, copy)
@@ -72,7 +72,7 @@ fn non_blocking_streams_do_not_hold_back_the_legacy_stream_and_blocking_ones_do(
 #[test]
 #[ignore = "needs an NVIDIA GPU; cargo xtask test runs it where a driver is found"]
 fn a_landing_hands_its_piece_back_while_later_work_runs() {
-    let gpu = common::Gpu::init().expect("these tests need a GPU");
+    let gpu = cuda_scope::Gpu::init().expect("these tests need a GPU");
     let k = TestKernels::load(&gpu);
     let streams = gpu.streams(2).unwrap();
     let n = 1 << 20;
@@ -92,7 +92,7 @@ fn a_landing_hands_its_piece_back_while_later_work_runs() {
             let idle = s.is_idle()?;
             let sum: f64 = first.iter().chain(second.iter()).map(|x| *x as f64).sum();
             first[0] = -1.0; // the host's to write again
-            Ok::<_, common::Error>((sum, idle))
+            Ok::<_, cuda_scope::Error>((sum, idle))
         })
         .unwrap();
     let expected: f64 = (0..n).map(|i| (i % 1000) as f64).sum();

@@ -14,7 +14,7 @@ mod rig;
 use std::process::ExitCode;
 
 use clap::Parser;
-use common::Gpu;
+use cuda_scope::Gpu;
 use kernels::{cpu, Kernels};
 use measure::args::{parse_count, RunArgs};
 use measure::{report::Output, verify};

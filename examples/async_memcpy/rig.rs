@@ -6,7 +6,7 @@
 
 use std::time::Instant;
 
-use common::{DeviceBuffer, DeviceInfo, Footprint, Gpu, PinnedBuffer, Stream};
+use cuda_scope::{DeviceBuffer, DeviceInfo, Footprint, Gpu, PinnedBuffer, Stream};
 use kernels::{cpu, Kernels};
 use measure::{
     report::{fmt_count, fmt_ms, Figure, Output, Table},
@@ -173,7 +173,7 @@ impl LessonData {
     fn new(gpu: &Gpu, n: usize) -> anyhow::Result<LessonData> {
         let d_data = gpu.alloc::<f32>(n)?;
         let (h_data, h_result) = (gpu.pinned_from_fn(n, input)?, gpu.pinned::<f32>(n)?);
-        Ok(LessonData { h_data, h_result, d_data, streams: gpu.streams(1)?, reference: common::pageable(n, |_| 0f32)? })
+        Ok(LessonData { h_data, h_result, d_data, streams: gpu.streams(1)?, reference: cuda_scope::pageable(n, |_| 0f32)? })
     }
 
     /// One run: with `wait` each call blocks until its work is done; without, each returns at once. With
@@ -184,7 +184,7 @@ impl LessonData {
         let (mut api_ms, mut free_ms, mut done) = (0.0, 0.0, 0);
         let gpu_ms = rig.gpu.timed(streams, |s| {
             let (d, stream) = (s.device(d_data), s.stream(0));
-            let block = |queued: anyhow::Result<()>| if wait { queued.and_then(|_| s.synchronize()) } else { queued };
+            let block = |queued: cuda_scope::Result<()>| if wait { queued.and_then(|_| s.synchronize()) } else { queued };
             let t = Instant::now();
             block(stream.htod(h_data, d))?;
             block(rig.kernels.heavy_sqrt(stream, d, iters))?;
@@ -197,7 +197,7 @@ impl LessonData {
                 done = end;
             }
             free_ms = if done > 0 { t.elapsed().as_secs_f64() * 1e3 } else { 0.0 };
-            Ok(())
+            Ok::<_, anyhow::Error>(())
         })?;
         Ok(Run { gpu_ms, api_ms, free_ms, done })
     }

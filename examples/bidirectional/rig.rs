@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use common::{DeviceInfo, Footprint, Gpu};
+use cuda_scope::{DeviceInfo, Footprint, Gpu};
 use measure::{
     machine::PcieLink,
     pipeline::{CopyBuffers, CopyTimes},

@@ -14,9 +14,9 @@ mod rig;
 
 use std::process::ExitCode;
 
-use anyhow::{bail, Context as _};
+use measure::error::bad_args;
 use clap::Parser;
-use common::device::device_count;
+use cuda_scope::device::device_count;
 use measure::{
     args::{parse_bytes, parse_device_list, RunArgs},
     machine::HostMemory,
@@ -47,14 +47,14 @@ fn parse_devices(spec: &str) -> anyhow::Result<Vec<u32>> {
         (0..count).collect()
     } else {
         spec.split(',')
-            .map(|d| d.trim().parse::<u32>().with_context(|| format!("--devices: '{d}' is not a device number")))
+            .map(|d| d.trim().parse::<u32>().map_err(|_| bad_args(format!("--devices: '{d}' is not a device number"))))
             .collect::<anyhow::Result<_>>()?
     };
     if let Some(bad) = list.iter().find(|d| **d >= count) {
-        bail!("--devices: device {bad} does not exist: this machine has {count}");
+        return Err(bad_args(format!("--devices: device {bad} does not exist: this machine has {count}")));
     }
     if list.is_empty() {
-        bail!("--devices: no device named");
+        return Err(bad_args("--devices: no device named"));
     }
     Ok(list)
 }

@@ -8,7 +8,7 @@ use std::{sync::Barrier, time::Instant};
 use anyhow::{bail, Context as _};
 use serde::Serialize;
 
-use common::{Footprint, Gpu};
+use cuda_scope::{Footprint, Gpu};
 use kernels::Kernels;
 use measure::{
     machine::{numa_node_of, why_together, GpuAlone, Health, HostMemory},
@@ -268,17 +268,17 @@ impl PerGpuRun {
         };
         let (h_in, h_out) = (&p.h_in, &mut p.h_out);
         let htod = timed(bytes, &mut || {
-            measure(r, || gpu.timed(&streams[..1], |s| s.stream(0).htod(h_in, s.device(&mut up))))
+            measure(r, || Ok(gpu.timed(&streams[..1], |s| s.stream(0).htod(h_in, s.device(&mut up)))?))
         })?;
         let dtoh = timed(bytes, &mut || {
-            measure(r, || gpu.timed(&streams[..1], |s| s.stream(0).dtoh(s.device(&mut down), &mut *h_out)))
+            measure(r, || Ok(gpu.timed(&streams[..1], |s| s.stream(0).dtoh(s.device(&mut down), &mut *h_out))?))
         })?;
         let both = timed(2 * bytes, &mut || {
             measure(r, || {
-                gpu.timed(&streams, |s| {
+                Ok(gpu.timed(&streams, |s| {
                     s.stream(0).htod(h_in, s.device(&mut up))?;
                     s.stream(1).dtoh(s.device(&mut down), &mut *h_out)
-                })
+                })?)
             })
         })?;
         let pipeline = timed(2 * plan.elements * 4, &mut || measure(r, || p.run(plan, &mut on)))?;

@@ -26,7 +26,7 @@ mod rig;
 use std::process::ExitCode;
 
 use clap::Parser;
-use common::{host::fill, Destination, DeviceBuffer, Gpu, ManagedBuffer, PinnedBuffer, Stream};
+use cuda_scope::{host::fill, Destination, DeviceBuffer, Gpu, ManagedBuffer, PinnedBuffer, Stream};
 use measure::args::{parse_count, RunArgs, SweepArgs, WorkArgs};
 use measure::{report::Output, timing::Laps, verify::input, ChunkPlan};
 use rig::ManagedRig;
@@ -100,7 +100,7 @@ impl LessonMemory {
         let h_out = gpu.pinned::<f32>(n)?; //                                    cudaMallocHost(&h_out, BYTES)
         let d_data = gpu.alloc_each::<f32>(plan.streams, plan.max_chunk())?; //  cudaMalloc(&d_data[i], CHUNK_BYTES)
         let streams = gpu.streams(plan.streams)?; //                             cudaStreamCreateWithFlags(.., ..)
-        let result = common::pageable(n, |_| 0f32)?; //                          where the host reads each result to
+        let result = cuda_scope::pageable(n, |_| 0f32)?; //                          where the host reads each result to
         Ok(LessonMemory { managed, h_in, h_out, d_data, streams, result })
     }
 

@@ -4,7 +4,7 @@
 //! CPU and timed in parts; names the figures; prints a table a size, with what the page faults cost;
 //! and writes the JSON ([`ManagedResults`]).
 
-use common::{DeviceInfo, DeviceRoom, Footprint, Gpu};
+use cuda_scope::{DeviceInfo, DeviceRoom, Footprint, Gpu};
 use kernels::Kernels;
 use measure::{
     report::{fmt_bytes, fmt_ms, Figure, Output, Table},

@@ -14,7 +14,7 @@ mod rig;
 use std::process::ExitCode;
 
 use clap::Parser;
-use common::{host::fill, Gpu};
+use cuda_scope::{host::fill, Gpu};
 use measure::args::{parse_gbps, RunArgs, SweepArgs};
 use measure::report::Output;
 use rig::{Original, PinnedRig};
@@ -48,7 +48,7 @@ fn pinned_memory_cu(gpu: &Gpu, out: &Output) -> anyhow::Result<Original> {
     const BYTES: usize = SIZE * std::mem::size_of::<f32>();
 
     // Allocate Host Memory: regular pageable memory, and pinned (page-locked) memory
-    let mut h_pageable = common::pageable(SIZE, |_| 0.0f32)?; //       h_pageable = (float*)malloc(BYTES)
+    let mut h_pageable = cuda_scope::pageable(SIZE, |_| 0.0f32)?; //       h_pageable = (float*)malloc(BYTES)
     let mut h_pinned = gpu.pinned::<f32>(SIZE)?; //                     cudaMallocHost(&h_pinned, BYTES)
     let mut d_data = gpu.alloc::<f32>(SIZE)?; //                        cudaMalloc(&d_data, BYTES)
 

@@ -5,7 +5,7 @@
 //! memory back on the CPU; checks a round trip through each kind; and writes the JSON
 //! ([`PinnedResults`]).
 
-use common::{DeviceBuffer, DeviceInfo, Footprint, Gpu, HostAlloc, PinnedBuffer, Registered, Stream};
+use cuda_scope::{DeviceBuffer, DeviceInfo, Footprint, Gpu, HostAlloc, PinnedBuffer, Registered, Stream};
 use measure::{
     fit::{fit_table, unseen_notes, BothWays, KindFit, Sweep},
     machine::{numa_node_of, Health},
@@ -240,10 +240,10 @@ struct HostKinds {
 
 impl HostKinds {
     fn new(gpu: &Gpu, n: usize) -> anyhow::Result<HostKinds> {
-        let pageable = common::pageable(n, input)?; //                                  malloc
+        let pageable = cuda_scope::pageable(n, input)?; //                                  malloc
         let mut pinned = gpu.pinned::<f32>(n)?; //                                      cudaMallocHost
         let mut write_combined = gpu.pinned_with::<f32>(n, HostAlloc::WRITE_COMBINED)?; // cudaHostAllocWriteCombined
-        let registered = gpu.register(common::pageable(n, input)?)?; //                 cudaHostRegister
+        let registered = gpu.register(cuda_scope::pageable(n, input)?)?; //                 cudaHostRegister
         pinned.copy_from_slice(&pageable);
         write_combined.copy_from_slice(&pageable);
         Ok(HostKinds { pageable, pinned, write_combined, registered })
@@ -288,8 +288,8 @@ impl DeviceEnd<'_> {
     /// `host` (a prefix of a kind) up to the device and back down, each copy timed alone over `r`'s runs.
     fn both_ways(&mut self, host: &mut [f32], r: Repeats) -> anyhow::Result<BothWays> {
         let (gpu, streams, d, len) = (self.gpu, &self.streams, &mut self.data, host.len());
-        let htod = measure(r, || gpu.timed(streams, |s| s.stream(0).htod(&host[..], s.device(d).slice(0..len))))?;
-        let dtoh = measure(r, || gpu.timed(streams, |s| s.stream(0).dtoh(s.device(d).slice(0..len), &mut host[..])))?;
+        let htod = measure(r, || Ok(gpu.timed(streams, |s| s.stream(0).htod(&host[..], s.device(d).slice(0..len)))?))?;
+        let dtoh = measure(r, || Ok(gpu.timed(streams, |s| s.stream(0).dtoh(s.device(d).slice(0..len), &mut host[..]))?))?;
         Ok(BothWays { htod, dtoh })
     }
 

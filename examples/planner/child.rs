@@ -7,7 +7,7 @@
 use anyhow::Context as _;
 use serde::Serialize;
 
-use common::Gpu;
+use cuda_scope::Gpu;
 use kernels::Kernels;
 use measure::{
     pipeline::{Buffering, Pipeline},
@@ -95,7 +95,7 @@ impl UserPtx {
 /// Whether the PTX text declares `name` as a kernel of the user's may be: `.entry name(.param .u64,
 /// .param .u64)`, that is `extern "C" __global__ void name(float* data, unsigned long long n)`.
 fn user_signature(ptx: &str, name: &str) -> anyhow::Result<()> {
-    let params = common::module::signature(ptx, name).with_context(|| {
+    let params = cuda_scope::module::signature(ptx, name).with_context(|| {
         format!("the PTX has no kernel named {name} (declare it extern \"C\" so that its name is not mangled)")
     })?;
     let params = params.map_err(|why| anyhow::anyhow!("{name}: {why}"))?;

@@ -12,7 +12,7 @@
 
 use serde::Serialize;
 
-use common::Gpu;
+use cuda_scope::Gpu;
 use kernels::Kernels;
 use measure::{
     fit::CopyCost,
@@ -93,18 +93,18 @@ impl FittedCosts {
         for &len in &sizes {
             let t = |s: Stats| (len * 4, s.min_ms); // the best of the repeats: the least noise
             ups.push(t(measure(r, || {
-                gpu.timed(s0, |s| s.stream(0).htod(&h_in[..len], s.device(&mut up).slice(0..len)))
+                Ok(gpu.timed(s0, |s| s.stream(0).htod(&h_in[..len], s.device(&mut up).slice(0..len)))?)
             })?));
             downs.push(t(measure(r, || {
-                gpu.timed(s0, |s| s.stream(0).dtoh(s.device(&mut down).slice(0..len), &mut h_out[..len]))
+                Ok(gpu.timed(s0, |s| s.stream(0).dtoh(s.device(&mut down).slice(0..len), &mut h_out[..len]))?)
             })?));
         }
         let len = sizes[0]; // the largest: the rate with both directions busy, not their per-copy cost
         let both = measure(r, || {
-            gpu.timed(&streams, |s| {
+            Ok(gpu.timed(&streams, |s| {
                 s.stream(0).htod(&h_in[..len], s.device(&mut up).slice(0..len))?;
                 s.stream(1).dtoh(s.device(&mut down).slice(0..len), &mut h_out[..len])
-            })
+            })?)
         })?;
         let (htod, dtoh) = (CopyCost::fit(&ups)?, CopyCost::fit(&downs)?);
         // Each direction's rate with both at once against alone, per-copy cost taken off both times.
@@ -209,11 +209,11 @@ pub fn kernel_times(
     let mut d = gpu.alloc::<f32>(sizes.iter().copied().max().unwrap_or(1))?;
     let streams = gpu.streams(1)?;
     let s0 = &streams[..];
-    let input = common::pageable(d.len(), measure::verify::input)?;
+    let input = cuda_scope::pageable(d.len(), measure::verify::input)?;
     gpu.scope(s0, |s| s.stream(0).htod(&input, s.device(&mut d)))?;
     let mut out = Vec::new();
     for &len in sizes {
-        let t = measure(r, || gpu.timed(s0, |s| work.run(kernels, s.stream(0), s.device(&mut d).slice(0..len))))?;
+        let t = measure(r, || Ok(gpu.timed(s0, |s| work.run(kernels, s.stream(0), s.device(&mut d).slice(0..len)))?))?;
         out.push((len * 4, t.min_ms));
     }
     Ok(out)

@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 
-use common::{DeviceInfo, Footprint, Gpu};
+use cuda_scope::{DeviceInfo, Footprint, Gpu};
 use kernels::Kernels;
 use measure::{
     bound::PipelineReport,

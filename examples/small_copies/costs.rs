@@ -620,10 +620,10 @@ impl SmallCopiesRig {
         for &bytes in sizes {
             anyhow::ensure!(bytes <= src.len() && bytes <= d_packed.len(), "copies of {bytes} bytes in a smaller rig");
             let htod = measure_best(r, 30, 5.0, || {
-                gpu.timed(s0, |s| s.stream(0).htod(&src[..bytes], s.device(d_packed).slice(0..bytes)))
+                Ok(gpu.timed(s0, |s| s.stream(0).htod(&src[..bytes], s.device(d_packed).slice(0..bytes)))?)
             })?;
             let dtoh = measure_best(r, 30, 5.0, || {
-                gpu.timed(s0, |s| s.stream(0).dtoh(s.device(d_packed).slice(0..bytes), &mut dst[..bytes]))
+                Ok(gpu.timed(s0, |s| s.stream(0).dtoh(s.device(d_packed).slice(0..bytes), &mut dst[..bytes]))?)
             })?;
             htod_times.push((bytes, htod));
             dtoh_times.push((bytes, dtoh));
@@ -637,7 +637,7 @@ impl SmallCopiesRig {
         let (gpu, s0) = (&self.gpu, &self.streams[..1]);
         let [wall] = measure_parts_within(self.repeats, BUDGET_MS, || {
             let t = Instant::now();
-            gpu.timed(s0, |_| Ok(()))?;
+            gpu.timed(s0, |_| Ok::<_, anyhow::Error>(()))?;
             Ok([ms(t)])
         })?;
         Ok(wall)
@@ -653,13 +653,13 @@ impl SmallCopiesRig {
         let (s0, table, n, largest) = (&streams[..1], places.packed_table(), places.count(), places.largest());
         gpu.scope(s0, |s| s.stream(0).htod(&table, s.device(&mut device.tables).slice(0..3 * n)))?;
         measure_best(*repeats, 30, 5.0, || {
-            gpu.timed(s0, |s| {
+            Ok(gpu.timed(s0, |s| {
                 let (packed, arena) =
                     (s.device(&mut device.packed).slice(0..places.packed_len), s.device(&mut device.arena));
                 let table = s.device(&mut device.tables).slice(0..3 * n).read_only();
                 kernels.copy_by_table(s.stream(0), TableCopy::Scatter, packed.read_only(), table, arena, largest)?;
                 kernels.copy_by_table(s.stream(0), TableCopy::Gather, arena.read_only(), table, packed, largest)
-            })
+            })?)
         })
     }
 
@@ -682,7 +682,7 @@ impl SmallCopiesRig {
             let gpu_ms = gpu.timed(s0, |s| {
                 s.stream(0).htod(&packed_dtoh[..bytes], s.device(&mut device.packed).slice(0..bytes))?;
                 cpu = host_ms(|| pack_all(&places, &srcs, &mut packed_htod[..], threads)).1;
-                Ok(())
+                Ok::<_, anyhow::Error>(())
             })?;
             times[0].push(gpu_ms);
             times[1].push(cpu);
@@ -690,7 +690,7 @@ impl SmallCopiesRig {
                 s.stream(0).dtoh(s.device(&mut device.packed).slice(0..bytes), &mut packed_htod[..bytes])?;
                 let outs = places.host_slices_mut(h_out);
                 cpu = host_ms(|| unpack_all(&places, &packed_dtoh[..], outs, threads)).1;
-                Ok(())
+                Ok::<_, anyhow::Error>(())
             })?;
             times[2].push(gpu_ms);
             times[3].push(cpu);
@@ -738,7 +738,7 @@ impl SmallCopiesRig {
 
 #[cfg(test)]
 pub(crate) mod tests {
-    use common::SrcOrder;
+    use cuda_scope::SrcOrder;
 
     use super::*;
     use crate::plan::rivals;

@@ -3,7 +3,7 @@
 //! Each needs an NVIDIA GPU: without one they are reported as ignored, and `cargo xtask test` runs them
 //! where it finds a driver.
 
-use common::Gpu;
+use cuda_scope::Gpu;
 use kernels::{cpu, Kernels, TableCopy};
 use measure::timing::Repeats;
 
@@ -46,8 +46,8 @@ fn every_way_brings_every_byte_back() {
     let places: Vec<BufferPlacement> = sets.iter().map(BufferPlacement::new).collect();
     let zero_copy = gpu.info.can_map_host_memory;
     let mut rig = SmallCopiesRig::new(gpu, kernels, &places, 3, QUICK).unwrap();
-    let ways = TransferWay::all(3, common::batch_support().is_ok(), zero_copy);
-    assert!(ways.len() >= 10, "the batched ways run on a CUDA 13 driver: {:?}", common::batch_support());
+    let ways = TransferWay::all(3, cuda_scope::batch_support().is_ok(), zero_copy);
+    assert!(ways.len() >= 10, "the batched ways run on a CUDA 13 driver: {:?}", cuda_scope::batch_support());
     assert_eq!(ways, rig.ways());
     for set in &sets {
         let run = rig.run_set(set, &ways).unwrap();
@@ -113,7 +113,7 @@ fn the_copy_kernel_matches_its_cpu_twin_both_ways() {
 fn the_planner_predicts_and_runs_every_rival() {
     let (gpu, kernels, _lock) = gpu();
     let set = BufferSet::parse("256KiB*4,4KiB*64,16*100").unwrap();
-    let ways = rivals(gpu.info.can_map_host_memory, common::batch_support().is_ok());
+    let ways = rivals(gpu.info.can_map_host_memory, cuda_scope::batch_support().is_ok());
     let mut rig = SmallCopiesRig::new(gpu, kernels, &placements(&set), 2, QUICK).unwrap();
     let plan = SetPlan::make(&mut rig, &set, &ways).unwrap();
     assert_eq!(plan.predictions.len(), ways.len());

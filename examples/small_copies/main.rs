@@ -122,7 +122,7 @@ mod tests {
     const GIB: usize = 1 << 30;
 
     /// What the lesson holds at its peak with these flags (after the program's name).
-    fn footprint(flags: &[&str]) -> common::Footprint {
+    fn footprint(flags: &[&str]) -> cuda_scope::Footprint {
         let args = Args::try_parse_from(std::iter::once("small_copies").chain(flags.iter().copied())).unwrap();
         let places: Vec<BufferPlacement> = match &args.plan {
             Some(set) => plan::placements(set),

@@ -91,7 +91,7 @@
 //!   run in turn with the build before it on five more hosts, 12 pairs each: 1000 x 4 KiB 0.92x-1.00x in
 //!   the median (43 of 60 faster), the model-like set 0.98x-1.04x (25 of 60 faster): a trade for small
 //!   buffers, which the packed way serves, against large ones, which the copies serve.
-//! - Packing fences once an item, not once a buffer (`common::staging::stream_gather`). A store fence
+//! - Packing fences once an item, not once a buffer (`cuda_scope::staging::stream_gather`). A store fence
 //!   waits until the streaming stores before it have left the core: with one every 4 KiB, six threads
 //!   packing 1000 x 4 KiB alone took medians of 112, 88 and 99 µs on three H100s' hosts, and 84, 64 and
 //!   70 with one an item (2026-11-27, 10-12 runs each, in turn with the build before). The round trip
@@ -119,7 +119,7 @@ use std::{
     },
 };
 
-use common::{
+use cuda_scope::{
     staging::{stream_copy, stream_gather},
     Dev, Landing, PartedSlice, ScopeStream,
 };
@@ -238,7 +238,7 @@ impl PackLayout {
     fn parted<'a>(&self, packed: &'a mut [u8]) -> anyhow::Result<PartedSlice<'a, u8>> {
         anyhow::ensure!(packed.len() >= self.len, "a packed buffer of {} bytes for {}", packed.len(), self.len);
         let ends = (0..self.items).map(|i| self.item_bytes(i).end).collect();
-        PartedSlice::new(&mut packed[..self.len], ends, self.pieces.iter().map(|p| p.end).collect())
+        Ok(PartedSlice::new(&mut packed[..self.len], ends, self.pieces.iter().map(|p| p.end).collect())?)
     }
 
     /// `outs`, the set's host buffers in order, cut where the items cut them, in the items' order (the
@@ -459,10 +459,10 @@ pub fn packed_round_trip(
                 on.kernels.copy_by_table(kernels, TableCopy::Gather, arena.read_only(), table, bytes, largest)
             };
             htod_as_packed(copies, packed, &packing, |p| match parts.iter().position(|part| part.end == p + 1) {
-                Some(k) if k < last => part_kernels(k),
+                Some(k) if k < last => Ok(part_kernels(k)?),
                 // The last copy up: an event after it, for the last part's kernels to wait for alone,
                 // not for the copies back queued after it first.
-                Some(_) if apart => copies.record_event().map(drop),
+                Some(_) if apart => Ok(copies.record_event().map(drop)?),
                 _ => Ok(()),
             })?;
             unpack_as_they_land(&unpacking, helpers, || {

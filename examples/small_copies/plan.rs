@@ -14,7 +14,7 @@
 
 use serde::Serialize;
 
-use common::{DeviceInfo, SrcOrder};
+use cuda_scope::{DeviceInfo, SrcOrder};
 use measure::{
     report::{Output, Table},
     timing::Repeats,

@@ -156,7 +156,7 @@ pub fn packed_table(runs: &[SetRun]) -> Option<Table> {
 
 /// The scope's price for one memcpy per buffer over a set (one stream, from pinned memory): the host's
 /// time a copy in the calls through the scope, and in the same calls made bare
-/// ([`common::probe::bare_round_trip`]), the two in turn in one run.
+/// ([`cuda_scope::probe::bare_round_trip`]), the two in turn in one run.
 #[derive(Clone, Debug, Serialize)]
 pub struct ScopePrice {
     /// Copies a round trip: two a buffer.
@@ -429,7 +429,7 @@ pub fn beaten(runs: &[SetRun]) -> Vec<String> {
 
 #[cfg(test)]
 pub(crate) mod tests {
-    use common::SrcOrder;
+    use cuda_scope::SrcOrder;
 
     use super::*;
     use crate::buffers::BufferSet;

@@ -9,7 +9,7 @@ use std::{cell::Cell, ops::Range, time::Instant};
 use rayon::prelude::*;
 use serde::Serialize;
 
-use common::{DeviceBuffer, DeviceInfo, Footprint, Gpu, HostAlloc, PinnedBuffer, Scope, Stream};
+use cuda_scope::{DeviceBuffer, DeviceInfo, Footprint, Gpu, HostAlloc, PinnedBuffer, Scope, Stream};
 use kernels::Kernels;
 use measure::{
     report::{fmt_bytes, Output},
@@ -67,7 +67,7 @@ impl<'r> GpuSide<'r> {
             let t = Instant::now();
             calls(s)?;
             host.set(ms(t));
-            Ok(())
+            Ok::<_, anyhow::Error>(())
         })?;
         Ok((gpu_ms, host.get()))
     }
@@ -207,7 +207,7 @@ impl SmallCopiesRig {
         let (arena, packed, tables) = (gpu.alloc(dev)?, gpu.alloc(packed)?, gpu.alloc(tables)?);
         let device = DeviceBuffers { arena, packed, tables, part_tables: Vec::new() };
         let (spread, streams) = (streams.max(1), gpu.streams(streams.max(2))?);
-        let batch = common::batch_support(); // cuGetProcAddress("cuMemcpyBatchAsync", 12.8)
+        let batch = cuda_scope::batch_support().map_err(|e| e.to_string()); // cuGetProcAddress("cuMemcpyBatchAsync", 12.8)
         Ok(SmallCopiesRig { gpu, kernels, streams, spread, repeats, host: host_buffers, device, batch })
     }
 
@@ -286,7 +286,7 @@ impl SmallCopiesRig {
     /// One memcpy per buffer each way as bare driver calls on the first stream: the host's time in them, ms.
     pub fn bare_round_trip(&mut self, pieces: &[(Range<usize>, usize)]) -> anyhow::Result<f64> {
         let HostBuffers { h_in, h_out, .. } = &mut self.host;
-        common::probe::bare_round_trip(&self.streams[0], h_in, &mut self.device.arena, h_out, pieces)
+        Ok(cuda_scope::probe::bare_round_trip(&self.streams[0], h_in, &mut self.device.arena, h_out, pieces)?)
     }
 
     /// Fills the host arena with `set`'s bytes, makes its pageable copies, and copies its tables H2D.
@@ -377,7 +377,7 @@ impl SmallCopiesRig {
         self.host.packed_dtoh.fill(POISON);
         let (s0, down, d_arena, len) =
             (&self.streams[..1], &self.host.packed_dtoh, &mut self.device.arena, places.device_len);
-        self.gpu.scope(s0, |s| s.stream(0).htod(&down[..len], s.device(d_arena).slice(0..len)))
+        Ok(self.gpu.scope(s0, |s| s.stream(0).htod(&down[..len], s.device(d_arena).slice(0..len)))?)
     }
 
     /// Whether every buffer `way` brought back is what went up.

@@ -7,7 +7,7 @@ use std::time::Instant;
 use anyhow::{bail, Context as _};
 use serde::Serialize;
 
-use common::{DeviceBuffer, PinnedBuffer, Scope, SrcOrder};
+use cuda_scope::{DeviceBuffer, PinnedBuffer, Scope, SrcOrder};
 use kernels::TableCopy;
 use measure::timing::{measure_parts_within, Repeats, Stats};
 
@@ -171,7 +171,7 @@ impl SmallCopiesRig {
                 for (i, out) in outs.into_iter().enumerate() {
                     g.dtoh(arena.slice(places.device_range(i)), out)?;
                 }
-                Ok(())
+                Ok::<_, anyhow::Error>(())
             })?; //                                                                cudaGraphInstantiate
             let build_ms = ms(t);
             let replay = || -> anyhow::Result<[f64; 3]> {
@@ -226,7 +226,7 @@ fn batched(
         let arena = s.device(arena);
         let dsts: Vec<_> = (0..places.count()).map(|i| arena.slice(places.device_range(i))).collect();
         s.stream(0).htod_batch(&data.srcs, &dsts, order)?; // cuMemcpyBatchAsync, every buffer up
-        s.stream(0).dtoh_batch(&dsts, data.outs) //          and back
+        Ok(s.stream(0).dtoh_batch(&dsts, data.outs)?) //          and back
     })
 }
 
@@ -244,14 +244,14 @@ fn zero_copy(
         // The host arena's table: the kernel reads and writes the host's buffers across the link itself.
         let table = s.device(&mut device.tables).slice(3 * n..6 * n).read_only();
         kernels.copy_by_table(s.stream(0), TableCopy::Scatter, from.read_only(), table, arena, largest)?;
-        kernels.copy_by_table(s.stream(0), TableCopy::Gather, arena.read_only(), table, to, largest)
+        Ok(kernels.copy_by_table(s.stream(0), TableCopy::Gather, arena.read_only(), table, to, largest)?)
     })
 }
 
 /// Makes every stream of `s` wait for the work queued so far on every other one: the end of the way
 /// up, before the way back.
-fn barrier<'s>(s: &'s Scope<'s, '_>) -> anyhow::Result<()> {
-    let events = s.streams().map(|st| st.record_event()).collect::<anyhow::Result<Vec<_>>>()?;
+fn barrier<'s>(s: &'s Scope<'s, '_>) -> cuda_scope::Result<()> {
+    let events = s.streams().map(|st| st.record_event()).collect::<cuda_scope::Result<Vec<_>>>()?;
     for st in s.streams() {
         for (k, e) in events.iter().enumerate() {
             if st.index() != k {

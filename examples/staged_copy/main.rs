@@ -5,7 +5,7 @@
 //! plain pageable and pinned copies, both directions, over sizes:
 //! - pin the `Vec` in place for the one transfer (cudaHostRegister, copy, cudaHostUnregister);
 //! - stage it: several CPU threads copy chunks into a ring of pinned buffers while the copy engine
-//!   drains them (common::staging);
+//!   drains them (cuda_scope::staging);
 //! - and, for comparison, staging's CPU side alone, measured in this run: the same threads copying the
 //!   same chunks into (or out of) the same pinned slots, with nothing on the GPU. Staging does that
 //!   work and a DMA beside it, so it cannot beat that rate; where it runs at about it, the CPU copy is

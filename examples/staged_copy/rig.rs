@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 
-use common::{Destination, DeviceBuffer, DeviceInfo, Footprint, Gpu, PinnedBuffer, Stager, Stream};
+use cuda_scope::{Destination, DeviceBuffer, DeviceInfo, Footprint, Gpu, PinnedBuffer, Stager, Stream};
 use measure::{
     report::{fmt_bytes, Figure, Output, Table},
     timeline::phase,
@@ -107,8 +107,8 @@ impl StagedRig {
         let gpu = measure::lesson::gpu(out, &setup.footprint())?;
         let n = setup.elements();
         let d_data = gpu.alloc::<f32>(n)?;
-        let pageable = common::pageable(n, input)?;
-        let landing = common::pageable(n, |_| 0f32)?;
+        let pageable = cuda_scope::pageable(n, input)?;
+        let landing = cuda_scope::pageable(n, |_| 0f32)?;
         let pinned = gpu.pinned_from_fn(n, input)?;
         let stager = gpu.stager::<f32>(setup.threads, setup.slot)?;
         let streams = gpu.streams(1)?;
@@ -143,19 +143,19 @@ impl StagedRig {
         let (gpu, r) = (&*gpu, setup.repeats);
         Ok([
             on_host(r, &mut || {
-                gpu.scope(streams, |s| s.stream(0).htod(&pageable[..len], s.device(d_data).slice(0..len)))
+                Ok(gpu.scope(streams, |s| s.stream(0).htod(&pageable[..len], s.device(d_data).slice(0..len)))?)
             })?,
             on_host(r, &mut || {
-                gpu.scope(streams, |s| s.stream(0).htod(&pinned[..len], s.device(d_data).slice(0..len)))
+                Ok(gpu.scope(streams, |s| s.stream(0).htod(&pinned[..len], s.device(d_data).slice(0..len)))?)
             })?,
             on_host(r, &mut || {
                 // cudaHostRegister, the copy, cudaHostUnregister
-                gpu.pin_in_place(&mut pageable[..len], |locked| {
+                Ok(gpu.pin_in_place(&mut pageable[..len], |locked| {
                     gpu.scope(streams, |s| s.stream(0).htod(locked, s.device(d_data).slice(0..len)))
-                })?
+                })??)
             })?,
-            on_host(r, &mut || stager.upload(&pageable[..len], d_data))?,
-            on_host(r, &mut || stager.host_side_only(&mut pageable[..len], Destination::Device))?,
+            on_host(r, &mut || Ok(stager.upload(&pageable[..len], d_data)?))?,
+            on_host(r, &mut || Ok(stager.host_side_only(&mut pageable[..len], Destination::Device)?))?,
         ])
     }
 
@@ -165,18 +165,18 @@ impl StagedRig {
         let (gpu, r) = (&*gpu, setup.repeats);
         Ok([
             on_host(r, &mut || {
-                gpu.scope(streams, |s| s.stream(0).dtoh(s.device(d_data).slice(0..len), &mut landing[..len]))
+                Ok(gpu.scope(streams, |s| s.stream(0).dtoh(s.device(d_data).slice(0..len), &mut landing[..len]))?)
             })?,
             on_host(r, &mut || {
-                gpu.scope(streams, |s| s.stream(0).dtoh(s.device(d_data).slice(0..len), &mut pinned[..len]))
+                Ok(gpu.scope(streams, |s| s.stream(0).dtoh(s.device(d_data).slice(0..len), &mut pinned[..len]))?)
             })?,
             on_host(r, &mut || {
-                gpu.pin_in_place(&mut landing[..len], |locked| {
+                Ok(gpu.pin_in_place(&mut landing[..len], |locked| {
                     gpu.scope(streams, |s| s.stream(0).dtoh(s.device(d_data).slice(0..len), locked))
-                })?
+                })??)
             })?,
-            on_host(r, &mut || stager.download(d_data, &mut landing[..len]))?,
-            on_host(r, &mut || stager.host_side_only(&mut landing[..len], Destination::Host))?,
+            on_host(r, &mut || Ok(stager.download(d_data, &mut landing[..len])?))?,
+            on_host(r, &mut || Ok(stager.host_side_only(&mut landing[..len], Destination::Host)?))?,
         ])
     }
 

@@ -15,7 +15,7 @@ mod rig;
 use std::process::ExitCode;
 
 use clap::Parser;
-use common::{Gpu, HostAlloc};
+use cuda_scope::{Gpu, HostAlloc};
 use kernels::Kernels;
 use measure::args::{RunArgs, SweepArgs};
 use measure::{report::Output, verify};
@@ -46,7 +46,7 @@ fn zero_copy_example_cu(gpu: &Gpu, kernels: &Kernels, out: &Output) -> anyhow::R
     let mut h_out = gpu.pinned_with::<f32>(N, HostAlloc::MAPPED)?; //  cudaHostAlloc(&h_out, size, cudaHostAllocMapped)
 
     // 2) Initialize h_in
-    common::host::fill(&mut h_in, rand); //                             h_in[i] = (float)(rand()%100);
+    cuda_scope::host::fill(&mut h_in, rand); //                             h_in[i] = (float)(rand()%100);
     h_out.fill(0.0); //                                                 h_out[i] = 0.0f;
 
     let streams = gpu.streams(1)?; //                                   the stream the kernel goes on

@@ -4,7 +4,7 @@
 //! two, every result checked against the CPU; prints which wins where; and writes the JSON
 //! ([`ZeroCopyResults`]).
 
-use common::{Dev, DeviceBuffer, DeviceInfo, Footprint, Gpu, HostAlloc, PinnedBuffer, ScopeStream, Stream};
+use cuda_scope::{Dev, DeviceBuffer, DeviceInfo, Footprint, Gpu, HostAlloc, PinnedBuffer, ScopeStream, Stream};
 use kernels::Kernels;
 use measure::{
     report::{fmt_bytes, fmt_ms, Output, Table},
@@ -175,7 +175,7 @@ struct Ways {
 impl Ways {
     fn new(gpu: &Gpu, n: usize) -> anyhow::Result<Ways> {
         let mut mapped_in = gpu.pinned_with::<f32>(n, HostAlloc::MAPPED)?;
-        common::host::fill(&mut mapped_in, input);
+        cuda_scope::host::fill(&mut mapped_in, input);
         let mapped_out = gpu.pinned_with::<f32>(n, HostAlloc::MAPPED)?;
         let (h_in, h_out) = (gpu.pinned_from_fn(n, input)?, gpu.pinned::<f32>(n)?);
         let (d_in, d_out) = (gpu.alloc::<f32>(n)?, gpu.alloc::<f32>(n)?);
@@ -186,21 +186,21 @@ impl Ways {
     /// the host off it meanwhile. GPU time, ms.
     fn zero_copy(&mut self, rig: &ZeroCopyRig, len: usize, passes: usize) -> anyhow::Result<f64> {
         let Ways { mapped_in, mapped_out, streams, .. } = self;
-        rig.gpu.timed(streams, |s| {
+        Ok(rig.gpu.timed(streams, |s| {
             let (i, o) = (s.mapped(mapped_in)?.slice(0..len), s.mapped(mapped_out)?.slice(0..len));
             kernel_passes(&rig.kernels, s.stream(0), i, o, passes) // zeroCopyKernel<<<..>>>(d_in, d_out, N)
-        })
+        })?)
     }
 
     /// Copy in, compute in device memory, copy out (the first `len` elements). GPU time, ms.
     fn copies(&mut self, rig: &ZeroCopyRig, len: usize, passes: usize) -> anyhow::Result<f64> {
         let Ways { h_in, h_out, d_in, d_out, streams, .. } = self;
-        rig.gpu.timed(streams, |s| {
+        Ok(rig.gpu.timed(streams, |s| {
             let (i, o) = (s.device(d_in).slice(0..len), s.device(d_out).slice(0..len));
             s.stream(0).htod(&h_in[..len], i)?;
             kernel_passes(&rig.kernels, s.stream(0), i, o, passes)?;
             s.stream(0).dtoh(o, &mut h_out[..len])
-        })
+        })?)
     }
 }
 
@@ -212,7 +212,7 @@ fn kernel_passes<'s>(
     input: Dev<'s, f32>,
     out: Dev<'s, f32>,
     passes: usize,
-) -> anyhow::Result<()> {
+) -> cuda_scope::Result<()> {
     kernels.scale(stream, input, out, 2.0)?;
     if passes == 2 {
         kernels.accumulate(stream, input, out)?;

@@ -7,7 +7,7 @@
 //! and holds its arguments against the kernel's parameters: `kernels.process(stream, data, iters)?`.
 //! Adding a kernel: its `.cu`, one launcher below, and its CPU twin.
 
-use common::{Dev, DevRead, Gpu, Kernel, LaunchBuilder, LaunchConfig, Module, Queue};
+use cuda_scope::{Dev, DevRead, Gpu, Kernel, LaunchBuilder, LaunchConfig, Module, Queue};
 
 const PIPELINE_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/pipeline.ptx"));
 const VECTOR_ADD_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/vector_add.ptx"));
@@ -34,7 +34,7 @@ pub struct Kernels {
 }
 
 /// The one place this crate promises what `common` cannot check: queues the launch.
-fn ours(launch: LaunchBuilder<'_, '_>) -> anyhow::Result<()> {
+fn ours(launch: LaunchBuilder<'_, '_>) -> cuda_scope::Result<()> {
     // SAFETY: every kernel of this crate's .cu files touches only the views its launcher declares, in
     // the declared way: each indexes element i < n of views of n elements (grid-stride or one thread
     // per element, n passed from the views' lengths), chase bounds every link it reads by the chain's
@@ -73,14 +73,14 @@ impl Kernels {
     }
 
     /// `process<<<..>>>(data, n, iters)`: `iters` rounds of `x = x * A + B` in place ([`cpu::process`]).
-    pub fn process<'s>(&self, on: impl Queue<'s>, data: Dev<'s, f32>, iters: u32) -> anyhow::Result<()> {
+    pub fn process<'s>(&self, on: impl Queue<'s>, data: Dev<'s, f32>, iters: u32) -> cuda_scope::Result<()> {
         ours(on.kernel(&self.process, self.grid(data.len())).write(data).value(data.len() as u64).value(iters))
     }
 
     /// `iters` rounds of `sinf(x) * cosf(x) + 1`, one thread per element, `(n + 255) / 256` blocks of 256
     /// as overlap_pattern.cu launches its kernel. For 500 rounds, that program's kernel itself (which
     /// takes an `int` count of elements).
-    pub fn process_sincos<'s>(&self, on: impl Queue<'s>, data: Dev<'s, f32>, iters: u32) -> anyhow::Result<()> {
+    pub fn process_sincos<'s>(&self, on: impl Queue<'s>, data: Dev<'s, f32>, iters: u32) -> cuda_scope::Result<()> {
         let config = LaunchConfig::for_elements(data.len(), BLOCK);
         if iters == 500 {
             let n = i32::try_from(data.len());
@@ -96,7 +96,7 @@ impl Kernels {
     }
 
     /// The kernel of async_memcpy.cu: `iters` rounds of `x = sqrt(x * x + 1)`, in place.
-    pub fn heavy_sqrt<'s>(&self, on: impl Queue<'s>, data: Dev<'s, f32>, iters: u32) -> anyhow::Result<()> {
+    pub fn heavy_sqrt<'s>(&self, on: impl Queue<'s>, data: Dev<'s, f32>, iters: u32) -> cuda_scope::Result<()> {
         ours(on.kernel(&self.heavy_sqrt, self.grid(data.len())).write(data).value(data.len() as u64).value(iters))
     }
 
@@ -107,7 +107,7 @@ impl Kernels {
         a: Dev<'s, f32>,
         b: Dev<'s, f32>,
         c: Dev<'s, f32>,
-    ) -> anyhow::Result<()> {
+    ) -> cuda_scope::Result<()> {
         let launch = on.kernel(&self.vector_add, self.grid(c.len())).read(a).read(b).write(c).value(c.len() as u64);
         ours(match a.len() == c.len() && b.len() == c.len() {
             true => launch,
@@ -116,14 +116,14 @@ impl Kernels {
     }
 
     /// `out = input * a` (zero-copy's kernel).
-    pub fn scale<'s>(&self, on: impl Queue<'s>, input: Dev<'s, f32>, out: Dev<'s, f32>, a: f32) -> anyhow::Result<()> {
+    pub fn scale<'s>(&self, on: impl Queue<'s>, input: Dev<'s, f32>, out: Dev<'s, f32>, a: f32) -> cuda_scope::Result<()> {
         let launch =
             on.kernel(&self.scale, self.grid(out.len())).read(input).write(out).value(out.len() as u64).value(a);
         ours(same_length(launch, input.len(), out.len()))
     }
 
     /// `out += input`: a second pass over the same input.
-    pub fn accumulate<'s>(&self, on: impl Queue<'s>, input: Dev<'s, f32>, out: Dev<'s, f32>) -> anyhow::Result<()> {
+    pub fn accumulate<'s>(&self, on: impl Queue<'s>, input: Dev<'s, f32>, out: Dev<'s, f32>) -> cuda_scope::Result<()> {
         let launch = on.kernel(&self.accumulate, self.grid(out.len())).read(input).write(out).value(out.len() as u64);
         ours(same_length(launch, input.len(), out.len()))
     }
@@ -139,7 +139,7 @@ impl Kernels {
         start: u32,
         accesses: u32,
         out: Dev<'s, u32>,
-    ) -> anyhow::Result<()> {
+    ) -> cuda_scope::Result<()> {
         let len = u32::try_from(next.len());
         let launch = on.kernel(&self.chase, LaunchConfig::linear(1, 1)).read(next).value(len.unwrap_or(u32::MAX));
         let launch = launch.value(start).value(accesses).write(out);
@@ -164,7 +164,7 @@ impl Kernels {
         table: DevRead<'s, u64>,
         to: Dev<'s, u8>,
         largest: usize,
-    ) -> anyhow::Result<()> {
+    ) -> cuda_scope::Result<()> {
         let (config, count) = (entries_grid(table.len() / 3, largest), (table.len() / 3) as u32);
         let launch = on.kernel(&self.copy_by_table, config).read(from).value(from.len() as u64).read(table);
         let launch = launch.value(count).value(way as u32).write(to).value(to.len() as u64);
@@ -184,12 +184,16 @@ impl Kernels {
     }
 
     /// The user's kernel on `data`, in place; refused where none was adopted.
-    pub fn user<'s>(&self, on: impl Queue<'s>, data: Dev<'s, f32>) -> anyhow::Result<()> {
+    pub fn user<'s>(&self, on: impl Queue<'s>, data: Dev<'s, f32>) -> cuda_scope::Result<()> {
         let config = LaunchConfig::for_elements(data.len(), BLOCK);
         match &self.user {
             // SAFETY: the caller of adopt_user promised the kernel touches only data[0..n).
             Some(k) => unsafe { on.kernel(k, config).write(data).value(data.len() as u64).launch() },
-            None => anyhow::bail!("no kernel of yours was adopted (Kernels::adopt_user)"),
+            None => Err(cuda_scope::LaunchRefused {
+                kernel: "of yours".into(),
+                why: cuda_scope::LaunchRefusal::ByLauncher("none was adopted (Kernels::adopt_user)".into()),
+            }
+            .into()),
         }
     }
 }

@@ -1,7 +1,7 @@
 //! A user's program on `common` alone: a vector to the GPU and back through a stream scope, and a
 //! kernel of its own (common's test kernel, `saxpy`), checked against the CPU.
 
-use common::{Gpu, LaunchConfig};
+use cuda_scope::{Gpu, LaunchConfig};
 
 const PTX: &str = include_str!("../../common/tests/ptx/kernels.ptx");
 
@@ -37,7 +37,7 @@ mod tests {
     /// Without a driver (CI), one clear line; with a GPU, the round trip.
     #[test]
     fn a_round_trip_or_one_clear_line() {
-        match common::Gpu::init() {
+        match cuda_scope::Gpu::init() {
             Ok(gpu) => println!("{}", super::round_trip(&gpu, 4099).unwrap()),
             Err(e) => {
                 let msg = format!("{e:#}");
@@ -49,9 +49,9 @@ mod tests {
 
     #[test]
     fn what_common_offers_without_a_gpu() {
-        assert_eq!(common::Bytes(3 << 20).to_string(), "3 MiB");
-        assert_eq!(common::LaunchConfig::for_elements(1000, 256).grid, (4, 1, 1));
-        let sig = common::module::signature(super::PTX, "saxpy").unwrap().unwrap();
+        assert_eq!(cuda_scope::Bytes(3 << 20).to_string(), "3 MiB");
+        assert_eq!(cuda_scope::LaunchConfig::for_elements(1000, 256).grid, (4, 1, 1));
+        let sig = cuda_scope::module::signature(super::PTX, "saxpy").unwrap().unwrap();
         assert_eq!(sig, [".u64", ".u64", ".f32", ".u64"]);
     }
 }

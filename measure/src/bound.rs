@@ -19,7 +19,7 @@
 
 use serde::Serialize;
 
-use common::{Dev, DeviceBuffer, Gpu, ScopeStream, Stream};
+use cuda_scope::{Dev, DeviceBuffer, Gpu, ScopeStream, Stream};
 use kernels::Kernels;
 
 use crate::{
@@ -210,12 +210,12 @@ type Scratch = DeviceBuffer<f32>;
 
 impl<'a> Parts<'a> {
     /// The stream chunk `c` runs on in the "at once" parts.
-    fn on<'s, 'e>(&self, s: &'s common::Scope<'s, 'e>, c: &Chunk) -> ScopeStream<'s, 'e> {
+    fn on<'s, 'e>(&self, s: &'s cuda_scope::Scope<'s, 'e>, c: &Chunk) -> ScopeStream<'s, 'e> {
         s.stream(c.index % self.streams.len())
     }
 
     /// Chunk `c`'s H2D copies (as many as the steps have) into its range of the first half of `d`.
-    fn htod<'s>(&self, on: ScopeStream<'s, '_>, d: Dev<'s, f32>, c: &Chunk) -> anyhow::Result<()>
+    fn htod<'s>(&self, on: ScopeStream<'s, '_>, d: Dev<'s, f32>, c: &Chunk) -> cuda_scope::Result<()>
     where
         'a: 's,
     {
@@ -224,7 +224,7 @@ impl<'a> Parts<'a> {
     }
 
     /// Chunk `c`'s kernel on its range of `d`.
-    fn kernel<'s>(&self, on: ScopeStream<'s, '_>, d: Dev<'s, f32>, c: &Chunk) -> anyhow::Result<()> {
+    fn kernel<'s>(&self, on: ScopeStream<'s, '_>, d: Dev<'s, f32>, c: &Chunk) -> cuda_scope::Result<()> {
         let n = self.plan.elements;
         match self.steps {
             Steps::InPlace(work) => work.run(self.kernels, on, d.slice(c.range())),
@@ -240,16 +240,16 @@ impl<'a> Parts<'a> {
         let c = Chunk { len: self.plan.elements / self.plan.chunks, ..self.plan.chunk(0) };
         let (one, out) = (&self.streams[..1], &mut out[c.range()]);
         let (gpu, r, h_in) = (self.gpu, self.r, &self.h_in[c.range()]);
-        let htod = part(r, || gpu.timed(one, |s| s.stream(0).htod(h_in, s.device(d).slice(c.range()))))?;
-        let kernel = part(r, || gpu.timed(one, |s| self.kernel(s.stream(0), s.device(d), &c)))?;
-        let dtoh = part(r, || gpu.timed(one, |s| s.stream(0).dtoh(s.device(d).slice(c.range()), &mut *out)))?;
+        let htod = part(r, || Ok(gpu.timed(one, |s| s.stream(0).htod(h_in, s.device(d).slice(c.range())))?))?;
+        let kernel = part(r, || Ok(gpu.timed(one, |s| self.kernel(s.stream(0), s.device(d), &c))?))?;
+        let dtoh = part(r, || Ok(gpu.timed(one, |s| s.stream(0).dtoh(s.device(d).slice(c.range()), &mut *out))?))?;
         let chain = part(r, || {
-            gpu.timed(one, |s| {
+            Ok(gpu.timed(one, |s| {
                 let (d, s0) = (s.device(d), s.stream(0));
                 self.htod(s0, d, &c)?;
                 self.kernel(s0, d, &c)?;
                 s0.dtoh(d.slice(c.range()), &mut *out)
-            })
+            })?)
         })?;
         Ok([htod, kernel, dtoh, chain])
     }
@@ -258,12 +258,12 @@ impl<'a> Parts<'a> {
     fn all_htod(&self, d: &mut Scratch, out: &mut [f32]) -> anyhow::Result<f64> {
         let last = self.plan.chunk(self.plan.chunks - 1);
         part(self.r, || {
-            self.gpu.timed(self.streams, |s| {
+            Ok(self.gpu.timed(self.streams, |s| {
                 let d = s.device(d);
                 self.plan.iter().try_for_each(|c| self.htod(self.on(s, &c), d, &c))?;
                 self.kernel(self.on(s, &last), d, &last)?;
                 self.on(s, &last).dtoh(d.slice(last.range()), &mut out[last.range()])
-            })
+            })?)
         })
     }
 
@@ -286,7 +286,7 @@ impl<'a> Parts<'a> {
     }
 
     /// Every stream but the first waits for `event`, where chunks spread to it.
-    fn fan_out<'s>(&self, s: &'s common::Scope<'s, '_>, event: common::ScopeEvent<'s>) -> anyhow::Result<()> {
+    fn fan_out<'s>(&self, s: &'s cuda_scope::Scope<'s, '_>, event: cuda_scope::ScopeEvent<'s>) -> cuda_scope::Result<()> {
         (1..self.streams.len().min(self.plan.chunks)).try_for_each(|i| s.stream(i).wait_event(event))
     }
 
@@ -312,13 +312,13 @@ impl<'a> Parts<'a> {
     fn kernels(&self, d: &mut Scratch, out: &mut [f32]) -> anyhow::Result<f64> {
         let (first, last) = (self.plan.chunk(0), self.plan.chunk(self.plan.chunks - 1));
         part(self.r, || {
-            self.gpu.timed(self.streams, |s| {
+            Ok(self.gpu.timed(self.streams, |s| {
                 let (d, s0) = (s.device(d), s.stream(0));
                 self.htod(s0, d, &first)?;
                 self.fan_out(s, s0.record_event()?)?;
                 self.plan.iter().try_for_each(|c| self.kernel(self.on(s, &c), d, &c))?;
                 self.on(s, &last).dtoh(d.slice(last.range()), &mut out[last.range()])
-            })
+            })?)
         })
     }
 

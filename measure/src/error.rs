@@ -14,7 +14,6 @@
 
 use std::{fmt, process::ExitCode};
 
-use common::{DriverError, TooLarge};
 use serde::Serialize;
 
 /// What a lesson's `main` returns. Any error converts into it with `?`; printing it gives one line
@@ -78,46 +77,26 @@ impl ErrorKind {
         }
     }
 
-    /// The kind of an error, from its chain: a [`BadArgs`] anywhere, or a message that begins with a flag
-    /// (`--devices: ...`), is bad arguments; the messages of `device::driver_init` and the driver's
-    /// CUDA_ERROR_NO_DEVICE and CUDA_ERROR_STUB_LIBRARY mean no GPU; any other driver error is a GPU error.
+    /// The kind of an error, from its chain: a [`BadArgs`] anywhere is bad arguments; otherwise the first
+    /// [`cuda_scope::Error`] in it decides by its variant (no driver or no GPU: no GPU; a size this machine
+    /// cannot hold, or a `CUDA_DEVICE` that names none: bad arguments; the driver's error: a GPU error);
+    /// anything else is other.
     pub fn of(e: &anyhow::Error) -> ErrorKind {
-        // A size this machine cannot hold is a bad argument for this machine.
-        if e.chain().any(|c| c.is::<BadArgs>() || c.is::<TooLarge>() || c.to_string().starts_with("--")) {
+        if e.chain().any(|c| c.is::<BadArgs>()) {
             return ErrorKind::BadArguments;
         }
-        let mut gpu = false;
-        for c in e.chain() {
-            if let Some(driver) = c.downcast_ref::<DriverError>() {
-                if driver.means_no_gpu() {
-                    return ErrorKind::NoGpu;
-                }
-                gpu = true;
+        let Some(core) = e.chain().find_map(|c| c.downcast_ref::<cuda_scope::Error>()) else { return ErrorKind::Other };
+        match core {
+            cuda_scope::Error::NoDriver(_) | cuda_scope::Error::NoGpu(_) => ErrorKind::NoGpu,
+            cuda_scope::Error::TooLarge(_) | cuda_scope::Error::Input(cuda_scope::InputError::Variable { .. }) => {
+                ErrorKind::BadArguments
             }
-            let m = c.to_string();
-            if NO_GPU_MESSAGES.iter().any(|p| m.starts_with(p)) || NO_GPU_ERRORS.iter().any(|n| m.contains(n)) {
-                return ErrorKind::NoGpu;
-            }
-            gpu |= m.contains("CUDA_ERROR_");
-        }
-        if gpu {
-            ErrorKind::GpuError
-        } else {
-            ErrorKind::Other
+            cuda_scope::Error::Driver(_) => ErrorKind::GpuError,
+            cuda_scope::Error::Module(m) if m.code.is_some() => ErrorKind::GpuError,
+            _ => ErrorKind::Other,
         }
     }
 }
-
-/// The driver's results that mean there is no usable GPU, rather than a failure of one.
-const NO_GPU_ERRORS: [&str; 2] = ["CUDA_ERROR_NO_DEVICE", "CUDA_ERROR_STUB_LIBRARY"];
-
-/// How `device::driver_init` begins each of its messages for a machine without a usable GPU.
-const NO_GPU_MESSAGES: [&str; 4] = [
-    "no NVIDIA driver",
-    "no CUDA GPU found",
-    "the NVIDIA kernel module and driver library versions differ",
-    "the NVIDIA driver failed to start",
-];
 
 /// An error in the command line: exit code 2, `"kind": "bad_arguments"`. Checks of flags that clap's
 /// value parsers cannot make (one flag against another) return it.
@@ -137,7 +116,7 @@ pub fn bad_args(message: impl Into<String>) -> anyhow::Error {
     anyhow::Error::new(BadArgs(message.into()))
 }
 
-/// The end of a lesson's `main`: `fn main() -> ExitCode { common::error::finish(run()) }`. On an error it
+/// The end of a lesson's `main`: `fn main() -> ExitCode { cuda_scope::error::finish(run()) }`. On an error it
 /// prints one line on stderr (`error: ...`), or with `--json` on the command line one JSON object on
 /// stdout, and returns the exit code of the error's kind.
 pub fn finish(result: Result<()>) -> ExitCode {
@@ -186,22 +165,20 @@ mod tests {
 
     #[test]
     fn kinds_from_the_error_chain() {
+        use cuda_scope::{DriverError, Memory, NoDriver, NoGpu, TooLarge};
         assert_eq!(kind(bad_args("-n 5 is fewer elements than chunks")), ErrorKind::BadArguments);
         assert_eq!(kind(bad_args("x").context("planning")), ErrorKind::BadArguments);
-        assert_eq!(kind(anyhow::anyhow!("--devices: device 9 does not exist")), ErrorKind::BadArguments);
-        let no_driver = anyhow::anyhow!("no NVIDIA driver: this program loaded the link-only libcuda stub");
-        assert_eq!(kind(no_driver.context("starting the GPU")), ErrorKind::NoGpu);
-        assert_eq!(kind(anyhow::anyhow!("no CUDA GPU found: the NVIDIA driver is installed")), ErrorKind::NoGpu);
-        assert_eq!(kind(anyhow::anyhow!("the NVIDIA driver failed to start: CUDA_ERROR_UNKNOWN")), ErrorKind::NoGpu);
-        assert_eq!(kind(anyhow::anyhow!("cuDeviceGet: CUDA_ERROR_NO_DEVICE")), ErrorKind::NoGpu);
-        assert_eq!(kind(anyhow::anyhow!("copying 4 MiB: CUDA_ERROR_ILLEGAL_ADDRESS")), ErrorKind::GpuError);
-        let driver = |code| anyhow::Error::new(DriverError { code, doing: "launching process".into() });
+        let core = |e: cuda_scope::Error| anyhow::Error::new(e);
+        assert_eq!(kind(core(NoDriver::Stub.into()).context("starting the GPU")), ErrorKind::NoGpu);
+        assert_eq!(kind(core(NoGpu { asked: 0, count: 0 }.into())), ErrorKind::NoGpu);
+        assert_eq!(kind(core(NoDriver::Start { code: 999 }.into())), ErrorKind::NoGpu);
+        let driver = |code| core(DriverError { code, doing: "launching process".into() }.into());
         assert_eq!(kind(driver(719).context("in a scope")), ErrorKind::GpuError, "CUDA_ERROR_LAUNCH_FAILED");
-        assert_eq!(kind(driver(100)), ErrorKind::NoGpu, "CUDA_ERROR_NO_DEVICE");
-        assert_eq!(kind(driver(34)), ErrorKind::NoGpu, "CUDA_ERROR_STUB_LIBRARY");
+        assert_eq!(kind(anyhow::anyhow!("copying 4 MiB: CUDA_ERROR_ILLEGAL_ADDRESS")), ErrorKind::Other, "words decide nothing");
+        assert_eq!(kind(anyhow::anyhow!("no NVIDIA driver: words decide nothing")), ErrorKind::Other);
         assert_eq!(kind(anyhow::anyhow!("verification failed: 3 of 1024 elements differ")), ErrorKind::Other);
-        let big = anyhow::Error::new(TooLarge("needs 150 GiB of device memory".into())).context("allocating");
-        assert_eq!(kind(big), ErrorKind::BadArguments, "a size the machine cannot hold");
+        let big = core(TooLarge::new(Memory::Device, 150 << 30, None, "needs 150 GiB of device memory").into());
+        assert_eq!(kind(big.context("allocating")), ErrorKind::BadArguments, "a size the machine cannot hold");
     }
 
     #[test]
@@ -215,8 +192,9 @@ mod tests {
     fn finish_returns_the_exit_code_of_the_kind() {
         assert_eq!(finish(Ok(())), ExitCode::SUCCESS);
         assert_eq!(finish(Err(bad_args("--min 1 GiB is more than --max 4 KiB").into())), ExitCode::from(2));
-        assert_eq!(finish(Err(anyhow::anyhow!("no NVIDIA driver: the stub").into())), ExitCode::from(3));
-        assert_eq!(finish(Err(anyhow::anyhow!("launching: CUDA_ERROR_LAUNCH_FAILED").into())), ExitCode::from(4));
+        assert_eq!(finish(Err(cuda_scope::Error::from(cuda_scope::NoDriver::Stub).into())), ExitCode::from(3));
+        let launch = cuda_scope::DriverError { code: 719, doing: "launching".into() };
+        assert_eq!(finish(Err(cuda_scope::Error::from(launch).into())), ExitCode::from(4));
         assert_eq!(finish(Err(anyhow::anyhow!("3 elements differ").into())), ExitCode::from(1));
     }
 

@@ -20,7 +20,7 @@
 
 use std::process::ExitCode;
 
-use common::{Footprint, Gpu};
+use cuda_scope::{Footprint, Gpu};
 
 use crate::{
     error::{finish, json_requested},

@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use std::fmt::Write as _;
 
-use common::{Bytes, DeviceInfo, Gpu};
+use cuda_scope::{Bytes, DeviceInfo, Gpu};
 
 /// The GPU's link and clocks as NVML reports them, and the NUMA node it hangs off.
 #[derive(Clone, Debug, Default, Serialize)]

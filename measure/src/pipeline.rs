@@ -6,7 +6,7 @@
 
 use serde::Serialize;
 
-use common::{DeviceBuffer, Footprint, Gpu, PinnedBuffer, Stream};
+use cuda_scope::{DeviceBuffer, Footprint, Gpu, PinnedBuffer, Stream};
 use kernels::Kernels;
 
 use crate::{
@@ -221,13 +221,13 @@ impl CopyTimes {
         let (h_in, h_out) = (&h_in[..len], &mut h_out[..len]);
         // A phase of its own, unless the caller has named what these copies are for.
         let _phase = crate::timeline::current_phase().is_empty().then(|| crate::timeline::phase("copies alone"));
-        let htod = measure(r, || gpu.timed(&streams[..1], |s| s.stream(0).htod(h_in, s.device(up).slice(0..len))))?;
-        let dtoh = measure(r, || gpu.timed(&streams[..1], |s| s.stream(0).dtoh(s.device(down).slice(0..len), h_out)))?;
+        let htod = measure(r, || Ok(gpu.timed(&streams[..1], |s| s.stream(0).htod(h_in, s.device(up).slice(0..len)))?))?;
+        let dtoh = measure(r, || Ok(gpu.timed(&streams[..1], |s| s.stream(0).dtoh(s.device(down).slice(0..len), h_out))?))?;
         let both = measure(r, || {
-            gpu.timed(streams, |s| {
+            Ok(gpu.timed(streams, |s| {
                 s.stream(0).htod(h_in, s.device(up).slice(0..len))?;
                 s.stream(1).dtoh(s.device(down).slice(0..len), h_out)
-            })
+            })?)
         })?;
         Ok(CopyTimes { bytes: len * 4, htod, dtoh, both })
     }
@@ -240,7 +240,7 @@ pub fn calibrate_process(gpu: &Gpu, kernels: &Kernels, len: usize, target_ms: f6
     let mut d = gpu.alloc::<f32>(len)?;
     let streams = gpu.streams(1)?;
     let mut time =
-        |iters: u32| measure(r, || gpu.timed(&streams, |s| kernels.process(s.stream(0), s.device(&mut d), iters)));
+        |iters: u32| measure(r, || Ok(gpu.timed(&streams, |s| kernels.process(s.stream(0), s.device(&mut d), iters))?));
     let mut iters = 256u32;
     for _ in 0..2 {
         let t = time(iters)?.median_ms;

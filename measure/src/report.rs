@@ -446,7 +446,7 @@ pub fn verdict(ok: bool, text: &str) -> String {
 
 /// `4 KiB`, `64 MiB`, `1.5 GiB`.
 pub fn fmt_bytes(bytes: usize) -> String {
-    common::Bytes(bytes).to_string()
+    cuda_scope::Bytes(bytes).to_string()
 }
 
 /// `67,108,864`.

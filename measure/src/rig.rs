@@ -7,7 +7,7 @@
 
 use serde::Serialize;
 
-use common::{DeviceInfo, Gpu};
+use cuda_scope::{DeviceInfo, Gpu};
 use kernels::Kernels;
 
 use crate::{

@@ -5,7 +5,7 @@
 //!
 //! The built-in timeline is for machines without Nsight Systems: with `GPU_TIMELINE=trace.json` in the
 //! environment, every copy, memset and kernel a scope queues gets a CUDA event before and after it, and
-//! when the [`common::Gpu`] is dropped the operations are written as a Chrome trace (ui.perfetto.dev opens
+//! when the [`cuda_scope::Gpu`] is dropped the operations are written as a Chrome trace (ui.perfetto.dev opens
 //! it; `cargo xtask profile --builtin` summarizes and draws it). An event before an operation fires when
 //! its stream reaches it, which can be before its engine is free: the summary corrects for that by
 //! letting each engine run one operation at a time.
@@ -18,7 +18,7 @@ use std::{
     time::Instant,
 };
 
-use common::{Gpu, Observer, TimedOp};
+use cuda_scope::{Gpu, Observer, TimedOp};
 
 thread_local! {
     static PHASE: RefCell<String> = const { RefCell::new(String::new()) };
@@ -66,7 +66,7 @@ static RECORDS: Mutex<Vec<Record>> = Mutex::new(Vec::new());
 static START: OnceLock<Instant> = OnceLock::new();
 
 /// Collects [`Record`]s for one GPU while `GPU_TIMELINE` is set: an observer of its scopes
-/// ([`common::Gpu::observe`]); it writes the file when the GPU drops it.
+/// ([`cuda_scope::Gpu::observe`]); it writes the file when the GPU drops it.
 struct Recorder {
     path: PathBuf,
     device: u32,

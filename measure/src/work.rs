@@ -1,7 +1,7 @@
 //! What each chunk of a pipeline does between its H2D copies and its D2H copy ([`Steps`]): which kernel
 //! runs on it ([`Work`], in place, or `c = a + b`), and how its result is checked against the CPU.
 
-use common::{Dev, ScopeStream};
+use cuda_scope::{Dev, ScopeStream};
 use kernels::{cpu, Kernels};
 
 use crate::{verify, ChunkPlan};
@@ -21,7 +21,7 @@ pub enum Work {
 
 impl Work {
     /// This work's launch on `data`, in place.
-    pub fn run<'s>(self, kernels: &Kernels, on: ScopeStream<'s, '_>, data: Dev<'s, f32>) -> anyhow::Result<()> {
+    pub fn run<'s>(self, kernels: &Kernels, on: ScopeStream<'s, '_>, data: Dev<'s, f32>) -> cuda_scope::Result<()> {
         match self {
             Work::Process(i) => kernels.process(on, data, i),
             Work::SinCos(i) => kernels.process_sincos(on, data, i),
@@ -108,7 +108,7 @@ impl Steps {
         on: ScopeStream<'s, '_>,
         d: Dev<'s, f32>,
         len: usize,
-    ) -> anyhow::Result<()> {
+    ) -> cuda_scope::Result<()> {
         match self {
             Steps::InPlace(work) => work.run(kernels, on, d.slice(0..len)),
             Steps::VectorAdd => {

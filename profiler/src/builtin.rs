@@ -1,4 +1,4 @@
-//! The lessons' built-in CUDA-event timeline (`GPU_TIMELINE=trace.json`, see `common::timeline`): its
+//! The lessons' built-in CUDA-event timeline (`GPU_TIMELINE=trace.json`, see `cuda_scope::timeline`): its
 //! Chrome-trace JSON read into a [`Trace`], and the correction that serializes each engine's work.
 
 use std::{fs, path::Path};
@@ -16,7 +16,7 @@ pub fn load(path: &Path) -> anyhow::Result<Trace> {
     Ok(t)
 }
 
-/// The built-in timeline's Chrome trace (microseconds); see `common::timeline`.
+/// The built-in timeline's Chrome trace (microseconds); see `cuda_scope::timeline`.
 pub fn parse_chrome(json: &serde_json::Value) -> anyhow::Result<Trace> {
     let events = json["traceEvents"].as_array().context("no traceEvents")?;
     let mut t = Trace::default();

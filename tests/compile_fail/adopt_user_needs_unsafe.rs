@@ -1,6 +1,6 @@
 // A kernel of the user's, which nothing can check, is adopted for the pipeline only in `unsafe`: no safe
 // path runs a user's PTX.
-use common::Gpu;
+use cuda_scope::Gpu;
 use kernels::Kernels;
 
 fn main() -> anyhow::Result<()> {

@@ -1,6 +1,6 @@
 //! What the GPU tests of this package share.
 
-use common::Gpu;
+use cuda_scope::Gpu;
 use kernels::Kernels;
 
 /// The GPU with the lessons' kernels, and a lock: libtest runs tests on parallel threads, and those of

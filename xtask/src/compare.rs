@@ -160,7 +160,7 @@ fn size_in(name: &str) -> Option<usize> {
     })
 }
 
-/// `4 KiB`, `1.5 MiB`, as the lessons write sizes (`common::Bytes`).
+/// `4 KiB`, `1.5 MiB`, as the lessons write sizes (`cuda_scope::Bytes`).
 pub fn fmt_bytes(bytes: usize) -> String {
     chart::size_label(bytes as f64)
 }

@@ -1,8 +1,8 @@
 // Every destination of a download batch is borrowed mutably until the scope ends: the host cannot read one
 // while the GPU may still be writing it.
-use common::Gpu;
+use cuda_scope::Gpu;
 
-fn main() -> common::anyhow::Result<()> {
+fn main() -> cuda_scope::anyhow::Result<()> {
     let gpu = Gpu::init()?;
     let streams = gpu.streams(1)?;
     let mut d = gpu.alloc::<f32>(8)?;

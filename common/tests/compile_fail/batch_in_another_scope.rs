@@ -1,7 +1,7 @@
 // A batch's destinations are views of its scope: one scope's views cannot be copied into in another.
-use common::{Gpu, SrcOrder};
+use cuda_scope::{Gpu, SrcOrder};
 
-fn main() -> common::anyhow::Result<()> {
+fn main() -> cuda_scope::anyhow::Result<()> {
     let gpu = Gpu::init()?;
     let streams = gpu.streams(1)?;
     let h = vec![1f32; 4];

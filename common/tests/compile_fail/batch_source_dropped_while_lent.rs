@@ -1,8 +1,8 @@
 // Every source of a batch is borrowed until the scope ends, as one copy's is: the driver may read it after
 // the call returns (SrcOrder::Any), so it cannot be freed.
-use common::{Gpu, SrcOrder};
+use cuda_scope::{Gpu, SrcOrder};
 
-fn main() -> common::anyhow::Result<()> {
+fn main() -> cuda_scope::anyhow::Result<()> {
     let gpu = Gpu::init()?;
     let streams = gpu.streams(1)?;
     let mut d = gpu.alloc::<f32>(8)?;

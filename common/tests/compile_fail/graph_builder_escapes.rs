@@ -1,8 +1,8 @@
 // The builder a graph's closure is handed captures only while that closure runs: it cannot be kept to add
 // copies after the graph was made.
-use common::Gpu;
+use cuda_scope::Gpu;
 
-fn main() -> common::anyhow::Result<()> {
+fn main() -> cuda_scope::anyhow::Result<()> {
     let gpu = Gpu::init()?;
     let streams = gpu.streams(1)?;
     let h = vec![1f32; 4];

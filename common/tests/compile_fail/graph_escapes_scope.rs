@@ -1,7 +1,7 @@
 // A graph names its scope's buffers, so it cannot leave the scope, to be replayed after they are freed.
-use common::Gpu;
+use cuda_scope::Gpu;
 
-fn main() -> common::anyhow::Result<()> {
+fn main() -> cuda_scope::anyhow::Result<()> {
     let gpu = Gpu::init()?;
     let streams = gpu.streams(1)?;
     let h = vec![1f32; 4];

@@ -1,8 +1,8 @@
 // A graph built in one scope cannot be replayed in another, even one nested inside it: that scope did not
 // lend its buffers and does not order their work.
-use common::Gpu;
+use cuda_scope::Gpu;
 
-fn main() -> common::anyhow::Result<()> {
+fn main() -> cuda_scope::anyhow::Result<()> {
     let gpu = Gpu::init()?;
     let streams = gpu.streams(1)?;
     let h = vec![1f32; 4];

@@ -1,7 +1,7 @@
 // A host buffer a graph copies into is written by every replay: the host cannot read it until the scope ends.
-use common::Gpu;
+use cuda_scope::Gpu;
 
-fn main() -> common::anyhow::Result<()> {
+fn main() -> cuda_scope::anyhow::Result<()> {
     let gpu = Gpu::init()?;
     let streams = gpu.streams(1)?;
     let mut d = gpu.alloc::<f32>(4)?;

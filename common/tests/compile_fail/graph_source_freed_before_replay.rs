@@ -1,8 +1,8 @@
 // A host buffer a graph copies from stays borrowed until the scope ends: it cannot be freed while the graph
 // may still be replayed.
-use common::Gpu;
+use cuda_scope::Gpu;
 
-fn main() -> common::anyhow::Result<()> {
+fn main() -> cuda_scope::anyhow::Result<()> {
     let gpu = Gpu::init()?;
     let streams = gpu.streams(1)?;
     let mut d = gpu.alloc::<f32>(4)?;

@@ -1,7 +1,7 @@
 // A device handle cannot leave its scope: after the scope, the buffer is no longer lent.
-use common::Gpu;
+use cuda_scope::Gpu;
 
-fn main() -> common::anyhow::Result<()> {
+fn main() -> cuda_scope::anyhow::Result<()> {
     let gpu = Gpu::init()?;
     let streams = gpu.streams(1)?;
     let mut d = gpu.alloc::<f32>(4)?;

@@ -1,7 +1,7 @@
 // A handle of one scope cannot be used in another, even one nested inside it.
-use common::Gpu;
+use cuda_scope::Gpu;
 
-fn main() -> common::anyhow::Result<()> {
+fn main() -> cuda_scope::anyhow::Result<()> {
     let gpu = Gpu::init()?;
     let streams = gpu.streams(1)?;
     let h = vec![1.0f32; 4];

@@ -1,7 +1,7 @@
 // A host buffer lent to a copy cannot be freed while the copy may run.
-use common::Gpu;
+use cuda_scope::Gpu;
 
-fn main() -> common::anyhow::Result<()> {
+fn main() -> cuda_scope::anyhow::Result<()> {
     let gpu = Gpu::init()?;
     let streams = gpu.streams(1)?;
     let v = vec![1.0f32; 4];

@@ -1,7 +1,7 @@
 // Two copies cannot write into one host buffer in a scope: they would race.
-use common::Gpu;
+use cuda_scope::Gpu;
 
-fn main() -> common::anyhow::Result<()> {
+fn main() -> cuda_scope::anyhow::Result<()> {
     let gpu = Gpu::init()?;
     let streams = gpu.streams(2)?;
     let mut h = gpu.pinned::<f32>(4)?;

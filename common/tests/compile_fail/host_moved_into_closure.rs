@@ -1,6 +1,6 @@
 // Host memory moved into the scope's closure dies when the closure returns, before the scope syncs: it cannot be lent.
-fn main() -> common::anyhow::Result<()> {
-    let gpu = common::Gpu::init()?;
+fn main() -> cuda_scope::anyhow::Result<()> {
+    let gpu = cuda_scope::Gpu::init()?;
     let streams = gpu.streams(1)?;
     let mut d = gpu.alloc::<f32>(4)?;
     let h = vec![1f32; 4];

@@ -1,7 +1,7 @@
 // A host buffer lent to a copy cannot be read until the scope has synchronized: the GPU may still be writing it.
-use common::Gpu;
+use cuda_scope::Gpu;
 
-fn main() -> common::anyhow::Result<()> {
+fn main() -> cuda_scope::anyhow::Result<()> {
     let gpu = Gpu::init()?;
     let streams = gpu.streams(1)?;
     let mut h = gpu.pinned::<f32>(4)?;

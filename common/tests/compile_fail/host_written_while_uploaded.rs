@@ -1,6 +1,6 @@
 // Host memory lent to an upload cannot be written until the scope has synchronized: the DMA may still read it.
-fn main() -> common::anyhow::Result<()> {
-    let gpu = common::Gpu::init()?;
+fn main() -> cuda_scope::anyhow::Result<()> {
+    let gpu = cuda_scope::Gpu::init()?;
     let streams = gpu.streams(1)?;
     let mut h = gpu.pinned::<f32>(4)?;
     let mut d = gpu.alloc::<f32>(4)?;

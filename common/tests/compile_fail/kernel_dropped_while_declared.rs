@@ -1,7 +1,7 @@
 // The kernel a launch is declared for cannot be dropped before it is launched: the declaration borrows it.
-use common::LaunchConfig;
-fn main() -> common::anyhow::Result<()> {
-    let gpu = common::Gpu::init()?;
+use cuda_scope::LaunchConfig;
+fn main() -> cuda_scope::anyhow::Result<()> {
+    let gpu = cuda_scope::Gpu::init()?;
     let k = gpu.load_ptx("")?.kernel("k")?;
     let streams = gpu.streams(1)?;
     let mut d = gpu.alloc::<f32>(4)?;

@@ -1,7 +1,7 @@
 // One launch cannot declare views of two scopes (an outer and a nested one).
-use common::LaunchConfig;
-fn main() -> common::anyhow::Result<()> {
-    let gpu = common::Gpu::init()?;
+use cuda_scope::LaunchConfig;
+fn main() -> cuda_scope::anyhow::Result<()> {
+    let gpu = cuda_scope::Gpu::init()?;
     let k = gpu.load_ptx("")?.kernel("k")?;
     let streams = gpu.streams(1)?;
     let (mut a, mut b) = (gpu.alloc::<f32>(4)?, gpu.alloc::<f32>(4)?);

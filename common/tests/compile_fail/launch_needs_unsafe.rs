@@ -1,8 +1,8 @@
 // A launch of a kernel of one's own is queued only in `unsafe`: the promise that the kernel stays inside
 // the views it was given is the caller's.
-use common::{Gpu, LaunchConfig};
+use cuda_scope::{Gpu, LaunchConfig};
 
-fn main() -> common::anyhow::Result<()> {
+fn main() -> cuda_scope::anyhow::Result<()> {
     let gpu = Gpu::init()?;
     let k = gpu.load_ptx("")?.kernel("k")?;
     let streams = gpu.streams(1)?;

@@ -1,8 +1,8 @@
 // A launch being declared cannot be stashed in a Cell outside the scope and launched in a later scope.
 use std::cell::Cell;
-use common::LaunchConfig;
-fn main() -> common::anyhow::Result<()> {
-    let gpu = common::Gpu::init()?;
+use cuda_scope::LaunchConfig;
+fn main() -> cuda_scope::anyhow::Result<()> {
+    let gpu = cuda_scope::Gpu::init()?;
     let k = gpu.load_ptx("")?.kernel("k")?;
     let streams = gpu.streams(1)?;
     let mut d = gpu.alloc::<f32>(4)?;

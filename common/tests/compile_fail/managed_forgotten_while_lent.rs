@@ -1,7 +1,7 @@
 // Forgetting managed memory while a scope holds it is refused too: the scope's guarantee is its borrow, not a guard.
-use common::{Gpu, LaunchConfig};
+use cuda_scope::{Gpu, LaunchConfig};
 
-fn main() -> common::anyhow::Result<()> {
+fn main() -> cuda_scope::anyhow::Result<()> {
     let gpu = Gpu::init()?;
     let k = gpu.load_ptx("")?.kernel("k")?;
     let streams = gpu.streams(1)?;

@@ -1,7 +1,7 @@
 // One managed buffer cannot be lent twice to a scope: two views would not be tracked together.
-use common::{Gpu, LaunchConfig};
+use cuda_scope::{Gpu, LaunchConfig};
 
-fn main() -> common::anyhow::Result<()> {
+fn main() -> cuda_scope::anyhow::Result<()> {
     let gpu = Gpu::init()?;
     let k = gpu.load_ptx("")?.kernel("k")?;
     let streams = gpu.streams(2)?;

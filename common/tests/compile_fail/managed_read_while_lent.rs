@@ -1,7 +1,7 @@
 // Managed memory lent to a scope cannot be read by the host either: its pages may be moving, or a kernel writing them.
-use common::{Gpu, Destination, LaunchConfig};
+use cuda_scope::{Gpu, Destination, LaunchConfig};
 
-fn main() -> common::anyhow::Result<()> {
+fn main() -> cuda_scope::anyhow::Result<()> {
     let gpu = Gpu::init()?;
     let k = gpu.load_ptx("")?.kernel("k")?;
     let streams = gpu.streams(1)?;

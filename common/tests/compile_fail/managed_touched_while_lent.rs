@@ -1,7 +1,7 @@
 // Managed memory lent to a scope cannot be written by the host until the scope ends: a kernel may be using it.
-use common::{Gpu, LaunchConfig};
+use cuda_scope::{Gpu, LaunchConfig};
 
-fn main() -> common::anyhow::Result<()> {
+fn main() -> cuda_scope::anyhow::Result<()> {
     let gpu = Gpu::init()?;
     let k = gpu.load_ptx("")?.kernel("k")?;
     let streams = gpu.streams(1)?;

@@ -1,7 +1,7 @@
 // A view of managed memory cannot leave its scope: afterwards the host owns the memory again.
-use common::{Gpu, Destination};
+use cuda_scope::{Gpu, Destination};
 
-fn main() -> common::anyhow::Result<()> {
+fn main() -> cuda_scope::anyhow::Result<()> {
     let gpu = Gpu::init()?;
     let streams = gpu.streams(1)?;
     let mut m = gpu.managed::<f32>(4)?;

@@ -1,7 +1,7 @@
 // Mapped host memory lent to kernels cannot be touched by the host until the scope ends.
-use common::{Gpu, HostAlloc, LaunchConfig};
+use cuda_scope::{Gpu, HostAlloc, LaunchConfig};
 
-fn main() -> common::anyhow::Result<()> {
+fn main() -> cuda_scope::anyhow::Result<()> {
     let gpu = Gpu::init()?;
     let k = gpu.load_ptx("")?.kernel("k")?;
     let streams = gpu.streams(1)?;

@@ -2,6 +2,6 @@
 #[derive(Clone, Copy)]
 struct Flag(bool);
 
-impl common::Element for Flag {}
+impl cuda_scope::Element for Flag {}
 
 fn main() {}

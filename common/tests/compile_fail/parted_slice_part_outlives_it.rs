@@ -1,6 +1,6 @@
 // A part being written cannot outlive the PartedSlice that handed it out, so no write can follow the
 // piece it belongs to being handed out, or the slice being given back.
-use common::PartedSlice;
+use cuda_scope::PartedSlice;
 
 fn main() {
     let mut packed = vec![0u8; 8];

@@ -1,6 +1,6 @@
 // The buffer a PartedSlice writes in parts stays lent while any piece of it is held: it cannot be
 // written, or read as a whole, meanwhile.
-use common::PartedSlice;
+use cuda_scope::PartedSlice;
 
 fn main() {
     let mut packed = vec![0u8; 8];

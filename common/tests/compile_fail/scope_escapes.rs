@@ -1,6 +1,6 @@
 // The scope itself cannot be returned out of its closure.
-fn main() -> common::anyhow::Result<()> {
-    let gpu = common::Gpu::init()?;
+fn main() -> cuda_scope::anyhow::Result<()> {
+    let gpu = cuda_scope::Gpu::init()?;
     let streams = gpu.streams(1)?;
     let s = gpu.scope(&streams, |s| Ok(s))?;
     let _ = s.is_idle();

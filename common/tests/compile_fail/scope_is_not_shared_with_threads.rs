@@ -1,7 +1,7 @@
 // A scope cannot be used from another thread: its bookkeeping is not synchronized.
-use common::Gpu;
+use cuda_scope::Gpu;
 
-fn main() -> common::anyhow::Result<()> {
+fn main() -> cuda_scope::anyhow::Result<()> {
     let gpu = Gpu::init()?;
     let streams = gpu.streams(1)?;
     gpu.scope(&streams, |s| {

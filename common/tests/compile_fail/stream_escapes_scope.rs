@@ -1,6 +1,6 @@
 // A stream of a scope cannot leave it: work queued on it after the scope ended would outlive the borrows.
-fn main() -> common::anyhow::Result<()> {
-    let gpu = common::Gpu::init()?;
+fn main() -> cuda_scope::anyhow::Result<()> {
+    let gpu = cuda_scope::Gpu::init()?;
     let streams = gpu.streams(1)?;
     let mut d = gpu.alloc::<f32>(4)?;
     let h = vec![1f32; 4];

@@ -1,6 +1,6 @@
 // A stream of one scope cannot queue work on another scope's views, even one nested inside it.
-fn main() -> common::anyhow::Result<()> {
-    let gpu = common::Gpu::init()?;
+fn main() -> cuda_scope::anyhow::Result<()> {
+    let gpu = cuda_scope::Gpu::init()?;
     let streams = gpu.streams(1)?;
     let mut d = gpu.alloc::<f32>(4)?;
     let h = vec![1f32; 4];

@@ -1,7 +1,7 @@
 // A stream of a scope stashed outside it cannot be used in a later scope, on that scope's views.
 use std::cell::RefCell;
-fn main() -> common::anyhow::Result<()> {
-    let gpu = common::Gpu::init()?;
+fn main() -> cuda_scope::anyhow::Result<()> {
+    let gpu = cuda_scope::Gpu::init()?;
     let streams = gpu.streams(1)?;
     let mut d = gpu.alloc::<f32>(4)?;
     let h = vec![1f32; 4];

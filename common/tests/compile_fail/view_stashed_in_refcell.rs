@@ -1,7 +1,7 @@
 // A view cannot be stashed in a RefCell that outlives the scope and used afterwards / in another scope.
 use std::cell::RefCell;
-fn main() -> common::anyhow::Result<()> {
-    let gpu = common::Gpu::init()?;
+fn main() -> cuda_scope::anyhow::Result<()> {
+    let gpu = cuda_scope::Gpu::init()?;
     let streams = gpu.streams(1)?;
     let mut d = gpu.alloc::<f32>(4)?;
     let h = vec![0f32; 4];

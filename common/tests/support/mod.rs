@@ -4,7 +4,7 @@
 
 pub mod ptxgen;
 
-use common::{Dev, Gpu, Kernel, LaunchConfig, Queue};
+use cuda_scope::{Dev, Gpu, Kernel, LaunchConfig, Queue};
 
 /// The PTX of `tests/kernels.cu`.
 pub const PTX: &str = include_str!("../ptx/kernels.ptx");
@@ -36,14 +36,14 @@ impl TestKernels {
     }
 
     /// `busy` over `x`, in place.
-    pub fn busy<'s>(&self, on: impl Queue<'s>, x: Dev<'s, f32>, iters: u32) -> common::Result<()> {
+    pub fn busy<'s>(&self, on: impl Queue<'s>, x: Dev<'s, f32>, iters: u32) -> cuda_scope::Result<()> {
         let config = LaunchConfig::for_elements(x.len(), 256);
         // SAFETY: busy(x, n, iters) reads and writes x[i] for i < n only.
         unsafe { on.kernel(&self.busy, config).write(x).value(x.len() as u64).value(iters).launch() }
     }
 
     /// `y = a * x + y`.
-    pub fn saxpy<'s>(&self, on: impl Queue<'s>, x: Dev<'s, f32>, y: Dev<'s, f32>, a: f32) -> common::Result<()> {
+    pub fn saxpy<'s>(&self, on: impl Queue<'s>, x: Dev<'s, f32>, y: Dev<'s, f32>, a: f32) -> cuda_scope::Result<()> {
         let config = LaunchConfig::for_elements(y.len(), 256);
         // SAFETY: saxpy reads x[i] and writes y[i] for i < n only; n is y's length, and x is as long
         // (the tests that call it make them so).
@@ -55,7 +55,7 @@ impl TestKernels {
     /// # Safety
     /// Where nothing is mapped there, the GPU stops it and the context is dead for the rest of the
     /// process; where something is, it is corrupted. Only for a test process that expects the fault.
-    pub unsafe fn fault<'s>(&self, on: impl Queue<'s>, data: Dev<'s, f32>) -> common::Result<()> {
+    pub unsafe fn fault<'s>(&self, on: impl Queue<'s>, data: Dev<'s, f32>) -> cuda_scope::Result<()> {
         // SAFETY: the caller accepts the fault (see above).
         unsafe { on.kernel(&self.fault, LaunchConfig::linear(1, 32)).write(data).launch() }
     }

@@ -1,4 +1,4 @@
-//! Seeded PTX that ptxas 13.0 compiles, in every form `common::ptx` reads (and those it refuses as
+//! Seeded PTX that ptxas 13.0 compiles, in every form `cuda_scope::ptx` reads (and those it refuses as
 //! unsupported), each kernel with the parameters it means: for the differential test against ptxas
 //! (`ptx_differential.rs`) and the driver (`launch.rs`).
 //!
@@ -9,7 +9,7 @@
 //! directives and `.pragma`s, nested braces in bodies; parameters of every scalar type, `.align`s
 //! (several, up to 256), `.ptr` with and without state spaces and pointee alignments, arrays (in
 //! decimal, hex, octal and binary, up to 5 KiB so that ptxas writes its second record form), and the
-//! forms `common::ptx` refuses (`.texref`, `.surfref`, `.ptr .texref`, `.ptr` on a 32-bit integer or
+//! forms `cuda_scope::ptx` refuses (`.texref`, `.surfref`, `.ptr .texref`, `.ptr` on a 32-bit integer or
 //! an array).
 //!
 //! Two constraints of ptxas 13.0 the generator keeps: `.reqnctapercluster` only on a file's first
@@ -21,7 +21,7 @@
 pub enum Expect {
     /// Its parameters' sizes and alignments, in order.
     Params(Vec<(u32, u32)>),
-    /// Refused by `common::ptx`, with this in the reason.
+    /// Refused by `cuda_scope::ptx`, with this in the reason.
     Refused(&'static str),
 }
 
