@@ -1,5 +1,5 @@
 // Host memory moved into the scope's closure dies when the closure returns, before the scope syncs: it cannot be lent.
-fn main() -> cuda_scope::anyhow::Result<()> {
+fn main() -> cuda_scope::Result<()> {
     let gpu = cuda_scope::Gpu::init()?;
     let streams = gpu.streams(1)?;
     let mut d = gpu.alloc::<f32>(4)?;

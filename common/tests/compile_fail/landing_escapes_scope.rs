@@ -1,5 +1,5 @@
 // A landing cannot leave its scope to be waited for after the scope ended.
-fn main() -> cuda_scope::anyhow::Result<()> {
+fn main() -> cuda_scope::Result<()> {
     let gpu = cuda_scope::Gpu::init()?;
     let streams = gpu.streams(1)?;
     let mut d = gpu.alloc::<f32>(4)?;

@@ -1,7 +1,7 @@
 // A view made read-only cannot be a copy's destination.
 use cuda_scope::Gpu;
 
-fn main() -> cuda_scope::anyhow::Result<()> {
+fn main() -> cuda_scope::Result<()> {
     let gpu = Gpu::init()?;
     let streams = gpu.streams(1)?;
     let h = vec![1.0f32; 4];
