@@ -2,7 +2,7 @@
 //! scope treats as one operation that touches many ranges.
 //!
 //! ```no_run
-//! # fn main() -> crate::Result<()> {
+//! # fn main() -> cuda_scope::Result<()> {
 //! # use cuda_scope::SrcOrder;
 //! # let gpu = cuda_scope::Gpu::init()?;
 //! # let streams = gpu.streams(1)?;

@@ -2,15 +2,15 @@
 //! one operation, as often as wanted, inside the scope that lent their buffers.
 //!
 //! ```no_run
-//! # fn main() -> crate::Result<()> {
+//! # fn main() -> cuda_scope::Result<()> {
 //! # let gpu = cuda_scope::Gpu::init()?;
 //! # let streams = gpu.streams(1)?;
 //! let inputs: Vec<Vec<f32>> = (0..100).map(|i| vec![i as f32; 256]).collect();
 //! let mut outputs: Vec<Vec<f32>> = vec![vec![0.0; 256]; 100];
 //! let mut d = gpu.alloc::<f32>(100 * 256)?;
-//! gpu.scope(&streams, |s| {
+//! gpu.scope(&streams, |s| -> cuda_scope::Result<()> {
 //!     let d = s.device(&mut d);
-//!     let graph = s.graph(|g| {                                  // cudaStreamBeginCapture
+//!     let graph = s.graph(|g| -> cuda_scope::Result<()> {                               // cudaStreamBeginCapture
 //!         for (i, (input, output)) in inputs.iter().zip(outputs.iter_mut()).enumerate() {
 //!             let part = d.slice(i * 256..(i + 1) * 256);
 //!             g.htod(input, part)?;                              // captured, not run

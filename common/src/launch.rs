@@ -3,7 +3,7 @@
 //! value, and one `unsafe` call that queues it.
 //!
 //! ```no_run
-//! # fn main() -> crate::Result<()> {
+//! # fn main() -> cuda_scope::Result<()> {
 //! # use cuda_scope::LaunchConfig;
 //! # let gpu = cuda_scope::Gpu::init()?;
 //! # let saxpy = gpu.load_ptx_file("saxpy.ptx")?.kernel("saxpy")?;

@@ -9,7 +9,7 @@
 //! // extern "C" __global__ void saxpy(const float* x, float* y, float a, unsigned long long n)
 //! const PTX: &str = include_str!("../tests/ptx/kernels.ptx");
 //!
-//! fn main() -> crate::Result<()> {
+//! fn main() -> cuda_scope::Result<()> {
 //!     let gpu = Gpu::init()?;                                  // one clear error line without a GPU
 //!     let saxpy = gpu.load_ptx(PTX)?.kernel("saxpy")?;         // as the driver compiled it, checked
 //!     let n = 1 << 20;

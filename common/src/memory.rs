@@ -230,7 +230,7 @@ impl DeviceRoom {
 /// first of three vectors. Sums saturate: a size past `usize` is simply too large.
 ///
 /// ```no_run
-/// # fn main() -> crate::Result<()> {
+/// # fn main() -> cuda_scope::Result<()> {
 /// let gpu = cuda_scope::Gpu::init()?;
 /// let n = 1 << 28;
 /// let need = cuda_scope::Footprint::default().pinned::<f32>(3 * n).device::<f32>(3 * n);

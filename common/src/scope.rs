@@ -1,7 +1,7 @@
 //! Stream scopes: async copies and kernel launches that borrow their buffers until the GPU is done.
 //!
 //! ```no_run
-//! # fn main() -> crate::Result<()> {
+//! # fn main() -> cuda_scope::Result<()> {
 //! # use cuda_scope::LaunchConfig;
 //! # let gpu = cuda_scope::Gpu::init()?;
 //! # let streams = gpu.streams(2)?;
