@@ -24,8 +24,8 @@ use std::{
     time::{Duration, Instant},
 };
 
-use cuda_scope::{Gpu, HostAlloc};
 use criterion::{AxisScale, BenchmarkId, Criterion, PlotConfiguration, SamplingMode, Throughput};
+use cuda_scope::{Gpu, HostAlloc};
 use kernels::Kernels;
 use measure::{
     args::parse_bytes,

@@ -7,10 +7,10 @@
 
 use std::{cell::Cell, sync::Arc};
 
-use crate::ffi as sys;
 use crate::error::{NoDriver, NoGpu};
+use crate::ffi as sys;
 
-use crate::ffi::{self, check};
+use crate::{error::check, ffi};
 
 thread_local! {
     /// The context `common` last made current on this thread, or null where it does not know: what a

@@ -103,6 +103,7 @@ pub fn kernels(cubin: &[u8]) -> Result<Kernels, String> {
 }
 
 /// The layout of kernel `name`'s parameters, or why there is none.
+#[cfg(test)]
 pub fn kernel(cubin: &[u8], name: &str) -> Result<Layout, String> {
     kernels(cubin)?
         .into_iter()

@@ -6,9 +6,10 @@ use serde::Serialize;
 
 use crate::{
     context::Context,
-    ffi::{self as sys, check},
-    host::{fill, pin_in_place, HostAlloc, PinnedBuffer, Registered},
+    error::check,
     error::{refused, Error, InputError, Refusal},
+    ffi::{self as sys},
+    host::{fill, pin_in_place, HostAlloc, PinnedBuffer, Registered},
     memory::{memory_info, room, DeviceBuffer, DeviceRoom, Element, Footprint, ManagedBuffer},
     module::Module,
     scope::{self, Env, Observer, Observing, Scope, State},

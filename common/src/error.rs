@@ -193,7 +193,9 @@ impl fmt::Display for NoGpu {
                 "no CUDA GPU found: the NVIDIA driver is installed but sees no device (check nvidia-smi and \
                  CUDA_VISIBLE_DEVICES)"
             ),
-            n => write!(f, "CUDA device {} does not exist: this machine has {n} (set CUDA_DEVICE to 0..{n})", self.asked),
+            n => {
+                write!(f, "CUDA device {} does not exist: this machine has {n} (set CUDA_DEVICE to 0..{n})", self.asked)
+            }
         }
     }
 }
@@ -344,10 +346,9 @@ impl fmt::Display for LaunchRefused {
             LaunchRefusal::Config { block, .. } if block.0 == 0 || block.1 == 0 || block.2 == 0 => {
                 write!(f, "a block of no threads")
             }
-            LaunchRefusal::Config { grid, .. } => write!(
-                f,
-                "a grid of {grid:?} blocks is more than a GPU runs (x up to 2^31-1, y and z up to 65535)"
-            ),
+            LaunchRefusal::Config { grid, .. } => {
+                write!(f, "a grid of {grid:?} blocks is more than a GPU runs (x up to 2^31-1, y and z up to 65535)")
+            }
             LaunchRefusal::Overlap(o) => o.fmt(f),
             LaunchRefusal::Foreign(why) => why.fmt(f),
             LaunchRefusal::ByLauncher(why) => f.write_str(why),
@@ -492,9 +493,9 @@ impl fmt::Display for Refusal {
             Refusal::Kind { needed: "managed" } => {
                 f.write_str("only managed memory (Gpu::managed) prefetches, and this view is device or mapped memory")
             }
-            Refusal::Kind { needed: "mapped" } => f.write_str(
-                "this pinned buffer was not allocated with HostAlloc::MAPPED, so kernels cannot address it",
-            ),
+            Refusal::Kind { needed: "mapped" } => {
+                f.write_str("this pinned buffer was not allocated with HostAlloc::MAPPED, so kernels cannot address it")
+            }
             Refusal::Kind { needed } => write!(f, "this needs {needed} memory"),
             Refusal::Untimed => f.write_str("an event recorded for ordering only has no time to read"),
             Refusal::NothingTimed => f.write_str("the timed scope measured nothing"),
@@ -618,7 +619,12 @@ mod tests {
             Error::TooLarge(TooLarge::new(Memory::Device, 10, Some(5), "needs 10 B")),
             Error::LaunchRefused(LaunchRefused {
                 kernel: "k".into(),
-                why: LaunchRefusal::Argument { index: 1, given: "u32".into(), takes: ".f32".into(), by_prototype: false },
+                why: LaunchRefusal::Argument {
+                    index: 1,
+                    given: "u32".into(),
+                    takes: ".f32".into(),
+                    by_prototype: false,
+                },
             }),
             Error::Refused(Refused { op: "memcpy HtoD".into(), why: Refusal::Foreign(Foreign::Scope) }),
         ];

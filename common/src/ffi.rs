@@ -478,8 +478,6 @@ pub fn error_name(code: CuResult) -> String {
     }
 }
 
-pub(crate) use crate::error::{check, driver_error};
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -43,11 +43,11 @@ use std::{
     sync::Arc,
 };
 
-
 use crate::{
     context::Context,
-    ffi::{self, check},
+    error::check,
     error::{refused, Error, Foreign, LaunchRefusal, LaunchRefused, Refusal},
+    ffi,
     launch::{sealed::QueueSealed, Checked, Enqueue, LaunchBuilder, LaunchConfig, Queue},
     memory::Element,
     module::{Kernel, Loaded},

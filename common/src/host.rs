@@ -154,7 +154,7 @@ impl<T: Element> PinnedBuffer<T> {
         let mut d = 0;
         // SAFETY: the pointer is the start of a live mapped allocation; valid out-pointer; flags must be 0.
         let code = unsafe { ffi::cuMemHostGetDevicePointer_v2(&mut d, self.ptr.as_ptr().cast(), 0) };
-        crate::ffi::check(code, || "getting the device address of mapped host memory".into())?;
+        crate::error::check(code, || "getting the device address of mapped host memory".into())?;
         Ok(d)
     }
 }
@@ -275,7 +275,7 @@ fn register<T>(ctx: &Context, slice: &[T]) -> crate::Result<()> {
     // SAFETY: the range is one live allocation, which the caller keeps alive and in place until it
     // unregisters it. The driver only pins it; it does not write it.
     let code = unsafe { ffi::cuMemHostRegister_v2(slice.as_ptr() as *mut _, bytes, 0) };
-    ffi::check(code, || format!("pinning {} in place (cuMemHostRegister)", Bytes(bytes)))
+    crate::error::check(code, || format!("pinning {} in place (cuMemHostRegister)", Bytes(bytes)))
 }
 
 fn unregister<T>(ctx: &Context, slice: &[T]) {

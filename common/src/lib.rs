@@ -80,36 +80,34 @@
 
 pub mod batch;
 mod context;
-#[doc(hidden)]
-pub mod cubin;
+mod cubin;
 pub mod device;
 pub mod error;
-#[doc(hidden)]
-pub mod ffi;
+// Some declarations are used by the tests alone; every one is checked against CUDA's headers.
+#[allow(dead_code)]
+mod ffi;
 pub mod graph;
 pub mod host;
 pub mod launch;
 pub mod memory;
 pub mod module;
-#[doc(hidden)]
-pub mod order;
-#[doc(hidden)]
+mod order;
 pub mod probe;
-#[doc(hidden)]
-pub mod prototype;
-#[doc(hidden)]
-pub mod ptx;
+mod prototype;
+mod ptx;
+#[cfg(test)]
+mod ptx_differential;
 pub mod scope;
 pub mod staging;
 pub mod stream;
 pub mod view;
 
-pub use error::{
-    DriverError, Error, Foreign, InputError, LaunchRefusal, LaunchRefused, Memory, ModuleError, NoDriver, NoGpu, Overlap,
-    Refusal, Refused, Result, TooLarge, Unsupported,
-};
 pub use batch::{batch_support, SrcOrder};
 pub use device::{DeviceInfo, Gpu};
+pub use error::{
+    DriverError, Error, Foreign, InputError, LaunchRefusal, LaunchRefused, Memory, ModuleError, NoDriver, NoGpu,
+    Overlap, Refusal, Refused, Result, TooLarge, Unsupported,
+};
 pub use graph::{Graph, GraphBuilder};
 pub use host::{pageable, HostAlloc, PinnedBuffer, Registered};
 pub use launch::{LaunchBuilder, LaunchConfig, Queue, Value};

@@ -12,8 +12,9 @@ use serde::Serialize;
 
 use crate::{
     context::{device_attribute, Context},
+    error::check,
     error::{refused, too_large, Memory, Refusal, TooLarge, Unsupported},
-    ffi::{self, check},
+    ffi,
 };
 
 /// Plain numbers: every bit pattern, all-zero included, is a valid value. Only these may be copied
@@ -27,7 +28,6 @@ macro_rules! element {
     ($($t:ty),*) => { $(impl sealed::Sealed for $t {} impl Element for $t {})* };
 }
 element!(u8, u16, u32, u64, i8, i16, i32, i64, f32, f64);
-
 
 /// [`TooLarge`] for `len` elements of `T`, more bytes than an address counts.
 pub(crate) fn overflow<T, R>(len: usize) -> crate::Result<R> {
@@ -92,7 +92,8 @@ impl<T: Element> DeviceBuffer<T> {
                 0 => String::new(),
                 h => format!(" once the {} of managed memory this process holds there may come", Bytes(h)),
             };
-            let line = format!("needs {} of device memory, but {name} has only {} free{managed}", Bytes(bytes), Bytes(usable));
+            let line =
+                format!("needs {} of device memory, but {name} has only {} free{managed}", Bytes(bytes), Bytes(usable));
             return too_large(Memory::Device, bytes, Some(usable), line);
         }
         let mut ptr = 0;
@@ -402,7 +403,12 @@ impl<T: Element> ManagedBuffer<T> {
         let mut held = managed_held();
         let room = room_holding(ctx, &held)?;
         if let Err(why) = room.check(bytes) {
-            return too_large(Memory::Managed, bytes, Some(room.available()), format!("managed memory on {name}: {why}"));
+            return too_large(
+                Memory::Managed,
+                bytes,
+                Some(room.available()),
+                format!("managed memory on {name}: {why}"),
+            );
         }
         let mut ptr = 0;
         // SAFETY: valid out-pointer, nonzero size, the driver's own flag; the context is current

@@ -45,14 +45,13 @@ use std::{
     sync::Arc,
 };
 
-
 pub(crate) use crate::ptx::{Class, Pointer};
 use crate::{
     context::Context,
     cubin,
+    error::check,
     error::{ModuleError, Refusal},
-    ffi::{self, check},
-    prototype, ptx,
+    ffi, prototype, ptx,
 };
 
 /// A loaded module; unloaded when the last [`Module`], [`Kernel`] or queued launch of it is gone.
@@ -595,5 +594,27 @@ mod tests {
             Some(Ok(vec![".u64".into(), ".b8[4]".into()]))
         );
         assert!(signature("#line 1 \"x\"", "k").unwrap().is_err());
+    }
+
+    /// `cuFuncGetParamCount` (CUDA 13.2), where the driver has it, counts what the cubin records: every
+    /// kernel of the tests loads with the check made. Where the driver has none, this says so and passes.
+    #[test]
+    #[ignore = "needs an NVIDIA GPU; cargo xtask test runs it where a driver is found"]
+    fn the_drivers_parameter_count_agrees_where_it_has_one() {
+        let gpu = crate::Gpu::init().unwrap();
+        if let Err(why) = ffi::func_param_count() {
+            eprintln!("not checked: {why}");
+            return;
+        }
+        for ptx in [
+            include_str!("../tests/ptx/kernels.ptx"),
+            include_str!("../tests/ptx/spoof_comment.ptx"),
+            include_str!("../tests/ptx/spoof_tab.ptx"),
+        ] {
+            let module = gpu.load_ptx(ptx).unwrap();
+            for name in module.kernel_names().map(String::from).collect::<Vec<_>>() {
+                module.kernel(&name).unwrap();
+            }
+        }
     }
 }

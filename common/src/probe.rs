@@ -1,17 +1,22 @@
-//! The driver's calls made bare, beside the scope's: what a lesson holds the scope's price against in
-//! the same run. Not an API to build on: each call here waits for its work before it returns, which is
-//! what makes it safe and what a program that overlaps anything would not want.
+//! What the scope costs, measured: the driver's calls made bare ([`bare_round_trip`]), to hold a
+//! scope's copies against in the same run, and the scope's bookkeeping alone, without the driver
+//! ([`BookkeepingProbe`], [`bookkeeping_time`]). Not an API to build on: a bare round trip waits for
+//! its work before it returns, which is what makes it safe and what a program that overlaps anything
+//! would not want.
 
 use std::{ops::Range, time::Instant};
 
 use crate::error::{refused, Foreign, Refusal};
 
 use crate::{
-    ffi::{self, check},
+    error::check,
+    ffi,
     host::PinnedBuffer,
     memory::DeviceBuffer,
+    order::{Book, Op, OpInfo},
     scope::synchronize_all,
     stream::Stream,
+    view::DevAccess,
 };
 
 /// One `cuMemcpyHtoDAsync` per piece from `src` into `dst`, then one `cuMemcpyDtoHAsync` per piece from
@@ -38,7 +43,10 @@ pub fn bare_round_trip(
     for (host, at) in pieces {
         let fits = host.start <= host.end && host.end <= src.len() && host.end <= back.len();
         if !fits || at.checked_add(host.len()).is_none_or(|end| end > dst.len()) {
-            return refused("bare copies", Refusal::OutOfBounds { range: *at..at.saturating_add(host.len()), len: dst.len() });
+            return refused(
+                "bare copies",
+                Refusal::OutOfBounds { range: *at..at.saturating_add(host.len()), len: dst.len() },
+            );
         }
     }
     ctx.make_current()?;
@@ -86,6 +94,89 @@ impl Drop for Synchronized<'_> {
             let _ = synchronize_all(self.stream.context(), [self.stream]);
         }
     }
+}
+
+/// The bookkeeping of a scope alone, without the driver: what ordering by byte ranges costs the host
+/// for each operation, apart from the driver's calls. Operation i goes on stream i % streams, each over its own 4 KiB of one buffer (a batch of small copies), or,
+/// `one_range`, all over the same 4 bytes (so that each waits for a fence after the one before, and is
+/// followed by one).
+pub struct BookkeepingProbe {
+    book: Book,
+    streams: usize,
+    one_range: bool,
+    buffer: usize,
+}
+
+impl BookkeepingProbe {
+    /// A book for `streams` streams; `one_range`: every operation over the same 4 bytes.
+    ///
+    /// ```
+    /// let mut probe = cuda_scope::probe::BookkeepingProbe::new(4, false);
+    /// (0..1000).for_each(|i| probe.step(i)); // no GPU needed: the driver is not called
+    /// probe.reset();
+    /// ```
+    pub fn new(streams: usize, one_range: bool) -> BookkeepingProbe {
+        let mut probe = BookkeepingProbe { book: Book::default(), streams, one_range, buffer: 0 };
+        probe.reset();
+        probe
+    }
+
+    /// Empties the book, keeping what it allocated, as a scope's is reused.
+    pub fn reset(&mut self) {
+        self.book.reset(self.streams);
+        self.buffer = self.book.lend(false, false);
+    }
+
+    /// Plans and notes operation `i`.
+    #[inline(never)]
+    pub fn step(&mut self, i: usize) {
+        let (book, j) = (&mut self.book, i % self.streams);
+        let bytes = if self.one_range { 0..4 } else { i * 4096..(i + 1) * 4096 };
+        let a = [DevAccess { scope: 1, buffer: self.buffer, bytes, write: true }];
+        let info = OpInfo::copy(&Op { kind: "H2D", what: "memcpy HtoD" }, 4096);
+        // The short way where the scope takes it.
+        if let Some(plan) = book.plan_one(j, &a[0]) {
+            if let Some(f) = plan.wait {
+                book.waited_again(j, f);
+            }
+            book.queued(j, Some(&a[0]), info, plan.shared);
+            if plan.shared {
+                book.add_fence(j);
+            }
+            return;
+        }
+        let shared = book.plan(j, &a, false).unwrap_or(false);
+        for n in 0..book.needs.len() {
+            let (k, seq) = (book.needs[n].stream, book.needs[n].seq);
+            if !book.clocks.ordered(j, k, seq) {
+                let f = book.fence_for(n).unwrap_or_else(|| book.add_fence(k));
+                book.waited(j, f, Some((n, &|| String::from("an operation"))));
+            }
+        }
+        book.queued(j, None, info, shared);
+        if shared {
+            book.add_fence(j);
+        }
+    }
+}
+
+/// The bookkeeping alone ([`BookkeepingProbe`]) of `ops` operations: how long that took, the book made
+/// and warmed first.
+///
+/// ```
+/// let t = cuda_scope::probe::bookkeeping_time(10_000, 4, false);
+/// println!("{:.3} µs an operation", t.as_secs_f64() * 1e6 / 10_000.0);
+/// ```
+pub fn bookkeeping_time(ops: usize, streams: usize, one_range: bool) -> std::time::Duration {
+    let mut probe = BookkeepingProbe::new(streams, one_range);
+    let mut pass = || {
+        probe.reset();
+        let t = std::time::Instant::now();
+        (0..ops).for_each(|i| probe.step(i));
+        t.elapsed()
+    };
+    pass();
+    pass()
 }
 
 #[cfg(test)]

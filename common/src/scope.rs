@@ -63,8 +63,9 @@ use serde::Serialize;
 
 use crate::{
     context::Context,
+    error::{check, driver_error},
     error::{refused, Error, Foreign, Refusal},
-    ffi::{self, check, driver_error, error_name, CuResult},
+    ffi::{self, error_name, CuResult},
     host::PinnedBuffer,
     launch::{Checked, Enqueue, LaunchBuilder, LaunchConfig},
     memory::{DeviceBuffer, Element, ManagedBuffer},

@@ -28,7 +28,8 @@ use crate::error::{refused, Foreign, Refusal, Unsupported};
 
 use crate::{
     context::Context,
-    ffi::{self, check},
+    error::check,
+    ffi,
     memory::{DeviceBuffer, Element},
     stream::{Event, Stream},
     Gpu, PinnedBuffer,

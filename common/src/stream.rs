@@ -5,10 +5,7 @@ use std::{cell::RefCell, sync::Arc};
 
 use crate::ffi as sys;
 
-use crate::{
-    context::Context,
-    ffi::{self, check},
-};
+use crate::{context::Context, error::check, ffi};
 
 /// A CUDA stream. Made by [`crate::Gpu::streams`] as `cudaStreamNonBlocking`: it runs concurrently
 /// with the legacy default stream (stream 0), which other libraries in the process may use.

@@ -7,22 +7,30 @@ use std::time::Instant;
 
 mod support;
 
-use cuda_scope::{ffi, Gpu, Stream};
+use cuda_scope::{Gpu, Stream};
 use support::TestKernels;
 
 /// A 4-byte synchronous `cuMemcpyHtoD` on the legacy default stream, as code that knows nothing of our
 /// streams would make it; returns how long the host waited, in ms.
 fn legacy_copy_ms() -> f64 {
-    let mut d = 0;
-    let x = 1f32;
-    // SAFETY: a 4-byte allocation in the current context (the scope made it current), one copy into
-    // it from a live local, and its release.
+    type Alloc = unsafe extern "C" fn(*mut u64, usize) -> i32;
+    type Copy = unsafe extern "C" fn(u64, *const std::ffi::c_void, usize) -> i32;
+    type Free = unsafe extern "C" fn(u64) -> i32;
+    let (mut d, x) = (0u64, 1f32);
+    // SAFETY: the driver's library, opened as another library would; its entry points by the symbols
+    // and signatures cuda.h gives them (PFN_cuMemAlloc_v3020, PFN_cuMemcpyHtoD_v3020,
+    // PFN_cuMemFree_v3020); a 4-byte allocation in the current context (the scope made it current),
+    // one copy into it from a live local, and its release.
     unsafe {
-        assert_eq!(ffi::cuMemAlloc_v2(&mut d, 4), ffi::SUCCESS);
+        let lib = libloading::Library::new("libcuda.so.1").unwrap();
+        let alloc = *lib.get::<Alloc>(b"cuMemAlloc_v2\0").unwrap();
+        let copy = *lib.get::<Copy>(b"cuMemcpyHtoD_v2\0").unwrap();
+        let free = *lib.get::<Free>(b"cuMemFree_v2\0").unwrap();
+        assert_eq!(alloc(&mut d, 4), 0);
         let t = Instant::now();
-        assert_eq!(ffi::cuMemcpyHtoD_v2(d, (&x as *const f32).cast(), 4), ffi::SUCCESS);
+        assert_eq!(copy(d, (&x as *const f32).cast(), 4), 0);
         let ms = t.elapsed().as_secs_f64() * 1e3;
-        ffi::cuMemFree_v2(d);
+        free(d);
         ms
     }
 }

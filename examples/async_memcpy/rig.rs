@@ -173,7 +173,13 @@ impl LessonData {
     fn new(gpu: &Gpu, n: usize) -> anyhow::Result<LessonData> {
         let d_data = gpu.alloc::<f32>(n)?;
         let (h_data, h_result) = (gpu.pinned_from_fn(n, input)?, gpu.pinned::<f32>(n)?);
-        Ok(LessonData { h_data, h_result, d_data, streams: gpu.streams(1)?, reference: cuda_scope::pageable(n, |_| 0f32)? })
+        Ok(LessonData {
+            h_data,
+            h_result,
+            d_data,
+            streams: gpu.streams(1)?,
+            reference: cuda_scope::pageable(n, |_| 0f32)?,
+        })
     }
 
     /// One run: with `wait` each call blocks until its work is done; without, each returns at once. With
@@ -184,7 +190,8 @@ impl LessonData {
         let (mut api_ms, mut free_ms, mut done) = (0.0, 0.0, 0);
         let gpu_ms = rig.gpu.timed(streams, |s| {
             let (d, stream) = (s.device(d_data), s.stream(0));
-            let block = |queued: cuda_scope::Result<()>| if wait { queued.and_then(|_| s.synchronize()) } else { queued };
+            let block =
+                |queued: cuda_scope::Result<()>| if wait { queued.and_then(|_| s.synchronize()) } else { queued };
             let t = Instant::now();
             block(stream.htod(h_data, d))?;
             block(rig.kernels.heavy_sqrt(stream, d, iters))?;

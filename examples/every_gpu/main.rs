@@ -14,9 +14,9 @@ mod rig;
 
 use std::process::ExitCode;
 
-use measure::error::bad_args;
 use clap::Parser;
 use cuda_scope::device::device_count;
+use measure::error::bad_args;
 use measure::{
     args::{parse_bytes, parse_device_list, RunArgs},
     machine::HostMemory,

@@ -289,7 +289,8 @@ impl DeviceEnd<'_> {
     fn both_ways(&mut self, host: &mut [f32], r: Repeats) -> anyhow::Result<BothWays> {
         let (gpu, streams, d, len) = (self.gpu, &self.streams, &mut self.data, host.len());
         let htod = measure(r, || Ok(gpu.timed(streams, |s| s.stream(0).htod(&host[..], s.device(d).slice(0..len)))?))?;
-        let dtoh = measure(r, || Ok(gpu.timed(streams, |s| s.stream(0).dtoh(s.device(d).slice(0..len), &mut host[..]))?))?;
+        let dtoh =
+            measure(r, || Ok(gpu.timed(streams, |s| s.stream(0).dtoh(s.device(d).slice(0..len), &mut host[..]))?))?;
         Ok(BothWays { htod, dtoh })
     }
 

@@ -207,7 +207,8 @@ impl SmallCopiesRig {
         let (arena, packed, tables) = (gpu.alloc(dev)?, gpu.alloc(packed)?, gpu.alloc(tables)?);
         let device = DeviceBuffers { arena, packed, tables, part_tables: Vec::new() };
         let (spread, streams) = (streams.max(1), gpu.streams(streams.max(2))?);
-        let batch = cuda_scope::batch_support().map_err(|e| e.to_string()); // cuGetProcAddress("cuMemcpyBatchAsync", 12.8)
+        // cuGetProcAddress("cuMemcpyBatchAsync", 12.8)
+        let batch = cuda_scope::batch_support().map_err(|e| e.to_string());
         Ok(SmallCopiesRig { gpu, kernels, streams, spread, repeats, host: host_buffers, device, batch })
     }
 

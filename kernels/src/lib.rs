@@ -116,7 +116,13 @@ impl Kernels {
     }
 
     /// `out = input * a` (zero-copy's kernel).
-    pub fn scale<'s>(&self, on: impl Queue<'s>, input: Dev<'s, f32>, out: Dev<'s, f32>, a: f32) -> cuda_scope::Result<()> {
+    pub fn scale<'s>(
+        &self,
+        on: impl Queue<'s>,
+        input: Dev<'s, f32>,
+        out: Dev<'s, f32>,
+        a: f32,
+    ) -> cuda_scope::Result<()> {
         let launch =
             on.kernel(&self.scale, self.grid(out.len())).read(input).write(out).value(out.len() as u64).value(a);
         ours(same_length(launch, input.len(), out.len()))

@@ -286,7 +286,11 @@ impl<'a> Parts<'a> {
     }
 
     /// Every stream but the first waits for `event`, where chunks spread to it.
-    fn fan_out<'s>(&self, s: &'s cuda_scope::Scope<'s, '_>, event: cuda_scope::ScopeEvent<'s>) -> cuda_scope::Result<()> {
+    fn fan_out<'s>(
+        &self,
+        s: &'s cuda_scope::Scope<'s, '_>,
+        event: cuda_scope::ScopeEvent<'s>,
+    ) -> cuda_scope::Result<()> {
         (1..self.streams.len().min(self.plan.chunks)).try_for_each(|i| s.stream(i).wait_event(event))
     }
 

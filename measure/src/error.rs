@@ -174,7 +174,11 @@ mod tests {
         assert_eq!(kind(core(NoDriver::Start { code: 999 }.into())), ErrorKind::NoGpu);
         let driver = |code| core(DriverError { code, doing: "launching process".into() }.into());
         assert_eq!(kind(driver(719).context("in a scope")), ErrorKind::GpuError, "CUDA_ERROR_LAUNCH_FAILED");
-        assert_eq!(kind(anyhow::anyhow!("copying 4 MiB: CUDA_ERROR_ILLEGAL_ADDRESS")), ErrorKind::Other, "words decide nothing");
+        assert_eq!(
+            kind(anyhow::anyhow!("copying 4 MiB: CUDA_ERROR_ILLEGAL_ADDRESS")),
+            ErrorKind::Other,
+            "words decide nothing"
+        );
         assert_eq!(kind(anyhow::anyhow!("no NVIDIA driver: words decide nothing")), ErrorKind::Other);
         assert_eq!(kind(anyhow::anyhow!("verification failed: 3 of 1024 elements differ")), ErrorKind::Other);
         let big = core(TooLarge::new(Memory::Device, 150 << 30, None, "needs 150 GiB of device memory").into());

@@ -221,8 +221,10 @@ impl CopyTimes {
         let (h_in, h_out) = (&h_in[..len], &mut h_out[..len]);
         // A phase of its own, unless the caller has named what these copies are for.
         let _phase = crate::timeline::current_phase().is_empty().then(|| crate::timeline::phase("copies alone"));
-        let htod = measure(r, || Ok(gpu.timed(&streams[..1], |s| s.stream(0).htod(h_in, s.device(up).slice(0..len)))?))?;
-        let dtoh = measure(r, || Ok(gpu.timed(&streams[..1], |s| s.stream(0).dtoh(s.device(down).slice(0..len), h_out))?))?;
+        let htod =
+            measure(r, || Ok(gpu.timed(&streams[..1], |s| s.stream(0).htod(h_in, s.device(up).slice(0..len)))?))?;
+        let dtoh =
+            measure(r, || Ok(gpu.timed(&streams[..1], |s| s.stream(0).dtoh(s.device(down).slice(0..len), h_out))?))?;
         let both = measure(r, || {
             Ok(gpu.timed(streams, |s| {
                 s.stream(0).htod(h_in, s.device(up).slice(0..len))?;

@@ -36,7 +36,7 @@ pub fn run(flags: TestFlags) -> anyhow::Result<()> {
     }
     eprintln!("xtask test: common's PTX reading against ptxas {} ({})", cuda_find::NVCC_RELEASE, ptxas.display());
     let mut cmd = tools::cargo();
-    cmd.args(["test", "-p", "cuda-scope", "--test", "ptx_differential", "--", "--ignored"]).args(&flags.args);
+    cmd.args(["test", "-p", "cuda-scope", "--lib", "ptx_differential", "--", "--ignored"]).args(&flags.args);
     if !flags.args.iter().any(|a| a == "--nocapture") {
         cmd.arg("--nocapture"); // its one line of figures
     }

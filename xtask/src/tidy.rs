@@ -337,6 +337,7 @@ const LAYERS: [(&str, &[&str]); 3] = [
         "common/src",
         &[
             "ffi",
+            "error",
             "ptx",
             "cubin",
             "prototype",
@@ -354,6 +355,7 @@ const LAYERS: [(&str, &[&str]); 3] = [
             "graph",
             "device",
             "staging",
+            "ptx_differential",
         ],
     ),
     (

@@ -13,7 +13,10 @@
 //! skips, where ptxas is missing. `PTX_DIFFERENTIAL_SEED` picks another seed, `PTX_DIFFERENTIAL_FILES`
 //! another number of files (each of 24 kernels); a failing file is kept in the folder it names.
 
-mod support;
+// Shared with the launch tests (tests/launch.rs), which use what this test does not.
+#[allow(dead_code)]
+#[path = "../tests/support/ptxgen.rs"]
+mod ptxgen;
 
 use std::{
     path::{Path, PathBuf},
@@ -25,8 +28,8 @@ use std::{
     time::Instant,
 };
 
-use cuda_scope::{cubin, prototype, ptx};
-use support::ptxgen::{self, Expect, File, Variant};
+use crate::{cubin, prototype, ptx};
+use ptxgen::{Expect, File, Variant};
 
 const KERNELS_PER_FILE: usize = 24;
 
@@ -226,7 +229,7 @@ fn the_ptx_reading_agrees_with_the_cubin_ptxas_compiles() {
     let cuobjdump = tool_beside(&ptxas, "CUOBJDUMP", "cuobjdump");
     let seed = env_number("PTX_DIFFERENTIAL_SEED", 24);
     let files = env_number("PTX_DIFFERENTIAL_FILES", 96);
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("ptx-differential-{seed}"));
+    let dir = std::env::temp_dir().join(format!("cuda-scope-ptx-differential-{seed}"));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
 
@@ -377,7 +380,8 @@ fn the_prototypes_of_the_repositorys_kernels_agree_with_their_ptx() {
             found += 1;
         }
     }
-    let saxpy = prototype::kernels(include_str!("kernels.cu")).into_iter().find(|(n, _)| n == "saxpy").unwrap().1;
+    let saxpy =
+        prototype::kernels(include_str!("../tests/kernels.cu")).into_iter().find(|(n, _)| n == "saxpy").unwrap().1;
     use ptx::Pointer::{No, Yes};
     assert_eq!(saxpy, [Yes, Yes, No, No]);
     assert!(found >= 10, "{found} kernels");
