@@ -69,9 +69,14 @@ impl std::fmt::Display for Bytes {
 
 /// `len` elements of device memory (`cudaMalloc`), zeroed, freed on drop. It has no methods that
 /// touch its memory: a [`crate::Scope`] lends it to copies and kernels and orders them.
+///
+/// Or another library's device memory, borrowed ([`DeviceBuffer::borrow_raw`]): lent to scopes as ours
+/// is, and never freed by us.
 pub struct DeviceBuffer<T: Element> {
     ptr: sys::CUdeviceptr,
     len: usize,
+    /// Allocated by us, and freed on drop; `false` for memory borrowed from another library.
+    owned: bool,
     ctx: Arc<Context>,
     _elements: PhantomData<T>,
 }
@@ -110,9 +115,153 @@ impl<T: Element> DeviceBuffer<T> {
             format!("allocating {} of device memory", Bytes(bytes))
         })?;
         drop(held);
-        let buf = DeviceBuffer { ptr, len, ctx: ctx.clone(), _elements: PhantomData };
+        let buf = DeviceBuffer { ptr, len, owned: true, ctx: ctx.clone(), _elements: PhantomData };
         zero(ptr, bytes)?;
         Ok(buf)
+    }
+
+    /// Borrows `len` elements of device memory at `ptr` that another library allocated (cudarc's
+    /// `CudaSlice::device_ptr`, a C library's `cudaMalloc`, a framework's tensor), for scopes of `gpu` to
+    /// lend to copies and kernels as they do buffers of our own. Never freed by us: dropping the
+    /// `DeviceBuffer` leaves the memory to its owner. Its contents are as the owner left them (not
+    /// zeroed).
+    ///
+    /// Refused, with the reason, rather than trusted where the driver can tell: a null pointer, zero
+    /// elements, a pointer not aligned for `T`, a byte count past `usize`; memory the driver does not
+    /// know as device memory (host memory, pinned or not); memory of another context than `gpu`'s (or,
+    /// for memory no context owns, such as stream-ordered pools (`cudaMallocAsync`, which cudarc uses)
+    /// and `cuMemMap`, of another device); and a range that runs past the allocation holding `ptr`
+    /// (`cuMemGetAddressRange`). `ptr` may point inside an allocation.
+    ///
+    /// It takes nothing from [`DeviceRoom`] and belongs in no [`Footprint`] of this program's: the
+    /// memory was taken when its owner allocated it, and the driver's free memory already shows that.
+    ///
+    /// # Safety
+    ///
+    /// - The `len * size_of::<T>()` bytes at `ptr` stay allocated, not freed by their owner, for as long
+    ///   as the returned buffer lives: the owner outlives it. (A stream-ordered allocation's free is
+    ///   queued after its owner's work: the returned buffer must be gone before that free is queued.)
+    /// - For as long as the returned buffer lives, nothing else reads or writes those bytes while a
+    ///   scope may: no other code touches them while the buffer is lent to a scope, and what other code
+    ///   queued on them before has finished (or is ordered before the scope's work: queued on a stream
+    ///   that is borrowed into the scope, ahead of it). In particular no other `DeviceBuffer`, borrowed
+    ///   or ours, covers any of those bytes: the scope orders work by buffer, and could not see that two
+    ///   buffers share bytes.
+    /// - Any bits are a valid `T` ([`Element`]s are plain numbers), so the contents need not be
+    ///   initialized by a kernel; but the memory must be the device memory it says it is, in a context
+    ///   that stays alive (not destroyed or reset) while the buffer lives.
+    ///
+    /// ```no_run
+    /// # fn main() -> anyhow::Result<()> {
+    /// # let (foreign_ptr, n): (u64, usize) = (0, 1024);
+    /// let gpu = common::Gpu::init()?;
+    /// // SAFETY: `foreign_ptr` holds `n` f32s of device memory in the GPU's context, which its owner
+    /// // keeps allocated while `d` lives and leaves alone while `d` is lent to a scope.
+    /// let mut d = unsafe { common::DeviceBuffer::<f32>::borrow_raw(&gpu, foreign_ptr, n)? };
+    /// let (host, streams) = (gpu.pinned_from_fn(n, |i| i as f32)?, gpu.streams(1)?);
+    /// gpu.scope(&streams, |s| s.stream(0).htod(&host, s.device(&mut d)))?;
+    /// drop(d); // the memory is still its owner's, holding 0, 1, 2, ...
+    /// # Ok(()) }
+    /// ```
+    pub unsafe fn borrow_raw(gpu: &crate::Gpu, ptr: u64, len: usize) -> anyhow::Result<Self> {
+        let what = || format!("borrowing {len} elements of {} at {ptr:#x}", std::any::type_name::<T>());
+        if ptr == 0 {
+            bail!("{}: a null pointer", what());
+        }
+        if len == 0 {
+            bail!("{}: a device buffer needs at least one element", what());
+        }
+        let align = std::mem::align_of::<T>() as u64;
+        if ptr % align != 0 {
+            bail!("{}: the pointer is not aligned for the element type ({align} bytes)", what());
+        }
+        let Some(bytes) = len.checked_mul(std::mem::size_of::<T>()) else {
+            bail!("{}: more bytes than a pointer can hold", what())
+        };
+        let Some(end) = ptr.checked_add(bytes as u64) else {
+            bail!("{}: the range runs past the address space", what())
+        };
+        let ctx = gpu.context();
+        // cuMemGetAddressRange asks the current context; the attributes do not mind.
+        ctx.ensure_current()?;
+        let mut memory_type: sys::CUmemorytype = 0;
+        // SAFETY: a valid out-pointer of the attribute's type (CUmemorytype, an unsigned int); any address
+        // may be asked about.
+        let code = unsafe {
+            ffi::cuPointerGetAttribute(
+                (&mut memory_type as *mut sys::CUmemorytype).cast(),
+                sys::CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                ptr,
+            )
+        };
+        if code == ffi::ERROR_INVALID_VALUE {
+            bail!("{}: the driver knows no memory at that address (not allocated by CUDA, or freed)", what());
+        }
+        check(code, || format!("{}: reading where its memory is", what()))?;
+        if memory_type != sys::CU_MEMORYTYPE_DEVICE {
+            bail!(
+                "{}: not device memory (CUmemorytype {memory_type}: host memory, pinned or mapped, is refused)",
+                what()
+            );
+        }
+        let mut owner: sys::CUcontext = std::ptr::null_mut();
+        // SAFETY: a valid out-pointer of the attribute's type (CUcontext).
+        check(
+            unsafe {
+                ffi::cuPointerGetAttribute(
+                    (&mut owner as *mut sys::CUcontext).cast(),
+                    sys::CU_POINTER_ATTRIBUTE_CONTEXT,
+                    ptr,
+                )
+            },
+            || format!("{}: reading its context", what()),
+        )?;
+        if owner.is_null() {
+            // Memory no context owns (a stream-ordered pool's, or cuMemMap's): its device must be ours.
+            let mut ordinal: std::ffi::c_int = -1;
+            // SAFETY: a valid out-pointer of the attribute's type (int).
+            check(
+                unsafe {
+                    ffi::cuPointerGetAttribute(
+                        (&mut ordinal as *mut std::ffi::c_int).cast(),
+                        sys::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                        ptr,
+                    )
+                },
+                || format!("{}: reading its device", what()),
+            )?;
+            if i64::from(ordinal) != i64::from(gpu.info.ordinal) {
+                bail!("{}: memory of device {ordinal}, and this GPU is device {}", what(), gpu.info.ordinal);
+            }
+        } else if !ctx.is_raw(owner) {
+            bail!(
+                "{}: memory of another CUDA context than the GPU's (its primary context, which the CUDA runtime \
+                 and cudarc's CudaContext::new use too)",
+                what()
+            );
+        }
+        let (mut base, mut size) = (0, 0);
+        // SAFETY: two valid out-pointers; the GPU's context is current.
+        check(unsafe { ffi::cuMemGetAddressRange_v2(&mut base, &mut size, ptr) }, || {
+            format!("{}: reading the allocation that holds it", what())
+        })?;
+        let alloc_end = base.saturating_add(size as u64);
+        if end > alloc_end {
+            bail!(
+                "{}: the range runs {} past the end of its allocation ({} at {base:#x}, of which {} from the pointer)",
+                what(),
+                Bytes((end - alloc_end) as usize),
+                Bytes(size),
+                Bytes((alloc_end - ptr) as usize)
+            );
+        }
+        Ok(DeviceBuffer { ptr, len, owned: false, ctx: ctx.clone(), _elements: PhantomData })
+    }
+
+    /// Whether this buffer was borrowed from another library ([`DeviceBuffer::borrow_raw`]), rather
+    /// than allocated by us: if so, dropping it leaves the memory allocated, its owner's.
+    pub fn is_borrowed(&self) -> bool {
+        !self.owned
     }
 
     /// Elements in the buffer.
@@ -136,12 +285,16 @@ impl<T: Element> DeviceBuffer<T> {
 
 impl<T: Element> std::fmt::Debug for DeviceBuffer<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "DeviceBuffer<{}>[{}]", std::any::type_name::<T>(), self.len)
+        let borrowed = if self.owned { "" } else { ", borrowed" };
+        write!(f, "DeviceBuffer<{}>[{}{borrowed}]", std::any::type_name::<T>(), self.len)
     }
 }
 
 impl<T: Element> Drop for DeviceBuffer<T> {
     fn drop(&mut self) {
+        if !self.owned {
+            return; // another library's: its owner frees it
+        }
         // SAFETY: allocated once, freed once, in its own context (kept alive by self.ctx). No GPU work
         // uses it: every scope and stager that lent it synchronized before its borrow ended.
         self.ctx.with_current(|| unsafe { ffi::cuMemFree_v2(self.ptr) });

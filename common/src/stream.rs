@@ -12,9 +12,14 @@ use crate::{
 
 /// A CUDA stream. Made by [`crate::Gpu::streams`] as `cudaStreamNonBlocking`: it runs concurrently
 /// with the legacy default stream (stream 0), which other libraries in the process may use.
+///
+/// Or another library's stream, borrowed ([`Stream::borrow_raw`]): it behaves as ours in a scope, and
+/// is never destroyed by us.
 pub struct Stream {
     raw: sys::CUstream,
     blocking: bool,
+    /// Made by us, and destroyed on drop; `false` for a stream borrowed from another library.
+    owned: bool,
     ctx: Arc<Context>,
 }
 
@@ -29,7 +34,80 @@ impl Stream {
         let mut raw = std::ptr::null_mut();
         // SAFETY: valid out-pointer; the flags are the driver's own; the context is current.
         check(unsafe { ffi::cuStreamCreate(&mut raw, flags) }, || "creating a stream".into())?;
-        Ok(Stream { raw, blocking, ctx: ctx.clone() })
+        Ok(Stream { raw, blocking, owned: true, ctx: ctx.clone() })
+    }
+
+    /// Borrows a stream another library made (cudarc's `CudaStream::cu_stream()`, a C library's
+    /// `cudaStream_t`, a framework's) in `gpu`'s context, for scopes of `gpu` to queue work on as on
+    /// streams of our own: a scope orders and synchronizes it like them. Never destroyed by us: dropping
+    /// the `Stream` leaves the stream to its owner.
+    ///
+    /// Refused, with the reason: a null handle, the legacy default stream and the per-thread default
+    /// stream (`CU_STREAM_LEGACY`, `CU_STREAM_PER_THREAD`, and cudarc's `default_stream()`, which is
+    /// null: each names a different stream in whichever context is current, not one stream); and a
+    /// stream of another context than `gpu`'s (`cuStreamGetCtx`).
+    ///
+    /// # Safety
+    ///
+    /// - `raw` is a live stream (`CUstream`, or the runtime's `cudaStream_t`, the same handle) and stays
+    ///   alive, not destroyed by its owner, for as long as the returned `Stream` lives: the owner
+    ///   outlives it. Its context is not destroyed or reset either (`cuDevicePrimaryCtxReset`).
+    /// - While the returned `Stream` is lent to a scope ([`crate::Gpu::scope`]), no other code uses
+    ///   the stream: queues work on it, or begins a capture on it. The scope's promise that the GPU is
+    ///   done with borrowed memory when it ends rests on synchronizing every stream it queued on; work
+    ///   another thread slips in between, or a capture that turns the scope's copies into a graph to be
+    ///   launched later, would break it. Before and after a scope, its owner may use it as before.
+    ///
+    /// What is checked is refused rather than trusted; what cannot be checked (that the handle is a
+    /// stream at all, and live) is this promise. Borrowing one stream twice is allowed: the two values
+    /// are two names of one queue, which orders their work more, not less.
+    ///
+    /// ```no_run
+    /// # fn main() -> anyhow::Result<()> {
+    /// # let foreign_stream: *mut std::ffi::c_void = std::ptr::null_mut();
+    /// let gpu = common::Gpu::init()?;
+    /// // SAFETY: `foreign_stream` is a live stream of the GPU's primary context, which its owner keeps
+    /// // alive and leaves alone while `streams` is lent to a scope.
+    /// let streams = [unsafe { common::Stream::borrow_raw(&gpu, foreign_stream)? }];
+    /// gpu.scope(&streams, |s| Ok(s.stream(0).synchronize()?))?;
+    /// drop(streams); // the stream is still its owner's, alive
+    /// # Ok(()) }
+    /// ```
+    pub unsafe fn borrow_raw(gpu: &crate::Gpu, raw: *mut std::ffi::c_void) -> anyhow::Result<Stream> {
+        // cuda.h's CU_STREAM_LEGACY and CU_STREAM_PER_THREAD: ((CUstream)0x1) and ((CUstream)0x2).
+        match raw as usize {
+            0 => anyhow::bail!(
+                "borrowing a stream: a null handle is the legacy default stream of whichever context is \
+                 current, not a stream of its own: borrow a stream made for the purpose (cudarc: new_stream())"
+            ),
+            1 | 2 => anyhow::bail!(
+                "borrowing a stream: CU_STREAM_LEGACY and CU_STREAM_PER_THREAD name a default stream of \
+                 whichever context is current, not a stream of its own: borrow a stream made for the purpose"
+            ),
+            _ => {}
+        }
+        let raw: sys::CUstream = raw.cast();
+        let ctx = gpu.context();
+        let mut of = std::ptr::null_mut();
+        // SAFETY: a live stream (the caller's promise) and a valid out-pointer.
+        check(unsafe { ffi::cuStreamGetCtx(raw, &mut of) }, || "borrowing a stream: reading its context".into())?;
+        if !ctx.is_raw(of) {
+            anyhow::bail!(
+                "borrowing a stream: it belongs to another CUDA context than the GPU's (its primary context, \
+                 which the CUDA runtime and cudarc's CudaContext::new use too)"
+            );
+        }
+        let mut flags = 0;
+        // SAFETY: as above.
+        check(unsafe { ffi::cuStreamGetFlags(raw, &mut flags) }, || "borrowing a stream: reading its flags".into())?;
+        let blocking = flags & sys::CU_STREAM_NON_BLOCKING == 0;
+        Ok(Stream { raw, blocking, owned: false, ctx: ctx.clone() })
+    }
+
+    /// Whether this stream was borrowed from another library ([`Stream::borrow_raw`]), rather than made
+    /// by us: if so, dropping it leaves the stream alive, its owner's.
+    pub fn is_borrowed(&self) -> bool {
+        !self.owned
     }
 
     /// Whether this stream waits for the legacy default stream and it for this one (`cudaStreamCreate`
@@ -63,12 +141,16 @@ impl Stream {
 
 impl std::fmt::Debug for Stream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Stream({:p}, {})", self.raw, if self.blocking { "blocking" } else { "non-blocking" })
+        let kind = if self.blocking { "blocking" } else { "non-blocking" };
+        write!(f, "Stream({:p}, {kind}{})", self.raw, if self.owned { "" } else { ", borrowed" })
     }
 }
 
 impl Drop for Stream {
     fn drop(&mut self) {
+        if !self.owned {
+            return; // another library's: its owner destroys it
+        }
         // SAFETY: created once, destroyed once; the driver finishes queued work before releasing it.
         self.ctx.with_current(|| unsafe { ffi::cuStreamDestroy_v2(self.raw) });
     }
