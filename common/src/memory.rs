@@ -120,50 +120,12 @@ impl<T: Element> DeviceBuffer<T> {
         Ok(buf)
     }
 
-    /// Borrows `len` elements of device memory at `ptr` that another library allocated (cudarc's
-    /// `CudaSlice::device_ptr`, a C library's `cudaMalloc`, a framework's tensor), for scopes of `gpu` to
-    /// lend to copies and kernels as they do buffers of our own. Never freed by us: dropping the
-    /// `DeviceBuffer` leaves the memory to its owner. Its contents are as the owner left them (not
-    /// zeroed).
-    ///
-    /// Refused, with the reason, rather than trusted where the driver can tell: a null pointer, zero
-    /// elements, a pointer not aligned for `T`, a byte count past `usize`; memory the driver does not
-    /// know as device memory (host memory, pinned or not); memory of another context than `gpu`'s (or,
-    /// for memory no context owns, such as stream-ordered pools (`cudaMallocAsync`, which cudarc uses)
-    /// and `cuMemMap`, of another device); and a range that runs past the allocation holding `ptr`
-    /// (`cuMemGetAddressRange`). `ptr` may point inside an allocation.
-    ///
-    /// It takes nothing from [`DeviceRoom`] and belongs in no [`Footprint`] of this program's: the
-    /// memory was taken when its owner allocated it, and the driver's free memory already shows that.
+    /// Another library's device memory, borrowed in `ctx`, the context of device `ordinal`: see
+    /// [`DeviceBuffer::borrow_raw`], whose promise the caller makes.
     ///
     /// # Safety
-    ///
-    /// - The `len * size_of::<T>()` bytes at `ptr` stay allocated, not freed by their owner, for as long
-    ///   as the returned buffer lives: the owner outlives it. (A stream-ordered allocation's free is
-    ///   queued after its owner's work: the returned buffer must be gone before that free is queued.)
-    /// - For as long as the returned buffer lives, nothing else reads or writes those bytes while a
-    ///   scope may: no other code touches them while the buffer is lent to a scope, and what other code
-    ///   queued on them before has finished (or is ordered before the scope's work: queued on a stream
-    ///   that is borrowed into the scope, ahead of it). In particular no other `DeviceBuffer`, borrowed
-    ///   or ours, covers any of those bytes: the scope orders work by buffer, and could not see that two
-    ///   buffers share bytes.
-    /// - Any bits are a valid `T` ([`Element`]s are plain numbers), so the contents need not be
-    ///   initialized by a kernel; but the memory must be the device memory it says it is, in a context
-    ///   that stays alive (not destroyed or reset) while the buffer lives.
-    ///
-    /// ```no_run
-    /// # fn main() -> anyhow::Result<()> {
-    /// # let (foreign_ptr, n): (u64, usize) = (0, 1024);
-    /// let gpu = common::Gpu::init()?;
-    /// // SAFETY: `foreign_ptr` holds `n` f32s of device memory in the GPU's context, which its owner
-    /// // keeps allocated while `d` lives and leaves alone while `d` is lent to a scope.
-    /// let mut d = unsafe { common::DeviceBuffer::<f32>::borrow_raw(&gpu, foreign_ptr, n)? };
-    /// let (host, streams) = (gpu.pinned_from_fn(n, |i| i as f32)?, gpu.streams(1)?);
-    /// gpu.scope(&streams, |s| s.stream(0).htod(&host, s.device(&mut d)))?;
-    /// drop(d); // the memory is still its owner's, holding 0, 1, 2, ...
-    /// # Ok(()) }
-    /// ```
-    pub unsafe fn borrow_raw(gpu: &crate::Gpu, ptr: u64, len: usize) -> anyhow::Result<Self> {
+    /// As [`DeviceBuffer::borrow_raw`]'s.
+    pub(crate) unsafe fn borrowed(ctx: &Arc<Context>, ordinal: u32, ptr: u64, len: usize) -> anyhow::Result<Self> {
         let what = || format!("borrowing {len} elements of {} at {ptr:#x}", std::any::type_name::<T>());
         if ptr == 0 {
             bail!("{}: a null pointer", what());
@@ -181,7 +143,6 @@ impl<T: Element> DeviceBuffer<T> {
         let Some(end) = ptr.checked_add(bytes as u64) else {
             bail!("{}: the range runs past the address space", what())
         };
-        let ctx = gpu.context();
         // cuMemGetAddressRange asks the current context; the attributes do not mind.
         ctx.ensure_current()?;
         let mut memory_type: sys::CUmemorytype = 0;
@@ -218,20 +179,20 @@ impl<T: Element> DeviceBuffer<T> {
         )?;
         if owner.is_null() {
             // Memory no context owns (a stream-ordered pool's, or cuMemMap's): its device must be ours.
-            let mut ordinal: std::ffi::c_int = -1;
+            let mut device: std::ffi::c_int = -1;
             // SAFETY: a valid out-pointer of the attribute's type (int).
             check(
                 unsafe {
                     ffi::cuPointerGetAttribute(
-                        (&mut ordinal as *mut std::ffi::c_int).cast(),
+                        (&mut device as *mut std::ffi::c_int).cast(),
                         sys::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
                         ptr,
                     )
                 },
                 || format!("{}: reading its device", what()),
             )?;
-            if i64::from(ordinal) != i64::from(gpu.info.ordinal) {
-                bail!("{}: memory of device {ordinal}, and this GPU is device {}", what(), gpu.info.ordinal);
+            if i64::from(device) != i64::from(ordinal) {
+                bail!("{}: memory of device {device}, and this GPU is device {ordinal}", what());
             }
         } else if !ctx.is_raw(owner) {
             bail!(

@@ -37,43 +37,12 @@ impl Stream {
         Ok(Stream { raw, blocking, owned: true, ctx: ctx.clone() })
     }
 
-    /// Borrows a stream another library made (cudarc's `CudaStream::cu_stream()`, a C library's
-    /// `cudaStream_t`, a framework's) in `gpu`'s context, for scopes of `gpu` to queue work on as on
-    /// streams of our own: a scope orders and synchronizes it like them. Never destroyed by us: dropping
-    /// the `Stream` leaves the stream to its owner.
-    ///
-    /// Refused, with the reason: a null handle, the legacy default stream and the per-thread default
-    /// stream (`CU_STREAM_LEGACY`, `CU_STREAM_PER_THREAD`, and cudarc's `default_stream()`, which is
-    /// null: each names a different stream in whichever context is current, not one stream); and a
-    /// stream of another context than `gpu`'s (`cuStreamGetCtx`).
+    /// Another library's stream, borrowed in `ctx`: see [`Stream::borrow_raw`], whose promise the caller
+    /// makes.
     ///
     /// # Safety
-    ///
-    /// - `raw` is a live stream (`CUstream`, or the runtime's `cudaStream_t`, the same handle) and stays
-    ///   alive, not destroyed by its owner, for as long as the returned `Stream` lives: the owner
-    ///   outlives it. Its context is not destroyed or reset either (`cuDevicePrimaryCtxReset`).
-    /// - While the returned `Stream` is lent to a scope ([`crate::Gpu::scope`]), no other code uses
-    ///   the stream: queues work on it, or begins a capture on it. The scope's promise that the GPU is
-    ///   done with borrowed memory when it ends rests on synchronizing every stream it queued on; work
-    ///   another thread slips in between, or a capture that turns the scope's copies into a graph to be
-    ///   launched later, would break it. Before and after a scope, its owner may use it as before.
-    ///
-    /// What is checked is refused rather than trusted; what cannot be checked (that the handle is a
-    /// stream at all, and live) is this promise. Borrowing one stream twice is allowed: the two values
-    /// are two names of one queue, which orders their work more, not less.
-    ///
-    /// ```no_run
-    /// # fn main() -> anyhow::Result<()> {
-    /// # let foreign_stream: *mut std::ffi::c_void = std::ptr::null_mut();
-    /// let gpu = common::Gpu::init()?;
-    /// // SAFETY: `foreign_stream` is a live stream of the GPU's primary context, which its owner keeps
-    /// // alive and leaves alone while `streams` is lent to a scope.
-    /// let streams = [unsafe { common::Stream::borrow_raw(&gpu, foreign_stream)? }];
-    /// gpu.scope(&streams, |s| Ok(s.stream(0).synchronize()?))?;
-    /// drop(streams); // the stream is still its owner's, alive
-    /// # Ok(()) }
-    /// ```
-    pub unsafe fn borrow_raw(gpu: &crate::Gpu, raw: *mut std::ffi::c_void) -> anyhow::Result<Stream> {
+    /// As [`Stream::borrow_raw`]'s.
+    pub(crate) unsafe fn borrowed(ctx: &Arc<Context>, raw: *mut std::ffi::c_void) -> anyhow::Result<Stream> {
         // cuda.h's CU_STREAM_LEGACY and CU_STREAM_PER_THREAD: ((CUstream)0x1) and ((CUstream)0x2).
         match raw as usize {
             0 => anyhow::bail!(
@@ -87,7 +56,6 @@ impl Stream {
             _ => {}
         }
         let raw: sys::CUstream = raw.cast();
-        let ctx = gpu.context();
         let mut of = std::ptr::null_mut();
         // SAFETY: a live stream (the caller's promise) and a valid out-pointer.
         check(unsafe { ffi::cuStreamGetCtx(raw, &mut of) }, || "borrowing a stream: reading its context".into())?;
