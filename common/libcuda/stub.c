@@ -39,6 +39,7 @@ int cuMemAllocManaged(void) { return 34; }
 int cuMemAlloc_v2(void) { return 34; }
 int cuMemFreeHost(void) { return 34; }
 int cuMemFree_v2(void) { return 34; }
+int cuMemGetAddressRange_v2(void) { return 34; }
 int cuMemGetInfo_v2(void) { return 34; }
 int cuMemHostAlloc(void) { return 34; }
 int cuMemHostGetDevicePointer_v2(void) { return 34; }
@@ -54,10 +55,12 @@ int cuMemsetD8_v2(void) { return 34; }
 int cuModuleGetFunction(void) { return 34; }
 int cuModuleLoadDataEx(void) { return 34; }
 int cuModuleUnload(void) { return 34; }
+int cuPointerGetAttribute(void) { return 34; }
 int cuStreamBeginCapture_v2(void) { return 34; }
 int cuStreamCreate(void) { return 34; }
 int cuStreamDestroy_v2(void) { return 34; }
 int cuStreamEndCapture(void) { return 34; }
+int cuStreamGetCtx(void) { return 34; }
 int cuStreamGetFlags(void) { return 34; }
 int cuStreamQuery(void) { return 34; }
 int cuStreamSynchronize(void) { return 34; }

@@ -133,6 +133,11 @@ impl Context {
         self.device
     }
 
+    /// Whether `raw` is this context's handle: for a handle another library or the driver reports.
+    pub fn is_raw(&self, raw: sys::CUcontext) -> bool {
+        self.raw == raw
+    }
+
     /// Whether `other` is this very context (two handles on one GPU's primary context are).
     pub fn is(&self, other: &Context) -> bool {
         self.raw == other.raw

@@ -251,6 +251,99 @@ impl Gpu {
     }
 }
 
+impl Stream {
+    /// Borrows a stream another library made (cudarc's `CudaStream::cu_stream()`, a C library's
+    /// `cudaStream_t`, a framework's) in `gpu`'s context, for scopes of `gpu` to queue work on as on
+    /// streams of our own: a scope orders and synchronizes it like them. Never destroyed by us: dropping
+    /// the `Stream` leaves the stream to its owner.
+    ///
+    /// Refused, with the reason: a null handle, the legacy default stream and the per-thread default
+    /// stream (`CU_STREAM_LEGACY`, `CU_STREAM_PER_THREAD`, and cudarc's `default_stream()`, which is
+    /// null: each names a different stream in whichever context is current, not one stream); and a
+    /// stream of another context than `gpu`'s (`cuStreamGetCtx`).
+    ///
+    /// # Safety
+    ///
+    /// - `raw` is a live stream (`CUstream`, or the runtime's `cudaStream_t`, the same handle) and stays
+    ///   alive, not destroyed by its owner, for as long as the returned `Stream` lives: the owner
+    ///   outlives it. Its context is not destroyed or reset either (`cuDevicePrimaryCtxReset`).
+    /// - While the returned `Stream` is lent to a scope ([`crate::Gpu::scope`]), no other code uses
+    ///   the stream: queues work on it, or begins a capture on it. The scope's promise that the GPU is
+    ///   done with borrowed memory when it ends rests on synchronizing every stream it queued on; work
+    ///   another thread slips in between, or a capture that turns the scope's copies into a graph to be
+    ///   launched later, would break it. Before and after a scope, its owner may use it as before.
+    ///
+    /// What is checked is refused rather than trusted; what cannot be checked (that the handle is a
+    /// stream at all, and live) is this promise. Borrowing one stream twice is allowed: the two values
+    /// are two names of one queue, which orders their work more, not less.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let foreign_stream: *mut std::ffi::c_void = std::ptr::null_mut();
+    /// let gpu = cuda_scope::Gpu::init()?;
+    /// // SAFETY: `foreign_stream` is a live stream of the GPU's primary context, which its owner keeps
+    /// // alive and leaves alone while `streams` is lent to a scope.
+    /// let streams = [unsafe { cuda_scope::Stream::borrow_raw(&gpu, foreign_stream)? }];
+    /// gpu.scope(&streams, |s| Ok(s.stream(0).synchronize()?))?;
+    /// drop(streams); // the stream is still its owner's, alive
+    /// # Ok(()) }
+    /// ```
+    pub unsafe fn borrow_raw(gpu: &Gpu, raw: *mut std::ffi::c_void) -> crate::Result<Stream> {
+        // SAFETY: the caller's promise, which is this function's.
+        unsafe { Stream::borrowed(gpu.context(), raw) }
+    }
+}
+
+impl<T: Element> DeviceBuffer<T> {
+    /// Borrows `len` elements of device memory at `ptr` that another library allocated (cudarc's
+    /// `CudaSlice::device_ptr`, a C library's `cudaMalloc`, a framework's tensor), for scopes of `gpu` to
+    /// lend to copies and kernels as they do buffers of our own. Never freed by us: dropping the
+    /// `DeviceBuffer` leaves the memory to its owner. Its contents are as the owner left them (not
+    /// zeroed).
+    ///
+    /// Refused, with the reason, rather than trusted where the driver can tell: a null pointer, zero
+    /// elements, a pointer not aligned for `T`, a byte count past `usize`; memory the driver does not
+    /// know as device memory (host memory, pinned or not); memory of another context than `gpu`'s (or,
+    /// for memory no context owns, such as stream-ordered pools (`cudaMallocAsync`, which cudarc uses)
+    /// and `cuMemMap`, of another device); and a range that runs past the allocation holding `ptr`
+    /// (`cuMemGetAddressRange`). `ptr` may point inside an allocation.
+    ///
+    /// It takes nothing from [`DeviceRoom`] and belongs in no [`Footprint`] of this program's: the
+    /// memory was taken when its owner allocated it, and the driver's free memory already shows that.
+    ///
+    /// # Safety
+    ///
+    /// - The `len * size_of::<T>()` bytes at `ptr` stay allocated, not freed by their owner, for as long
+    ///   as the returned buffer lives: the owner outlives it. (A stream-ordered allocation's free is
+    ///   queued after its owner's work: the returned buffer must be gone before that free is queued.)
+    /// - For as long as the returned buffer lives, nothing else reads or writes those bytes while a
+    ///   scope may: no other code touches them while the buffer is lent to a scope, and what other code
+    ///   queued on them before has finished (or is ordered before the scope's work: queued on a stream
+    ///   that is borrowed into the scope, ahead of it). In particular no other `DeviceBuffer`, borrowed
+    ///   or ours, covers any of those bytes: the scope orders work by buffer, and could not see that two
+    ///   buffers share bytes.
+    /// - Any bits are a valid `T` ([`Element`]s are plain numbers), so the contents need not be
+    ///   initialized by a kernel; but the memory must be the device memory it says it is, in a context
+    ///   that stays alive (not destroyed or reset) while the buffer lives.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let (foreign_ptr, n): (u64, usize) = (0, 1024);
+    /// let gpu = cuda_scope::Gpu::init()?;
+    /// // SAFETY: `foreign_ptr` holds `n` f32s of device memory in the GPU's context, which its owner
+    /// // keeps allocated while `d` lives and leaves alone while `d` is lent to a scope.
+    /// let mut d = unsafe { cuda_scope::DeviceBuffer::<f32>::borrow_raw(&gpu, foreign_ptr, n)? };
+    /// let (host, streams) = (gpu.pinned_from_fn(n, |i| i as f32)?, gpu.streams(1)?);
+    /// gpu.scope(&streams, |s| s.stream(0).htod(&host, s.device(&mut d)))?;
+    /// drop(d); // the memory is still its owner's, holding 0, 1, 2, ...
+    /// # Ok(()) }
+    /// ```
+    pub unsafe fn borrow_raw(gpu: &Gpu, ptr: u64, len: usize) -> crate::Result<DeviceBuffer<T>> {
+        // SAFETY: the caller's promise, which is this function's.
+        unsafe { DeviceBuffer::borrowed(gpu.context(), gpu.info.ordinal, ptr, len) }
+    }
+}
+
 impl DeviceInfo {
     fn query(ordinal: u32, device: sys::CUdevice) -> crate::Result<DeviceInfo> {
         let attr = |a| crate::context::device_attribute(device, a);

@@ -386,6 +386,8 @@ pub enum Foreign {
     Scope,
     /// A buffer, stream or module of another GPU's context.
     Context,
+    /// Memory of another device than the GPU's.
+    Device,
 }
 
 impl fmt::Display for Foreign {
@@ -393,6 +395,7 @@ impl fmt::Display for Foreign {
         match self {
             Foreign::Scope => f.write_str("a handle from another scope"),
             Foreign::Context => f.write_str("a handle of another GPU's context"),
+            Foreign::Device => f.write_str("memory of another device than the GPU's"),
         }
     }
 }
@@ -463,6 +466,20 @@ pub enum Refusal {
     },
     /// An event recorded for ordering only, asked for a time.
     Untimed,
+    /// A null pointer or handle where another library's memory or stream was to be borrowed.
+    Null,
+    /// A default stream's handle (null, `CU_STREAM_LEGACY`, `CU_STREAM_PER_THREAD`), which names a
+    /// stream of whichever context is current rather than a stream of its own.
+    DefaultStream,
+    /// An address not aligned for the element type.
+    Misaligned {
+        /// The alignment needed, in bytes.
+        align: usize,
+    },
+    /// An address the driver knows no memory at (not allocated by CUDA, or freed).
+    UnknownMemory,
+    /// Memory that is not device memory (host memory, pinned or mapped).
+    NotDeviceMemory,
     /// A timed scope in which nothing was measured.
     NothingTimed,
 }
@@ -498,6 +515,16 @@ impl fmt::Display for Refusal {
             }
             Refusal::Kind { needed } => write!(f, "this needs {needed} memory"),
             Refusal::Untimed => f.write_str("an event recorded for ordering only has no time to read"),
+            Refusal::Null => f.write_str("a null pointer"),
+            Refusal::DefaultStream => f.write_str(
+                "a default stream's handle names the default stream of whichever context is current, not a \
+                 stream of its own: borrow a stream made for the purpose (cudarc: new_stream())",
+            ),
+            Refusal::Misaligned { align } => write!(f, "the pointer is not aligned for the element type ({align} bytes)"),
+            Refusal::UnknownMemory => {
+                f.write_str("the driver knows no memory at that address (not allocated by CUDA, or freed)")
+            }
+            Refusal::NotDeviceMemory => f.write_str("not device memory (host memory, pinned or mapped, is refused)"),
             Refusal::NothingTimed => f.write_str("the timed scope measured nothing"),
         }
     }

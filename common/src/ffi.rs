@@ -68,6 +68,10 @@ opaque!(CUcontext => CUctx_st, CUstream => CUstream_st, CUevent => CUevent_st, C
         CUlinkState => CUlinkState_st);
 /// `CUjit_option`: an option of the JIT compiler and linker.
 pub type CUjit_option = c_int;
+/// `CUpointer_attribute`: which attribute `cuPointerGetAttribute` reads.
+pub type CUpointer_attribute = c_int;
+/// `CUmemorytype`: where memory is (host, device, array, unified).
+pub type CUmemorytype = c_int;
 /// `CUjitInputType`: what an input of the JIT linker is.
 pub type CUjitInputType = c_int;
 
@@ -114,6 +118,15 @@ pub const CU_JIT_ERROR_LOG_BUFFER: CUjit_option = 5;
 pub const CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES: CUjit_option = 6;
 /// `CU_JIT_INPUT_PTX`: PTX source, NUL-terminated.
 pub const CU_JIT_INPUT_PTX: CUjitInputType = 1;
+/// `CU_POINTER_ATTRIBUTE_CONTEXT`: the context the memory was allocated in (a `CUcontext`); null for
+/// memory no context owns (stream-ordered pools, `cuMemMap`).
+pub const CU_POINTER_ATTRIBUTE_CONTEXT: CUpointer_attribute = 1;
+/// `CU_POINTER_ATTRIBUTE_MEMORY_TYPE`: a `CUmemorytype` (an `unsigned int`).
+pub const CU_POINTER_ATTRIBUTE_MEMORY_TYPE: CUpointer_attribute = 2;
+/// `CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL`: the device the memory was allocated on (an `int`).
+pub const CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: CUpointer_attribute = 9;
+/// `CU_MEMORYTYPE_DEVICE`: device memory.
+pub const CU_MEMORYTYPE_DEVICE: CUmemorytype = 2;
 /// `CU_GET_PROC_ADDRESS_DEFAULT` for [`cuGetProcAddress_v2`].
 pub const CU_GET_PROC_ADDRESS_DEFAULT: u64 = 0;
 /// `CU_GET_PROC_ADDRESS_SUCCESS`: the symbol was found for the version asked.
@@ -364,6 +377,21 @@ extern "C" {
         params: *mut *mut c_void,
         extra: *mut *mut c_void,
     ) -> CuResult;
+}
+
+// Foreign handles' checks.
+#[link(name = "cuda")]
+extern "C" {
+    /// The context a stream belongs to (CUDA 9.2's entry point, which CUDA 13's `cuda.h` maps to
+    /// `cuStreamGetCtx_v2`, with green contexts).
+    /// cudaTypedefs.h: PFN_cuStreamGetCtx_v9020
+    pub fn cuStreamGetCtx(stream: CUstream, ctx: *mut CUcontext) -> CuResult;
+    /// One attribute of the memory at `ptr`: `data` points to the attribute's type.
+    /// cudaTypedefs.h: PFN_cuPointerGetAttribute_v4000
+    pub fn cuPointerGetAttribute(data: *mut c_void, attribute: CUpointer_attribute, ptr: CUdeviceptr) -> CuResult;
+    /// The base and size of the allocation that holds `ptr`.
+    /// cudaTypedefs.h: PFN_cuMemGetAddressRange_v3020
+    pub fn cuMemGetAddressRange_v2(base: *mut CUdeviceptr, size: *mut usize, ptr: CUdeviceptr) -> CuResult;
 }
 
 /// The CUDA version the driver supports, as `cuDriverGetVersion` gives it: 13000 for 13.0.

@@ -58,6 +58,42 @@
 //!   operation over all its ranges; a [`Graph`] of a scope's work is replayed only inside that scope,
 //!   so nothing it names can be freed or touched while it may run.
 //!
+//! # Handles from other libraries
+//!
+//! A stream or device memory that another library made (cudarc, a C library, a framework) can be
+//! handed to a scope without a copy: [`Stream::borrow_raw`] and [`DeviceBuffer::borrow_raw`] borrow
+//! them, `unsafe`, on the promise in their `# Safety` sections that the owner keeps them alive and leaves
+//! them alone while a scope has them. The scope then orders and synchronizes them as its own; dropping
+//! them destroys and frees nothing. What the driver can tell is checked and refused rather than
+//! trusted: another context, a default stream, memory that is not device memory or a range past its
+//! allocation. Both libraries must use one context: [`Gpu::init`] retains the GPU's primary context, as
+//! the CUDA runtime and cudarc's `CudaContext::new` do (`examples/cudarc_interop.rs` shows cudarc's).
+//!
+//! ```no_run
+//! # fn main() -> cuda_scope::Result<()> {
+//! # let theirs: *mut std::ffi::c_void = std::ptr::null_mut(); // cudaStream_t, or cudarc's cu_stream()
+//! let gpu = cuda_scope::Gpu::init()?;
+//! // SAFETY: `theirs` is a live stream of the GPU's primary context; its owner keeps it alive while
+//! // `streams` lives and queues nothing on it while a scope has it.
+//! let streams = [unsafe { cuda_scope::Stream::borrow_raw(&gpu, theirs)? }];
+//! gpu.scope(&streams, |s| s.stream(0).synchronize())?; // synchronized at the end, as our own are
+//! drop(streams); // not destroyed: still its owner's
+//! # Ok(()) }
+//! ```
+//!
+//! ```no_run
+//! # fn main() -> cuda_scope::Result<()> {
+//! # let (theirs, n): (u64, usize) = (0, 1 << 20); // cudaMalloc's pointer, or cudarc's device_ptr()
+//! let gpu = cuda_scope::Gpu::init()?;
+//! // SAFETY: `theirs` holds `n` f32s of device memory of the GPU's primary context; its owner keeps
+//! // it allocated while `d` lives and touches none of it while a scope has it.
+//! let mut d = unsafe { cuda_scope::DeviceBuffer::<f32>::borrow_raw(&gpu, theirs, n)? };
+//! let (host, streams) = (gpu.pinned_from_fn(n, |i| i as f32)?, gpu.streams(1)?);
+//! gpu.scope(&streams, |s| s.stream(0).htod(&host, s.device(&mut d)))?;
+//! drop(d); // not freed: still its owner's, now holding 0, 1, 2, ...
+//! # Ok(()) }
+//! ```
+//!
 //! | module | what it holds |
 //! | --- | --- |
 //! | [`device`] | [`Gpu`]: start-up with clear errors, what the GPU is, everything made on it |

@@ -13,7 +13,7 @@ use serde::Serialize;
 use crate::{
     context::{device_attribute, Context},
     error::check,
-    error::{refused, too_large, Memory, Refusal, TooLarge, Unsupported},
+    error::{refused, too_large, Foreign, Memory, Refusal, TooLarge, Unsupported},
     ffi,
 };
 
@@ -63,9 +63,14 @@ impl std::fmt::Display for Bytes {
 
 /// `len` elements of device memory (`cudaMalloc`), zeroed, freed on drop. It has no methods that
 /// touch its memory: a [`crate::Scope`] lends it to copies and kernels and orders them.
+///
+/// Or another library's device memory, borrowed ([`DeviceBuffer::borrow_raw`]): lent to scopes as ours
+/// is, and never freed by us.
 pub struct DeviceBuffer<T: Element> {
     ptr: sys::CUdeviceptr,
     len: usize,
+    /// Allocated by us, and freed on drop; `false` for memory borrowed from another library.
+    owned: bool,
     ctx: Arc<Context>,
     _elements: PhantomData<T>,
 }
@@ -102,9 +107,105 @@ impl<T: Element> DeviceBuffer<T> {
             format!("allocating {} of device memory", Bytes(bytes))
         })?;
         drop(held);
-        let buf = DeviceBuffer { ptr, len, ctx: ctx.clone(), _elements: PhantomData };
+        let buf = DeviceBuffer { ptr, len, owned: true, ctx: ctx.clone(), _elements: PhantomData };
         zero(ptr, bytes)?;
         Ok(buf)
+    }
+
+    /// Another library's device memory, borrowed in `ctx`, the context of device `ordinal`: see
+    /// [`DeviceBuffer::borrow_raw`], whose promise the caller makes.
+    ///
+    /// # Safety
+    /// As [`DeviceBuffer::borrow_raw`]'s.
+    pub(crate) unsafe fn borrowed(ctx: &Arc<Context>, ordinal: u32, ptr: u64, len: usize) -> crate::Result<Self> {
+        let what = || format!("borrowing {len} elements of {} at {ptr:#x}", std::any::type_name::<T>());
+        if ptr == 0 {
+            return refused(what(), Refusal::Null);
+        }
+        if len == 0 {
+            return refused(what(), Refusal::Empty);
+        }
+        let align = std::mem::align_of::<T>() as u64;
+        if ptr % align != 0 {
+            return refused(what(), Refusal::Misaligned { align: align as usize });
+        }
+        let Some(bytes) = len.checked_mul(std::mem::size_of::<T>()) else {
+            return overflow::<T, _>(len);
+        };
+        let Some(end) = ptr.checked_add(bytes as u64) else {
+            return overflow::<T, _>(len);
+        };
+        // cuMemGetAddressRange asks the current context; the attributes do not mind.
+        ctx.ensure_current()?;
+        let mut memory_type: sys::CUmemorytype = 0;
+        // SAFETY: a valid out-pointer of the attribute's type (CUmemorytype, an unsigned int); any address
+        // may be asked about.
+        let code = unsafe {
+            ffi::cuPointerGetAttribute(
+                (&mut memory_type as *mut sys::CUmemorytype).cast(),
+                sys::CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                ptr,
+            )
+        };
+        if code == ffi::ERROR_INVALID_VALUE {
+            return refused(what(), Refusal::UnknownMemory);
+        }
+        check(code, || format!("{}: reading where its memory is", what()))?;
+        if memory_type != sys::CU_MEMORYTYPE_DEVICE {
+            return refused(what(), Refusal::NotDeviceMemory);
+        }
+        let mut owner: sys::CUcontext = std::ptr::null_mut();
+        // SAFETY: a valid out-pointer of the attribute's type (CUcontext).
+        check(
+            unsafe {
+                ffi::cuPointerGetAttribute(
+                    (&mut owner as *mut sys::CUcontext).cast(),
+                    sys::CU_POINTER_ATTRIBUTE_CONTEXT,
+                    ptr,
+                )
+            },
+            || format!("{}: reading its context", what()),
+        )?;
+        if owner.is_null() {
+            // Memory no context owns (a stream-ordered pool's, or cuMemMap's): its device must be ours.
+            let mut device: std::ffi::c_int = -1;
+            // SAFETY: a valid out-pointer of the attribute's type (int).
+            check(
+                unsafe {
+                    ffi::cuPointerGetAttribute(
+                        (&mut device as *mut std::ffi::c_int).cast(),
+                        sys::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                        ptr,
+                    )
+                },
+                || format!("{}: reading its device", what()),
+            )?;
+            if i64::from(device) != i64::from(ordinal) {
+                return refused(what(), Refusal::Foreign(Foreign::Device));
+            }
+        } else if !ctx.is_raw(owner) {
+            // The GPU's context is its primary context, which the CUDA runtime and cudarc's
+            // CudaContext::new use too.
+            return refused(what(), Refusal::Foreign(Foreign::Context));
+        }
+        let (mut base, mut size) = (0, 0);
+        // SAFETY: two valid out-pointers; the GPU's context is current.
+        check(unsafe { ffi::cuMemGetAddressRange_v2(&mut base, &mut size, ptr) }, || {
+            format!("{}: reading the allocation that holds it", what())
+        })?;
+        let alloc_end = base.saturating_add(size as u64);
+        if end > alloc_end {
+            // In bytes from the pointer: the range asked for, and what the allocation holds from there.
+            let range = 0..bytes;
+            return refused(what(), Refusal::OutOfBounds { range, len: (alloc_end - ptr) as usize });
+        }
+        Ok(DeviceBuffer { ptr, len, owned: false, ctx: ctx.clone(), _elements: PhantomData })
+    }
+
+    /// Whether this buffer was borrowed from another library ([`DeviceBuffer::borrow_raw`]), rather
+    /// than allocated by us: if so, dropping it leaves the memory allocated, its owner's.
+    pub fn is_borrowed(&self) -> bool {
+        !self.owned
     }
 
     /// Elements in the buffer.
@@ -128,12 +229,16 @@ impl<T: Element> DeviceBuffer<T> {
 
 impl<T: Element> std::fmt::Debug for DeviceBuffer<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "DeviceBuffer<{}>[{}]", std::any::type_name::<T>(), self.len)
+        let borrowed = if self.owned { "" } else { ", borrowed" };
+        write!(f, "DeviceBuffer<{}>[{}{borrowed}]", std::any::type_name::<T>(), self.len)
     }
 }
 
 impl<T: Element> Drop for DeviceBuffer<T> {
     fn drop(&mut self) {
+        if !self.owned {
+            return; // another library's: its owner frees it
+        }
         // SAFETY: allocated once, freed once, in its own context (kept alive by self.ctx). No GPU work
         // uses it: every scope and stager that lent it synchronized before its borrow ended.
         self.ctx.with_current(|| unsafe { ffi::cuMemFree_v2(self.ptr) });

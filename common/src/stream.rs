@@ -9,9 +9,14 @@ use crate::{context::Context, error::check, ffi};
 
 /// A CUDA stream. Made by [`crate::Gpu::streams`] as `cudaStreamNonBlocking`: it runs concurrently
 /// with the legacy default stream (stream 0), which other libraries in the process may use.
+///
+/// Or another library's stream, borrowed ([`Stream::borrow_raw`]): it behaves as ours in a scope, and
+/// is never destroyed by us.
 pub struct Stream {
     raw: sys::CUstream,
     blocking: bool,
+    /// Made by us, and destroyed on drop; `false` for a stream borrowed from another library.
+    owned: bool,
     ctx: Arc<Context>,
 }
 
@@ -26,7 +31,39 @@ impl Stream {
         let mut raw = std::ptr::null_mut();
         // SAFETY: valid out-pointer; the flags are the driver's own; the context is current.
         check(unsafe { ffi::cuStreamCreate(&mut raw, flags) }, || "creating a stream".into())?;
-        Ok(Stream { raw, blocking, ctx: ctx.clone() })
+        Ok(Stream { raw, blocking, owned: true, ctx: ctx.clone() })
+    }
+
+    /// Another library's stream, borrowed in `ctx`: see [`Stream::borrow_raw`], whose promise the caller
+    /// makes.
+    ///
+    /// # Safety
+    /// As [`Stream::borrow_raw`]'s.
+    pub(crate) unsafe fn borrowed(ctx: &Arc<Context>, raw: *mut std::ffi::c_void) -> crate::Result<Stream> {
+        // A null handle, and cuda.h's CU_STREAM_LEGACY and CU_STREAM_PER_THREAD ((CUstream)0x1 and 0x2).
+        if (raw as usize) < 3 {
+            return crate::error::refused("borrowing a stream", crate::Refusal::DefaultStream);
+        }
+        let raw: sys::CUstream = raw.cast();
+        let mut of = std::ptr::null_mut();
+        // SAFETY: a live stream (the caller's promise) and a valid out-pointer.
+        check(unsafe { ffi::cuStreamGetCtx(raw, &mut of) }, || "borrowing a stream: reading its context".into())?;
+        if !ctx.is_raw(of) {
+            // The GPU's context is its primary context, which the CUDA runtime and cudarc's
+            // CudaContext::new use too.
+            return crate::error::refused("borrowing a stream", crate::Refusal::Foreign(crate::Foreign::Context));
+        }
+        let mut flags = 0;
+        // SAFETY: as above.
+        check(unsafe { ffi::cuStreamGetFlags(raw, &mut flags) }, || "borrowing a stream: reading its flags".into())?;
+        let blocking = flags & sys::CU_STREAM_NON_BLOCKING == 0;
+        Ok(Stream { raw, blocking, owned: false, ctx: ctx.clone() })
+    }
+
+    /// Whether this stream was borrowed from another library ([`Stream::borrow_raw`]), rather than made
+    /// by us: if so, dropping it leaves the stream alive, its owner's.
+    pub fn is_borrowed(&self) -> bool {
+        !self.owned
     }
 
     /// Whether this stream waits for the legacy default stream and it for this one (`cudaStreamCreate`
@@ -60,12 +97,16 @@ impl Stream {
 
 impl std::fmt::Debug for Stream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Stream({:p}, {})", self.raw, if self.blocking { "blocking" } else { "non-blocking" })
+        let kind = if self.blocking { "blocking" } else { "non-blocking" };
+        write!(f, "Stream({:p}, {kind}{})", self.raw, if self.owned { "" } else { ", borrowed" })
     }
 }
 
 impl Drop for Stream {
     fn drop(&mut self) {
+        if !self.owned {
+            return; // another library's: its owner destroys it
+        }
         // SAFETY: created once, destroyed once; the driver finishes queued work before releasing it.
         self.ctx.with_current(|| unsafe { ffi::cuStreamDestroy_v2(self.raw) });
     }

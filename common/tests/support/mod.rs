@@ -2,6 +2,7 @@
 //! through the launch builder as a user's kernels are.
 #![allow(dead_code)]
 
+pub mod driver;
 pub mod ptxgen;
 
 use cuda_scope::{Dev, Gpu, Kernel, LaunchConfig, Queue};
