@@ -1,6 +1,6 @@
 //! What safety costs the host per operation: the scope against the bare driver calls, in one run.
 //!
-//!     cargo bench -p common --bench scope [-- --rounds 21] [-- --json FILE] [-- --only NAME] [-- --skip NAME]
+//!     cargo bench -p cuda-scope --bench scope [-- --rounds 21] [-- --json FILE] [-- --only NAME] [-- --skip NAME]
 //!         [-- --processes 5]
 //!
 //! With `--processes N` it runs itself N times, one process after another, and reports each case's
