@@ -156,15 +156,22 @@ impl Drop for Context {
     }
 }
 
-/// `cuInit`, with one line for each way a machine can lack a usable GPU.
+/// Loads the driver's library ([`ffi::load`]) and calls `cuInit`, with one line for each way a machine
+/// can lack a usable GPU.
 pub fn driver_init() -> anyhow::Result<()> {
+    if let Err(e) = ffi::load() {
+        match e.symbol {
+            None => bail!("no NVIDIA driver: {e}. Run this program on a machine with an NVIDIA GPU and its driver"),
+            Some(_) => bail!("no NVIDIA driver this program can use: {e}. Update the NVIDIA driver"),
+        }
+    }
     // SAFETY: cuInit takes flags (must be 0) and may be called more than once.
     let code = unsafe { ffi::cuInit(0) };
     match code {
         ffi::SUCCESS => Ok(()),
         ffi::ERROR_STUB_LIBRARY => bail!(
-            "no NVIDIA driver: this program loaded the link-only libcuda stub, not a driver. \
-             Run it on a machine with an NVIDIA GPU and its driver"
+            "no NVIDIA driver: the libcuda.so.1 this program loaded is a link-only stub (such as the CUDA \
+             toolkit's lib64/stubs), not a driver. Run it on a machine with an NVIDIA GPU and its driver"
         ),
         ffi::ERROR_NO_DEVICE => {
             bail!("no CUDA GPU found: the NVIDIA driver is installed but sees no device (check nvidia-smi and CUDA_VISIBLE_DEVICES)")

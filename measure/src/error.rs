@@ -189,7 +189,7 @@ mod tests {
         assert_eq!(kind(bad_args("-n 5 is fewer elements than chunks")), ErrorKind::BadArguments);
         assert_eq!(kind(bad_args("x").context("planning")), ErrorKind::BadArguments);
         assert_eq!(kind(anyhow::anyhow!("--devices: device 9 does not exist")), ErrorKind::BadArguments);
-        let no_driver = anyhow::anyhow!("no NVIDIA driver: this program loaded the link-only libcuda stub");
+        let no_driver = anyhow::anyhow!("no NVIDIA driver: cannot load libcuda.so.1 (no such file)");
         assert_eq!(kind(no_driver.context("starting the GPU")), ErrorKind::NoGpu);
         assert_eq!(kind(anyhow::anyhow!("no CUDA GPU found: the NVIDIA driver is installed")), ErrorKind::NoGpu);
         assert_eq!(kind(anyhow::anyhow!("the NVIDIA driver failed to start: CUDA_ERROR_UNKNOWN")), ErrorKind::NoGpu);
