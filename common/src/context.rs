@@ -161,8 +161,16 @@ impl Drop for Context {
     }
 }
 
-/// `cuInit`, with one line for each way a machine can lack a usable GPU.
+/// Loads the driver's library ([`ffi::load`]) and calls `cuInit`, with one error for each way a machine
+/// can lack a usable GPU.
 pub fn driver_init() -> crate::Result<()> {
+    if let Err(e) = ffi::load() {
+        return Err(match e.symbol {
+            None => NoDriver::Library { library: e.library.to_string(), loader: e.message.clone() },
+            Some(symbol) => NoDriver::EntryPoint { library: e.library.to_string(), symbol: symbol.to_string() },
+        }
+        .into());
+    }
     // SAFETY: cuInit takes flags (must be 0) and may be called more than once.
     let code = unsafe { ffi::cuInit(0) };
     match code {

@@ -520,7 +520,9 @@ impl fmt::Display for Refusal {
                 "a default stream's handle names the default stream of whichever context is current, not a \
                  stream of its own: borrow a stream made for the purpose (cudarc: new_stream())",
             ),
-            Refusal::Misaligned { align } => write!(f, "the pointer is not aligned for the element type ({align} bytes)"),
+            Refusal::Misaligned { align } => {
+                write!(f, "the pointer is not aligned for the element type ({align} bytes)")
+            }
             Refusal::UnknownMemory => {
                 f.write_str("the driver knows no memory at that address (not allocated by CUDA, or freed)")
             }

@@ -2,11 +2,21 @@
 //! results. Bindings generated from older headers (cust's, from CUDA 11.4) type every result as a Rust
 //! enum; a CUDA 13 driver returns codes such an enum lacks (`CUDA_ERROR_CONTAINED`, 226, among them),
 //! and receiving a value an enum does not declare is undefined behaviour. Declaring the few calls we
-//! make also keeps the crate free of any binding's build script: it builds wherever Rust and a C
-//! compiler are (see `build.rs`). The libcuda stub defines exactly these entry points
-//! (`cargo xtask generate` reads them from this file).
+//! make also keeps the crate free of any binding's build script: it builds wherever Rust does.
 //!
 //! Not part of the API: public only for this crate's tests and benchmarks.
+//!
+//! # Loaded at run time
+//!
+//! Nothing links against `libcuda`: the driver's library, `libcuda.so.1`, is opened with `dlopen` on
+//! the first driver call (or [`load`]), and every entry point declared in `entry_points!` is looked
+//! up then by its exact symbol (`cuMemAlloc_v2`), all at once, into a table of function pointers that
+//! lives as long as the process. So a program starts on a machine without the driver, and says so in
+//! one line ([`Gpu::init`](crate::Gpu::init), through [`load`]'s [`LoadError`]), rather than dying in
+//! the dynamic loader; and a driver that lacks one of the entry points is reported at start-up, naming
+//! it. Each entry point is an `unsafe fn` of the declared name and signature that calls through the
+//! table (one acquire load and an indirect call); where the library could not be loaded it returns
+//! [`ERROR_STUB_LIBRARY`], as NVIDIA's link-only stub does, which the crate takes as "no GPU".
 //!
 //! # Checked against CUDA 13's headers
 //!
@@ -14,12 +24,16 @@
 //! 13.0's `cuda.h` and `cudaTypedefs.h` with the C compiler and `-Werror`: a parameter, result, field or
 //! value that differs from the driver's fails it, in a line that names the declaration. So that each is
 //! checkable (`xtask/src/check_ffi.rs` has the details):
-//! - Every entry point names the `cudaTypedefs.h` typedef of the version it links in a line of its doc:
-//!   `/// cudaTypedefs.h: PFN_cuMemAlloc_v3020`. Not cuda.h's prototype: cuda.h maps names to newer
+//! - Every entry point is declared in the one `entry_points! { extern "C" { ... } }`, as an item of an
+//!   `extern "C"` block (`pub fn name(args) -> CuResult;`, docs and lints only), never in an `extern`
+//!   block of its own: that would link it, and a program linked to `libcuda` does not start without
+//!   the driver. The symbol looked up is the name (`#[link_name]` is refused).
+//! - Every entry point names the `cudaTypedefs.h` typedef of the version it looks up in a line of its
+//!   doc: `/// cudaTypedefs.h: PFN_cuMemAlloc_v3020`. Not cuda.h's prototype: cuda.h maps names to newer
 //!   versions (`cuMemPrefetchAsync` and `cuEventElapsedTime` to their `_v2`), and declares some of the
-//!   versions linked here (`cuCtxCreate_v2`) only for the driver's own build. The line must agree with
-//!   the rule for symbols: the header has a typedef for every version of a call, and the k-th, counted
-//!   from the oldest, is the symbol `name` for k = 1 and `name_vk` after (`cuMemAlloc_v2` is
+//!   versions looked up here (`cuCtxCreate_v2`) only for the driver's own build. The line must agree
+//!   with the rule for symbols: the header has a typedef for every version of a call, and the k-th,
+//!   counted from the oldest, is the symbol `name` for k = 1 and `name_vk` after (`cuMemAlloc_v2` is
 //!   `PFN_cuMemAlloc_v3020`, after `_v2000`). The check says which line a declaration without one needs.
 //! - A type C names has its cuda.h name here (`CUdeviceptr`, `CUstreamCaptureMode`), as an alias; a C
 //!   enum is a `c_int` alias of the enum's name (C passes an enum as an int of its size). An alias of
@@ -33,7 +47,7 @@
 //!   version (`BATCH_VERSION`).
 //! - A type or constant of a CUDA newer than the headers checked (`cuFuncGetParamCount`'s, CUDA 13.2)
 //!   says so in a `/// newer than these headers: CUDA 13.2` line: the check names it as not checked.
-//!   Entry points cannot: each is linked, and must be in the headers.
+//!   Entry points cannot: each is looked up when the driver is loaded, and must be in the headers.
 //! - Attributes other than docs and lints (`cfg`), and any form the check cannot read, fail it.
 
 #![allow(non_snake_case, non_camel_case_types, missing_docs)]
@@ -203,195 +217,312 @@ pub const MEM_ATTACH_GLOBAL: c_uint = 1;
 /// LAUNCH_FAILED (719).
 pub const CONTEXT_KILLED: [CuResult; 11] = [214, 226, 700, 702, 710, 714, 715, 716, 717, 718, 719];
 
-#[link(name = "cuda")]
-extern "C" {
-    /// cudaTypedefs.h: PFN_cuInit_v2000
-    pub fn cuInit(flags: c_uint) -> CuResult;
-    /// cudaTypedefs.h: PFN_cuGetErrorName_v6000
-    pub fn cuGetErrorName(error: CuResult, name: *mut *const c_char) -> CuResult;
-    /// cudaTypedefs.h: PFN_cuDriverGetVersion_v2020
-    pub fn cuDriverGetVersion(version: *mut c_int) -> CuResult;
-    /// CUDA 12.0's entry point (with `symbolStatus`), the one CUDA 13's `cuda.h` names `cuGetProcAddress`.
-    /// cudaTypedefs.h: PFN_cuGetProcAddress_v12000
-    pub fn cuGetProcAddress_v2(
-        symbol: *const c_char,
-        pfn: *mut *mut c_void,
-        cuda_version: c_int,
-        flags: u64,
-        symbol_status: *mut CUdriverProcAddressQueryResult,
-    ) -> CuResult;
-    /// cudaTypedefs.h: PFN_cuDeviceGetCount_v2000
-    pub fn cuDeviceGetCount(count: *mut c_int) -> CuResult;
-    /// cudaTypedefs.h: PFN_cuDeviceGet_v2000
-    pub fn cuDeviceGet(device: *mut CUdevice, ordinal: c_int) -> CuResult;
-    /// cudaTypedefs.h: PFN_cuDeviceGetName_v2000
-    pub fn cuDeviceGetName(name: *mut c_char, len: c_int, device: CUdevice) -> CuResult;
-    /// cudaTypedefs.h: PFN_cuDeviceGetAttribute_v2000
-    pub fn cuDeviceGetAttribute(value: *mut c_int, attribute: CUdevice_attribute, device: CUdevice) -> CuResult;
-    /// cudaTypedefs.h: PFN_cuDeviceTotalMem_v3020
-    pub fn cuDeviceTotalMem_v2(bytes: *mut usize, device: CUdevice) -> CuResult;
-    /// cudaTypedefs.h: PFN_cuDeviceGetPCIBusId_v4010
-    pub fn cuDeviceGetPCIBusId(id: *mut c_char, len: c_int, device: CUdevice) -> CuResult;
-    /// cudaTypedefs.h: PFN_cuDevicePrimaryCtxRetain_v7000
-    pub fn cuDevicePrimaryCtxRetain(ctx: *mut CUcontext, device: CUdevice) -> CuResult;
-    /// cudaTypedefs.h: PFN_cuDevicePrimaryCtxRelease_v11000
-    pub fn cuDevicePrimaryCtxRelease_v2(device: CUdevice) -> CuResult;
-    /// cudaTypedefs.h: PFN_cuCtxCreate_v3020
-    pub fn cuCtxCreate_v2(ctx: *mut CUcontext, flags: c_uint, device: CUdevice) -> CuResult;
-    /// cudaTypedefs.h: PFN_cuCtxDestroy_v4000
-    pub fn cuCtxDestroy_v2(ctx: CUcontext) -> CuResult;
-    /// cudaTypedefs.h: PFN_cuCtxSetCurrent_v4000
-    pub fn cuCtxSetCurrent(ctx: CUcontext) -> CuResult;
-    /// cudaTypedefs.h: PFN_cuCtxGetCurrent_v4000
-    pub fn cuCtxGetCurrent(ctx: *mut CUcontext) -> CuResult;
-    /// cudaTypedefs.h: PFN_cuCtxPushCurrent_v4000
-    pub fn cuCtxPushCurrent_v2(ctx: CUcontext) -> CuResult;
-    /// cudaTypedefs.h: PFN_cuCtxPopCurrent_v4000
-    pub fn cuCtxPopCurrent_v2(ctx: *mut CUcontext) -> CuResult;
-    /// cudaTypedefs.h: PFN_cuCtxSynchronize_v2000
-    pub fn cuCtxSynchronize() -> CuResult;
-    /// cudaTypedefs.h: PFN_cuMemGetInfo_v3020
-    pub fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) -> CuResult;
-    /// cudaTypedefs.h: PFN_cuMemAlloc_v3020
-    pub fn cuMemAlloc_v2(ptr: *mut CUdeviceptr, bytes: usize) -> CuResult;
-    /// cudaTypedefs.h: PFN_cuMemFree_v3020
-    pub fn cuMemFree_v2(ptr: CUdeviceptr) -> CuResult;
-    /// cudaTypedefs.h: PFN_cuMemAllocManaged_v6000
-    pub fn cuMemAllocManaged(ptr: *mut CUdeviceptr, bytes: usize, flags: c_uint) -> CuResult;
-    /// The CUDA 8 entry point, which the 580 driver still exports: CUDA 13's `cuda.h` maps the name to
-    /// `cuMemPrefetchAsync_v2`, which takes a `CUmemLocation` and flags instead of a device. `device` is a
-    /// GPU's handle, or [`DEVICE_CPU`].
-    /// cudaTypedefs.h: PFN_cuMemPrefetchAsync_v8000
-    pub fn cuMemPrefetchAsync(ptr: CUdeviceptr, bytes: usize, device: CUdevice, stream: CUstream) -> CuResult;
-    /// cudaTypedefs.h: PFN_cuMemsetD8_v3020
-    pub fn cuMemsetD8_v2(dst: CUdeviceptr, value: u8, n: usize) -> CuResult;
-    /// cudaTypedefs.h: PFN_cuMemsetD32Async_v3020
-    pub fn cuMemsetD32Async(dst: CUdeviceptr, value: c_uint, n: usize, stream: CUstream) -> CuResult;
-    /// cudaTypedefs.h: PFN_cuMemHostAlloc_v2020
-    pub fn cuMemHostAlloc(ptr: *mut *mut c_void, bytes: usize, flags: c_uint) -> CuResult;
-    /// cudaTypedefs.h: PFN_cuMemFreeHost_v2000
-    pub fn cuMemFreeHost(ptr: *mut c_void) -> CuResult;
-    /// cudaTypedefs.h: PFN_cuMemHostGetDevicePointer_v3020
-    pub fn cuMemHostGetDevicePointer_v2(device: *mut CUdeviceptr, host: *mut c_void, flags: c_uint) -> CuResult;
-    /// cudaTypedefs.h: PFN_cuMemHostRegister_v6050
-    pub fn cuMemHostRegister_v2(ptr: *mut c_void, bytes: usize, flags: c_uint) -> CuResult;
-    /// cudaTypedefs.h: PFN_cuMemHostUnregister_v4000
-    pub fn cuMemHostUnregister(ptr: *mut c_void) -> CuResult;
-    /// cudaTypedefs.h: PFN_cuMemcpyHtoD_v3020
-    pub fn cuMemcpyHtoD_v2(dst: CUdeviceptr, src: *const c_void, bytes: usize) -> CuResult;
-    /// cudaTypedefs.h: PFN_cuMemcpyHtoDAsync_v3020
-    pub fn cuMemcpyHtoDAsync_v2(dst: CUdeviceptr, src: *const c_void, bytes: usize, stream: CUstream) -> CuResult;
-    /// cudaTypedefs.h: PFN_cuMemcpyDtoHAsync_v3020
-    pub fn cuMemcpyDtoHAsync_v2(dst: *mut c_void, src: CUdeviceptr, bytes: usize, stream: CUstream) -> CuResult;
-    /// cudaTypedefs.h: PFN_cuMemcpyDtoDAsync_v3020
-    pub fn cuMemcpyDtoDAsync_v2(dst: CUdeviceptr, src: CUdeviceptr, bytes: usize, stream: CUstream) -> CuResult;
-    /// cudaTypedefs.h: PFN_cuStreamCreate_v2000
-    pub fn cuStreamCreate(stream: *mut CUstream, flags: c_uint) -> CuResult;
-    /// cudaTypedefs.h: PFN_cuStreamDestroy_v4000
-    pub fn cuStreamDestroy_v2(stream: CUstream) -> CuResult;
-    /// cudaTypedefs.h: PFN_cuStreamSynchronize_v2000
-    pub fn cuStreamSynchronize(stream: CUstream) -> CuResult;
-    /// cudaTypedefs.h: PFN_cuStreamQuery_v2000
-    pub fn cuStreamQuery(stream: CUstream) -> CuResult;
-    /// cudaTypedefs.h: PFN_cuStreamGetFlags_v5050
-    pub fn cuStreamGetFlags(stream: CUstream, flags: *mut c_uint) -> CuResult;
-    /// cudaTypedefs.h: PFN_cuStreamWaitEvent_v3020
-    pub fn cuStreamWaitEvent(stream: CUstream, event: CUevent, flags: c_uint) -> CuResult;
-    /// CUDA 10.1's entry point, which CUDA 13's `cuda.h` names `cuStreamBeginCapture`.
-    /// cudaTypedefs.h: PFN_cuStreamBeginCapture_v10010
-    pub fn cuStreamBeginCapture_v2(stream: CUstream, mode: CUstreamCaptureMode) -> CuResult;
-    /// cudaTypedefs.h: PFN_cuStreamEndCapture_v10000
-    pub fn cuStreamEndCapture(stream: CUstream, graph: *mut CUgraph) -> CuResult;
-    /// What CUDA 13's `cuda.h` names `cuGraphInstantiate`.
-    /// cudaTypedefs.h: PFN_cuGraphInstantiateWithFlags_v11040
-    pub fn cuGraphInstantiateWithFlags(exec: *mut CUgraphExec, graph: CUgraph, flags: u64) -> CuResult;
-    /// cudaTypedefs.h: PFN_cuGraphLaunch_v10000
-    pub fn cuGraphLaunch(exec: CUgraphExec, stream: CUstream) -> CuResult;
-    /// cudaTypedefs.h: PFN_cuGraphExecDestroy_v10000
-    pub fn cuGraphExecDestroy(exec: CUgraphExec) -> CuResult;
-    /// cudaTypedefs.h: PFN_cuGraphDestroy_v10000
-    pub fn cuGraphDestroy(graph: CUgraph) -> CuResult;
-    /// cudaTypedefs.h: PFN_cuEventCreate_v2000
-    pub fn cuEventCreate(event: *mut CUevent, flags: c_uint) -> CuResult;
-    /// cudaTypedefs.h: PFN_cuEventDestroy_v4000
-    pub fn cuEventDestroy_v2(event: CUevent) -> CuResult;
-    /// cudaTypedefs.h: PFN_cuEventRecord_v2000
-    pub fn cuEventRecord(event: CUevent, stream: CUstream) -> CuResult;
-    /// cudaTypedefs.h: PFN_cuEventSynchronize_v2000
-    pub fn cuEventSynchronize(event: CUevent) -> CuResult;
-    /// cudaTypedefs.h: PFN_cuEventElapsedTime_v2000
-    pub fn cuEventElapsedTime(ms: *mut f32, start: CUevent, end: CUevent) -> CuResult;
-    /// cudaTypedefs.h: PFN_cuModuleLoadDataEx_v2010
-    pub fn cuModuleLoadDataEx(
-        module: *mut CUmodule,
-        image: *const c_void,
-        num_options: c_uint,
-        options: *mut CUjit_option,
-        option_values: *mut *mut c_void,
-    ) -> CuResult;
-    /// CUDA 6.5's entry point, which CUDA 13's `cuda.h` names `cuLinkCreate`.
-    /// cudaTypedefs.h: PFN_cuLinkCreate_v6050
-    pub fn cuLinkCreate_v2(
-        num_options: c_uint,
-        options: *mut CUjit_option,
-        option_values: *mut *mut c_void,
-        state: *mut CUlinkState,
-    ) -> CuResult;
-    /// CUDA 6.5's entry point, which CUDA 13's `cuda.h` names `cuLinkAddData`.
-    /// cudaTypedefs.h: PFN_cuLinkAddData_v6050
-    #[allow(clippy::too_many_arguments)]
-    pub fn cuLinkAddData_v2(
-        state: CUlinkState,
-        input_type: CUjitInputType,
-        data: *mut c_void,
-        size: usize,
-        name: *const c_char,
-        num_options: c_uint,
-        options: *mut CUjit_option,
-        option_values: *mut *mut c_void,
-    ) -> CuResult;
-    /// cudaTypedefs.h: PFN_cuLinkComplete_v5050
-    pub fn cuLinkComplete(state: CUlinkState, cubin: *mut *mut c_void, size: *mut usize) -> CuResult;
-    /// cudaTypedefs.h: PFN_cuLinkDestroy_v5050
-    pub fn cuLinkDestroy(state: CUlinkState) -> CuResult;
-    /// cudaTypedefs.h: PFN_cuModuleUnload_v2000
-    pub fn cuModuleUnload(module: CUmodule) -> CuResult;
-    /// cudaTypedefs.h: PFN_cuModuleGetFunction_v2000
-    pub fn cuModuleGetFunction(function: *mut CUfunction, module: CUmodule, name: *const c_char) -> CuResult;
-    /// CUDA 12.4 and later: the offset and size of a kernel's parameter `index`, or
-    /// CUDA_ERROR_INVALID_VALUE past the last.
-    /// cudaTypedefs.h: PFN_cuFuncGetParamInfo_v12040
-    pub fn cuFuncGetParamInfo(function: CUfunction, index: usize, offset: *mut usize, size: *mut usize) -> CuResult;
-    #[allow(clippy::too_many_arguments)]
-    /// cudaTypedefs.h: PFN_cuLaunchKernel_v4000
-    pub fn cuLaunchKernel(
-        function: CUfunction,
-        grid_x: c_uint,
-        grid_y: c_uint,
-        grid_z: c_uint,
-        block_x: c_uint,
-        block_y: c_uint,
-        block_z: c_uint,
-        shared_bytes: c_uint,
-        stream: CUstream,
-        params: *mut *mut c_void,
-        extra: *mut *mut c_void,
-    ) -> CuResult;
+/// The library of the NVIDIA driver, by its soname: what `dlopen` is asked for. Not `libcuda.so`, the name
+/// only to link by, which a CUDA toolkit's `lib64/stubs` also gives a link-only stub.
+const LIBRARY: &str = "libcuda.so.1";
+
+/// Why the driver's library or one of its entry points could not be loaded: [`load`]'s error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadError {
+    /// The library asked for: `libcuda.so.1`.
+    pub library: &'static str,
+    /// The entry point it lacks, where the library was loaded; `None` where the library itself was not.
+    pub symbol: Option<&'static str>,
+    /// What the dynamic loader said (`dlerror`).
+    pub message: String,
 }
 
-// Foreign handles' checks.
-#[link(name = "cuda")]
-extern "C" {
-    /// The context a stream belongs to (CUDA 9.2's entry point, which CUDA 13's `cuda.h` maps to
-    /// `cuStreamGetCtx_v2`, with green contexts).
-    /// cudaTypedefs.h: PFN_cuStreamGetCtx_v9020
-    pub fn cuStreamGetCtx(stream: CUstream, ctx: *mut CUcontext) -> CuResult;
-    /// One attribute of the memory at `ptr`: `data` points to the attribute's type.
-    /// cudaTypedefs.h: PFN_cuPointerGetAttribute_v4000
-    pub fn cuPointerGetAttribute(data: *mut c_void, attribute: CUpointer_attribute, ptr: CUdeviceptr) -> CuResult;
-    /// The base and size of the allocation that holds `ptr`.
-    /// cudaTypedefs.h: PFN_cuMemGetAddressRange_v3020
-    pub fn cuMemGetAddressRange_v2(base: *mut CUdeviceptr, size: *mut usize, ptr: CUdeviceptr) -> CuResult;
+impl std::fmt::Display for LoadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.symbol {
+            None => write!(f, "cannot load {} ({})", self.library, self.message),
+            Some(symbol) => write!(
+                f,
+                "{} has no entry point {symbol}, which this program calls (a driver older than it needs?): {}",
+                self.library, self.message
+            ),
+        }
+    }
+}
+
+impl std::error::Error for LoadError {}
+
+/// The address of `symbol` (NUL-terminated) in `library`, not null; or why there is none.
+fn entry_point(
+    library: &libloading::Library,
+    name: &'static str,
+    symbol: &'static str,
+) -> Result<*mut c_void, LoadError> {
+    let missing = |message: String| LoadError { library: name, symbol: Some(symbol.trim_end_matches('\0')), message };
+    // SAFETY: the symbol is read as a plain address, which is what dlsym returns; nothing is called.
+    match unsafe { library.get::<*mut c_void>(symbol.as_bytes()) } {
+        Ok(address) if !address.is_null() => Ok(*address),
+        Ok(_) => Err(missing("its address is null".into())),
+        Err(e) => Err(missing(e.to_string())),
+    }
+}
+
+/// Declares the driver's entry points from the items of an `extern "C"` block, without linking any:
+/// `Driver`, a table of a function pointer for each, filled by [`Driver::open`] from the library,
+/// every symbol looked up by the entry point's name; and for each an `unsafe fn` of the declared name,
+/// docs and signature that calls through the table, loaded once ([`driver`]), or returns
+/// [`ERROR_STUB_LIBRARY`] where the library could not be loaded. `xtask/src/decls.rs` reads the
+/// invocation's body as the `extern "C"` block it is, and checks that this macro looks each entry
+/// point up by its name and keeps its signature.
+macro_rules! entry_points {
+    (extern "C" {
+        $(
+            $(#[$attr:meta])*
+            pub fn $name:ident($($arg:ident: $ty:ty),* $(,)?) -> CuResult;
+        )*
+    }) => {
+        /// The driver's entry points, looked up in its library, which is held open as long as they are.
+        struct Driver {
+            $($name: unsafe extern "C" fn($($ty),*) -> CuResult,)*
+            _library: libloading::Library,
+        }
+
+        impl Driver {
+            /// Opens `name` and looks up every entry point in it: the first one missing is the error.
+            fn open(name: &'static str) -> Result<Driver, LoadError> {
+                // SAFETY: opening a library runs its initializers; the driver's library is made to be
+                // opened so (it is how the CUDA runtime loads it), and any other is one a test names.
+                let library = unsafe { libloading::Library::new(name) }
+                    .map_err(|e| LoadError { library: name, symbol: None, message: e.to_string() })?;
+                Ok(Driver {
+                    $($name: {
+                        let address = entry_point(&library, name, concat!(stringify!($name), "\0"))?;
+                        // SAFETY: the library's own symbol of this name, not null, whose C type is the
+                        // declaration's (check-ffi holds it against cudaTypedefs.h's typedef); the
+                        // table holds the library open as long as the pointer.
+                        unsafe {
+                            std::mem::transmute::<*mut c_void, unsafe extern "C" fn($($ty),*) -> CuResult>(address)
+                        }
+                    },)*
+                    _library: library,
+                })
+            }
+        }
+
+        $(
+            $(#[$attr])*
+            ///
+            /// # Safety
+            ///
+            /// As the driver documents the call: valid handles and pointers, of the sizes it reads and writes.
+            #[inline]
+            pub unsafe fn $name($($arg: $ty),*) -> CuResult {
+                match driver() {
+                    // SAFETY: the driver's entry point of this name and signature; the caller keeps the
+                    // call's contract.
+                    Ok(table) => unsafe { (table.$name)($($arg),*) },
+                    Err(_) => ERROR_STUB_LIBRARY,
+                }
+            }
+        )*
+    };
+}
+
+/// The table of the driver's entry points, loaded on the first call (by whichever thread makes it),
+/// or why it could not be: later calls cost one acquire load.
+#[inline]
+fn driver() -> Result<&'static Driver, &'static LoadError> {
+    static DRIVER: std::sync::OnceLock<Result<Driver, LoadError>> = std::sync::OnceLock::new();
+    DRIVER.get_or_init(|| Driver::open(LIBRARY)).as_ref()
+}
+
+/// Loads the NVIDIA driver's library (`libcuda.so.1`) and every entry point this crate calls, once: the
+/// first call does it, and every later one returns its result. Where it fails, every entry point
+/// returns [`ERROR_STUB_LIBRARY`].
+pub fn load() -> Result<(), LoadError> {
+    driver().map(drop).map_err(Clone::clone)
+}
+
+entry_points! {
+    extern "C" {
+        /// cudaTypedefs.h: PFN_cuInit_v2000
+        pub fn cuInit(flags: c_uint) -> CuResult;
+        /// cudaTypedefs.h: PFN_cuGetErrorName_v6000
+        pub fn cuGetErrorName(error: CuResult, name: *mut *const c_char) -> CuResult;
+        /// cudaTypedefs.h: PFN_cuDriverGetVersion_v2020
+        pub fn cuDriverGetVersion(version: *mut c_int) -> CuResult;
+        /// CUDA 12.0's entry point (with `symbolStatus`), the one CUDA 13's `cuda.h` names `cuGetProcAddress`.
+        /// cudaTypedefs.h: PFN_cuGetProcAddress_v12000
+        pub fn cuGetProcAddress_v2(
+            symbol: *const c_char,
+            pfn: *mut *mut c_void,
+            cuda_version: c_int,
+            flags: u64,
+            symbol_status: *mut CUdriverProcAddressQueryResult,
+        ) -> CuResult;
+        /// cudaTypedefs.h: PFN_cuDeviceGetCount_v2000
+        pub fn cuDeviceGetCount(count: *mut c_int) -> CuResult;
+        /// cudaTypedefs.h: PFN_cuDeviceGet_v2000
+        pub fn cuDeviceGet(device: *mut CUdevice, ordinal: c_int) -> CuResult;
+        /// cudaTypedefs.h: PFN_cuDeviceGetName_v2000
+        pub fn cuDeviceGetName(name: *mut c_char, len: c_int, device: CUdevice) -> CuResult;
+        /// cudaTypedefs.h: PFN_cuDeviceGetAttribute_v2000
+        pub fn cuDeviceGetAttribute(value: *mut c_int, attribute: CUdevice_attribute, device: CUdevice) -> CuResult;
+        /// cudaTypedefs.h: PFN_cuDeviceTotalMem_v3020
+        pub fn cuDeviceTotalMem_v2(bytes: *mut usize, device: CUdevice) -> CuResult;
+        /// cudaTypedefs.h: PFN_cuDeviceGetPCIBusId_v4010
+        pub fn cuDeviceGetPCIBusId(id: *mut c_char, len: c_int, device: CUdevice) -> CuResult;
+        /// cudaTypedefs.h: PFN_cuDevicePrimaryCtxRetain_v7000
+        pub fn cuDevicePrimaryCtxRetain(ctx: *mut CUcontext, device: CUdevice) -> CuResult;
+        /// cudaTypedefs.h: PFN_cuDevicePrimaryCtxRelease_v11000
+        pub fn cuDevicePrimaryCtxRelease_v2(device: CUdevice) -> CuResult;
+        /// cudaTypedefs.h: PFN_cuCtxCreate_v3020
+        pub fn cuCtxCreate_v2(ctx: *mut CUcontext, flags: c_uint, device: CUdevice) -> CuResult;
+        /// cudaTypedefs.h: PFN_cuCtxDestroy_v4000
+        pub fn cuCtxDestroy_v2(ctx: CUcontext) -> CuResult;
+        /// cudaTypedefs.h: PFN_cuCtxSetCurrent_v4000
+        pub fn cuCtxSetCurrent(ctx: CUcontext) -> CuResult;
+        /// cudaTypedefs.h: PFN_cuCtxGetCurrent_v4000
+        pub fn cuCtxGetCurrent(ctx: *mut CUcontext) -> CuResult;
+        /// cudaTypedefs.h: PFN_cuCtxPushCurrent_v4000
+        pub fn cuCtxPushCurrent_v2(ctx: CUcontext) -> CuResult;
+        /// cudaTypedefs.h: PFN_cuCtxPopCurrent_v4000
+        pub fn cuCtxPopCurrent_v2(ctx: *mut CUcontext) -> CuResult;
+        /// cudaTypedefs.h: PFN_cuCtxSynchronize_v2000
+        pub fn cuCtxSynchronize() -> CuResult;
+        /// cudaTypedefs.h: PFN_cuMemGetInfo_v3020
+        pub fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) -> CuResult;
+        /// cudaTypedefs.h: PFN_cuMemAlloc_v3020
+        pub fn cuMemAlloc_v2(ptr: *mut CUdeviceptr, bytes: usize) -> CuResult;
+        /// cudaTypedefs.h: PFN_cuMemFree_v3020
+        pub fn cuMemFree_v2(ptr: CUdeviceptr) -> CuResult;
+        /// cudaTypedefs.h: PFN_cuMemAllocManaged_v6000
+        pub fn cuMemAllocManaged(ptr: *mut CUdeviceptr, bytes: usize, flags: c_uint) -> CuResult;
+        /// The CUDA 8 entry point, which the 580 driver still exports: CUDA 13's `cuda.h` maps the name to
+        /// `cuMemPrefetchAsync_v2`, which takes a `CUmemLocation` and flags instead of a device. `device` is a
+        /// GPU's handle, or [`DEVICE_CPU`].
+        /// cudaTypedefs.h: PFN_cuMemPrefetchAsync_v8000
+        pub fn cuMemPrefetchAsync(ptr: CUdeviceptr, bytes: usize, device: CUdevice, stream: CUstream) -> CuResult;
+        /// cudaTypedefs.h: PFN_cuMemsetD8_v3020
+        pub fn cuMemsetD8_v2(dst: CUdeviceptr, value: u8, n: usize) -> CuResult;
+        /// cudaTypedefs.h: PFN_cuMemsetD32Async_v3020
+        pub fn cuMemsetD32Async(dst: CUdeviceptr, value: c_uint, n: usize, stream: CUstream) -> CuResult;
+        /// cudaTypedefs.h: PFN_cuMemHostAlloc_v2020
+        pub fn cuMemHostAlloc(ptr: *mut *mut c_void, bytes: usize, flags: c_uint) -> CuResult;
+        /// cudaTypedefs.h: PFN_cuMemFreeHost_v2000
+        pub fn cuMemFreeHost(ptr: *mut c_void) -> CuResult;
+        /// cudaTypedefs.h: PFN_cuMemHostGetDevicePointer_v3020
+        pub fn cuMemHostGetDevicePointer_v2(device: *mut CUdeviceptr, host: *mut c_void, flags: c_uint) -> CuResult;
+        /// cudaTypedefs.h: PFN_cuMemHostRegister_v6050
+        pub fn cuMemHostRegister_v2(ptr: *mut c_void, bytes: usize, flags: c_uint) -> CuResult;
+        /// cudaTypedefs.h: PFN_cuMemHostUnregister_v4000
+        pub fn cuMemHostUnregister(ptr: *mut c_void) -> CuResult;
+        /// cudaTypedefs.h: PFN_cuMemcpyHtoD_v3020
+        pub fn cuMemcpyHtoD_v2(dst: CUdeviceptr, src: *const c_void, bytes: usize) -> CuResult;
+        /// cudaTypedefs.h: PFN_cuMemcpyHtoDAsync_v3020
+        pub fn cuMemcpyHtoDAsync_v2(dst: CUdeviceptr, src: *const c_void, bytes: usize, stream: CUstream) -> CuResult;
+        /// cudaTypedefs.h: PFN_cuMemcpyDtoHAsync_v3020
+        pub fn cuMemcpyDtoHAsync_v2(dst: *mut c_void, src: CUdeviceptr, bytes: usize, stream: CUstream) -> CuResult;
+        /// cudaTypedefs.h: PFN_cuMemcpyDtoDAsync_v3020
+        pub fn cuMemcpyDtoDAsync_v2(dst: CUdeviceptr, src: CUdeviceptr, bytes: usize, stream: CUstream) -> CuResult;
+        /// cudaTypedefs.h: PFN_cuStreamCreate_v2000
+        pub fn cuStreamCreate(stream: *mut CUstream, flags: c_uint) -> CuResult;
+        /// cudaTypedefs.h: PFN_cuStreamDestroy_v4000
+        pub fn cuStreamDestroy_v2(stream: CUstream) -> CuResult;
+        /// cudaTypedefs.h: PFN_cuStreamSynchronize_v2000
+        pub fn cuStreamSynchronize(stream: CUstream) -> CuResult;
+        /// cudaTypedefs.h: PFN_cuStreamQuery_v2000
+        pub fn cuStreamQuery(stream: CUstream) -> CuResult;
+        /// cudaTypedefs.h: PFN_cuStreamGetFlags_v5050
+        pub fn cuStreamGetFlags(stream: CUstream, flags: *mut c_uint) -> CuResult;
+        /// cudaTypedefs.h: PFN_cuStreamWaitEvent_v3020
+        pub fn cuStreamWaitEvent(stream: CUstream, event: CUevent, flags: c_uint) -> CuResult;
+        /// CUDA 10.1's entry point, which CUDA 13's `cuda.h` names `cuStreamBeginCapture`.
+        /// cudaTypedefs.h: PFN_cuStreamBeginCapture_v10010
+        pub fn cuStreamBeginCapture_v2(stream: CUstream, mode: CUstreamCaptureMode) -> CuResult;
+        /// cudaTypedefs.h: PFN_cuStreamEndCapture_v10000
+        pub fn cuStreamEndCapture(stream: CUstream, graph: *mut CUgraph) -> CuResult;
+        /// What CUDA 13's `cuda.h` names `cuGraphInstantiate`.
+        /// cudaTypedefs.h: PFN_cuGraphInstantiateWithFlags_v11040
+        pub fn cuGraphInstantiateWithFlags(exec: *mut CUgraphExec, graph: CUgraph, flags: u64) -> CuResult;
+        /// cudaTypedefs.h: PFN_cuGraphLaunch_v10000
+        pub fn cuGraphLaunch(exec: CUgraphExec, stream: CUstream) -> CuResult;
+        /// cudaTypedefs.h: PFN_cuGraphExecDestroy_v10000
+        pub fn cuGraphExecDestroy(exec: CUgraphExec) -> CuResult;
+        /// cudaTypedefs.h: PFN_cuGraphDestroy_v10000
+        pub fn cuGraphDestroy(graph: CUgraph) -> CuResult;
+        /// cudaTypedefs.h: PFN_cuEventCreate_v2000
+        pub fn cuEventCreate(event: *mut CUevent, flags: c_uint) -> CuResult;
+        /// cudaTypedefs.h: PFN_cuEventDestroy_v4000
+        pub fn cuEventDestroy_v2(event: CUevent) -> CuResult;
+        /// cudaTypedefs.h: PFN_cuEventRecord_v2000
+        pub fn cuEventRecord(event: CUevent, stream: CUstream) -> CuResult;
+        /// cudaTypedefs.h: PFN_cuEventSynchronize_v2000
+        pub fn cuEventSynchronize(event: CUevent) -> CuResult;
+        /// cudaTypedefs.h: PFN_cuEventElapsedTime_v2000
+        pub fn cuEventElapsedTime(ms: *mut f32, start: CUevent, end: CUevent) -> CuResult;
+        /// cudaTypedefs.h: PFN_cuModuleLoadDataEx_v2010
+        pub fn cuModuleLoadDataEx(
+            module: *mut CUmodule,
+            image: *const c_void,
+            num_options: c_uint,
+            options: *mut CUjit_option,
+            option_values: *mut *mut c_void,
+        ) -> CuResult;
+        /// CUDA 6.5's entry point, which CUDA 13's `cuda.h` names `cuLinkCreate`.
+        /// cudaTypedefs.h: PFN_cuLinkCreate_v6050
+        pub fn cuLinkCreate_v2(
+            num_options: c_uint,
+            options: *mut CUjit_option,
+            option_values: *mut *mut c_void,
+            state: *mut CUlinkState,
+        ) -> CuResult;
+        /// CUDA 6.5's entry point, which CUDA 13's `cuda.h` names `cuLinkAddData`.
+        /// cudaTypedefs.h: PFN_cuLinkAddData_v6050
+        #[allow(clippy::too_many_arguments)]
+        pub fn cuLinkAddData_v2(
+            state: CUlinkState,
+            input_type: CUjitInputType,
+            data: *mut c_void,
+            size: usize,
+            name: *const c_char,
+            num_options: c_uint,
+            options: *mut CUjit_option,
+            option_values: *mut *mut c_void,
+        ) -> CuResult;
+        /// cudaTypedefs.h: PFN_cuLinkComplete_v5050
+        pub fn cuLinkComplete(state: CUlinkState, cubin: *mut *mut c_void, size: *mut usize) -> CuResult;
+        /// cudaTypedefs.h: PFN_cuLinkDestroy_v5050
+        pub fn cuLinkDestroy(state: CUlinkState) -> CuResult;
+        /// cudaTypedefs.h: PFN_cuModuleUnload_v2000
+        pub fn cuModuleUnload(module: CUmodule) -> CuResult;
+        /// cudaTypedefs.h: PFN_cuModuleGetFunction_v2000
+        pub fn cuModuleGetFunction(function: *mut CUfunction, module: CUmodule, name: *const c_char) -> CuResult;
+        /// CUDA 12.4 and later: the offset and size of a kernel's parameter `index`, or
+        /// CUDA_ERROR_INVALID_VALUE past the last.
+        /// cudaTypedefs.h: PFN_cuFuncGetParamInfo_v12040
+        pub fn cuFuncGetParamInfo(function: CUfunction, index: usize, offset: *mut usize, size: *mut usize) -> CuResult;
+        #[allow(clippy::too_many_arguments)]
+        /// cudaTypedefs.h: PFN_cuLaunchKernel_v4000
+        pub fn cuLaunchKernel(
+            function: CUfunction,
+            grid_x: c_uint,
+            grid_y: c_uint,
+            grid_z: c_uint,
+            block_x: c_uint,
+            block_y: c_uint,
+            block_z: c_uint,
+            shared_bytes: c_uint,
+            stream: CUstream,
+            params: *mut *mut c_void,
+            extra: *mut *mut c_void,
+        ) -> CuResult;
+        /// The context a stream belongs to (CUDA 9.2's entry point, which CUDA 13's `cuda.h` maps to
+        /// `cuStreamGetCtx_v2`, with green contexts).
+        /// cudaTypedefs.h: PFN_cuStreamGetCtx_v9020
+        pub fn cuStreamGetCtx(stream: CUstream, ctx: *mut CUcontext) -> CuResult;
+        /// One attribute of the memory at `ptr`: `data` points to the attribute's type.
+        /// cudaTypedefs.h: PFN_cuPointerGetAttribute_v4000
+        pub fn cuPointerGetAttribute(data: *mut c_void, attribute: CUpointer_attribute, ptr: CUdeviceptr) -> CuResult;
+        /// The base and size of the allocation that holds `ptr`.
+        /// cudaTypedefs.h: PFN_cuMemGetAddressRange_v3020
+        pub fn cuMemGetAddressRange_v2(base: *mut CUdeviceptr, size: *mut usize, ptr: CUdeviceptr) -> CuResult;
+    }
 }
 
 /// The CUDA version the driver supports, as `cuDriverGetVersion` gives it: 13000 for 13.0.
@@ -501,6 +632,9 @@ pub fn error_name(code: CuResult) -> String {
     if ok && !name.is_null() {
         // SAFETY: the driver returned a valid static C string.
         unsafe { std::ffi::CStr::from_ptr(name) }.to_string_lossy().into_owned()
+    } else if code == ERROR_STUB_LIBRARY {
+        // What every entry point returns where the driver could not be loaded, cuGetErrorName among them.
+        "CUDA_ERROR_STUB_LIBRARY".into()
     } else {
         format!("CUDA error {code}")
     }
@@ -518,5 +652,35 @@ mod tests {
         assert_eq!(std::mem::offset_of!(CUmemcpyAttributes, srcLocHint), 4);
         assert_eq!(std::mem::offset_of!(CUmemcpyAttributes, dstLocHint), 12);
         assert_eq!(std::mem::offset_of!(CUmemcpyAttributes, flags), 20);
+    }
+
+    #[test]
+    fn a_library_that_cannot_be_loaded_is_an_error_naming_it() {
+        let Err(e) = Driver::open("libdoes-not-exist.so.1") else { panic!("a library that does not exist loaded") };
+        assert_eq!((e.library, e.symbol), ("libdoes-not-exist.so.1", None));
+        assert!(e.message.contains("libdoes-not-exist.so.1"), "the loader's message: {e:?}");
+        let said = e.to_string();
+        assert!(said.starts_with("cannot load libdoes-not-exist.so.1 (") && !said.contains('\n'), "{said}");
+    }
+
+    /// The C library loads, and has none of the driver's entry points: the first looked up is named.
+    #[test]
+    fn a_library_without_an_entry_point_is_an_error_naming_the_symbol() {
+        let Err(e) = Driver::open("libc.so.6") else { panic!("the C library has the driver's entry points") };
+        assert_eq!((e.library, e.symbol), ("libc.so.6", Some("cuInit")));
+        assert!(e.message.contains("cuInit"), "the loader's message: {e:?}");
+        assert!(e.to_string().starts_with("libc.so.6 has no entry point cuInit, "), "{e}");
+    }
+
+    /// Where the driver cannot be loaded, every entry point returns CUDA_ERROR_STUB_LIBRARY, which
+    /// [`error_name`] names without the driver.
+    #[test]
+    fn without_the_driver_every_entry_point_returns_stub_library() {
+        let Err(e) = load() else { return }; // a machine with the driver
+        assert_eq!(e.library, LIBRARY);
+        let mut version = 0;
+        // SAFETY: one valid out-pointer.
+        assert_eq!(unsafe { cuDriverGetVersion(&mut version) }, ERROR_STUB_LIBRARY);
+        assert_eq!(error_name(ERROR_STUB_LIBRARY), "CUDA_ERROR_STUB_LIBRARY");
     }
 }

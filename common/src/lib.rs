@@ -108,9 +108,9 @@
 //! | [`module`] | PTX modules and their kernels |
 //! | [`staging`] | pageable memory at near-pinned speed through pinned buffers; packing on several threads |
 //!
-//! The crate links against `libcuda.so`; where a machine has no NVIDIA driver, its build script
-//! compiles a link-only stand-in, so that programs build anywhere and say at run time that there is
-//! no driver. It needs a C compiler for that, and nothing from CUDA.
+//! The crate links against nothing of CUDA and has no build script: it loads the NVIDIA driver's
+//! library, `libcuda.so.1`, when a program first calls the driver, so that programs build anywhere and
+//! start anywhere, and say in one line at run time ([`Gpu::init`]) that there is no driver.
 
 #![deny(missing_docs)]
 

@@ -236,7 +236,8 @@ fn default_streams_and_another_contexts_stream_and_memory_are_refused() {
         assert_eq!(popped, ctx);
     }
     // SAFETY: live handles, refused (their context is not the GPU's) before any scope could use them.
-    let another = |e: &Error| matches!(e, Error::Refused(Refused { why: Refusal::Foreign(cuda_scope::Foreign::Context), .. }));
+    let another =
+        |e: &Error| matches!(e, Error::Refused(Refused { why: Refusal::Foreign(cuda_scope::Foreign::Context), .. }));
     let e = unsafe { Stream::borrow_raw(&gpu, stream.cast()) }.unwrap_err();
     assert!(another(&e), "{e}");
     // SAFETY: as above.

@@ -1,4 +1,4 @@
-//! Where the CUDA pieces of this machine are, in one place for `common`'s build script and the xtask:
+//! Where the CUDA pieces of this machine are, in one place for the `kernels` build script and the xtask:
 //! nvcc, the NVIDIA driver library, and the PTX committed beside the kernels for machines without nvcc.
 
 use std::{
@@ -70,8 +70,8 @@ pub fn real_libcuda() -> Option<PathBuf> {
         "/usr/local/cuda/compat",
     ];
     dirs.iter().find_map(|d| file(Path::new(d).join("libcuda.so.1"))).or_else(|| {
-        // ldconfig often lies outside a user's PATH; a driver it knows must not be missed, or the build
-        // would put its stub on the loader path in front of it.
+        // ldconfig often lies outside a user's PATH; a driver it knows must not be missed, or the xtask
+        // would take a machine with a GPU for one without (and skip its GPU tests).
         let out = ["ldconfig", "/sbin/ldconfig", "/usr/sbin/ldconfig"]
             .iter()
             .find_map(|l| Command::new(l).arg("-p").output().ok().filter(|o| o.status.success()))?;

@@ -41,13 +41,91 @@ use crate::{
     setup, tools,
 };
 
-/// The task, and the test command's step after the committed files.
+/// The task, and the test command's step after the committed files: ffi.rs must pass, and a copy of
+/// it with one parameter of the wrong type ([`wrong_copy`]) must fail, naming that entry point, so
+/// that a check that passes everything (a compiler that ignores the assertions) cannot pass unseen.
 pub fn run() -> anyhow::Result<()> {
     let decls = decls::read()?;
+    let include = include_dir()?;
+    let dir = tools::target_dir().join("check-ffi");
+    let passed = check(&decls, &include, &dir)?;
+    eprintln!(
+        "xtask: {FFI_RS} matches CUDA {}'s cuda.h and cudaTypedefs.h: {} entry points, {} types, {} structs, {} \
+         constants ({} -Werror on {})",
+        release(passed.version),
+        passed.counts[0],
+        passed.counts[1],
+        passed.counts[2],
+        passed.counts[3],
+        passed.cc,
+        relative(&passed.c_file)
+    );
+    if !passed.newer.is_empty() {
+        eprintln!(
+            "xtask: not checked, being of a CUDA newer than these headers (looked up at run time only where the \
+             driver has them): {}",
+            passed.newer.join(", ")
+        );
+    }
+    let said = wrong_copy_fails(&include, &dir.join("wrong"))?;
+    eprintln!("xtask: and a copy of {FFI_RS} with `{}` fails it: {said}", WRONG_PARAM.1);
+    Ok(())
+}
+
+/// The parameter [`wrong_copy`] changes, and what to: `usize` where cudaTypedefs.h has `size_t`.
+const WRONG_PARAM: (&str, &str) = ("pub fn cuMemAlloc_v2(ptr: *mut CUdeviceptr, bytes: usize)", "bytes: c_uint");
+
+/// ffi.rs's declarations with [`WRONG_PARAM`]'s parameter of the wrong type.
+fn wrong_copy() -> anyhow::Result<Decls> {
+    let path = tools::root().join(FFI_RS);
+    let text = fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let (decl, wrong) = WRONG_PARAM;
+    if !text.contains(decl) {
+        bail!("check-ffi: {FFI_RS} no longer declares `{decl}`: name another entry point in check_ffi::WRONG_PARAM");
+    }
+    let copy = text.replacen(decl, &decl.replace("bytes: usize", wrong), 1);
+    decls::parse(&copy).with_context(|| format!("reading a copy of {FFI_RS}"))
+}
+
+/// The check of [`wrong_copy`], which must fail on the C compiler's word, naming the entry point: the
+/// line that says so.
+fn wrong_copy_fails(include: &Path, dir: &Path) -> anyhow::Result<String> {
+    let name = WRONG_PARAM.0.trim_start_matches("pub fn ").split('(').next().unwrap_or_default();
+    match check(&wrong_copy()?, include, dir) {
+        Ok(_) => bail!(
+            "check-ffi: a copy of {FFI_RS} with `{}` passed the check: it no longer holds the declarations against \
+             the headers",
+            WRONG_PARAM.1
+        ),
+        Err(e) => {
+            let said = e.to_string();
+            let line = said.lines().find(|l| l.contains(&format!("fn {name}("))).map(str::trim);
+            match line {
+                Some(line) if line.contains("is not cudaTypedefs.h's") => {
+                    Ok(line.trim_start_matches(&format!("check-ffi: {FFI_RS}: ")).to_string())
+                }
+                _ => {
+                    bail!("check-ffi: a copy of {FFI_RS} with `{}` failed, but not as it should: {said}", WRONG_PARAM.1)
+                }
+            }
+        }
+    }
+}
+
+/// What a check that passed counted, and where.
+struct Passed {
+    version: u32,
+    counts: [usize; 4],
+    newer: Vec<String>,
+    cc: String,
+    c_file: PathBuf,
+}
+
+/// Holds `decls` against the headers in `include`, writing the C file into `dir`.
+fn check(decls: &Decls, include: &Path, dir: &Path) -> anyhow::Result<Passed> {
     if decls.funcs.is_empty() {
         bail!("check-ffi: {FFI_RS} declares no entry points: is it common's?");
     }
-    let include = include_dir()?;
     let read = |name: &str| {
         let p = include.join(name);
         fs::read_to_string(&p).with_context(|| format!("reading {}", p.display()))
@@ -60,16 +138,15 @@ pub fn run() -> anyhow::Result<()> {
             release(headers.version)
         );
     }
-    let plan = plan(&decls, &headers).map_err(|errors| anyhow::anyhow!(report(&errors, &headers, &include)))?;
+    let plan = plan(decls, &headers).map_err(|errors| anyhow::anyhow!(report(&errors, &headers, include)))?;
     let source = plan.source();
-    let dir = tools::target_dir().join("check-ffi");
-    fs::create_dir_all(&dir)?;
+    fs::create_dir_all(dir)?;
     let c_file = dir.join("ffi.c");
     fs::write(&c_file, &source.text).with_context(|| format!("writing {}", c_file.display()))?;
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     let out = Command::new(&cc)
         .args(["-std=c11", "-fsyntax-only", "-Wall", "-Wextra", "-Werror", "-I"])
-        .arg(&include)
+        .arg(include)
         .arg(&c_file)
         .output()
         .with_context(|| format!("check-ffi: cannot run the C compiler `{cc}` (set CC to one)"))?;
@@ -79,26 +156,9 @@ pub fn run() -> anyhow::Result<()> {
         if errors.is_empty() {
             bail!("check-ffi: {cc} failed on {} ({}): {}", c_file.display(), out.status, stderr.trim());
         }
-        bail!(report(&errors, &headers, &include));
+        bail!(report(&errors, &headers, include));
     }
-    eprintln!(
-        "xtask: {FFI_RS} matches CUDA {}'s cuda.h and cudaTypedefs.h: {} entry points, {} types, {} structs, {} \
-         constants ({cc} -Werror on {})",
-        release(headers.version),
-        plan.counts[0],
-        plan.counts[1],
-        plan.counts[2],
-        plan.counts[3],
-        relative(&c_file)
-    );
-    if !plan.newer.is_empty() {
-        eprintln!(
-            "xtask: not checked, being of a CUDA newer than these headers (looked up at run time only where the \
-             driver has them): {}",
-            plan.newer.join(", ")
-        );
-    }
-    Ok(())
+    Ok(Passed { version: headers.version, counts: plan.counts, newer: plan.newer, cc, c_file })
 }
 
 fn release(version: u32) -> String {
@@ -125,7 +185,11 @@ fn report(errors: &[String], headers: &Headers, include: &Path) -> String {
 /// cuda.h and cudaTypedefs.h beside nvcc 13.0 (`<toolkit>/bin/nvcc`, `<toolkit>/include`): the machine's
 /// toolkit where it is that release, else the one from PyPI (installed now if missing).
 fn include_dir() -> anyhow::Result<PathBuf> {
-    let nvcc = setup::nvcc_13()?;
+    include_beside(&setup::nvcc_13()?)
+}
+
+/// cuda.h and cudaTypedefs.h's folder in the toolkit of `nvcc`.
+fn include_beside(nvcc: &Path) -> anyhow::Result<PathBuf> {
     let toolkit = nvcc.parent().and_then(Path::parent).context("nvcc is not in a bin folder")?;
     let candidates = [toolkit.join("include"), toolkit.join("targets/x86_64-linux/include")];
     for dir in &candidates {
@@ -1012,12 +1076,12 @@ typedef CUresult (CUDAAPI *PFN_cuMemPrefetchAsync_v12020)(CUdeviceptr_v2 devPtr,
     #[test]
     fn an_entry_point_is_held_against_the_typedef_its_doc_names() {
         let c = c_of(&format!(
-            "{TYPES} extern \"C\" {{
+            "{TYPES} entry_points! {{ extern \"C\" {{
                 /// cudaTypedefs.h: PFN_cuMemAlloc_v3020
                 pub fn cuMemAlloc_v2(ptr: *mut CUdeviceptr, bytes: usize) -> CuResult;
                 /// cudaTypedefs.h: PFN_cuEventElapsedTime_v2000
                 pub fn cuEventElapsedTime(ms: *mut f32, start: *mut c_void, end: *const *mut c_void) -> CuResult;
-            }}"
+            }} }}"
         ));
         assert!(c.contains("_Static_assert(SAME(CUresult (*)(CUdeviceptr *, size_t), PFN_cuMemAlloc_v3020), \"fn cuMemAlloc_v2\");"), "{c}");
         assert!(c.contains("SAME(CUresult (*)(float *, void *, void * const *), PFN_cuEventElapsedTime_v2000)"), "{c}");
@@ -1026,21 +1090,21 @@ typedef CUresult (CUDAAPI *PFN_cuMemPrefetchAsync_v12020)(CUdeviceptr_v2 devPtr,
     #[test]
     fn the_doc_line_must_be_there_and_be_the_symbols_version() {
         let missing = errors_of(&format!(
-            "{TYPES} extern \"C\" {{ pub fn cuMemAlloc_v2(p: *mut CUdeviceptr, n: usize) -> CuResult; }}"
+            "{TYPES} entry_points! {{ extern \"C\" {{ pub fn cuMemAlloc_v2(p: *mut CUdeviceptr, n: usize) -> CuResult; }} }}"
         ));
         assert!(missing.contains("fn cuMemAlloc_v2: its doc has no `cudaTypedefs.h: PFN_<name>_v<N>` line: cuMemAlloc_v2 is `/// cudaTypedefs.h: PFN_cuMemAlloc_v3020`"), "{missing}");
         let newer = errors_of(&format!(
-            "{TYPES} extern \"C\" {{ /// cudaTypedefs.h: PFN_cuEventElapsedTime_v12080
-            pub fn cuEventElapsedTime(ms: *mut f32) -> CuResult; }}"
+            "{TYPES} entry_points! {{ extern \"C\" {{ /// cudaTypedefs.h: PFN_cuEventElapsedTime_v12080
+            pub fn cuEventElapsedTime(ms: *mut f32) -> CuResult; }} }}"
         ));
         assert!(newer.contains("PFN_cuEventElapsedTime_v12080 is the 2nd of cuEventElapsedTime's versions (v2000, v12080), so the symbol cuEventElapsedTime_v2, not cuEventElapsedTime"), "{newer}");
         let internal = errors_of(&format!(
-            "{TYPES} extern \"C\" {{ /// cudaTypedefs.h: PFN_cuMemAlloc_v2000
-            pub fn cuMemAlloc(p: *mut CUdeviceptr, n: c_uint) -> CuResult; }}"
+            "{TYPES} entry_points! {{ extern \"C\" {{ /// cudaTypedefs.h: PFN_cuMemAlloc_v2000
+            pub fn cuMemAlloc(p: *mut CUdeviceptr, n: c_uint) -> CuResult; }} }}"
         ));
         assert!(internal.contains("only for the driver's own build"), "{internal}");
         let unknown = errors_of(&format!(
-            "{TYPES} extern \"C\" {{ /// cudaTypedefs.h: PFN_cuNothing_v1000\n pub fn cuNothing(); }}"
+            "{TYPES} entry_points! {{ extern \"C\" {{ /// cudaTypedefs.h: PFN_cuNothing_v1000\n pub fn cuNothing(); }} }}"
         ));
         assert!(unknown.contains("cudaTypedefs.h has no PFN_cuNothing_v1000"), "{unknown}");
     }
@@ -1048,8 +1112,8 @@ typedef CUresult (CUDAAPI *PFN_cuMemPrefetchAsync_v12020)(CUdeviceptr_v2 devPtr,
     #[test]
     fn a_64_bit_integer_is_tried_in_both_of_cs_spellings() {
         let c = c_of(&format!(
-            "{TYPES} extern \"C\" {{ /// cudaTypedefs.h: PFN_cuInit_v2000
-            pub fn cuInit(flags: u64) -> CuResult; }}"
+            "{TYPES} entry_points! {{ extern \"C\" {{ /// cudaTypedefs.h: PFN_cuInit_v2000
+            pub fn cuInit(flags: u64) -> CuResult; }} }}"
         ));
         assert!(
             c.contains("SAME(CUresult (*)(unsigned long long), PFN_cuInit_v2000) || SAME(CUresult (*)(unsigned long), PFN_cuInit_v2000)"),
@@ -1128,8 +1192,8 @@ typedef CUresult (CUDAAPI *PFN_cuMemPrefetchAsync_v12020)(CUdeviceptr_v2 devPtr,
     #[test]
     fn compiler_errors_are_told_as_the_declarations_they_check() {
         let p = plan_of(&format!(
-            "{TYPES} extern \"C\" {{ /// cudaTypedefs.h: PFN_cuInit_v2000
-            pub fn cuInit(flags: c_uint) -> CuResult; }}"
+            "{TYPES} entry_points! {{ extern \"C\" {{ /// cudaTypedefs.h: PFN_cuInit_v2000
+            pub fn cuInit(flags: c_uint) -> CuResult; }} }}"
         ))
         .unwrap();
         let src = p.source();
@@ -1159,6 +1223,25 @@ typedef CUresult (CUDAAPI *PFN_cuMemPrefetchAsync_v12020)(CUdeviceptr_v2 devPtr,
             named_values("unusable: ECC_UNCORRECTABLE (214), CONTAINED (226, Hopper's), CUDA 13 (x), A (b)."),
             [("ECC_UNCORRECTABLE".to_string(), 214), ("CONTAINED".to_string(), 226)]
         );
+    }
+
+    /// The check itself, with the C compiler and CUDA 13.0's headers where they are already here (`cargo
+    /// xtask test` runs check-ffi, which installs them, before the tests; without them this says so
+    /// and checks nothing): ffi.rs passes, and a copy of it with one parameter of the wrong type fails,
+    /// naming that entry point.
+    #[test]
+    fn a_copy_of_ffi_rs_with_a_wrong_parameter_fails_against_cuda_13s_headers() {
+        let nvcc = tools::nvcc()
+            .filter(|n| cuda_find::nvcc_release(n).as_deref() == Some(cuda_find::NVCC_RELEASE))
+            .or_else(|| Some(tools::provisioned_nvcc()).filter(|n| n.is_file()));
+        let Some(include) = nvcc.and_then(|n| include_beside(&n).ok()) else {
+            eprintln!("no CUDA 13.0 headers here yet (`cargo xtask setup` installs them): not checked");
+            return;
+        };
+        let dir = tools::target_dir().join("check-ffi/test");
+        check(&decls::read().unwrap(), &include, &dir).unwrap();
+        let said = wrong_copy_fails(&include, &dir.join("wrong")).unwrap();
+        assert!(said.contains("fn cuMemAlloc_v2(ptr: *mut CUdeviceptr, bytes: c_uint) -> CuResult"), "{said}");
     }
 
     /// Every declaration of the real ffi.rs names its header counterpart where it must (no headers

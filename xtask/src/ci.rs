@@ -1,11 +1,14 @@
 //! CI's checks beyond `cargo xtask test` (`.ci/run` runs both), each from what a user has:
 //! - `msrv`: the workspace built by the Rust its `rust-version` names, installed with rustup;
 //! - `cuda-path`: a machine with the CUDA toolkit. The toolkit from PyPI is laid out like an installed
-//!   one (`bin/nvcc`, `include/cuda.h`, `lib64/stubs/libcuda.so`), `CUDA_PATH` points at it, and a
-//!   clean clone of this commit builds every example and bench with no setup step, its kernels compiled
-//!   by that nvcc;
+//!   one (`bin/nvcc`, `include/cuda.h`, `lib64`), `CUDA_PATH` points at it, and a clean clone of this
+//!   commit builds every example and bench with no setup step, its kernels compiled by that nvcc (no
+//!   `lib64/stubs/libcuda.so` is needed: nothing links against the driver, `common` loads it at run time);
 //! - `first-command`: a machine without CUDA. In a clean clone, README's first command,
 //!   `cargo run --release --example overlap`, builds and the lesson says in one line why it cannot run;
+//!   and so does the binary it built, `target/release/examples/overlap`, run directly with no
+//!   `LD_LIBRARY_PATH` (cargo sets one for what it runs), exiting 3 (no GPU) rather than failing in the
+//!   dynamic loader;
 //! - `lift`: a user's crate that depends on `common` alone, by path (`lift/`, outside the workspace),
 //!   builds in a clean clone with nothing set and without CUDA, and its tests pass; its dependencies
 //!   hold nothing of the lessons' apparatus.
@@ -117,7 +120,39 @@ fn first_command() -> anyhow::Result<String> {
     if !from.starts_with("the committed PTX") {
         bail!("without CUDA the kernels should come from the committed PTX, but were {from}");
     }
-    Ok(format!("first-command: builds with no setup step (kernels from the committed PTX); overlap: {said}"))
+    let direct = run_directly(&target.join("release/examples/overlap"))?;
+    Ok(format!("first-command: builds with no setup step (kernels from the committed PTX); overlap: {said}; {direct}"))
+}
+
+/// A lesson's release binary run as a user runs what they built, not through cargo: with no
+/// `LD_LIBRARY_PATH` (nor `LD_PRELOAD`), so that nothing but the system's own folders can give it a
+/// `libcuda`. Without a driver it must start, print one line that names the missing driver, and exit 3
+/// (no GPU): a binary linked against `libcuda` would die in the dynamic loader instead (exit 127).
+fn run_directly(bin: &Path) -> anyhow::Result<String> {
+    let name = bin.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    if tools::real_libcuda().is_some() {
+        return Ok(format!("{name} run directly: not checked, this machine has a driver"));
+    }
+    let mut cmd = Command::new(bin);
+    cmd.env_remove("LD_LIBRARY_PATH").env_remove("LD_PRELOAD");
+    eprintln!("ci: first-command: {} run directly, with no LD_LIBRARY_PATH", bin.display());
+    let out = cmd.output().with_context(|| format!("running {}", bin.display()))?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    let ok = out.status.code() == Some(3)
+        && out.stdout.is_empty()
+        && lines.len() == 1
+        && lines[0].starts_with("error: no NVIDIA driver");
+    if !ok {
+        bail!(
+            "{} run directly without a driver should print one line, `error: no NVIDIA driver...`, and exit 3 (no \
+             GPU); it exited {} with stdout {:?} and stderr {stderr:?}",
+            bin.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+    Ok(format!("{name} run directly: exit 3, \"{}\"", lines[0]))
 }
 
 /// What a crate that depends on `common` must not bring in: the lessons' apparatus and its tools.
@@ -225,23 +260,14 @@ fn toolkit_layout() -> anyhow::Result<PathBuf> {
     let pypi = nvcc.parent().and_then(Path::parent).context("nvcc is not in a bin folder")?.to_path_buf();
     let root = tools::target_dir().join("ci/cuda");
     let _ = fs::remove_dir_all(&root);
-    fs::create_dir_all(root.join("lib64/stubs"))?;
+    fs::create_dir_all(root.join("lib64"))?;
     for dir in ["bin", "include", "nvvm"] {
         std::os::unix::fs::symlink(pypi.join(dir), root.join(dir)).with_context(|| format!("linking {dir}"))?;
     }
     for e in fs::read_dir(pypi.join("lib"))?.flatten() {
         std::os::unix::fs::symlink(e.path(), root.join("lib64").join(e.file_name()))?;
     }
-    // The toolkit's link-only driver stub: named libcuda.so, with the driver's soname.
-    let cc = env::var("CC").unwrap_or_else(|_| "cc".into());
-    tools::output(
-        Command::new(cc)
-            .args(["-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o"])
-            .arg(root.join("lib64/stubs/libcuda.so"))
-            .arg(tools::root().join("common/libcuda/stub.c")),
-        "compiling the toolkit's libcuda stub",
-    )?;
-    for need in ["bin/nvcc", "include/cuda.h", "lib64/stubs/libcuda.so"] {
+    for need in ["bin/nvcc", "include/cuda.h"] {
         if !root.join(need).is_file() {
             bail!("the toolkit layout lacks {need}");
         }

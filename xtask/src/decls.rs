@@ -1,18 +1,21 @@
 //! `common`'s driver declarations, read from `common/src/ffi.rs` with syn: the entry points of its
-//! `extern "C"` blocks, its type aliases (the `opaque!` handles among them), its `#[repr(C)]` structs and
-//! its `pub const`s, each with its doc lines. The libcuda stub is made from the entry points
-//! (`generate`), and `check-ffi` holds all of them against CUDA's headers.
+//! `entry_points! { extern "C" { ... } }` (the body read as the `extern "C"` block it is written as),
+//! its type aliases (the `opaque!` handles among them), its `#[repr(C)]` structs and its `pub const`s,
+//! each with its doc lines. `check-ffi` holds all of them against CUDA's headers.
 //!
 //! Whatever the file holds that this reader cannot account for (an attribute such as `cfg`, a type
-//! such as `Option<T>` of a non-function, a value that is not a literal, a macro other than `opaque!`)
-//! is an error naming it, never skipped: a declaration the check does not see is one it does not check.
+//! such as `Option<T>` of a non-function, a value that is not a literal, a macro other than `opaque!`
+//! and `entry_points!`) is an error naming it, never skipped: a declaration the check does not see is
+//! one it does not check. So is an `extern` block outside `entry_points!`: it would link its entry
+//! points, and a program linked to `libcuda` does not start on a machine without the driver.
 
 use std::fmt;
 
 use anyhow::{anyhow, bail, Context as _};
 use quote::ToTokens;
 use syn::{
-    punctuated::Punctuated, Attribute, Expr, ForeignItem, Item, Lit, Meta, PathArguments, ReturnType, Token, Type, UnOp,
+    punctuated::Punctuated, Attribute, Expr, ForeignItem, Item, ItemForeignMod, Lit, Meta, PathArguments, ReturnType,
+    Token, Type, UnOp,
 };
 
 use crate::tools;
@@ -42,11 +45,11 @@ pub struct Sig {
     pub ret: Ty,
 }
 
-/// `extern "C" { pub fn NAME(...) -> R; }`.
+/// `entry_points! { extern "C" { pub fn NAME(...) -> R; } }`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Func {
     pub name: String,
-    /// The symbol linked: `#[link_name]` where given, else the name.
+    /// The symbol looked up in the driver's library: the name (`entry_points!` looks each up by it).
     pub symbol: String,
     pub docs: Vec<String>,
     pub sig: Sig,
@@ -171,21 +174,10 @@ fn item_decls(item: &Item, d: &mut Decls) -> anyhow::Result<()> {
             d.structs.push(Struct { name, docs: docs(&s.attrs), repr_c, opaque, fields });
         }
         Item::Macro(m) => macro_decls(m, d)?,
-        Item::ForeignMod(f) => {
-            let abi = f.abi.name.as_ref().map_or("C".to_string(), |n| n.value());
-            if abi != "C" {
-                bail!("extern \"{abi}\": cannot check a block of another ABI than C");
-            }
-            for item in &f.items {
-                match item {
-                    ForeignItem::Fn(func) => d.funcs.push(foreign_fn(func)?),
-                    other => bail!(
-                        "extern \"C\": cannot check `{}`: only functions are declared there",
-                        other.to_token_stream()
-                    ),
-                }
-            }
-        }
+        Item::ForeignMod(_) => bail!(
+            "an extern block links what it declares, and a program linked to libcuda does not start without the \
+             driver: declare entry points in `entry_points! {{ extern \"C\" {{ ... }} }}`, which loads them at run time"
+        ),
         other => {
             bail!(
                 "cannot check `{}`: teach xtask/src/decls.rs what it declares",
@@ -263,18 +255,34 @@ fn docs(attrs: &[Attribute]) -> Vec<String> {
         .collect()
 }
 
-fn foreign_fn(f: &syn::ForeignItemFn) -> anyhow::Result<Func> {
-    let name = f.sig.ident.to_string();
-    allowed_attrs(&f.attrs, &format!("fn {name}"), &["link_name"])?;
-    let mut symbol = name.clone();
-    for a in f.attrs.iter().filter(|a| a.path().is_ident("link_name")) {
-        match &a.meta {
-            Meta::NameValue(syn::MetaNameValue { value: Expr::Lit(syn::ExprLit { lit: Lit::Str(s), .. }), .. }) => {
-                symbol = s.value()
+/// The entry points of `entry_points!`'s body: one `extern "C"` block of functions, with no attribute
+/// (`#[link]` would link it again).
+fn entry_points(m: &syn::ItemMacro, d: &mut Decls) -> anyhow::Result<()> {
+    let block: ItemForeignMod = m
+        .mac
+        .parse_body()
+        .map_err(|e| anyhow!("entry_points!: its body should be one `extern \"C\" {{ ... }}` block: {e}"))?;
+    allowed_attrs(&block.attrs, "entry_points!'s extern block", &[])?;
+    let abi = block.abi.name.as_ref().map_or("C".to_string(), |n| n.value());
+    if abi != "C" {
+        bail!("entry_points!: extern \"{abi}\": cannot check a block of another ABI than C");
+    }
+    for item in &block.items {
+        match item {
+            ForeignItem::Fn(func) => d.funcs.push(foreign_fn(func)?),
+            other => {
+                bail!("entry_points!: cannot check `{}`: only functions are declared there", other.to_token_stream())
             }
-            _ => bail!("fn {name}: cannot read `{}`", a.to_token_stream()),
         }
     }
+    Ok(())
+}
+
+fn foreign_fn(f: &syn::ForeignItemFn) -> anyhow::Result<Func> {
+    let name = f.sig.ident.to_string();
+    // No `link_name`: `entry_points!` looks an entry point up by its name alone.
+    allowed_attrs(&f.attrs, &format!("fn {name}"), &[])?;
+    let symbol = name.clone();
     if f.sig.variadic.is_some() || !f.sig.generics.params.is_empty() {
         bail!("fn {name}: cannot check a variadic or generic function");
     }
@@ -382,17 +390,40 @@ impl syn::parse::Parse for OpaquePair {
     }
 }
 
-/// `macro_rules! opaque` (checked to make what this reader assumes) and its uses: each
-/// `HANDLE => STRUCT` is an opaque `#[repr(C)]` struct and `pub type HANDLE = *mut STRUCT`.
+/// What each macro this reader knows must make, as it assumes (tokens without spaces): `opaque!` an
+/// opaque struct and a pointer alias of it; `entry_points!` a function of each entry point's name and
+/// signature, and a lookup of the symbol of that name.
+const MACROS: [(&str, &[&str]); 2] = [
+    ("opaque", &["#[repr(C)]pubstruct$st{_private:[u8;0],}", "pubtype$handle=*mut$st;"]),
+    (
+        "entry_points",
+        &[
+            "pubunsafefn$name($($arg:$ty),*)->CuResult",
+            "concat!(stringify!($name),\"\\0\")",
+            "(table.$name)($($arg),*)",
+        ],
+    ),
+];
+
+/// `macro_rules! opaque` and `macro_rules! entry_points` (each checked to make what this reader
+/// assumes, [`MACROS`]) and their uses: each `HANDLE => STRUCT` of `opaque!` is an opaque `#[repr(C)]`
+/// struct and `pub type HANDLE = *mut STRUCT`; `entry_points!` declares the entry points.
 fn macro_decls(m: &syn::ItemMacro, d: &mut Decls) -> anyhow::Result<()> {
     let tokens: String = m.mac.tokens.to_string().chars().filter(|c| !c.is_whitespace()).collect();
-    if m.mac.path.is_ident("macro_rules") && m.ident.as_ref().is_some_and(|i| i == "opaque") {
-        for part in ["#[repr(C)]pubstruct$st{_private:[u8;0],}", "pubtype$handle=*mut$st;"] {
+    if m.mac.path.is_ident("macro_rules") {
+        let name = m.ident.as_ref().map(|i| i.to_string()).unwrap_or_default();
+        let Some((_, parts)) = MACROS.iter().find(|(known, _)| *known == name) else {
+            bail!("cannot check what `macro_rules! {name}` declares: teach xtask/src/decls.rs");
+        };
+        for part in *parts {
             if !tokens.contains(part) {
-                bail!("macro_rules! opaque no longer makes `{part}`: teach xtask/src/decls.rs what it makes");
+                bail!("macro_rules! {name} no longer makes `{part}`: teach xtask/src/decls.rs what it makes");
             }
         }
         return Ok(());
+    }
+    if m.mac.path.is_ident("entry_points") {
+        return entry_points(m, d);
     }
     if !m.mac.path.is_ident("opaque") {
         bail!("cannot check what the macro `{}!` declares: teach xtask/src/decls.rs", m.mac.path.to_token_stream());
@@ -484,12 +515,21 @@ impl fmt::Display for Sig {
 mod tests {
     use super::*;
 
-    /// The sample declarations below with common's own `opaque!` macro, as ffi.rs writes it.
-    fn sample() -> String {
+    /// A `macro_rules!` of common's ffi.rs, as it writes it.
+    fn ffi_macro(name: &str) -> &'static str {
         let ffi = include_str!("../../common/src/ffi.rs");
-        let start = ffi.find("macro_rules! opaque").expect("ffi.rs declares its handles with opaque!");
+        let start = ffi.find(&format!("macro_rules! {name} ")).expect("ffi.rs defines the macro");
         let end = start + ffi[start..].find("\n}\n").unwrap() + 3;
-        SAMPLE.replacen("OPAQUE_MACRO\n", &ffi[start..end], 1)
+        &ffi[start..end]
+    }
+
+    /// The sample declarations below with common's own `opaque!` and `entry_points!` macros.
+    fn sample() -> String {
+        SAMPLE.replacen("OPAQUE_MACRO\n", ffi_macro("opaque"), 1).replacen(
+            "ENTRY_POINTS_MACRO\n",
+            ffi_macro("entry_points"),
+            1,
+        )
     }
 
     const SAMPLE: &str = r#"
@@ -523,19 +563,20 @@ pub struct NotForC {
 /// cudaTypedefs.h: PFN_cuThing_v12080
 pub type PFN_thing = Option<unsafe extern "C" fn(a: *mut usize, b: CUstream) -> c_int>;
 
-#[link(name = "cuda")]
-extern "C" {
-    /// cudaTypedefs.h: `PFN_cuInit_v2000`
-    pub fn cuInit(flags: c_uint) -> c_int;
-    #[allow(clippy::too_many_arguments)]
-    /// Prose first.
-    /// cudaTypedefs.h: PFN_cuGetErrorName_v6000
-    pub fn cuGetErrorName(
-        error: c_int,
-        name: *mut *const c_char,
-    ) -> c_int;
-    #[link_name = "cuCtxSynchronize"]
-    pub fn sync();
+ENTRY_POINTS_MACRO
+entry_points! {
+    extern "C" {
+        /// cudaTypedefs.h: `PFN_cuInit_v2000`
+        pub fn cuInit(flags: c_uint) -> c_int;
+        #[allow(clippy::too_many_arguments)]
+        /// Prose first.
+        /// cudaTypedefs.h: PFN_cuGetErrorName_v6000
+        pub fn cuGetErrorName(
+            error: c_int,
+            name: *mut *const c_char,
+        ) -> c_int;
+        pub fn cuCtxSynchronize();
+    }
 }
 
 pub fn not_a_declaration() -> c_int { 0 }
@@ -550,7 +591,7 @@ mod tests {
     fn reads_every_kind_of_declaration() {
         let d = parse(&sample()).unwrap();
         let names: Vec<&str> = d.funcs.iter().map(|f| f.name.as_str()).collect();
-        assert_eq!(names, ["cuInit", "cuGetErrorName", "sync"]);
+        assert_eq!(names, ["cuInit", "cuGetErrorName", "cuCtxSynchronize"]);
         assert_eq!(d.funcs[2].symbol, "cuCtxSynchronize");
         assert_eq!(d.funcs[2].sig.ret, Ty::Unit);
         let get = &d.funcs[1];
@@ -586,9 +627,19 @@ mod tests {
         let cases = [
             ("#[cfg(unix)]\npub const X: u32 = 1;", "X: cannot check it with the attribute `#[cfg(unix)]`"),
             ("pub const X: u32 = 1 + 1;", "const X"),
-            ("extern \"C\" { pub static FOO: u32; }", "only functions"),
-            ("extern \"C\" { pub fn cuFoo(x: Vec<u8>); }", "fn cuFoo"),
-            ("extern \"C\" { pub fn cuFoo(x: u32, ...); }", "variadic"),
+            ("entry_points! { extern \"C\" { pub static FOO: u32; } }", "only functions"),
+            ("entry_points! { extern \"C\" { pub fn cuFoo(x: Vec<u8>); } }", "fn cuFoo"),
+            ("entry_points! { extern \"C\" { pub fn cuFoo(x: u32, ...); } }", "variadic"),
+            ("entry_points! { pub fn cuFoo(); }", "one `extern \"C\" { ... }` block"),
+            (
+                "entry_points! { extern \"C\" { #[link_name = \"cuBar\"] pub fn cuFoo(); } }",
+                "fn cuFoo: cannot check it with the attribute `#[link_name = \"cuBar\"]`",
+            ),
+            ("entry_points! { #[link(name = \"cuda\")] extern \"C\" {} }", "the attribute `#[link(name = \"cuda\")]`"),
+            ("#[link(name = \"cuda\")] extern \"C\" { pub fn cuInit(flags: u32) -> i32; }", "an extern block links"),
+            ("extern \"C\" { pub fn cuInit(flags: u32) -> i32; }", "declare entry points in `entry_points!"),
+            ("macro_rules! entry_points { () => {} }", "macro_rules! entry_points no longer makes"),
+            ("macro_rules! other { () => {} }", "`macro_rules! other`"),
             ("other!(A => B);", "the macro `other!`"),
             ("pub enum E { A }", "cannot check `pub enum E"),
             ("#[repr(C, packed)]\npub struct S { a: u8 }", "only #[repr(C)]"),

@@ -39,7 +39,7 @@ impl Report {
 pub fn run() -> anyhow::Result<()> {
     let mut r = Report { missing: Vec::new() };
 
-    // The build: a C compiler (the link-only libcuda stub, and the linker Rust uses).
+    // The build: a C compiler (the linker Rust uses; check-ffi compiles with it too).
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     r.line(
         first_line(Command::new(&cc).arg("--version")).ok_or_else(|| format!("`{cc} --version` did not run")),

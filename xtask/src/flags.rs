@@ -21,10 +21,11 @@ pub enum Task {
     /// Say what was found (C compiler, Python, PyPI, driver, GPU, nvcc, nsys, compute-sanitizer); fail if
     /// something needed is missing
     Doctor,
-    /// Remake the committed files: the PTX of every .cu with nvcc 13.0, common/libcuda/stub.c from common's ffi.rs
+    /// Remake the committed files: the PTX of every .cu with nvcc 13.0
     Generate,
     /// Check every declaration of common/src/ffi.rs (entry points, types, structs, constants) against CUDA 13's
-    /// cuda.h and cudaTypedefs.h, with the C compiler and -Werror (part of `test`)
+    /// cuda.h and cudaTypedefs.h, with the C compiler and -Werror, and that a copy with a wrong parameter fails
+    /// (part of `test`)
     CheckFfi,
     /// CI's checks beyond the test command: the MSRV build, the build against an installed CUDA toolkit,
     /// and the README's first command, from a clean clone
@@ -145,9 +146,10 @@ pub enum CiStep {
     /// Build the workspace with the Rust of its rust-version (installed with rustup)
     Msrv,
     /// In a clean clone, with no setup step: build every example and bench against the PyPI toolkit laid
-    /// out like an installed one (CUDA_PATH with bin/nvcc, include/cuda.h, lib64/stubs/libcuda.so)
+    /// out like an installed one (CUDA_PATH with bin/nvcc, include/cuda.h, lib64)
     CudaPath,
-    /// In a clean clone, without CUDA: README's first command, `cargo run --release --example overlap`
+    /// In a clean clone, without CUDA: README's first command, `cargo run --release --example overlap`, then the
+    /// release binary it built run directly (no cargo, no LD_LIBRARY_PATH): one line, exit 3
     FirstCommand,
     /// In a clean clone, with nothing set: a crate outside the workspace on `common` alone (lift/) builds
     /// and passes its tests, and brings in nothing of the lessons' apparatus

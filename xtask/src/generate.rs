@@ -1,10 +1,8 @@
-//! The files that tools make and the repository commits, so that a build needs neither tool:
+//! The files that nvcc makes and the repository commits, so that a build needs no nvcc:
 //! - `kernels/ptx/<stem>.ptx`: what nvcc 13.0 makes of `kernels/<stem>.cu` (the build falls back to
 //!   them where it finds no nvcc), `common/tests/ptx/<stem>.ptx` of `common/tests/<stem>.cu` (the
 //!   kernels of common's front page and GPU tests) and `examples/ptx/<stem>.ptx` of `examples/<stem>.cu`
-//!   (a kernel of one's own, for the example that shows how to launch one);
-//! - `common/libcuda/stub.c`: every entry point `common/src/ffi.rs` declares, for the link-only libcuda
-//!   that the build compiles where there is no NVIDIA driver.
+//!   (a kernel of one's own, for the example that shows how to launch one).
 //!
 //! `cargo xtask generate` remakes them; `check` (part of `cargo xtask test`) fails where a committed
 //! file differs from what the tools make now.
@@ -13,10 +11,7 @@ use std::{fs, path::PathBuf};
 
 use anyhow::{bail, Context as _};
 
-use crate::{decls, setup, tools};
-
-/// CUDA_ERROR_STUB_LIBRARY: what every entry point of the stub returns, as NVIDIA's own stub does.
-const STUB_RESULT: u32 = 34;
+use crate::{setup, tools};
 
 struct Generated {
     path: PathBuf,
@@ -50,10 +45,7 @@ pub fn check() -> anyhow::Result<()> {
             if stale.len() == 1 { format!("{} is", stale[0]) } else { format!("{} are", stale.join(", ")) }
         );
     }
-    eprintln!(
-        "xtask: the committed PTX and libcuda stub are what nvcc {} and common's driver calls make",
-        cuda_find::NVCC_RELEASE
-    );
+    eprintln!("xtask: the committed PTX is what nvcc {} makes", cuda_find::NVCC_RELEASE);
     Ok(())
 }
 
@@ -62,12 +54,6 @@ fn relative(p: &std::path::Path) -> String {
 }
 
 fn make() -> anyhow::Result<Vec<Generated>> {
-    let mut out = ptx()?;
-    out.push(Generated { path: tools::root().join("common/libcuda/stub.c"), text: stub_source()? });
-    Ok(out)
-}
-
-fn ptx() -> anyhow::Result<Vec<Generated>> {
     let nvcc = setup::nvcc_13()?;
     let root = tools::root();
     let scratch = tools::target_dir().join("generate");
@@ -95,25 +81,4 @@ fn ptx() -> anyhow::Result<Vec<Generated>> {
         });
     }
     Ok(out)
-}
-
-/// C source defining every `cu*` entry point that `common/src/ffi.rs` declares, each returning
-/// CUDA_ERROR_STUB_LIBRARY, like the toolkit's `lib64/stubs/libcuda.so`.
-pub fn stub_source() -> anyhow::Result<String> {
-    let decls = decls::read()?;
-    let mut names: Vec<&str> = decls.funcs.iter().map(|f| f.symbol.as_str()).collect();
-    names.sort_unstable();
-    names.dedup();
-    if names.len() < 20 {
-        bail!("found only {} driver entry points in {}", names.len(), decls::FFI_RS);
-    }
-    let mut src = format!(
-        "/* A link-only libcuda: every entry point common/src/ffi.rs declares, each returning\n \
-         * CUDA_ERROR_STUB_LIBRARY ({STUB_RESULT}), like the CUDA toolkit's lib64/stubs/libcuda.so. common/build.rs\n \
-         * compiles it where no NVIDIA driver is found. Made by `cargo xtask generate`; do not edit. */\n"
-    );
-    for n in names {
-        src += &format!("int {n}(void) {{ return {STUB_RESULT}; }}\n");
-    }
-    Ok(src)
 }

@@ -3,7 +3,7 @@
 //! found, for `cargo xtask kernels`, `cargo xtask generate`, the check of the committed PTX and
 //! `cargo xtask check-ffi` (nvidia-cuda-runtime brings the `cuda.h` and `cudaTypedefs.h` it reads); and
 //! libclang for builds with the `nvtx` feature. The build itself needs neither: without nvcc it uses
-//! the committed PTX, and common/build.rs makes the libcuda it links against.
+//! the committed PTX, and nothing links against the driver (common loads it at run time).
 
 use std::{fs, path::PathBuf, process::Command};
 

@@ -1,6 +1,6 @@
-//! The README's test command: check the committed PTX and libcuda stub against the tools (installing
-//! nvcc 13.0 from PyPI where it is missing) and common's driver declarations against CUDA 13's headers
-//! beside it (`check_ffi`), build the lessons, and run every test. The GPU tests are
+//! The README's test command: check the committed PTX against nvcc 13.0 (installing it from PyPI where
+//! it is missing) and common's driver declarations against CUDA 13's headers beside it (`check_ffi`),
+//! build the lessons, and run every test. The GPU tests are
 //! `#[ignore]`d, so that a machine without a GPU reports them as ignored rather than passed; where an
 //! NVIDIA driver is found they run too. The differential test of common's PTX reading against ptxas
 //! is `#[ignore]`d too (it needs ptxas), and run here on every run, with the ptxas, nvlink and
