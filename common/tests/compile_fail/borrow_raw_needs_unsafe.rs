@@ -2,7 +2,7 @@
 // alone while a scope has them, is the caller's promise, which no check can make.
 use cuda_scope::{DeviceBuffer, Gpu, Stream};
 
-fn main() -> cuda_scope::anyhow::Result<()> {
+fn main() -> cuda_scope::Result<()> {
     let gpu = Gpu::init()?;
     let theirs: *mut std::ffi::c_void = std::ptr::null_mut();
     let _stream = Stream::borrow_raw(&gpu, theirs)?;

@@ -2,7 +2,7 @@
 // the same bytes would be lent to a scope as two, and their work left unordered.
 use cuda_scope::{DeviceBuffer, Gpu, Stream};
 
-fn main() -> cuda_scope::anyhow::Result<()> {
+fn main() -> cuda_scope::Result<()> {
     let gpu = Gpu::init()?;
     // SAFETY: not run; only compiled.
     let (stream, memory) = unsafe {
