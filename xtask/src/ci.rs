@@ -11,7 +11,11 @@
 //!   dynamic loader;
 //! - `lift`: a user's crate that depends on `common` alone, by path (`lift/`, outside the workspace),
 //!   builds in a clean clone with nothing set and without CUDA, and its tests pass; its dependencies
-//!   hold nothing of the lessons' apparatus.
+//!   hold nothing of the lessons' apparatus;
+//! - `package`: the core crate as the registry takes it. `cargo package -p cuda-scope` packs it and
+//!   builds the packed copy alone (the core has no path dependencies, so no other crate is packed with
+//!   it; CI's stable toolchain does it), and `cargo doc -p cuda-scope --no-deps` builds its
+//!   documentation with `-D warnings`, as docs.rs would, without CUDA.
 
 use std::{
     env, fs,
@@ -33,7 +37,7 @@ const CUDA_VARS: [&str; 7] =
 
 pub fn run(flags: CiFlags) -> anyhow::Result<()> {
     let steps = if flags.steps.is_empty() {
-        vec![CiStep::Msrv, CiStep::CudaPath, CiStep::FirstCommand, CiStep::Lift]
+        vec![CiStep::Msrv, CiStep::CudaPath, CiStep::FirstCommand, CiStep::Lift, CiStep::Package]
     } else {
         flags.steps
     };
@@ -44,11 +48,32 @@ pub fn run(flags: CiFlags) -> anyhow::Result<()> {
             CiStep::CudaPath => cuda_path()?,
             CiStep::FirstCommand => first_command()?,
             CiStep::Lift => lift()?,
+            CiStep::Package => package()?,
         };
         eprintln!("ci: {what} ({:.0} s)", start.elapsed().as_secs_f64());
     }
     Ok(())
 }
+
+/// The core crate packed as the registry would take it, the packed copy built; and its documentation
+/// with every rustdoc warning an error.
+fn package() -> anyhow::Result<String> {
+    let root = tools::root();
+    let mut pack = Command::new(cargo_program());
+    pack.current_dir(&root).args(["package", "-p", CORE, "--locked", "--allow-dirty"]);
+    tools::run(&mut pack, "packaging the core crate (cargo package builds what it packed)")?;
+    let mut list = Command::new(cargo_program());
+    list.current_dir(&root).args(["package", "-p", CORE, "--list", "--allow-dirty"]);
+    let files = tools::output(&mut list, "listing what the package holds")?;
+    let files = String::from_utf8_lossy(&files.stdout).lines().count();
+    let mut doc = Command::new(cargo_program());
+    doc.current_dir(&root).env("RUSTDOCFLAGS", "-D warnings").args(["doc", "-p", CORE, "--no-deps", "--locked"]);
+    tools::run(&mut doc, "building the core crate's documentation with warnings denied")?;
+    Ok(format!("package: {CORE} packs ({files} files) and its packed copy builds; its docs build with -D warnings"))
+}
+
+/// The core crate's package name.
+const CORE: &str = "cuda-scope";
 
 fn msrv() -> anyhow::Result<String> {
     let meta = tools::metadata()?;

@@ -151,9 +151,12 @@ pub enum CiStep {
     /// In a clean clone, without CUDA: README's first command, `cargo run --release --example overlap`, then the
     /// release binary it built run directly (no cargo, no LD_LIBRARY_PATH): one line, exit 3
     FirstCommand,
-    /// In a clean clone, with nothing set: a crate outside the workspace on `common` alone (lift/) builds
-    /// and passes its tests, and brings in nothing of the lessons' apparatus
+    /// In a clean clone, with nothing set: a crate outside the workspace on the core crate alone (lift/)
+    /// builds and passes its tests, and brings in nothing of the lessons' apparatus
     Lift,
+    /// The core crate as the registry would take it: `cargo package` (which builds what it packed), and
+    /// its documentation with rustdoc's warnings denied, as docs.rs builds it
+    Package,
 }
 
 /// Lesson names are checked when the flags are read, before anything looks for a GPU.
