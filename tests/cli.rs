@@ -289,3 +289,16 @@ fn every_lesson_refuses_a_size_past_the_machine_at_once() {
     }
     assert!(failures.is_empty(), "{} lessons did not refuse at once:\n  {}", failures.len(), failures.join("\n  "));
 }
+
+/// A sweep of one size passes every sweeping lesson's argument checks: without a GPU the lesson goes on
+/// to say there is none (exit 3), never that the flags are wrong (exit 2); with one, it measures.
+#[test]
+fn a_sweep_of_one_size_is_valid() {
+    for name in ["pinned_memory", "managed_memory", "zero_copy"] {
+        let (out, context) = run(name, &["--min", "64MiB", "--max", "64MiB", "--repeats", "3"]);
+        match cuda_scope::Gpu::init() {
+            Err(_) => assert_eq!(out.status.code(), Some(3), "{context}"),
+            Ok(_) => assert!(out.status.success(), "{context}"),
+        }
+    }
+}

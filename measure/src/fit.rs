@@ -57,6 +57,20 @@ impl CopyCost {
         Ok(CopyCost { alpha_us: a * 1e6, beta_gbps: 1.0 / x / 1e9, half_rate_bytes: a / x, worst_miss })
     }
 
+    /// Where every point is of one size: its rate as β, with no per-copy time seen (α 0), which is all
+    /// one size shows. `None` where there are two sizes or more.
+    pub fn one_size(points: &[(usize, f64)]) -> Option<CopyCost> {
+        let &(bytes, _) = points.first()?;
+        if points.iter().any(|p| p.0 != bytes) {
+            return None;
+        }
+        let mut ms: Vec<f64> = points.iter().map(|p| p.1).collect();
+        ms.sort_by(f64::total_cmp);
+        let median = ms[ms.len() / 2];
+        let beta_gbps = bytes as f64 / (median * 1e6);
+        Some(CopyCost { alpha_us: 0.0, beta_gbps, half_rate_bytes: 0.0, worst_miss: 0.0 })
+    }
+
     /// The time the fit gives for `bytes`, ms.
     pub fn ms(&self, bytes: usize) -> f64 {
         self.alpha_us * 1e-3 + bytes as f64 / (self.beta_gbps * 1e9) * 1e3
@@ -108,6 +122,9 @@ pub struct KindFit {
 pub fn unseen(points: &[(usize, f64)], cost: &CopyCost) -> Option<String> {
     let (smallest, largest) = (points.iter().map(|p| p.0).min()?, points.iter().map(|p| p.0).max()?);
     let sizes = points.iter().map(|p| p.0).collect::<std::collections::BTreeSet<_>>().len();
+    if sizes == 1 {
+        return Some("one size, which shows a rate and no per-copy cost: sweep three sizes or more".into());
+    }
     if sizes < 3 {
         return Some(format!("{sizes} sizes, which any two numbers fit exactly: sweep three or more"));
     }
@@ -148,7 +165,10 @@ impl Sweep<'_> {
             for (d, direction) in WAYS.into_iter().enumerate() {
                 let points: Vec<(usize, f64)> =
                     self.sizes.iter().zip(self.times).map(|(b, row)| (*b, row[k].way(d).median_ms)).collect();
-                let cost = CopyCost::fit(&points)?;
+                let cost = match CopyCost::one_size(&points) {
+                    Some(rate) => rate, // what one size shows: its rate; `unseen` says why no fit
+                    None => CopyCost::fit(&points)?,
+                };
                 let (bytes, ms) = points[points.len() - 1];
                 let unseen = unseen(&points, &cost);
                 let per_copy = if unseen.is_none() { Some(cost.alpha_us) } else { None };
@@ -207,6 +227,21 @@ pub fn unseen_notes(fits: &[KindFit]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One size (`--min 64MiB --max 64MiB`) is its rate and "not fitted", not an error.
+    #[test]
+    fn one_size_is_a_rate_and_not_fitted() {
+        let stats = |ms: f64| Stats::from_samples(&[ms, ms, ms]).unwrap();
+        let times = vec![vec![BothWays { htod: stats(1.25), dtoh: stats(2.5) }]];
+        let sweep =
+            Sweep { sizes: &[64 << 20], kinds: &["pinned"], times: &times, link_gbps: None, host_copy_gbps: 10.0 };
+        let fits = sweep.fits().unwrap();
+        assert_eq!(fits.len(), 2);
+        assert!((fits[0].cost.beta_gbps - (64 << 20) as f64 / 1.25e6).abs() < 1e-9, "{:?}", fits[0].cost);
+        assert!(fits.iter().all(|f| f.unseen.as_deref().is_some_and(|u| u.starts_with("one size"))));
+        assert_eq!(unseen_notes(&fits).len(), 1, "said once");
+        assert!(CopyCost::fit(&[(64 << 20, 1.25)]).is_err(), "no fit of one size");
+    }
 
     #[test]
     fn a_fit_is_shown_only_where_the_sizes_can_show_it() {
