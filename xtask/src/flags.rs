@@ -41,6 +41,10 @@ pub enum Task {
     BenchReport(BenchReportFlags),
     /// Pack release builds of the lessons, tests and this xtask into target/bundle, for GPU hosts without Rust
     Bundle(BundleFlags),
+    /// Run every lesson's default run several times, the benchmarks and the references given, on this GPU
+    /// machine, and write results/<gpu model>-x<count>/ (figures.json, a page of tables, pictures); then
+    /// remake README.md's figures from results/
+    Results(ResultsFlags),
     /// Which timed figures of two runs of a lesson (`--json` output) changed beyond what moves from one
     /// process to the next: same, faster, slower or ambiguous; or fit that drift from back-to-back runs
     #[command(after_help = COMPARE_EXIT)]
@@ -91,6 +95,35 @@ pub struct KernelsFlags {
     /// GPU architecture to compile for
     #[arg(long, default_value = "sm_90")]
     pub arch: String,
+}
+
+#[derive(Args)]
+pub struct ResultsFlags {
+    /// Lessons to run (default: all)
+    #[arg(value_parser = lesson_names())]
+    pub lessons: Vec<String>,
+    /// Runs of each lesson, round after round
+    #[arg(long, default_value = "3")]
+    pub runs: usize,
+    /// NVIDIA's nvbandwidth binary: its pinned copies run in the same call, as the reference
+    #[arg(long, value_name = "PATH")]
+    pub nvbandwidth: Option<std::path::PathBuf>,
+    /// A seed's C++ program built with nvcc, as NAME=PATH (repeat the flag): run in the same call, its
+    /// `label: N ms` lines recorded
+    #[arg(long, value_name = "NAME=PATH")]
+    pub seed: Vec<String>,
+    /// Processes of benches/scope
+    #[arg(long, default_value = "5")]
+    pub processes: usize,
+    /// Leave the benchmark out
+    #[arg(long)]
+    pub no_benches: bool,
+    /// Where to write (default: results/ in the repository or the bundle)
+    #[arg(long)]
+    pub out: Option<std::path::PathBuf>,
+    /// Only remake README.md's figures from results/, running nothing
+    #[arg(long, conflicts_with_all = ["lessons", "nvbandwidth", "seed", "no_benches", "out"])]
+    pub readme: bool,
 }
 
 #[derive(Args)]

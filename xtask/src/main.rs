@@ -14,6 +14,8 @@ mod generate;
 mod kernels;
 mod lessons;
 mod profile;
+mod readme;
+mod results;
 mod sanitize;
 mod setup;
 mod test;
@@ -44,6 +46,7 @@ fn main() -> ExitCode {
         flags::Task::BenchReport(f) => bench_report::run(f),
         flags::Task::Compare(f) => return compare::main(f),
         flags::Task::Bundle(f) => bundle::run(f),
+        flags::Task::Results(f) => results::run(f),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

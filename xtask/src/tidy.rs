@@ -473,3 +473,53 @@ fn common_knows_nothing_of_the_lessons() {
         }
     }
 }
+
+/// README.md's figures are made from `results/` (`cargo xtask results --readme`): the block between its
+/// markers is what the committed results make, and no figure stands outside it.
+#[test]
+fn readme_figures_come_from_results() {
+    use crate::results;
+    let root = tools::root();
+    let all = results::all_results(&root).unwrap();
+    let text = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let expected =
+        results::replace_block(&text, &results::readme_block(&all)).expect("README.md has the results markers");
+    assert!(text == expected, "README.md's figures differ from results/: run `cargo xtask results --readme`");
+    let a = text.find(results::BEGIN).unwrap();
+    let b = text.find(results::END).unwrap();
+    let outside = format!("{}{}", &text[..a], &text[b..]);
+    let mut figures = Vec::new();
+    for (i, line) in outside.lines().enumerate() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        for w in words.windows(2) {
+            let number = w[0].trim_start_matches(['(', '~']).replace(',', "");
+            if number.parse::<f64>().is_ok() && ["GB/s", "ms", "µs", "ms,", "GB/s,", "µs,"].contains(&w[1]) {
+                figures.push(format!("README.md:{}: {} {}", i + 1, w[0], w[1]));
+            }
+        }
+        for w in &words {
+            let w = w.trim_end_matches([',', '.', ')', ';', ':']);
+            if let Some(x) = w.strip_suffix('x') {
+                if x.contains('.') && x.parse::<f64>().is_ok() {
+                    figures.push(format!("README.md:{}: {w}", i + 1));
+                }
+            }
+        }
+    }
+    assert!(figures.is_empty(), "figures typed by hand outside the results block:\n  {}", figures.join("\n  "));
+    assert!(text.lines().count() <= 300, "README.md is {} lines, more than 300", text.lines().count());
+    // History lives in git: no dates, no commit hashes.
+    let dated = |w: &str| {
+        let b = w.as_bytes();
+        b.len() >= 10 && b[..4].iter().all(u8::is_ascii_digit) && b[4] == b'-' && b[7] == b'-'
+    };
+    let hash = |w: &str| {
+        (7..=40).contains(&w.len())
+            && w.chars().all(|c| c.is_ascii_hexdigit())
+            && w.chars().any(|c| c.is_ascii_digit())
+            && w.chars().any(|c| c.is_ascii_alphabetic())
+    };
+    let history: Vec<&str> =
+        text.split(|c: char| c.is_whitespace() || "()[]`,;:".contains(c)).filter(|w| dated(w) || hash(w)).collect();
+    assert!(history.is_empty(), "README.md names dates or commits: {history:?}");
+}
