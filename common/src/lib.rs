@@ -15,7 +15,7 @@
 //!     let n = 1 << 20;
 //!     let x = gpu.pinned_from_fn(n, |i| i as f32)?;            // cudaMallocHost, filled on every core
 //!     let y = gpu.pinned_from_fn(n, |_| 1.0f32)?;
-//!     let mut out = gpu.pinned::<f32>(n)?;                     // y is lent to its upload: the result lands here
+//!     let mut out = gpu.pinned::<f32>(n)?;                     // y is lent to its upload: the result comes back here
 //!     let (mut d_x, mut d_y) = (gpu.alloc::<f32>(n)?, gpu.alloc::<f32>(n)?); // cudaMalloc, zeroed
 //!     let streams = gpu.streams(2)?;                           // cudaStreamNonBlocking
 //!     gpu.scope(&streams, |s| {
@@ -149,7 +149,7 @@ pub use host::{pageable, HostAlloc, PinnedBuffer, Registered};
 pub use launch::{LaunchBuilder, LaunchConfig, Queue, Value};
 pub use memory::{Bytes, DeviceBuffer, DeviceRoom, Element, Footprint, ManagedBuffer};
 pub use module::{Kernel, Module};
-pub use scope::{Destination, Landing, Observer, Scope, ScopeEvent, ScopeStream, TimedOp, Waits};
+pub use scope::{Destination, Observer, PendingDownload, Scope, ScopeEvent, ScopeStream, TimedOp, Waits};
 pub use staging::{PartedSlice, Stager};
 pub use stream::Stream;
 pub use view::{Dev, DevRead};

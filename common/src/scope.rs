@@ -241,11 +241,11 @@ struct Pending {
     label: String,
 }
 
-/// A download whose destination is handed back, for the host to read, once it has landed
-/// ([`ScopeStream::dtoh_landing`]). Until [`Landing::wait`] says so, the destination stays the scope's;
+/// A pending download: a download whose destination is handed back, for the host to read, once its
+/// copy has finished ([`ScopeStream::dtoh_pending`]). Until [`PendingDownload::wait`] says so, the destination stays the scope's;
 /// dropped or forgotten, it stays the scope's until the scope ends.
 #[must_use = "the destination is handed back only by wait(); dropped, it stays the scope's until the scope ends"]
-pub struct Landing<'scope, 'env, T> {
+pub struct PendingDownload<'scope, 'env, T> {
     scope: &'scope Scope<'scope, 'env>,
     fence: usize,
     stream: usize,
@@ -715,14 +715,14 @@ impl<'scope, 'env> ScopeStream<'scope, 'env> {
         })
     }
 
-    /// [`ScopeStream::dtoh`], and an event after it, so that [`Landing::wait`] can hand `dst` back to the
-    /// host once the copy has landed, while the scope's other work goes on: to use the first part of a
+    /// [`ScopeStream::dtoh`], and an event after it, so that [`PendingDownload::wait`] can hand `dst` back to
+    /// the host once the copy has finished, while the scope's other work goes on: to use the first part of a
     /// download while the rest arrives.
-    pub fn dtoh_landing<T: Element>(
+    pub fn dtoh_pending<T: Element>(
         self,
         src: impl Into<DevRead<'scope, T>>,
         dst: &'scope mut [T],
-    ) -> crate::Result<Landing<'scope, 'env, T>> {
+    ) -> crate::Result<PendingDownload<'scope, 'env, T>> {
         let (ptr, len) = (dst.as_mut_ptr(), dst.len());
         self.dtoh(src, dst)?;
         let st = &mut *self.scope.state.borrow_mut();
@@ -731,7 +731,7 @@ impl<'scope, 'env> ScopeStream<'scope, 'env> {
             Some(f) => f,
             None => self.scope.fence(st, self.index, &mut false)?,
         };
-        Ok(Landing { scope: self.scope, fence, stream: self.index, ptr, len, _marker: PhantomData })
+        Ok(PendingDownload { scope: self.scope, fence, stream: self.index, ptr, len, _marker: PhantomData })
     }
 
     /// `cudaMemcpyAsync(dst, src, ..., cudaMemcpyDeviceToDevice, stream)`. The ranges may not overlap.
@@ -837,8 +837,8 @@ impl<'scope, 'env> ScopeStream<'scope, 'env> {
     }
 }
 
-impl<'scope, T: Element> Landing<'scope, '_, T> {
-    /// Blocks until the download has landed (`cudaEventSynchronize`), then hands its destination back
+impl<'scope, T: Element> PendingDownload<'scope, '_, T> {
+    /// Blocks until the download's copy has finished (`cudaEventSynchronize`), then hands its destination back
     /// to the host. Where the stream failed, the destination stays the scope's (which settles it as it
     /// ends) and the error is returned.
     pub fn wait(self) -> crate::Result<&'scope mut [T]> {
@@ -846,7 +846,7 @@ impl<'scope, T: Element> Landing<'scope, '_, T> {
         let st = self.scope.state.borrow();
         // SAFETY: a live event recorded in this scope after the copy.
         check(unsafe { ffi::cuEventSynchronize(st.fences[self.fence]) }, || {
-            format!("waiting for a download on stream {} to land", self.stream)
+            format!("waiting for a download on stream {} to finish", self.stream)
         })?;
         // SAFETY: `dst` was lent to this download for 'scope and moved into it, so nothing else holds it;
         // the GPU's one access to it was that copy, which the event shows has finished; T is an Element,
@@ -1157,7 +1157,7 @@ mod tests {
         let want = |v: &[f32]| v.iter().enumerate().all(|(i, &v)| v == 2.0 * i as f32 + 1.0);
         let batches = crate::batch::batch_support().is_ok();
         for current in [foreign.raw(), std::ptr::null_mut()] {
-            let (mut pinned, mut out, mut landed) = (gpu.pinned::<f32>(N).unwrap(), vec![0f32; N], vec![0f32; N]);
+            let (mut pinned, mut out, mut handed_back) = (gpu.pinned::<f32>(N).unwrap(), vec![0f32; N], vec![0f32; N]);
             let (mut replayed, mut from_managed, mut batched) = (vec![0f32; N], vec![0f32; N], vec![0f32; N]);
             // Behind `common`'s back, as another library would; checked, so that the test tests it.
             let other = || {
@@ -1195,9 +1195,9 @@ mod tests {
                     other();
                     up.dtoh(dy, &mut out)?; // into pageable memory
                     other();
-                    let landing = work.dtoh_landing(dz, &mut landed)?;
+                    let pending = work.dtoh_pending(dz, &mut handed_back)?;
                     other();
-                    assert!(want(landing.wait()?), "the download handed back mid-scope");
+                    assert!(want(pending.wait()?), "the download handed back mid-scope");
                     other();
                     let graph = s.graph(|g| g.dtoh(dy, &mut replayed))?;
                     other();
