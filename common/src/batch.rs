@@ -45,6 +45,20 @@ use crate::{
 };
 
 /// How the copies of an upload batch may read their host sources (`CUmemcpySrcAccessOrder`).
+///
+/// ```no_run
+/// # fn main() -> cuda_scope::Result<()> {
+/// # let gpu = cuda_scope::Gpu::init()?;
+/// # let (streams, mut d) = (gpu.streams(1)?, gpu.alloc::<f32>(4096)?);
+/// let pieces: Vec<Vec<f32>> = (0..4).map(|i| vec![i as f32; 1024]).collect(); // pageable: a Vec each
+/// let srcs: Vec<&[f32]> = pieces.iter().map(|p| &p[..]).collect();
+/// gpu.scope(&streams, |s| {
+///     let d = s.device(&mut d);
+///     let dsts: Vec<_> = (0..4).map(|i| d.slice(i * 1024..(i + 1) * 1024)).collect();
+///     s.stream(0).htod_batch(&srcs, &dsts, cuda_scope::SrcOrder::Any) // the driver may read them any time
+/// })?;
+/// # Ok(()) }
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub enum SrcOrder {
     /// In stream order, after the work queued before the batch (`CU_MEMCPY_SRC_ACCESS_ORDER_STREAM`).
@@ -70,6 +84,12 @@ impl SrcOrder {
     }
 
     /// In a few words: `stream order`, `during the call`, `any order`.
+    ///
+    /// ```
+    /// for order in cuda_scope::SrcOrder::ALL {
+    ///     println!("sources read in {}", order.describe()); // stream order, during the call, any order
+    /// }
+    /// ```
     pub fn describe(self) -> &'static str {
         match self {
             SrcOrder::StreamOrder => "stream order",
@@ -81,6 +101,13 @@ impl SrcOrder {
 
 /// Whether this driver has `cuMemcpyBatchAsync` (CUDA 12.8, driver 570, or newer); if not, why not,
 /// in one line. The batch calls refuse with the same line.
+///
+/// ```
+/// match cuda_scope::batch_support() {
+///     Ok(()) => println!("one cuMemcpyBatchAsync for many copies"),
+///     Err(why) => println!("copies one call each: {why}"),
+/// }
+/// ```
 pub fn batch_support() -> crate::Result<()> {
     ffi::memcpy_batch().map(|_| ()).map_err(|why| Unsupported { what: "cuMemcpyBatchAsync".into(), why }.into())
 }
@@ -156,6 +183,20 @@ impl<'scope> ScopeStream<'scope, '_> {
     /// it ends). Refused before anything is queued where the lists differ in length, a copy's source and
     /// destination differ in length, two destinations overlap, or the driver has no batched copy
     /// ([`batch_support`]). From pageable memory too.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// # let (streams, mut d) = (gpu.streams(1)?, gpu.alloc::<u8>(100 * 4096)?);
+    /// let tiles: Vec<Vec<u8>> = (0..100).map(|i| vec![i as u8; 4096]).collect();
+    /// let srcs: Vec<&[u8]> = tiles.iter().map(|t| &t[..]).collect();
+    /// gpu.scope(&streams, |s| {
+    ///     let d = s.device(&mut d);
+    ///     let dsts: Vec<_> = (0..100).map(|i| d.slice(i * 4096..(i + 1) * 4096)).collect();
+    ///     s.stream(0).htod_batch(&srcs, &dsts, cuda_scope::SrcOrder::StreamOrder) // 100 copies, one call
+    /// })?;
+    /// # Ok(()) }
+    /// ```
     pub fn htod_batch<T: Element>(
         self,
         srcs: &[&'scope [T]],
@@ -196,6 +237,19 @@ impl<'scope> ScopeStream<'scope, '_> {
     /// queued by one call on this stream, reading the device in stream order. Refused before anything is
     /// queued where the lists differ in length, a copy's source and destination differ in length, or the
     /// driver has no batched copy ([`batch_support`]). Into pageable memory too.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// # let (streams, mut d) = (gpu.streams(1)?, gpu.alloc::<u8>(100 * 4096)?);
+    /// let mut tiles: Vec<Vec<u8>> = vec![vec![0; 4096]; 100];
+    /// gpu.scope(&streams, |s| {
+    ///     let d = s.device(&mut d);
+    ///     let srcs: Vec<_> = (0..100).map(|i| d.slice(i * 4096..(i + 1) * 4096)).collect();
+    ///     s.stream(0).dtoh_batch(&srcs, tiles.iter_mut().map(|t| &mut t[..])) // each Vec lent until the end
+    /// })?;
+    /// # Ok(()) }
+    /// ```
     pub fn dtoh_batch<T: Element, D: Copy + Into<DevRead<'scope, T>>>(
         self,
         srcs: &[D],

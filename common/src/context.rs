@@ -161,8 +161,18 @@ impl Drop for Context {
     }
 }
 
-/// Loads the driver's library ([`ffi::load`]) and calls `cuInit`, with one error for each way a machine
+/// Loads the driver's library (`libcuda.so.1`) and calls `cuInit`, with one error for each way a machine
 /// can lack a usable GPU.
+///
+/// ```no_run
+/// # fn main() -> cuda_scope::Result<()> {
+/// match cuda_scope::device::driver_init() {
+///     Ok(()) => println!("a driver, and at least one GPU"),
+///     Err(e) if e.is_no_gpu() => println!("{e}"), // why not, in one line
+///     Err(e) => return Err(e),
+/// }
+/// # Ok(()) }
+/// ```
 pub fn driver_init() -> crate::Result<()> {
     if let Err(e) = ffi::load() {
         return Err(match e.symbol {
@@ -191,6 +201,13 @@ pub(crate) fn device_attribute(device: sys::CUdevice, a: sys::CUdevice_attribute
 }
 
 /// How many CUDA devices this machine has (after `CUDA_VISIBLE_DEVICES`).
+///
+/// ```no_run
+/// # fn main() -> cuda_scope::Result<()> {
+/// let n = cuda_scope::device::device_count()?;
+/// println!("{n} GPUs: CUDA_DEVICE may be 0..{n}");
+/// # Ok(()) }
+/// ```
 pub fn device_count() -> crate::Result<u32> {
     driver_init()?;
     let mut n = 0;

@@ -21,6 +21,17 @@ pub use crate::context::{device_count, driver_init};
 /// One GPU: its primary context, made current on the thread that starts it. Everything it makes
 /// (buffers, streams, pinned memory, modules) keeps that context alive, so they may be dropped in any
 /// order, before or after it.
+///
+/// ```no_run
+///
+/// # fn main() -> cuda_scope::Result<()> {
+/// let gpu = cuda_scope::Gpu::init()?; // CUDA_DEVICE, or 0; a clear error without a driver or a GPU
+/// println!("{}: {} SMs, {} copy engines", gpu.info.name, gpu.info.sms, gpu.info.async_engines);
+/// let (host, mut d) = (gpu.pinned_from_fn(1 << 20, |i| i as f32)?, gpu.alloc::<f32>(1 << 20)?);
+/// let streams = gpu.streams(1)?;
+/// gpu.scope(&streams, |s| s.stream(0).htod(&host, s.device(&mut d)))?;
+/// # Ok(()) }
+/// ```
 pub struct Gpu {
     /// What the GPU is, read once at start-up.
     pub info: DeviceInfo,
@@ -32,6 +43,18 @@ pub struct Gpu {
 }
 
 /// What a program needs to know of the GPU to judge its figures.
+///
+/// ```no_run
+/// # fn main() -> cuda_scope::Result<()> {
+/// # let gpu = cuda_scope::Gpu::init()?;
+/// let info = &gpu.info;
+/// if info.async_engines < 2 {
+///     println!("{} cannot copy both ways at once: expect H2D and D2H to take turns", info.name);
+/// }
+/// let ((major, minor), (cuda, _)) = (info.compute_capability, info.driver_version);
+/// println!("compute capability {major}.{minor}, a driver for CUDA {cuda}");
+/// # Ok(()) }
+/// ```
 #[derive(Clone, Debug, Serialize)]
 pub struct DeviceInfo {
     /// The CUDA device ordinal (after `CUDA_VISIBLE_DEVICES`).
@@ -74,6 +97,17 @@ fn cu_beside(ptx: &std::path::Path) -> Option<std::path::PathBuf> {
 
 impl Gpu {
     /// Starts the GPU named by `CUDA_DEVICE` (default 0) with errors a person can act on.
+    ///
+    /// ```no_run
+    ///
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// match cuda_scope::Gpu::init() {
+    ///     Ok(gpu) => println!("{} ({})", gpu.info.name, gpu.info.pci_bus_id),
+    ///     Err(e) if e.is_no_gpu() => println!("skipped: {e}"), // no driver, or no GPU: one line
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn init() -> crate::Result<Gpu> {
         let ordinal = match std::env::var("CUDA_DEVICE") {
             Ok(v) => v.parse().map_err(|_| InputError::Variable { name: "CUDA_DEVICE", value: v })?,
@@ -83,6 +117,17 @@ impl Gpu {
     }
 
     /// Starts GPU `ordinal` and makes its context current on this thread.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// let gpus = (0..cuda_scope::device::device_count()?)
+    ///     .map(cuda_scope::Gpu::init_device)
+    ///     .collect::<cuda_scope::Result<Vec<_>>>()?; // every GPU, each with its own context
+    /// for gpu in &gpus {
+    ///     println!("{}: {}", gpu.info.ordinal, gpu.info.name);
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn init_device(ordinal: u32) -> crate::Result<Gpu> {
         let ctx = Context::primary(ordinal)?;
         let info = DeviceInfo::query(ordinal, ctx.device())?;
@@ -95,6 +140,16 @@ impl Gpu {
     ///
     /// nvcc's PTX does not say which parameters are pointers; [`Gpu::load_ptx_with_prototypes`] adds
     /// the kernels' C prototypes, so that launches are checked for that too.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// // extern "C" __global__ void saxpy(const float* x, float* y, float a, unsigned long long n)
+    /// let module = gpu.load_ptx(include_str!("../tests/ptx/kernels.ptx"))?;
+    /// let saxpy = module.kernel("saxpy")?; // its parameters as the driver compiled them
+    /// println!("{saxpy:?}");
+    /// # Ok(()) }
+    /// ```
     pub fn load_ptx(&self, ptx: &str) -> crate::Result<Module> {
         Module::load(&self.ctx, ptx, "the PTX", None)
     }
@@ -104,6 +159,16 @@ impl Gpu {
     /// passes a value for a pointer, or a device view for a value, is then refused. A kernel whose
     /// prototype has another number of parameters than its PTX is refused (a PTX made from another
     /// version of the source); one the source does not show is checked as without it.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// let ptx = include_str!("../tests/ptx/kernels.ptx");
+    /// let module = gpu.load_ptx_with_prototypes(ptx, include_str!("../tests/kernels.cu"))?;
+    /// let saxpy = module.kernel("saxpy")?; // a value passed for `x`, or a view for `n`, is now refused
+    /// # let _ = saxpy;
+    /// # Ok(()) }
+    /// ```
     pub fn load_ptx_with_prototypes(&self, ptx: &str, prototypes: &str) -> crate::Result<Module> {
         Module::load(&self.ctx, ptx, "the PTX", Some(("the prototypes given".into(), prototypes)))
     }
@@ -111,6 +176,16 @@ impl Gpu {
     /// [`Gpu::load_ptx`] of the file at `path`, with the prototypes of its kernels from the `.cu` file
     /// of the same stem beside it (or, for a file in a folder named `ptx`, in the folder above), where
     /// there is one ([`Gpu::load_ptx_with_prototypes`]).
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// // Reads kernels.ptx, and the prototypes from kernels.cu beside it or above its folder `ptx`.
+    /// let module = gpu.load_ptx_file("common/tests/ptx/kernels.ptx")?;
+    /// let names: Vec<&str> = module.kernel_names().collect();
+    /// println!("{names:?}");
+    /// # Ok(()) }
+    /// ```
     pub fn load_ptx_file(&self, path: impl AsRef<std::path::Path>) -> crate::Result<Module> {
         let path = path.as_ref();
         let read = |path: &std::path::Path| {
@@ -129,6 +204,21 @@ impl Gpu {
     /// Hands every operation that scopes of this GPU queue from now on to `observer`, timed by CUDA
     /// events placed around it (for a timeline of your own; see [`Observer`]). It costs an event pair per
     /// operation while set; unset, nothing. The observer is dropped with the `Gpu`.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// # use cuda_scope::{Observer, TimedOp};
+    /// struct Print;
+    /// impl Observer for Print {
+    ///     fn record(&mut self, op: TimedOp) {
+    ///         println!("{} of {} bytes: {:.3} ms", op.name, op.bytes, op.end_ms - op.start_ms);
+    ///     }
+    /// }
+    /// let mut gpu = gpu;
+    /// gpu.observe(Box::new(Print))?; // every operation of every scope from now on, once its scope ends
+    /// # Ok(()) }
+    /// ```
     pub fn observe(&mut self, observer: Box<dyn Observer + Send>) -> crate::Result<()> {
         let origin = Event::new(&self.ctx, true)?;
         let s = Stream::new(&self.ctx, false)?;
@@ -140,23 +230,63 @@ impl Gpu {
 
     /// `n` streams that run concurrently with each other and with the legacy default stream
     /// (`cudaStreamCreateWithFlags(.., cudaStreamNonBlocking)`).
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// let streams = gpu.streams(4)?; // one scope may queue on all four
+    /// gpu.scope(&streams, |s| {
+    ///     s.streams().try_for_each(|st| st.synchronize())
+    /// })?;
+    /// # Ok(()) }
+    /// ```
     pub fn streams(&self, n: usize) -> crate::Result<Vec<Stream>> {
         (0..n).map(|_| Stream::new(&self.ctx, false)).collect()
     }
 
     /// `n` streams that synchronize with the legacy default stream (`cudaStreamCreate`): work on
     /// stream 0, as other libraries may queue it, waits for them and they for it.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// let streams = gpu.blocking_streams(1)?; // ordered with whatever other libraries queue on stream 0
+    /// assert!(streams[0].is_blocking());
+    /// # Ok(()) }
+    /// ```
     pub fn blocking_streams(&self, n: usize) -> crate::Result<Vec<Stream>> {
         (0..n).map(|_| Stream::new(&self.ctx, true)).collect()
     }
 
     /// Device memory for `len` elements, zeroed (`cudaMalloc`), with a clear error when the device has
     /// too little free.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// let mut d = gpu.alloc::<f32>(1 << 20)?; // 4 MiB, zeroed; TooLarge where the GPU has too little free
+    /// let (mut back, streams) = (vec![1f32; 1 << 20], gpu.streams(1)?);
+    /// gpu.scope(&streams, |s| s.stream(0).dtoh(s.device(&mut d), &mut back))?;
+    /// assert!(back.iter().all(|&x| x == 0.0));
+    /// # Ok(()) }
+    /// ```
     pub fn alloc<T: Element>(&self, len: usize) -> crate::Result<DeviceBuffer<T>> {
         DeviceBuffer::zeroed(&self.ctx, &self.info.name, len)
     }
 
     /// `count` device buffers of `len` elements each: one per stream, say.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// let streams = gpu.streams(4)?;
+    /// let mut chunks = gpu.alloc_each::<f32>(streams.len(), 1 << 20)?; // a buffer per stream
+    /// gpu.scope(&streams, |s| -> cuda_scope::Result<()> {
+    ///     let views = s.devices(&mut chunks);
+    ///     s.streams().zip(views).try_for_each(|(st, d)| st.fill(d, 1.0))
+    /// })?;
+    /// # Ok(()) }
+    /// ```
     pub fn alloc_each<T: Element>(&self, count: usize, len: usize) -> crate::Result<Vec<DeviceBuffer<T>>> {
         (0..count).map(|_| self.alloc(len)).collect()
     }
@@ -165,31 +295,78 @@ impl Gpu {
     /// address for the host and the GPU, its pages moved to whichever touches them. Refused, with the
     /// reason, on a GPU where the host may not touch managed memory while the GPU works, and when the
     /// device has no [`DeviceRoom`] for it: more than its free memory less a margin kept for others.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// let mut m = gpu.managed::<f32>(1 << 20)?; // refused, with the reason, where the host may not share it
+    /// m[0] = 1.0; // the host's while no scope holds it
+    /// let streams = gpu.streams(1)?;
+    /// gpu.scope(&streams, |s| s.stream(0).prefetch(s.managed(&mut m), cuda_scope::Destination::Device))?;
+    /// # Ok(()) }
+    /// ```
     pub fn managed<T: Element>(&self, len: usize) -> crate::Result<ManagedBuffer<T>> {
         ManagedBuffer::zeroed(&self.ctx, &self.info.name, len)
     }
 
     /// How much memory that may come to rest on the device can still be asked for (see [`DeviceRoom`]): for a
     /// program to check everything it means to allocate before it allocates any of it.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// let room = gpu.room()?;
+    /// println!("{} may be asked for of {} free", cuda_scope::Bytes(room.available()), cuda_scope::Bytes(room.free));
+    /// # Ok(()) }
+    /// ```
     pub fn room(&self) -> crate::Result<DeviceRoom> {
         room(&self.ctx)
     }
 
     /// Checks everything a program means to allocate at once, before it allocates any of it: a
-    /// [`TooLarge`] naming each kind of memory that is short (device memory against [`DeviceRoom`],
+    /// [`TooLarge`](crate::TooLarge) naming each kind of memory that is short (device memory against [`DeviceRoom`],
     /// pinned and pageable host memory against what the host has available, less a twentieth kept
     /// free), or `Ok`. The allocations themselves check again: this only makes the refusal come first.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// let n = 1 << 28;
+    /// let need = cuda_scope::Footprint::default().pinned::<f32>(2 * n).device::<f32>(2 * n);
+    /// gpu.check_footprint(&need)?; // refused here, in one line, before 4 GiB are pinned
+    /// let (host, d) = (gpu.pinned::<f32>(2 * n)?, gpu.alloc::<f32>(2 * n)?);
+    /// # let _ = (host, d);
+    /// # Ok(()) }
+    /// ```
     pub fn check_footprint(&self, need: &Footprint) -> crate::Result<()> {
         let host = crate::memory::meminfo();
         Ok(need.check(&self.room()?, host)?)
     }
 
     /// Pinned host memory for `len` elements, zeroed (`cudaMallocHost`).
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// let mut host = gpu.pinned::<f32>(1024)?; // page-locked, zeroed: copies from it are truly async
+    /// host.copy_from_slice(&[1.0; 1024]); // a slice to the host
+    /// let (mut d, streams) = (gpu.alloc::<f32>(1024)?, gpu.streams(1)?);
+    /// gpu.scope(&streams, |s| s.stream(0).htod(&host, s.device(&mut d)))?;
+    /// # Ok(()) }
+    /// ```
     pub fn pinned<T: Element>(&self, len: usize) -> crate::Result<PinnedBuffer<T>> {
         PinnedBuffer::alloc(&self.ctx, len, HostAlloc::DEFAULT)
     }
 
     /// Pinned host memory holding `f(i)` at `i`.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// let x = gpu.pinned_from_fn(1 << 24, |i| i as f32)?; // filled on every core
+    /// assert_eq!(x[10], 10.0);
+    /// # Ok(()) }
+    /// ```
     pub fn pinned_from_fn<T: Element>(
         &self,
         len: usize,
@@ -201,23 +378,70 @@ impl Gpu {
     }
 
     /// Pinned host memory with `cudaHostAlloc` flags: write-combined, mapped, portable.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// use cuda_scope::HostAlloc;
+    /// let staging = gpu.pinned_with::<f32>(1 << 20, HostAlloc::WRITE_COMBINED)?; // for the GPU to read
+    /// let shared = gpu.pinned_with::<f32>(1 << 20, HostAlloc::MAPPED | HostAlloc::PORTABLE)?;
+    /// assert!(shared.flags().contains(HostAlloc::MAPPED) && !staging.flags().contains(HostAlloc::MAPPED));
+    /// # Ok(()) }
+    /// ```
     pub fn pinned_with<T: Element>(&self, len: usize, flags: HostAlloc) -> crate::Result<PinnedBuffer<T>> {
         PinnedBuffer::alloc(&self.ctx, len, flags)
     }
 
     /// Pins a `Vec` in place (`cudaHostRegister`) until [`Registered::into_vec`] gives it back.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// let v = gpu.register(vec![1f32; 1 << 20])?; // pinned where it lies, no copy
+    /// let (mut d, streams) = (gpu.alloc::<f32>(1 << 20)?, gpu.streams(1)?);
+    /// gpu.scope(&streams, |s| s.stream(0).htod(&v, s.device(&mut d)))?;
+    /// let v: Vec<f32> = v.into_vec(); // unpinned, and yours again
+    /// # Ok(()) }
+    /// ```
     pub fn register<T: Element>(&self, vec: Vec<T>) -> crate::Result<Registered<T>> {
         Registered::new(&self.ctx, vec)
     }
 
     /// Pins `slice` in place for the duration of `f` (`cudaHostRegister`, then `cudaHostUnregister`,
     /// also if `f` panics): for one transfer of part of a larger allocation.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// let mut big = vec![0f32; 1 << 24];
+    /// let (mut d, streams) = (gpu.alloc::<f32>(1 << 20)?, gpu.streams(1)?);
+    /// gpu.pin_in_place(&mut big[..1 << 20], |part| {
+    ///     gpu.scope(&streams, |s| s.stream(0).dtoh(s.device(&mut d), part)) // at pinned speed
+    /// })??;
+    /// # Ok(()) }
+    /// ```
     pub fn pin_in_place<T: Element, R>(&self, slice: &mut [T], f: impl FnOnce(&mut [T]) -> R) -> crate::Result<R> {
         pin_in_place(&self.ctx, slice, f)
     }
 
     /// Runs `f`, which queues work on `streams` (each as [`Scope::stream`]), then synchronizes them all
     /// (also on error or panic).
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// let streams = gpu.streams(2)?;
+    /// let (host, mut back) = (gpu.pinned_from_fn(1024, |i| i as f32)?, gpu.pinned::<f32>(1024)?);
+    /// let mut d = gpu.alloc::<f32>(1024)?;
+    /// gpu.scope(&streams, |s| -> cuda_scope::Result<()> {
+    ///     let d = s.device(&mut d);
+    ///     s.stream(0).htod(&host, d)?;
+    ///     s.stream(1).dtoh(d, &mut back)?; // waits for the upload on stream 0 by itself
+    ///     Ok(())
+    /// })?; // both streams synchronized: back is the host's again
+    /// assert_eq!(back[7], 7.0);
+    /// # Ok(()) }
+    /// ```
     pub fn scope<'env, R, E: From<Error>>(
         &'env self,
         streams: &'env [Stream],
@@ -228,6 +452,16 @@ impl Gpu {
 
     /// Like [`Gpu::scope`], and returns the GPU time in milliseconds from before the first operation to
     /// after the last, on any stream (CUDA events: fork on the first stream, join back to it).
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// let streams = gpu.streams(1)?;
+    /// let (host, mut d) = (gpu.pinned::<u8>(1 << 30)?, gpu.alloc::<u8>(1 << 30)?);
+    /// let ms = gpu.timed(&streams, |s| s.stream(0).htod(&host, s.device(&mut d)))?;
+    /// println!("{:.1} GB/s", (1u64 << 30) as f64 / ms / 1e6);
+    /// # Ok(()) }
+    /// ```
     pub fn timed<'env, E: From<Error>>(
         &'env self,
         streams: &'env [Stream],
@@ -238,6 +472,14 @@ impl Gpu {
     }
 
     /// (free, total) device memory in bytes.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// let (free, total) = gpu.memory()?;
+    /// println!("{} free of {}", cuda_scope::Bytes(free), cuda_scope::Bytes(total));
+    /// # Ok(()) }
+    /// ```
     pub fn memory(&self) -> crate::Result<(usize, usize)> {
         memory_info(&self.ctx)
     }
@@ -284,7 +526,7 @@ impl Stream {
     /// // SAFETY: `foreign_stream` is a live stream of the GPU's primary context, which its owner keeps
     /// // alive and leaves alone while `streams` is lent to a scope.
     /// let streams = [unsafe { cuda_scope::Stream::borrow_raw(&gpu, foreign_stream)? }];
-    /// gpu.scope(&streams, |s| Ok(s.stream(0).synchronize()?))?;
+    /// gpu.scope(&streams, |s| s.stream(0).synchronize())?;
     /// drop(streams); // the stream is still its owner's, alive
     /// # Ok(()) }
     /// ```

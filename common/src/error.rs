@@ -19,9 +19,28 @@
 use std::{fmt, ops::Range, path::PathBuf};
 
 /// What a fallible call of this crate returns.
+///
+/// ```
+/// /// Free device memory, or why it cannot be read.
+/// fn free_memory(gpu: &cuda_scope::Gpu) -> cuda_scope::Result<usize> {
+///     let (free, _total) = gpu.memory()?;
+///     Ok(free)
+/// }
+/// ```
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// What went wrong. `Display` gives one line; each variant's data says the rest.
+///
+/// ```no_run
+/// # fn main() -> cuda_scope::Result<()> {
+/// use cuda_scope::Error;
+/// match cuda_scope::Gpu::init().and_then(|gpu| gpu.alloc::<f32>(1 << 40).map(drop)) {
+///     Err(Error::TooLarge(t)) => println!("{t} ({} bytes needed)", t.needed),
+///     Err(e) if e.is_no_gpu() => println!("skipped: {e}"),
+///     other => other?,
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum Error {
@@ -50,6 +69,11 @@ pub enum Error {
 impl Error {
     /// Whether this says that the machine has no usable GPU ([`Error::NoDriver`], [`Error::NoGpu`]),
     /// rather than that a GPU or a call failed.
+    ///
+    /// ```
+    /// let e = cuda_scope::Error::from(cuda_scope::NoGpu { asked: 0, count: 0 });
+    /// assert!(e.is_no_gpu()); // a machine to skip, not a failure
+    /// ```
     pub fn is_no_gpu(&self) -> bool {
         matches!(self, Error::NoDriver(_) | Error::NoGpu(_))
     }
@@ -217,6 +241,11 @@ pub struct DriverError {
 impl DriverError {
     /// The driver's name for the code: `CUDA_ERROR_OUT_OF_MEMORY` (or `CUDA error N` where the driver
     /// cannot be asked).
+    ///
+    /// ```
+    /// let e = cuda_scope::DriverError { code: 2, doing: "allocating 1 GiB of device memory".into() };
+    /// println!("{}", e.name()); // CUDA_ERROR_OUT_OF_MEMORY where there is a driver to ask, else `CUDA error 2`
+    /// ```
     pub fn name(&self) -> String {
         crate::ffi::error_name(self.code)
     }
@@ -231,6 +260,12 @@ impl fmt::Display for DriverError {
 impl std::error::Error for DriverError {}
 
 /// Which memory is short ([`TooLarge`]).
+///
+/// ```
+/// use cuda_scope::{Error, Memory};
+/// let e = cuda_scope::pageable::<u8>(usize::MAX / 2, |_| 0).unwrap_err();
+/// assert!(matches!(e, Error::TooLarge(t) if t.memory == Memory::Host));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Memory {
@@ -268,6 +303,12 @@ pub struct TooLarge {
 impl TooLarge {
     /// A shortage of `memory`, said in `line` (without the advice to choose a smaller size, which
     /// `Display` adds).
+    ///
+    /// ```
+    /// use cuda_scope::{Memory, TooLarge};
+    /// let e = TooLarge::new(Memory::Pinned, 1 << 40, None, "the host refused to pin 1 TiB");
+    /// assert_eq!(e.to_string(), "the host refused to pin 1 TiB: choose a smaller size");
+    /// ```
     pub fn new(memory: Memory, needed: u64, available: Option<u64>, line: impl Into<String>) -> TooLarge {
         TooLarge { memory, needed, available, line: line.into() }
     }
@@ -295,6 +336,13 @@ pub struct LaunchRefused {
 }
 
 /// Why a launch was refused ([`LaunchRefused`]).
+///
+/// ```
+/// use cuda_scope::{LaunchRefusal, LaunchRefused};
+/// let why = LaunchRefusal::Argument { index: 3, given: "u32".into(), takes: ".u64".into(), by_prototype: false };
+/// let e = LaunchRefused { kernel: "saxpy".into(), why };
+/// assert_eq!(e.to_string(), "kernel saxpy: argument 3 is u32, but the PTX declares it .u64");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum LaunchRefusal {
@@ -357,6 +405,11 @@ impl fmt::Display for LaunchRefused {
 }
 
 /// Two byte ranges of one buffer that one operation touches, one of them written.
+///
+/// ```
+/// let o = cuda_scope::Overlap { buffer: 0, ranges: (0..8, 4..12), both_written: false };
+/// assert!(o.to_string().starts_with("reads and writes overlapping bytes of one buffer (0..8 and 4..12)"));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Overlap {
     /// The buffer's index among those lent to the scope.
@@ -379,6 +432,12 @@ impl fmt::Display for Overlap {
 }
 
 /// What belongs elsewhere ([`LaunchRefusal::Foreign`], [`Refusal::Foreign`]).
+///
+/// ```
+/// use cuda_scope::{Foreign, Refusal, Refused};
+/// let e = Refused { op: "replay".into(), why: Refusal::Foreign(Foreign::Scope) };
+/// assert_eq!(e.to_string(), "replay: a handle from another scope");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Foreign {
@@ -416,6 +475,15 @@ pub struct Refused {
 }
 
 /// Why an operation was refused ([`Refused`]).
+///
+/// ```
+/// use cuda_scope::{Error, Refusal, Refused};
+/// fn lengths_differ(e: &Error) -> bool {
+///     matches!(e, Error::Refused(Refused { why: Refusal::Lengths { .. }, .. }))
+/// }
+/// let e = Error::from(Refused { op: "memcpy HtoD".into(), why: Refusal::Lengths { source: 3, destination: 4 } });
+/// assert!(lengths_differ(&e));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Refusal {
@@ -533,6 +601,14 @@ impl fmt::Display for Refusal {
 }
 
 /// Something this GPU, driver or host cannot do ([`Error::Unsupported`]): what, and why not.
+///
+/// ```
+/// match cuda_scope::batch_support() {
+///     Ok(()) => println!("batched copies: one call for many"),
+///     Err(cuda_scope::Error::Unsupported(u)) => println!("{}: {}", u.what, u.why), // a driver too old
+///     Err(e) => println!("{e}"),
+/// }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Unsupported {
     /// What was asked: `cuMemcpyBatchAsync`, `managed memory`.
@@ -548,6 +624,15 @@ impl fmt::Display for Unsupported {
 }
 
 /// PTX, or the cubin the driver made of it, that cannot be loaded or read ([`Error::Module`]).
+///
+/// ```no_run
+/// # fn main() -> cuda_scope::Result<()> {
+/// # let gpu = cuda_scope::Gpu::init()?;
+/// if let Err(cuda_scope::Error::Module(m)) = gpu.load_ptx(".version 8.0\n.target sm_90\nnot PTX") {
+///     eprintln!("{} cannot be loaded: {}", m.what, m.why); // the driver's JIT log among it
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ModuleError {
     /// The module (`the PTX`, a file's path) or kernel (`kernel saxpy`).
@@ -571,6 +656,13 @@ impl fmt::Display for ModuleError {
 impl std::error::Error for ModuleError {}
 
 /// A file that could not be read, or a setting that cannot be used ([`Error::Input`]).
+///
+/// ```
+/// use cuda_scope::{Error, InputError};
+/// std::env::set_var("CUDA_DEVICE", "first");
+/// let Err(e) = cuda_scope::Gpu::init() else { panic!("refused before the driver is asked anything") };
+/// assert!(matches!(e, Error::Input(InputError::Variable { name: "CUDA_DEVICE", .. })));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum InputError {

@@ -74,6 +74,22 @@ impl Drop for Exec {
 
 /// Work captured once and replayed by [`ScopeStream::replay`], inside the scope that built it
 /// ([`Scope::graph`]). See the module docs.
+///
+/// ```no_run
+/// # fn main() -> cuda_scope::Result<()> {
+/// # let gpu = cuda_scope::Gpu::init()?;
+/// # let (streams, mut d) = (gpu.streams(1)?, gpu.alloc::<f32>(1024)?);
+/// # let (input, mut output) = (vec![1f32; 1024], vec![0f32; 1024]);
+/// gpu.scope(&streams, |s| {
+///     let d = s.device(&mut d);
+///     let round_trip = s.graph(|g| {
+///         g.htod(&input, d)?; // captured, not run
+///         g.dtoh(d, &mut output)
+///     })?;
+///     (0..100).try_for_each(|_| s.stream(0).replay(&round_trip)) // two copies a call
+/// })?;
+/// # Ok(()) }
+/// ```
 pub struct Graph<'scope> {
     exec: Rc<Exec>,
     scope: u64,
@@ -87,11 +103,44 @@ pub struct Graph<'scope> {
 
 impl Graph<'_> {
     /// The copies and launches captured.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// # let (streams, mut d) = (gpu.streams(1)?, gpu.alloc::<f32>(1024)?);
+    /// # let (input, mut output) = (vec![1f32; 1024], vec![0f32; 1024]);
+    /// gpu.scope(&streams, |s| -> cuda_scope::Result<()> {
+    ///     let d = s.device(&mut d);
+    ///     let graph = s.graph(|g| {
+    ///         g.htod(&input, d)?;
+    ///         g.dtoh(d, &mut output)
+    ///     })?;
+    ///     assert_eq!(graph.nodes(), 2);
+    ///     Ok(())
+    /// })?;
+    /// # Ok(()) }
+    /// ```
     pub fn nodes(&self) -> usize {
         self.nodes
     }
 
     /// The bytes its copies move, each time it runs.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// # let (streams, mut d) = (gpu.streams(1)?, gpu.alloc::<f32>(1024)?);
+    /// # let (input, mut output) = (vec![1f32; 1024], vec![0f32; 1024]);
+    /// gpu.scope(&streams, |s| -> cuda_scope::Result<()> {
+    ///     let graph = s.graph(|g| g.htod(&input, s.device(&mut d)))?;
+    ///     for _ in 0..10 {
+    ///         s.stream(0).replay(&graph)?;
+    ///     }
+    ///     println!("{} moved", cuda_scope::Bytes(10 * graph.bytes())); // 4 KiB a replay
+    ///     Ok(())
+    /// })?;
+    /// # Ok(()) }
+    /// ```
     pub fn bytes(&self) -> usize {
         self.bytes
     }
@@ -99,6 +148,22 @@ impl Graph<'_> {
 
 /// What [`Scope::graph`] hands the closure that builds a graph: copies and launches queued on it are
 /// captured, in order, and run only when the graph is launched.
+///
+/// ```no_run
+/// # fn main() -> cuda_scope::Result<()> {
+/// # let gpu = cuda_scope::Gpu::init()?;
+/// # let (streams, mut d) = (gpu.streams(1)?, gpu.alloc::<f32>(1024)?);
+/// # let (input, mut output) = (vec![1f32; 1024], vec![0f32; 1024]);
+/// gpu.scope(&streams, |s| {
+///     let d = s.device(&mut d);
+///     let graph = s.graph(|g: &cuda_scope::GraphBuilder| {
+///         g.htod(&input, d)?; // queued on the builder: captured in order, run by replay
+///         g.dtoh(d, &mut output)
+///     })?;
+///     s.stream(0).replay(&graph)
+/// })?;
+/// # Ok(()) }
+/// ```
 pub struct GraphBuilder<'s, 'scope, 'env> {
     scope: &'s Scope<'scope, 'env>,
     stream: &'s Stream,
@@ -110,6 +175,19 @@ pub struct GraphBuilder<'s, 'scope, 'env> {
 
 impl<'scope> GraphBuilder<'_, 'scope, '_> {
     /// Captures `cudaMemcpyAsync(dst, src, ..., H2D)`. `src` stays borrowed until the scope ends.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// # let (streams, mut d) = (gpu.streams(1)?, gpu.alloc::<f32>(1024)?);
+    /// # let (input, mut output) = (vec![1f32; 1024], vec![0f32; 1024]);
+    /// gpu.scope(&streams, |s| {
+    ///     let d = s.device(&mut d);
+    ///     let upload = s.graph(|g| g.htod(&input, d))?; // input stays borrowed until the scope ends
+    ///     s.stream(0).replay(&upload)
+    /// })?;
+    /// # Ok(()) }
+    /// ```
     pub fn htod<T: Element>(&self, src: &'scope [T], dst: Dev<'scope, T>) -> crate::Result<()> {
         if src.len() != dst.len() {
             return refused("graph htod", Refusal::Lengths { source: src.len(), destination: dst.len() });
@@ -129,6 +207,19 @@ impl<'scope> GraphBuilder<'_, 'scope, '_> {
 
     /// Captures `cudaMemcpyAsync(dst, src, ..., D2H)`. `dst` stays borrowed mutably until the scope ends:
     /// every launch of the graph writes it.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// # let (streams, mut d) = (gpu.streams(1)?, gpu.alloc::<f32>(1024)?);
+    /// # let (input, mut output) = (vec![1f32; 1024], vec![0f32; 1024]);
+    /// gpu.scope(&streams, |s| {
+    ///     let d = s.device(&mut d);
+    ///     let download = s.graph(|g| g.dtoh(d, &mut output))?; // every replay writes output
+    ///     s.stream(0).replay(&download)
+    /// })?; // output is the host's again
+    /// # Ok(()) }
+    /// ```
     pub fn dtoh<T: Element>(&self, src: impl Into<DevRead<'scope, T>>, dst: &'scope mut [T]) -> crate::Result<()> {
         let src = *src.into().view();
         if src.len() != dst.len() {
@@ -149,6 +240,24 @@ impl<'scope> GraphBuilder<'_, 'scope, '_> {
     /// Captures a kernel launch (see [`ScopeStream::kernel`]): declare its arguments, then
     /// [`LaunchBuilder::launch`]. Refused where its arguments do not match the kernel's parameters,
     /// where it reads and writes overlapping bytes, or where its module is of another context.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// # use cuda_scope::LaunchConfig;
+    /// # let saxpy = gpu.load_ptx(include_str!("../tests/ptx/kernels.ptx"))?.kernel("saxpy")?;
+    /// # let (streams, mut x, mut y) = (gpu.streams(1)?, gpu.alloc::<f32>(1024)?, gpu.alloc::<f32>(1024)?);
+    /// gpu.scope(&streams, |s| {
+    ///     let (x, y) = (s.device(&mut x), s.device(&mut y));
+    ///     let graph = s.graph(|g| {
+    ///         let launch = g.kernel(&saxpy, LaunchConfig::for_elements(1024, 256));
+    ///         // SAFETY: saxpy reads x[0..n) and writes y[0..n), nothing else.
+    ///         unsafe { launch.read(x).write(y).value(2f32).value(1024u64).launch() }
+    ///     })?;
+    ///     s.stream(0).replay(&graph) // y = 2x + y, once a replay
+    /// })?;
+    /// # Ok(()) }
+    /// ```
     pub fn kernel<'q>(&'q self, kernel: &'q Kernel, config: LaunchConfig) -> LaunchBuilder<'q, 'scope> {
         LaunchBuilder::new((self, 0), kernel, config)
     }
@@ -253,6 +362,23 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     /// stream of the graph's own that nothing else knows of, in relaxed mode: `cudaStreamBeginCapture`,
     /// the copies and launches, then `cudaStreamEndCapture` and `cudaGraphInstantiate`). Nothing runs
     /// until [`ScopeStream::replay`]; work `build` queues on the scope itself runs as usual.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// # let (streams, mut d) = (gpu.streams(1)?, gpu.alloc::<f32>(1024)?);
+    /// # let (input, mut output) = (vec![1f32; 1024], vec![0f32; 1024]);
+    /// gpu.scope(&streams, |s| -> cuda_scope::Result<()> {
+    ///     let d = s.device(&mut d);
+    ///     let graph = s.graph(|g| -> cuda_scope::Result<()> {
+    ///         g.htod(&input, d)?;
+    ///         g.dtoh(d, &mut output)?;
+    ///         Ok(())
+    ///     })?; // nothing has run yet
+    ///     s.stream(0).replay(&graph)
+    /// })?;
+    /// # Ok(()) }
+    /// ```
     pub fn graph<E: From<Error>>(
         &self,
         build: impl for<'s> FnOnce(&'s GraphBuilder<'s, 'scope, 'env>) -> Result<(), E>,
@@ -308,6 +434,21 @@ impl<'scope> ScopeStream<'scope, '_> {
     /// `cudaGraphLaunch(graph, stream)`: runs every copy and launch of `graph`, in the order they were
     /// captured, as one operation on this stream, ordered against the other streams' work on the device
     /// ranges it touches. Refused for a graph of another scope.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// # let (streams, mut d) = (gpu.streams(1)?, gpu.alloc::<f32>(1024)?);
+    /// # let (input, mut output) = (vec![1f32; 1024], vec![0f32; 1024]);
+    /// let streams = gpu.streams(2)?;
+    /// gpu.scope(&streams, |s| {
+    ///     let d = s.device(&mut d);
+    ///     let graph = s.graph(|g| g.htod(&input, d))?;
+    ///     s.stream(0).replay(&graph)?;
+    ///     s.stream(1).dtoh(d, &mut output) // waits for the replay on stream 0: it writes d
+    /// })?;
+    /// # Ok(()) }
+    /// ```
     pub fn replay(self, graph: &Graph<'scope>) -> crate::Result<()> {
         let scope = self.scope();
         if graph.scope != scope.id {

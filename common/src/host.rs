@@ -25,6 +25,13 @@ use crate::{
 
 /// Ordinary pageable memory, `f(i)` for each element, with an error (not an abort) when the host
 /// cannot provide it.
+///
+/// ```
+/// # fn main() -> cuda_scope::Result<()> {
+/// let v = cuda_scope::pageable(1 << 20, |i| i as u32)?; // TooLarge, not an abort, past the host's memory
+/// assert_eq!(v[5], 5);
+/// # Ok(()) }
+/// ```
 pub fn pageable<T: Element>(len: usize, f: impl Fn(usize) -> T + Sync) -> crate::Result<Vec<T>> {
     let mut v = Vec::new();
     if len == 0 {
@@ -62,6 +69,12 @@ fn host_room(bytes: usize, memory: Memory) -> crate::Result<()> {
 
 /// Sets `out[i] = f(i)` on every core (up to 64 threads): filling a large pinned buffer on one thread
 /// takes longer than copying it to the GPU.
+///
+/// ```
+/// let mut v = vec![0u64; 1 << 16];
+/// cuda_scope::host::fill(&mut v, |i| (i * i) as u64); // on every core
+/// assert_eq!(v[300], 90_000);
+/// ```
 pub fn fill<T: Send>(out: &mut [T], f: impl Fn(usize) -> T + Sync) {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(64);
     let part = out.len().div_ceil(threads).max(1);
@@ -74,6 +87,19 @@ pub fn fill<T: Send>(out: &mut [T], f: impl Fn(usize) -> T + Sync) {
 }
 
 /// Flags of `cuMemHostAlloc` (`cudaHostAlloc`).
+///
+/// ```no_run
+/// # fn main() -> cuda_scope::Result<()> {
+/// # let gpu = cuda_scope::Gpu::init()?;
+/// use cuda_scope::HostAlloc;
+/// let mut mapped = gpu.pinned_with::<f32>(1024, HostAlloc::MAPPED)?; // kernels address it across the bus
+/// let streams = gpu.streams(1)?;
+/// gpu.scope(&streams, |s| -> cuda_scope::Result<()> {
+///     let zero_copy = s.mapped(&mut mapped)?; // a view, as of device memory
+///     s.stream(0).fill(zero_copy, 1.0)
+/// })?;
+/// # Ok(()) }
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct HostAlloc(u32);
 
@@ -88,6 +114,12 @@ impl HostAlloc {
     pub const WRITE_COMBINED: HostAlloc = HostAlloc(sys::CU_MEMHOSTALLOC_WRITECOMBINED);
 
     /// Whether every flag of `other` is set here.
+    ///
+    /// ```
+    /// use cuda_scope::HostAlloc;
+    /// let flags = HostAlloc::MAPPED | HostAlloc::PORTABLE;
+    /// assert!(flags.contains(HostAlloc::MAPPED) && !flags.contains(HostAlloc::WRITE_COMBINED));
+    /// ```
     pub fn contains(self, other: HostAlloc) -> bool {
         self.0 & other.0 == other.0
     }
@@ -102,6 +134,16 @@ impl BitOr for HostAlloc {
 
 /// Page-locked host memory from `cuMemHostAlloc`, zero-filled, freed with `cuMemFreeHost`. Made by
 /// [`crate::Gpu::pinned`]; it keeps that GPU's context alive, since the context owns the pinning.
+///
+/// ```no_run
+/// # fn main() -> cuda_scope::Result<()> {
+/// # let gpu = cuda_scope::Gpu::init()?;
+/// let mut h = gpu.pinned::<f32>(1 << 20)?; // cuMemHostAlloc, zeroed; a slice to the host
+/// h.fill(2.0);
+/// let (mut d, streams) = (gpu.alloc::<f32>(1 << 20)?, gpu.streams(1)?);
+/// gpu.scope(&streams, |s| s.stream(0).htod(&h, s.device(&mut d)))?; // DMA straight from it
+/// # Ok(()) }
+/// ```
 pub struct PinnedBuffer<T: Element> {
     ptr: NonNull<T>,
     len: usize,
@@ -138,6 +180,15 @@ impl<T: Element> PinnedBuffer<T> {
     }
 
     /// The flags it was allocated with.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// use cuda_scope::HostAlloc;
+    /// let h = gpu.pinned_with::<u8>(4096, HostAlloc::WRITE_COMBINED)?;
+    /// assert!(h.flags().contains(HostAlloc::WRITE_COMBINED)); // fast for the GPU to read, slow for the CPU
+    /// # Ok(()) }
+    /// ```
     pub fn flags(&self) -> HostAlloc {
         self.flags
     }
@@ -199,6 +250,16 @@ impl<T: Element> Drop for PinnedBuffer<T> {
 /// memory cannot be freed or moved while it is registered; [`Registered::into_vec`] unregisters and
 /// gives it back. Forgetting it (`mem::forget`) leaks the memory, still pinned: nothing worse.
 /// Made by [`crate::Gpu::register`]; for one transfer of part of a `Vec`, see [`crate::Gpu::pin_in_place`].
+///
+/// ```no_run
+/// # fn main() -> cuda_scope::Result<()> {
+/// # let gpu = cuda_scope::Gpu::init()?;
+/// let mut v = gpu.register(vec![0f32; 1 << 20])?; // cuMemHostRegister: pinned where it lies
+/// let (mut d, streams) = (gpu.alloc::<f32>(1 << 20)?, gpu.streams(1)?);
+/// gpu.scope(&streams, |s| s.stream(0).dtoh(s.device(&mut d), &mut v))?; // at pinned speed
+/// let v: Vec<f32> = v.into_vec();
+/// # Ok(()) }
+/// ```
 pub struct Registered<T: Element> {
     vec: Vec<T>,
     ctx: Arc<Context>,
@@ -211,6 +272,15 @@ impl<T: Element> Registered<T> {
     }
 
     /// Unregisters the memory and returns the `Vec`.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// let v = gpu.register(vec![1u8; 4096])?;
+    /// let v: Vec<u8> = v.into_vec(); // cuMemHostUnregister; the same allocation, pageable again
+    /// assert_eq!(v.len(), 4096);
+    /// # Ok(()) }
+    /// ```
     pub fn into_vec(mut self) -> Vec<T> {
         unregister(&self.ctx, &self.vec);
         std::mem::take(&mut self.vec) // an empty Vec is never registered, so Drop does nothing more

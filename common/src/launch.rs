@@ -40,6 +40,12 @@ use crate::{
 };
 
 /// A launch's grid, block and dynamic shared memory: `<<<grid, block, shared_bytes>>>`.
+///
+/// ```
+/// use cuda_scope::LaunchConfig;
+/// let cfg = LaunchConfig { shared_bytes: 256 * 4, ..LaunchConfig::for_elements(1 << 20, 256) };
+/// assert_eq!((cfg.grid, cfg.block), ((4096, 1, 1), (256, 1, 1))); // <<<4096, 256, 1024>>>
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LaunchConfig {
     /// Blocks in x, y, z.
@@ -53,12 +59,22 @@ pub struct LaunchConfig {
 impl LaunchConfig {
     /// One thread per element in blocks of `block` threads: `(n + block - 1) / block` blocks (at least
     /// one). A grid too large for the GPU is refused when the launch is queued.
+    ///
+    /// ```
+    /// let cfg = cuda_scope::LaunchConfig::for_elements(1000, 256);
+    /// assert_eq!(cfg.grid.0, 4); // 1024 threads for 1000 elements: the kernel checks i < n
+    /// ```
     pub fn for_elements(n: usize, block: u32) -> LaunchConfig {
         let blocks = n.div_ceil(block.max(1) as usize).max(1);
         LaunchConfig { grid: (u32::try_from(blocks).unwrap_or(u32::MAX), 1, 1), block: (block, 1, 1), shared_bytes: 0 }
     }
 
     /// `blocks` blocks of `block` threads.
+    ///
+    /// ```
+    /// let cfg = cuda_scope::LaunchConfig::linear(512, 256); // a fixed grid, for a grid-stride loop
+    /// assert_eq!((cfg.grid.0, cfg.block.0), (512, 256));
+    /// ```
     pub fn linear(blocks: u32, block: u32) -> LaunchConfig {
         LaunchConfig { grid: (blocks, 1, 1), block: (block, 1, 1), shared_bytes: 0 }
     }
@@ -74,6 +90,14 @@ impl LaunchConfig {
 /// A value a kernel takes by value: `u32`, `i32`, `u64`, `i64`, `f32`, `f64`. Sealed: what a value
 /// is named, whether it is a float and how its bytes are written are items of a trait no other crate
 /// can name, so no other type can be passed by value.
+///
+/// ```
+/// use cuda_scope::{LaunchBuilder, Value};
+/// /// `a` and `n`, the kernel's last two parameters: `a` an `f32` or `f64`, as the kernel was compiled.
+/// fn scaled<'q, 's, V: Value>(launch: LaunchBuilder<'q, 's>, a: V, n: usize) -> LaunchBuilder<'q, 's> {
+///     launch.value(a).value(n as u64)
+/// }
+/// ```
 pub trait Value: Copy + sealed::ValueBytes {}
 
 /// The seals: public traits in a private module, so that no other crate can name them, and so none can
@@ -110,6 +134,28 @@ value!(u32 => false, i32 => false, u64 => false, i64 => false, f32 => true, f64 
 
 /// Where a launch is queued: a stream of a scope ([`crate::ScopeStream`]) or a graph being captured
 /// ([`crate::GraphBuilder`]). For code that launches on either, as the lessons' kernels do. Sealed.
+///
+/// ```no_run
+/// # fn main() -> cuda_scope::Result<()> {
+/// # let gpu = cuda_scope::Gpu::init()?;
+/// # use cuda_scope::LaunchConfig;
+/// # let saxpy = gpu.load_ptx(include_str!("../tests/ptx/kernels.ptx"))?.kernel("saxpy")?;
+/// # let (streams, mut x, mut y) = (gpu.streams(1)?, gpu.alloc::<f32>(1024)?, gpu.alloc::<f32>(1024)?);
+/// use cuda_scope::{Dev, Kernel, Queue};
+/// /// saxpy on a stream of a scope, or captured into a graph: the same code for both.
+/// fn saxpy_on<'s>(q: impl Queue<'s>, k: &Kernel, x: Dev<'s, f32>, y: Dev<'s, f32>) -> cuda_scope::Result<()> {
+///     let launch = q.kernel(k, LaunchConfig::for_elements(y.len(), 256));
+///     // SAFETY: saxpy(const float* x, float* y, float a, unsigned long long n) reads x[0..n), writes y[0..n).
+///     unsafe { launch.read(x).write(y).value(2f32).value(1024u64).launch() }
+/// }
+/// gpu.scope(&streams, |s| {
+///     let (x, y) = (s.device(&mut x), s.device(&mut y));
+///     saxpy_on(s.stream(0), &saxpy, x, y)?; // queued now
+///     let again = s.graph(|g| saxpy_on(g, &saxpy, x, y))?; // captured, to replay
+///     s.stream(0).replay(&again)
+/// })?;
+/// # Ok(()) }
+/// ```
 pub trait Queue<'scope>: sealed::QueueSealed {
     /// A launch of `kernel` with `config` on this queue: declare its arguments, then
     /// [`LaunchBuilder::launch`].
@@ -135,6 +181,22 @@ pub(crate) struct Checked<'a> {
 
 /// A launch being declared ([`crate::ScopeStream::kernel`]): each argument in the kernel's order, then
 /// [`LaunchBuilder::launch`].
+///
+/// ```no_run
+/// # fn main() -> cuda_scope::Result<()> {
+/// # let gpu = cuda_scope::Gpu::init()?;
+/// # use cuda_scope::LaunchConfig;
+/// # let saxpy = gpu.load_ptx(include_str!("../tests/ptx/kernels.ptx"))?.kernel("saxpy")?;
+/// # let (streams, mut x, mut y) = (gpu.streams(1)?, gpu.alloc::<f32>(1024)?, gpu.alloc::<f32>(1024)?);
+/// gpu.scope(&streams, |s| {
+///     let (x, y) = (s.device(&mut x), s.device(&mut y));
+///     let launch = s.stream(0).kernel(&saxpy, LaunchConfig::for_elements(y.len(), 256));
+///     let launch = launch.read(x).write(y).value(2.0f32).value(y.len() as u64); // in the kernel's order
+///     // SAFETY: saxpy reads x[0..n) and writes y[0..n), nothing else.
+///     unsafe { launch.launch() }
+/// })?;
+/// # Ok(()) }
+/// ```
 pub struct LaunchBuilder<'q, 'scope> {
     queue: &'q dyn Enqueue<'scope>,
     stream: usize,
@@ -170,6 +232,21 @@ impl<'q, 'scope> LaunchBuilder<'q, 'scope> {
     }
 
     /// A view the kernel reads (and does not write): a `const T*` parameter.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// # use cuda_scope::LaunchConfig;
+    /// # let saxpy = gpu.load_ptx(include_str!("../tests/ptx/kernels.ptx"))?.kernel("saxpy")?;
+    /// # let (streams, mut x, mut y) = (gpu.streams(1)?, gpu.alloc::<f32>(1024)?, gpu.alloc::<f32>(1024)?);
+    /// gpu.scope(&streams, |s| {
+    ///     let (x, y) = (s.device(&mut x), s.device(&mut y));
+    ///     let launch = s.stream(0).kernel(&saxpy, LaunchConfig::for_elements(1024, 256));
+    ///     // SAFETY: saxpy(const float* x, float* y, float a, unsigned long long n) reads x and writes y.
+    ///     unsafe { launch.read(x).write(y).value(2f32).value(1024u64).launch() }
+    /// })?; // x declared read: other streams' reads of it need not wait for this launch
+    /// # Ok(()) }
+    /// ```
     pub fn read<T: Element>(mut self, view: impl Into<DevRead<'scope, T>>) -> Self {
         let view = *view.into().view();
         self.accesses.push(view.access(false));
@@ -178,6 +255,23 @@ impl<'q, 'scope> LaunchBuilder<'q, 'scope> {
     }
 
     /// A view the kernel writes, and may read: a `T*` parameter.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// # use cuda_scope::LaunchConfig;
+    /// # let saxpy = gpu.load_ptx(include_str!("../tests/ptx/kernels.ptx"))?.kernel("saxpy")?;
+    /// # let (streams, mut x, mut y) = (gpu.streams(1)?, gpu.alloc::<f32>(1024)?, gpu.alloc::<f32>(1024)?);
+    /// # let mut out = vec![0f32; 1024];
+    /// gpu.scope(&streams, |s| {
+    ///     let (x, y) = (s.device(&mut x), s.device(&mut y));
+    ///     let launch = s.stream(0).kernel(&saxpy, LaunchConfig::for_elements(1024, 256));
+    ///     // SAFETY: saxpy reads x[0..n) and writes y[0..n), nothing else.
+    ///     unsafe { launch.read(x).write(y).value(2f32).value(1024u64).launch()? };
+    ///     s.stream(0).dtoh(y, &mut out) // y declared written: work on it on another stream would wait
+    /// })?;
+    /// # Ok(()) }
+    /// ```
     pub fn write<T: Element>(mut self, view: Dev<'scope, T>) -> Self {
         self.accesses.push(view.access(true));
         self.pointer(view.ptr());
@@ -186,6 +280,22 @@ impl<'q, 'scope> LaunchBuilder<'q, 'scope> {
 
     /// A value passed by value: `u32` (for `unsigned int`), `i32` (`int`), `u64` (for `size_t` and
     /// `unsigned long long`), `i64`, `f32`, `f64`.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// # use cuda_scope::LaunchConfig;
+    /// # let saxpy = gpu.load_ptx(include_str!("../tests/ptx/kernels.ptx"))?.kernel("saxpy")?;
+    /// # let (streams, mut x, mut y) = (gpu.streams(1)?, gpu.alloc::<f32>(1024)?, gpu.alloc::<f32>(1024)?);
+    /// gpu.scope(&streams, |s| {
+    ///     let (x, y) = (s.device(&mut x), s.device(&mut y));
+    ///     let launch = s.stream(0).kernel(&saxpy, LaunchConfig::for_elements(1024, 256)).read(x).write(y);
+    ///     // SAFETY: saxpy reads x[0..n) and writes y[0..n). `float a` takes an f32, `unsigned long long n`
+    ///     // a u64: a u32 for `n` would be refused, its size not the parameter's.
+    ///     unsafe { launch.value(2.0f32).value(1024u64).launch() }
+    /// })?;
+    /// # Ok(()) }
+    /// ```
     pub fn value<V: Value>(mut self, v: V) -> Self {
         let size = std::mem::size_of::<V>();
         if let Some(at) = self.next(V::NAME, value_refusal::<V>) {
@@ -196,6 +306,24 @@ impl<'q, 'scope> LaunchBuilder<'q, 'scope> {
 
     /// Refuses the launch, saying why, when it is launched: for checks of a launcher's own (lengths
     /// that must agree, say).
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// # use cuda_scope::LaunchConfig;
+    /// # let saxpy = gpu.load_ptx(include_str!("../tests/ptx/kernels.ptx"))?.kernel("saxpy")?;
+    /// # let (streams, mut x, mut y) = (gpu.streams(1)?, gpu.alloc::<f32>(1024)?, gpu.alloc::<f32>(1024)?);
+    /// gpu.scope(&streams, |s| {
+    ///     let (x, y) = (s.device(&mut x), s.device(&mut y));
+    ///     let mut launch = s.stream(0).kernel(&saxpy, LaunchConfig::for_elements(y.len(), 256));
+    ///     if x.len() != y.len() {
+    ///         launch = launch.refuse(format!("x has {} elements and y {}", x.len(), y.len()));
+    ///     }
+    ///     // SAFETY: saxpy reads x[0..n) and writes y[0..n), nothing else; n is both lengths (checked above).
+    ///     unsafe { launch.read(x).write(y).value(2.0f32).value(y.len() as u64).launch() }
+    /// })?;
+    /// # Ok(()) }
+    /// ```
     pub fn refuse(mut self, why: impl Into<String>) -> Self {
         self.invalid.get_or_insert(LaunchRefusal::ByLauncher(why.into()));
         self
@@ -236,6 +364,23 @@ impl<'q, 'scope> LaunchBuilder<'q, 'scope> {
     /// view's elements. The scope holds every view's buffer and orders the launch against other work on
     /// exactly those bytes; what the kernel does beyond them nothing can see or stop, and may race with
     /// other work, corrupt memory the host is reading, or fault the context.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// # use cuda_scope::LaunchConfig;
+    /// # let saxpy = gpu.load_ptx(include_str!("../tests/ptx/kernels.ptx"))?.kernel("saxpy")?;
+    /// # let (streams, mut x, mut y) = (gpu.streams(1)?, gpu.alloc::<f32>(1024)?, gpu.alloc::<f32>(1024)?);
+    /// gpu.scope(&streams, |s| -> cuda_scope::Result<()> {
+    ///     let (x, y, cfg) = (s.device(&mut x), s.device(&mut y), LaunchConfig::for_elements(1024, 256));
+    ///     // SAFETY: saxpy reads x[0..n) and writes y[0..n), nothing else.
+    ///     let short = unsafe { s.stream(0).kernel(&saxpy, cfg).read(x).write(y).value(2.0f32).launch() };
+    ///     assert!(matches!(short, Err(cuda_scope::Error::LaunchRefused(_)))); // n is missing: nothing queued
+    ///     // SAFETY: as above.
+    ///     unsafe { s.stream(0).kernel(&saxpy, cfg).read(x).write(y).value(2.0f32).value(1024u64).launch() }
+    /// })?;
+    /// # Ok(()) }
+    /// ```
     pub unsafe fn launch(self) -> crate::Result<()> {
         let k = self.kernel;
         let count = k.params.len();

@@ -3,6 +3,37 @@
 //! what they touch until the GPU is done with it, as `std::thread::scope` does for threads. Your own
 //! kernels launch through the same scope, from PTX.
 //!
+//! # Words
+//!
+//! Each word below names one thing, wherever the API and these docs use it.
+//!
+//! - **scope**: the closure [`Gpu::scope`] runs ([`Scope`]), in which work is queued on the streams it
+//!   was given; when it ends, every stream is synchronized, also on error or panic.
+//! - **lent**: a device, managed or mapped buffer handed to a scope by `&mut` ([`Scope::device`]) is
+//!   lent to it: the host cannot touch, free or lend it again until the scope ends.
+//! - **borrowed**: host memory an async copy reads or writes is borrowed (`&[T]` or `&mut [T]`) until
+//!   the scope ends. A stream or device memory of another library taken by `borrow_raw` is borrowed
+//!   too: used as ours, never destroyed or freed by us.
+//! - **view**: what copies and launches address, a buffer lent to a scope or a range of one: [`Dev`]
+//!   to read and write, [`DevRead`] to read only. A view cannot leave its scope.
+//! - **bound**: tied to one scope by its lifetime and the scope's id, as views, [`ScopeStream`]s,
+//!   [`ScopeEvent`]s, [`Graph`]s and launch builders are: it cannot be used after the scope or in another.
+//! - **operation**: one thing queued on a stream of a scope: a copy, fill, prefetch, launch, batch of
+//!   copies, or replay of a graph.
+//! - **fence**: an event without timing that the scope records after an operation whose bytes another
+//!   stream touches, so that work on that stream can wait for it (`cuStreamWaitEvent`). The x86
+//!   `sfence` that [`staging::stream_copy`] and [`staging::stream_gather`] end with is another thing, and
+//!   always called a *store fence*.
+//! - **wait added**: a wait for a fence that the scope queued itself, because two operations on
+//!   different streams touch the same bytes, one of them writing, and nothing the program did ordered
+//!   them; [`Scope::waits`] counts them ([`Waits`]) beside the program's own waits
+//!   ([`ScopeStream::wait_event`]).
+//! - **pending download**: a download queued by [`ScopeStream::dtoh_pending`] ([`PendingDownload`]),
+//!   whose destination [`PendingDownload::wait`] hands back to the host before the scope ends, once
+//!   its copy has finished.
+//!
+//! # A first program
+//!
 //! ```no_run
 //! use cuda_scope::{Gpu, LaunchConfig};
 //!
@@ -15,7 +46,7 @@
 //!     let n = 1 << 20;
 //!     let x = gpu.pinned_from_fn(n, |i| i as f32)?;            // cudaMallocHost, filled on every core
 //!     let y = gpu.pinned_from_fn(n, |_| 1.0f32)?;
-//!     let mut out = gpu.pinned::<f32>(n)?;                     // y is lent to its upload: the result lands here
+//!     let mut out = gpu.pinned::<f32>(n)?;                     // y is lent to its upload: the result comes back here
 //!     let (mut d_x, mut d_y) = (gpu.alloc::<f32>(n)?, gpu.alloc::<f32>(n)?); // cudaMalloc, zeroed
 //!     let streams = gpu.streams(2)?;                           // cudaStreamNonBlocking
 //!     gpu.scope(&streams, |s| {
@@ -149,7 +180,12 @@ pub use host::{pageable, HostAlloc, PinnedBuffer, Registered};
 pub use launch::{LaunchBuilder, LaunchConfig, Queue, Value};
 pub use memory::{Bytes, DeviceBuffer, DeviceRoom, Element, Footprint, ManagedBuffer};
 pub use module::{Kernel, Module};
-pub use scope::{Destination, Landing, Observer, Scope, ScopeEvent, ScopeStream, TimedOp, Waits};
+pub use scope::{Destination, Observer, PendingDownload, Scope, ScopeEvent, ScopeStream, TimedOp, Waits};
 pub use staging::{PartedSlice, Stager};
 pub use stream::Stream;
 pub use view::{Dev, DevRead};
+
+/// The crate's README (`common/README.md`), whose example is compiled as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -20,6 +20,19 @@ use crate::{
 /// Plain numbers: every bit pattern, all-zero included, is a valid value. Only these may be copied
 /// back from the GPU, which can write any bits (a `bool` holding 2 would be undefined behaviour).
 /// Sealed: the list below is complete.
+///
+/// ```no_run
+/// /// `data` to the GPU and back: for any plain number type.
+/// fn round_trip<T: cuda_scope::Element>(gpu: &cuda_scope::Gpu, data: &[T]) -> cuda_scope::Result<Vec<T>> {
+///     let (mut d, mut back, streams) = (gpu.alloc::<T>(data.len())?, data.to_vec(), gpu.streams(1)?);
+///     gpu.scope(&streams, |s| {
+///         let d = s.device(&mut d);
+///         s.stream(0).htod(data, d)?;
+///         s.stream(0).dtoh(d, &mut back)
+///     })?;
+///     Ok(back)
+/// }
+/// ```
 pub trait Element: Copy + Send + Sync + 'static + sealed::Sealed {}
 mod sealed {
     pub trait Sealed {}
@@ -43,6 +56,13 @@ pub(crate) fn overflow<T, R>(len: usize) -> crate::Result<R> {
 }
 
 /// A byte count that prints as a person reads it: `64 MiB`, `1.5 GiB`, `300 B`.
+///
+/// ```
+/// use cuda_scope::Bytes;
+/// assert_eq!(Bytes(64 << 20).to_string(), "64 MiB");
+/// assert_eq!(Bytes(1536 << 20).to_string(), "1.5 GiB");
+/// assert_eq!(format!("{} copied", Bytes(300)), "300 B copied");
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Bytes(pub usize);
 
@@ -66,6 +86,16 @@ impl std::fmt::Display for Bytes {
 ///
 /// Or another library's device memory, borrowed ([`DeviceBuffer::borrow_raw`]): lent to scopes as ours
 /// is, and never freed by us.
+///
+/// ```no_run
+/// # fn main() -> cuda_scope::Result<()> {
+/// # let gpu = cuda_scope::Gpu::init()?;
+/// let mut d = gpu.alloc::<f32>(1 << 20)?; // cudaMalloc, zeroed; freed when dropped
+/// let (host, streams) = (gpu.pinned_from_fn(1 << 20, |i| i as f32)?, gpu.streams(1)?);
+/// gpu.scope(&streams, |s| s.stream(0).htod(&host, s.device(&mut d)))?; // lent to the scope's copy
+/// drop(d); // cudaFree: the scope has synchronized
+/// # Ok(()) }
+/// ```
 pub struct DeviceBuffer<T: Element> {
     ptr: sys::CUdeviceptr,
     len: usize,
@@ -204,16 +234,38 @@ impl<T: Element> DeviceBuffer<T> {
 
     /// Whether this buffer was borrowed from another library ([`DeviceBuffer::borrow_raw`]), rather
     /// than allocated by us: if so, dropping it leaves the memory allocated, its owner's.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// let d = gpu.alloc::<f32>(1024)?;
+    /// assert!(!d.is_borrowed()); // ours: freed when dropped
+    /// # Ok(()) }
+    /// ```
     pub fn is_borrowed(&self) -> bool {
         !self.owned
     }
 
     /// Elements in the buffer.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// assert_eq!(gpu.alloc::<f64>(1000)?.len(), 1000);
+    /// # Ok(()) }
+    /// ```
     pub fn len(&self) -> usize {
         self.len
     }
 
     /// Whether the buffer has no elements (never: a buffer has at least one).
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// assert!(!gpu.alloc::<u8>(1)?.is_empty()); // gpu.alloc::<u8>(0) is refused
+    /// # Ok(()) }
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -285,6 +337,13 @@ fn managed_held() -> Held {
 /// buffers beside it) a program may ask for. Asking for more than the device has free is what a
 /// shared machine must not see: device buffers fail, but managed memory is granted, and its pages
 /// then evict each other, and other programs' managed pages, back and forth across the bus.
+///
+/// ```
+/// let room = cuda_scope::DeviceRoom { free: 100 << 30, total: 140 << 30, managed_held: 0 };
+/// assert_eq!(room.margin(), 14 << 30); // a tenth of the device, left to others
+/// assert_eq!(room.available(), 86 << 30);
+/// assert!(room.check(80 << 30).is_ok() && room.check(90 << 30).is_err());
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct DeviceRoom {
     /// Free device memory, as the driver reports it (`cuMemGetInfo`).
@@ -300,16 +359,33 @@ pub struct DeviceRoom {
 
 impl DeviceRoom {
     /// Left free for the rest of the machine: a tenth of the device's memory, and at least 1 GiB.
+    ///
+    /// ```
+    /// use cuda_scope::DeviceRoom;
+    /// assert_eq!(DeviceRoom { free: 70 << 30, total: 80 << 30, managed_held: 0 }.margin(), 8 << 30);
+    /// assert_eq!(DeviceRoom { free: 7 << 30, total: 8 << 30, managed_held: 0 }.margin(), 1 << 30); // at least 1 GiB
+    /// ```
     pub fn margin(&self) -> usize {
         (self.total / 10).max(1 << 30)
     }
 
     /// How many bytes more may be asked for.
+    ///
+    /// ```
+    /// let room = cuda_scope::DeviceRoom { free: 100 << 30, total: 140 << 30, managed_held: 6 << 30 };
+    /// assert_eq!(room.available(), 80 << 30); // 100 free, less 14 kept, less 6 of managed memory that may come
+    /// ```
     pub fn available(&self) -> usize {
         self.free.saturating_sub(self.margin()).saturating_sub(self.managed_held)
     }
 
     /// Whether `bytes` more fit; if not, why not, in words.
+    ///
+    /// ```
+    /// let room = cuda_scope::DeviceRoom { free: 20 << 30, total: 80 << 30, managed_held: 0 };
+    /// let why = room.check(16 << 30).unwrap_err();
+    /// assert!(why.starts_with("needs 16 GiB of device memory, and at most 12 GiB may be asked for"), "{why}");
+    /// ```
     pub fn check(&self, bytes: usize) -> Result<(), String> {
         if bytes <= self.available() {
             return Ok(());
@@ -359,21 +435,42 @@ impl Footprint {
     }
 
     /// And `len` elements of `T` in device memory.
+    ///
+    /// ```
+    /// let need = cuda_scope::Footprint::default().device::<f32>(1 << 20).device::<u8>(1024);
+    /// assert_eq!(need.device, (4 << 20) + 1024);
+    /// ```
     pub fn device<T: Element>(self, len: usize) -> Footprint {
         Footprint { device: self.device.saturating_add(Self::bytes::<T>(len)), ..self }
     }
 
     /// And `len` elements of `T` in pinned host memory.
+    ///
+    /// ```
+    /// let need = cuda_scope::Footprint::default().pinned::<f64>(1000);
+    /// assert_eq!((need.pinned, need.device), (8000, 0));
+    /// ```
     pub fn pinned<T: Element>(self, len: usize) -> Footprint {
         Footprint { pinned: self.pinned.saturating_add(Self::bytes::<T>(len)), ..self }
     }
 
     /// And `len` elements of `T` in pageable host memory.
+    ///
+    /// ```
+    /// let need = cuda_scope::Footprint::default().pageable::<f32>(usize::MAX); // saturates: too large, not wrapped
+    /// assert_eq!(need.pageable, usize::MAX);
+    /// ```
     pub fn pageable<T: Element>(self, len: usize) -> Footprint {
         Footprint { pageable: self.pageable.saturating_add(Self::bytes::<T>(len)), ..self }
     }
 
     /// Both at once.
+    ///
+    /// ```
+    /// use cuda_scope::Footprint;
+    /// let (input, output) = (Footprint::default().pinned::<f32>(100), Footprint::default().device::<f32>(100));
+    /// assert_eq!(input.and(output), Footprint { device: 400, pinned: 400, pageable: 0 }); // held at once
+    /// ```
     pub fn and(self, other: Footprint) -> Footprint {
         Footprint {
             device: self.device.saturating_add(other.device),
@@ -383,6 +480,13 @@ impl Footprint {
     }
 
     /// The larger of each kind: for a program that holds one and then the other.
+    ///
+    /// ```
+    /// use cuda_scope::Footprint;
+    /// let first = Footprint::default().pinned::<u8>(300);
+    /// let then = Footprint::default().pinned::<u8>(200).device::<u8>(50);
+    /// assert_eq!(first.max(then), Footprint { device: 50, pinned: 300, pageable: 0 }); // one, then the other
+    /// ```
     pub fn max(self, other: Footprint) -> Footprint {
         Footprint {
             device: self.device.max(other.device),
@@ -479,6 +583,21 @@ pub(crate) fn managed_support(device: sys::CUdevice) -> crate::Result<()> {
 /// `&mut` ([`crate::Scope::managed`]) and synchronizes every stream before it gives it back. Made by
 /// [`crate::Gpu::managed`], which refuses a GPU where the CPU may not touch managed memory while the GPU
 /// works, and a size the device has no [`DeviceRoom`] for.
+///
+/// ```no_run
+/// # fn main() -> cuda_scope::Result<()> {
+/// # let gpu = cuda_scope::Gpu::init()?;
+/// let mut m = gpu.managed::<f32>(1 << 20)?;
+/// m.iter_mut().enumerate().for_each(|(i, x)| *x = i as f32); // the host writes it in place
+/// let streams = gpu.streams(1)?;
+/// gpu.scope(&streams, |s| -> cuda_scope::Result<()> {
+///     let v = s.managed(&mut m); // the scope's until it ends: the host cannot touch it
+///     s.stream(0).prefetch(v, cuda_scope::Destination::Device)?; // its pages to the GPU, in bulk
+///     s.stream(0).prefetch(v, cuda_scope::Destination::Host)
+/// })?;
+/// assert_eq!(m[3], 3.0);
+/// # Ok(()) }
+/// ```
 pub struct ManagedBuffer<T: Element> {
     ptr: sys::CUdeviceptr,
     len: usize,

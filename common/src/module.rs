@@ -12,7 +12,7 @@
 //!
 //! The driver's. [`crate::Gpu::load_ptx`] has the driver's JIT linker compile the PTX for the GPU
 //! (`cuLinkCreate`, `cuLinkAddData` with the PTX, `cuLinkComplete`) and reads each kernel's parameter
-//! records from the cubin it made ([`crate::cubin`]: every parameter's offset and size, and the size of
+//! records from the cubin it made (`common/src/cubin.rs`: every parameter's offset and size, and the size of
 //! the parameter space). It then loads the PTX itself (`cuModuleLoadData`), which the driver compiles
 //! again as one whole program: the linker compiles for linking, and its code ran a compute-bound kernel
 //! 6% slower on the H200. A kernel's parameters are its `.entry` declaration's, which both compiles read
@@ -22,7 +22,7 @@
 //! driver refuses a buffer of another size than the running kernel's parameter space: even a kernel
 //! compiled with more parameters than the records count could not make the driver read past it.
 //!
-//! The PTX text is read too ([`crate::ptx`], a reading that knows PTX's strings, comments and
+//! The PTX text is read too (`common/src/ptx.rs`, a reading that knows PTX's strings, comments and
 //! whitespace as ptxas does), for what the cubin does not record: whether each parameter is an
 //! integer, a float or bytes, declared `.ptr`, and its alignment. [`Module::kernel`] refuses a kernel,
 //! in one line, wherever the text and the cubin disagree on the count of parameters, on any size, or on
@@ -75,6 +75,17 @@ impl Drop for Loaded {
 
 /// A PTX module loaded on a GPU ([`crate::Gpu::load_ptx`]): the cubin the driver compiled of it, with
 /// each kernel's parameters as that cubin records them and as the PTX text declares them.
+///
+/// ```no_run
+/// # fn main() -> cuda_scope::Result<()> {
+/// # let gpu = cuda_scope::Gpu::init()?;
+/// # const PTX: &str = include_str!("../tests/ptx/kernels.ptx");
+/// let module = gpu.load_ptx(PTX)?;
+/// let saxpy = module.kernel("saxpy")?;
+/// drop(module); // the kernel keeps it loaded
+/// println!("{saxpy:?}"); // its parameters, as the PTX declares them
+/// # Ok(()) }
+/// ```
 pub struct Module {
     loaded: Arc<Loaded>,
     /// Each kernel's parameters as the PTX text declares them, or why the text cannot be read.
@@ -117,6 +128,18 @@ impl Module {
     /// its parameters as the driver compiled them. Refused, in one line, where the PTX text and the
     /// driver's account of its parameters disagree (see the [module's documentation](self)), or where
     /// its C prototype, if given, disagrees with the PTX.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// # const PTX: &str = include_str!("../tests/ptx/kernels.ptx");
+    /// let module = gpu.load_ptx(PTX)?;
+    /// match module.kernel("saxpi") {
+    ///     Ok(k) => println!("{}", k.name()),
+    ///     Err(e) => eprintln!("{e}"), // no kernel named saxpi (it has: saxpy, busy, fault; ...)
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn kernel(&self, name: &str) -> crate::Result<Kernel> {
         let kernel = format!("kernel {name}");
         let fail = |why: String| Err(module_error(&kernel, why));
@@ -171,6 +194,15 @@ impl Module {
     }
 
     /// The names of the kernels the PTX defines (`.entry`).
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// # const PTX: &str = include_str!("../tests/ptx/kernels.ptx");
+    /// let module = gpu.load_ptx(PTX)?;
+    /// let all = module.kernel_names().map(|n| module.kernel(n)).collect::<cuda_scope::Result<Vec<_>>>()?;
+    /// # Ok(()) }
+    /// ```
     pub fn kernel_names(&self) -> impl Iterator<Item = &str> {
         self.entries.iter().flatten().map(|e| e.name.as_str())
     }
@@ -394,6 +426,22 @@ fn driver_agrees(func: ffi::CUfunction, layout: &cubin::Layout) -> crate::Result
 
 /// A kernel of a loaded [`Module`], with its parameters as the PTX declares them. It keeps the module
 /// loaded; clone it freely.
+///
+/// ```no_run
+/// # fn main() -> cuda_scope::Result<()> {
+/// # let gpu = cuda_scope::Gpu::init()?;
+/// # const PTX: &str = include_str!("../tests/ptx/kernels.ptx");
+/// # use cuda_scope::LaunchConfig;
+/// # let (streams, mut x, mut y) = (gpu.streams(1)?, gpu.alloc::<f32>(1024)?, gpu.alloc::<f32>(1024)?);
+/// let saxpy = gpu.load_ptx(PTX)?.kernel("saxpy")?;
+/// gpu.scope(&streams, |s| {
+///     let (x, y) = (s.device(&mut x), s.device(&mut y));
+///     let launch = s.stream(0).kernel(&saxpy, LaunchConfig::for_elements(1024, 256));
+///     // SAFETY: saxpy(const float* x, float* y, float a, unsigned long long n) reads x[0..n), writes y[0..n).
+///     unsafe { launch.read(x).write(y).value(2f32).value(1024u64).launch() }
+/// })?;
+/// # Ok(()) }
+/// ```
 #[derive(Clone)]
 pub struct Kernel {
     pub(crate) name: Arc<str>,
@@ -420,6 +468,15 @@ impl std::fmt::Debug for Kernel {
 
 impl Kernel {
     /// The kernel's name.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// # const PTX: &str = include_str!("../tests/ptx/kernels.ptx");
+    /// let saxpy = gpu.load_ptx(PTX)?.kernel("saxpy")?;
+    /// assert_eq!(saxpy.name(), "saxpy");
+    /// # Ok(()) }
+    /// ```
     pub fn name(&self) -> &str {
         &self.name
     }
@@ -447,6 +504,13 @@ pub(crate) struct Param {
 /// without `.ptr`), or why the text or the kernel cannot be read; `None` where the PTX has no such
 /// kernel. For checking a PTX file before any GPU is started: [`Module::kernel`] holds this reading
 /// against the cubin the driver compiles.
+///
+/// ```
+/// let ptx = include_str!("../tests/ptx/kernels.ptx");
+/// let params = cuda_scope::module::signature(ptx, "saxpy").expect("a kernel saxpy").expect("readable PTX");
+/// assert_eq!(params, [".u64", ".u64", ".f32", ".u64"]); // x, y, a, n: no GPU needed
+/// assert!(cuda_scope::module::signature(ptx, "saxpi").is_none());
+/// ```
 pub fn signature(ptx: &str, name: &str) -> Option<Result<Vec<String>, String>> {
     match ptx::entries(ptx) {
         Err(why) => Some(Err(why)),

@@ -74,6 +74,22 @@ impl OpInfo {
 /// What the scope saw of the ordering between streams ([`crate::Scope::waits`]): the waits the program
 /// made itself, and those the scope had to add because two operations on different streams touched the
 /// same bytes and nothing ordered them.
+///
+/// ```no_run
+/// # fn main() -> cuda_scope::Result<()> {
+/// # let gpu = cuda_scope::Gpu::init()?;
+/// # let streams = gpu.streams(2)?;
+/// # let (host, mut back, mut d) = (vec![1f32; 1024], vec![0f32; 1024], gpu.alloc::<f32>(1024)?);
+/// gpu.scope(&streams, |s| -> cuda_scope::Result<()> {
+///     let d = s.device(&mut d);
+///     s.stream(0).htod(&host, d)?;
+///     s.stream(1).dtoh(d, &mut back)?; // d on another stream, and no wait of the program's for it
+///     let waits: cuda_scope::Waits = s.waits();
+///     assert_eq!((waits.made, waits.added), (0, 1));
+///     Ok(())
+/// })?;
+/// # Ok(()) }
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
 pub struct Waits {
     /// `wait_event` calls the program made.
@@ -86,6 +102,11 @@ pub struct Waits {
 
 impl Waits {
     /// One line for a program's output.
+    ///
+    /// ```
+    /// let waits = cuda_scope::Waits { made: 2, added: 0, first_added: None };
+    /// assert!(waits.summary().ends_with("ordered by the program's 2 waits: none added"));
+    /// ```
     pub fn summary(&self) -> String {
         let s = |n: usize| if n == 1 { "" } else { "s" };
         match &self.first_added {

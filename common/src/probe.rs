@@ -28,6 +28,18 @@ use crate::{
 /// The stream is synchronized before the call returns, whether the calls succeeded or not, so no copy
 /// outlives the borrows (where the driver cannot say that the GPU has stopped, the process aborts, as
 /// a scope's end does).
+///
+/// ```no_run
+/// # fn main() -> cuda_scope::Result<()> {
+/// # let gpu = cuda_scope::Gpu::init()?;
+/// let streams = gpu.streams(1)?;
+/// let (src, mut back) = (gpu.pinned_from_fn(1 << 20, |i| i as u8)?, gpu.pinned::<u8>(1 << 20)?);
+/// let mut dst = gpu.alloc::<u8>(1 << 20)?;
+/// let pieces: Vec<_> = (0..256).map(|i| (i * 4096..(i + 1) * 4096, i * 4096)).collect(); // 4 KiB each
+/// let ms = cuda_scope::probe::bare_round_trip(&streams[0], &src, &mut dst, &mut back, &pieces)?;
+/// println!("{:.2} µs of the host's a bare copy", ms * 1e3 / 512.0);
+/// # Ok(()) }
+/// ```
 pub fn bare_round_trip(
     stream: &Stream,
     src: &PinnedBuffer<u8>,
@@ -100,6 +112,13 @@ impl Drop for Synchronized<'_> {
 /// for each operation, apart from the driver's calls. Operation i goes on stream i % streams, each over its own 4 KiB of one buffer (a batch of small copies), or,
 /// `one_range`, all over the same 4 bytes (so that each waits for a fence after the one before, and is
 /// followed by one).
+///
+/// ```
+/// let mut probe = cuda_scope::probe::BookkeepingProbe::new(2, true); // every operation on the same 4 bytes
+/// let t = std::time::Instant::now();
+/// (0..1000).for_each(|i| probe.step(i)); // each on the other stream from the last, so each waits
+/// println!("{:?} an operation", t.elapsed() / 1000);
+/// ```
 pub struct BookkeepingProbe {
     book: Book,
     streams: usize,
@@ -122,12 +141,25 @@ impl BookkeepingProbe {
     }
 
     /// Empties the book, keeping what it allocated, as a scope's is reused.
+    ///
+    /// ```
+    /// let mut probe = cuda_scope::probe::BookkeepingProbe::new(4, false);
+    /// for _ in 0..3 {
+    ///     probe.reset(); // as each scope reuses the last one's book
+    ///     (0..1000).for_each(|i| probe.step(i));
+    /// }
+    /// ```
     pub fn reset(&mut self) {
         self.book.reset(self.streams);
         self.buffer = self.book.lend(false, false);
     }
 
     /// Plans and notes operation `i`.
+    ///
+    /// ```
+    /// let mut probe = cuda_scope::probe::BookkeepingProbe::new(4, false);
+    /// (0..100).for_each(|i| probe.step(i)); // operation i on stream i % 4, over its own 4 KiB
+    /// ```
     #[inline(never)]
     pub fn step(&mut self, i: usize) {
         let (book, j) = (&mut self.book, i % self.streams);

@@ -81,6 +81,22 @@ static NEXT_SCOPE: AtomicU64 = AtomicU64::new(1);
 
 /// Where data goes: where [`ScopeStream::prefetch`] moves managed memory (to the scope's GPU, or back
 /// to the host), and which side of a copy a [`crate::Stager`] fills.
+///
+/// ```no_run
+/// # fn main() -> cuda_scope::Result<()> {
+/// # let gpu = cuda_scope::Gpu::init()?;
+/// # let streams = gpu.streams(2)?;
+/// # let (host, mut back) = (gpu.pinned_from_fn(1024, |i| i as f32)?, gpu.pinned::<f32>(1024)?);
+/// # let mut d = gpu.alloc::<f32>(1024)?;
+/// use cuda_scope::Destination;
+/// let mut m = gpu.managed::<f32>(1 << 20)?;
+/// gpu.scope(&streams, |s| -> cuda_scope::Result<()> {
+///     let m = s.managed(&mut m);
+///     s.stream(0).prefetch(m, Destination::Device)?; // before the kernels that touch it
+///     s.stream(0).prefetch(m, Destination::Host) // before the host reads it, after the scope
+/// })?;
+/// # Ok(()) }
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub enum Destination {
     /// To the scope's GPU.
@@ -91,6 +107,25 @@ pub enum Destination {
 
 /// An event recorded on a stream of a scope ([`ScopeStream::record_event`], `cudaEventRecord`), for
 /// other streams to wait on and for [`Scope::elapsed_ms`].
+///
+/// ```no_run
+/// # fn main() -> cuda_scope::Result<()> {
+/// # let gpu = cuda_scope::Gpu::init()?;
+/// # let streams = gpu.streams(2)?;
+/// # let (host, mut back) = (gpu.pinned_from_fn(1024, |i| i as f32)?, gpu.pinned::<f32>(1024)?);
+/// # let mut d = gpu.alloc::<f32>(1024)?;
+/// gpu.scope(&streams, |s| -> cuda_scope::Result<()> {
+///     let (copy, other) = (s.stream(0), s.stream(1));
+///     let start = copy.record_event()?;
+///     copy.htod(&host, s.device(&mut d))?;
+///     let end = copy.record_event()?;
+///     other.wait_event(end)?; // stream 1's next work waits for the upload
+///     s.synchronize()?;
+///     println!("the upload took {:.3} ms", s.elapsed_ms(start, end)?);
+///     Ok(())
+/// })?;
+/// # Ok(()) }
+/// ```
 #[derive(Clone, Copy)]
 pub struct ScopeEvent<'scope> {
     scope: u64,
@@ -99,6 +134,28 @@ pub struct ScopeEvent<'scope> {
 }
 
 /// One operation a scope queued, as the GPU ran it: what an [`Observer`] is handed.
+///
+/// ```no_run
+/// # fn main() -> cuda_scope::Result<()> {
+/// # let gpu = cuda_scope::Gpu::init()?;
+/// # let streams = gpu.streams(2)?;
+/// # let (host, mut back) = (gpu.pinned_from_fn(1024, |i| i as f32)?, gpu.pinned::<f32>(1024)?);
+/// # let mut d = gpu.alloc::<f32>(1024)?;
+/// use std::sync::{Arc, Mutex};
+/// struct Keep(Arc<Mutex<Vec<cuda_scope::TimedOp>>>);
+/// impl cuda_scope::Observer for Keep {
+///     fn record(&mut self, op: cuda_scope::TimedOp) {
+///         self.0.lock().unwrap().push(op);
+///     }
+/// }
+/// let (ops, mut gpu) = (Arc::new(Mutex::new(Vec::new())), gpu);
+/// gpu.observe(Box::new(Keep(ops.clone())))?;
+/// gpu.scope(&streams, |s| s.stream(0).htod(&host, s.device(&mut d)))?;
+/// for op in ops.lock().unwrap().iter() {
+///     println!("{} on {:#x}: {:.3} to {:.3} ms", op.name, op.stream, op.start_ms, op.end_ms);
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Clone, Debug)]
 pub struct TimedOp {
     /// What [`Observer::label`] returned as the operation was queued.
@@ -120,6 +177,29 @@ pub struct TimedOp {
 /// Sees every operation the scopes of a GPU queue ([`crate::Gpu::observe`]): the hook a timeline of
 /// your own is built on. Each operation gets a CUDA event before and after it; an event before an
 /// operation fires when its stream reaches it, which can be a little before its engine starts it.
+///
+/// ```no_run
+/// # fn main() -> cuda_scope::Result<()> {
+/// # let gpu = cuda_scope::Gpu::init()?;
+/// # let streams = gpu.streams(2)?;
+/// # let (host, mut back) = (gpu.pinned_from_fn(1024, |i| i as f32)?, gpu.pinned::<f32>(1024)?);
+/// # let mut d = gpu.alloc::<f32>(1024)?;
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+/// static PHASE: AtomicUsize = AtomicUsize::new(0);
+/// struct Phases;
+/// impl cuda_scope::Observer for Phases {
+///     fn label(&self) -> String {
+///         format!("phase {}", PHASE.load(Ordering::Relaxed)) // as the operation is queued
+///     }
+///     fn record(&mut self, op: cuda_scope::TimedOp) {
+///         println!("{}: {} {:.3} ms", op.label, op.name, op.end_ms - op.start_ms); // once its scope ends
+///     }
+/// }
+/// let mut gpu = gpu;
+/// gpu.observe(Box::new(Phases))?;
+/// gpu.scope(&streams, |s| s.stream(0).htod(&host, s.device(&mut d)))?;
+/// # Ok(()) }
+/// ```
 pub trait Observer {
     /// Called as each operation is queued: a label to keep with it (the phase of the program, say).
     fn label(&self) -> String {
@@ -137,6 +217,22 @@ pub(crate) struct Observing {
 }
 
 /// The work queued on a set of streams, with the buffers it borrows. See the module docs.
+///
+/// ```no_run
+/// # fn main() -> cuda_scope::Result<()> {
+/// # let gpu = cuda_scope::Gpu::init()?;
+/// # let streams = gpu.streams(2)?;
+/// # let (host, mut back) = (gpu.pinned_from_fn(1024, |i| i as f32)?, gpu.pinned::<f32>(1024)?);
+/// # let mut d = gpu.alloc::<f32>(1024)?;
+/// gpu.scope(&streams, |s| -> cuda_scope::Result<()> {
+///     let d = s.device(&mut d); // lent to the scope: a view
+///     s.stream(0).htod(&host, d)?; // host borrowed until the scope ends
+///     s.stream(1).dtoh(d, &mut back)?; // ordered after the upload: the scope adds the wait
+///     println!("{}", s.waits().summary());
+///     Ok(())
+/// })?; // every stream synchronized
+/// # Ok(()) }
+/// ```
 pub struct Scope<'scope, 'env: 'scope> {
     pub(crate) env: Env<'env>,
     pub(crate) streams: &'env [Stream],
@@ -241,11 +337,29 @@ struct Pending {
     label: String,
 }
 
-/// A download whose destination is handed back, for the host to read, once it has landed
-/// ([`ScopeStream::dtoh_landing`]). Until [`Landing::wait`] says so, the destination stays the scope's;
+/// A pending download: a download whose destination is handed back, for the host to read, once its
+/// copy has finished ([`ScopeStream::dtoh_pending`]). Until [`PendingDownload::wait`] says so, the destination stays the scope's;
 /// dropped or forgotten, it stays the scope's until the scope ends.
+///
+/// ```no_run
+/// # fn main() -> cuda_scope::Result<()> {
+/// # let gpu = cuda_scope::Gpu::init()?;
+/// # let streams = gpu.streams(1)?;
+/// let mut d = gpu.alloc::<f32>(1 << 20)?;
+/// let mut out = vec![0f32; 1 << 20];
+/// let (head, tail) = out.split_at_mut(1 << 10);
+/// gpu.scope(&streams, |s| -> cuda_scope::Result<()> {
+///     let d = s.device(&mut d);
+///     let pending = s.stream(0).dtoh_pending(d.slice(0..1 << 10), head)?;
+///     s.stream(0).dtoh(d.slice(1 << 10..1 << 20), tail)?;
+///     let head = pending.wait()?; // the host's again, while the rest still comes
+///     println!("{}", head[0]);
+///     Ok(())
+/// })?;
+/// # Ok(()) }
+/// ```
 #[must_use = "the destination is handed back only by wait(); dropped, it stays the scope's until the scope ends"]
-pub struct Landing<'scope, 'env, T> {
+pub struct PendingDownload<'scope, 'env, T> {
     scope: &'scope Scope<'scope, 'env>,
     fence: usize,
     stream: usize,
@@ -256,6 +370,22 @@ pub struct Landing<'scope, 'env, T> {
 
 /// One stream of a scope ([`Scope::stream`]): what copies, launches, prefetches and events are queued
 /// on. Copy it freely; it cannot leave the scope.
+///
+/// ```no_run
+/// # fn main() -> cuda_scope::Result<()> {
+/// # let gpu = cuda_scope::Gpu::init()?;
+/// # let streams = gpu.streams(2)?;
+/// # let (host, mut back) = (gpu.pinned_from_fn(1024, |i| i as f32)?, gpu.pinned::<f32>(1024)?);
+/// # let mut d = gpu.alloc::<f32>(1024)?;
+/// gpu.scope(&streams, |s| {
+///     let d = s.device(&mut d);
+///     let st = s.stream(0); // Copy: hand it to helpers freely
+///     st.htod(&host, d)?;
+///     st.fill(d.slice(0..16), 0.0)?;
+///     st.dtoh(d, &mut back)
+/// })?;
+/// # Ok(()) }
+/// ```
 #[derive(Clone, Copy)]
 pub struct ScopeStream<'scope, 'env> {
     scope: &'scope Scope<'scope, 'env>,
@@ -265,29 +395,101 @@ pub struct ScopeStream<'scope, 'env> {
 impl<'scope, 'env> Scope<'scope, 'env> {
     /// Stream `index` of the streams the scope was given, to queue work on; panics where there is no
     /// such stream, as indexing a slice does.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// # let streams = gpu.streams(2)?;
+    /// # let (host, mut back) = (gpu.pinned_from_fn(1024, |i| i as f32)?, gpu.pinned::<f32>(1024)?);
+    /// # let mut d = gpu.alloc::<f32>(1024)?;
+    /// gpu.scope(&streams, |s| {
+    ///     let (d, copy, work) = (s.device(&mut d), s.stream(0), s.stream(1));
+    ///     copy.htod(&host, d)?;
+    ///     work.dtoh(d, &mut back)
+    /// })?;
+    /// # Ok(()) }
+    /// ```
     pub fn stream(&'scope self, index: usize) -> ScopeStream<'scope, 'env> {
         assert!(index < self.streams.len(), "stream {index} of a scope of {} streams", self.streams.len());
         ScopeStream { scope: self, index }
     }
 
     /// Every stream of the scope, in order.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// # let streams = gpu.streams(2)?;
+    /// # let (host, mut back) = (gpu.pinned_from_fn(1024, |i| i as f32)?, gpu.pinned::<f32>(1024)?);
+    /// # let mut d = gpu.alloc::<f32>(1024)?;
+    /// gpu.scope(&streams, |s| {
+    ///     let (d, n) = (s.device(&mut d), s.streams().len());
+    ///     s.streams().enumerate().try_for_each(|(i, st)| {
+    ///         let part = i * 1024 / n..(i + 1) * 1024 / n;
+    ///         st.htod(&host[part.clone()], d.slice(part)) // a part a stream
+    ///     })
+    /// })?;
+    /// # Ok(()) }
+    /// ```
     pub fn streams(&'scope self) -> impl ExactSizeIterator<Item = ScopeStream<'scope, 'env>> + 'scope {
         (0..self.streams.len()).map(move |index| ScopeStream { scope: self, index })
     }
 
     /// Lends a device buffer to this scope.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// # let streams = gpu.streams(2)?;
+    /// # let (host, mut back) = (gpu.pinned_from_fn(1024, |i| i as f32)?, gpu.pinned::<f32>(1024)?);
+    /// # let mut d = gpu.alloc::<f32>(1024)?;
+    /// gpu.scope(&streams, |s| {
+    ///     let view = s.device(&mut d); // d is the scope's until it ends: the host cannot free or lend it
+    ///     s.stream(0).htod(&host, view)
+    /// })?;
+    /// # Ok(()) }
+    /// ```
     pub fn device<T: Element>(&self, buf: &'scope mut DeviceBuffer<T>) -> Dev<'scope, T> {
         let foreign = !buf.context().is(self.env.ctx);
         self.handle(buf.ptr(), buf.len(), foreign, false)
     }
 
     /// Lends several device buffers to this scope, one handle each.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// # let streams = gpu.streams(2)?;
+    /// # let (host, mut back) = (gpu.pinned_from_fn(1024, |i| i as f32)?, gpu.pinned::<f32>(1024)?);
+    /// # let mut d = gpu.alloc::<f32>(1024)?;
+    /// let mut bufs = gpu.alloc_each::<f32>(2, 1024)?;
+    /// gpu.scope(&streams, |s| {
+    ///     let views = s.devices(&mut bufs);
+    ///     s.stream(0).htod(&host, views[0])?;
+    ///     s.stream(1).dtod(views[0], views[1]) // waits for the upload by itself
+    /// })?;
+    /// # Ok(()) }
+    /// ```
     pub fn devices<T: Element>(&self, bufs: &'scope mut [DeviceBuffer<T>]) -> Vec<Dev<'scope, T>> {
         bufs.iter_mut().map(|b| self.device(b)).collect()
     }
 
     /// Lends mapped pinned memory ([`crate::HostAlloc::MAPPED`]) to this scope, for kernels to read and
     /// write across the bus. The host cannot touch it until the scope ends.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// # let streams = gpu.streams(2)?;
+    /// # let (host, mut back) = (gpu.pinned_from_fn(1024, |i| i as f32)?, gpu.pinned::<f32>(1024)?);
+    /// # let mut d = gpu.alloc::<f32>(1024)?;
+    /// let mut m = gpu.pinned_with::<f32>(1024, cuda_scope::HostAlloc::MAPPED)?;
+    /// gpu.scope(&streams, |s| {
+    ///     let m = s.mapped(&mut m)?; // host memory, addressed by the GPU across the bus
+    ///     s.stream(0).dtod(m, s.device(&mut d))
+    /// })?;
+    /// # Ok(()) }
+    /// ```
     pub fn mapped<T: Element>(&self, buf: &'scope mut PinnedBuffer<T>) -> crate::Result<Dev<'scope, T>> {
         self.env.ctx.ensure_current()?;
         let foreign = !buf.context().is(self.env.ctx);
@@ -298,6 +500,21 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     /// and the host cannot touch it until the scope ends. Pages that are not on the GPU when a kernel
     /// touches them fault there, one migration at a time, unless a [`ScopeStream::prefetch`] moved them
     /// first.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// # let streams = gpu.streams(2)?;
+    /// # let (host, mut back) = (gpu.pinned_from_fn(1024, |i| i as f32)?, gpu.pinned::<f32>(1024)?);
+    /// # let mut d = gpu.alloc::<f32>(1024)?;
+    /// let mut m = gpu.managed::<f32>(1024)?;
+    /// gpu.scope(&streams, |s| {
+    ///     let m = s.managed(&mut m);
+    ///     s.stream(0).prefetch(m, cuda_scope::Destination::Device)?;
+    ///     s.stream(0).dtoh(m, &mut back)
+    /// })?;
+    /// # Ok(()) }
+    /// ```
     pub fn managed<T: Element>(&self, buf: &'scope mut ManagedBuffer<T>) -> Dev<'scope, T> {
         let foreign = !buf.context().is(self.env.ctx);
         self.handle(buf.ptr(), buf.len(), foreign, true)
@@ -310,6 +527,23 @@ impl<'scope, 'env> Scope<'scope, 'env> {
 
     /// `cudaEventElapsedTime(&ms, start, end)`: the GPU time between two events of this scope, once both
     /// have completed (after [`Scope::synchronize`], say); an error (`CUDA_ERROR_NOT_READY`) before.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// # let streams = gpu.streams(2)?;
+    /// # let (host, mut back) = (gpu.pinned_from_fn(1024, |i| i as f32)?, gpu.pinned::<f32>(1024)?);
+    /// # let mut d = gpu.alloc::<f32>(1024)?;
+    /// let ms = gpu.scope(&streams, |s| {
+    ///     let st = s.stream(0);
+    ///     let start = st.record_event()?;
+    ///     st.htod(&host, s.device(&mut d))?;
+    ///     let end = st.record_event()?;
+    ///     s.synchronize()?; // both events have completed
+    ///     s.elapsed_ms(start, end)
+    /// })?;
+    /// # Ok(()) }
+    /// ```
     pub fn elapsed_ms(&self, start: ScopeEvent<'scope>, end: ScopeEvent<'scope>) -> crate::Result<f64> {
         if start.scope != self.id || end.scope != self.id {
             return refused("elapsed_ms", Refusal::Foreign(Foreign::Scope));
@@ -339,16 +573,63 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     }
 
     /// How the streams were ordered so far: the program's waits and those the scope added.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// # let streams = gpu.streams(2)?;
+    /// # let (host, mut back) = (gpu.pinned_from_fn(1024, |i| i as f32)?, gpu.pinned::<f32>(1024)?);
+    /// # let mut d = gpu.alloc::<f32>(1024)?;
+    /// gpu.scope(&streams, |s| -> cuda_scope::Result<()> {
+    ///     let d = s.device(&mut d);
+    ///     s.stream(0).htod(&host, d)?;
+    ///     s.stream(1).dtoh(d, &mut back)?; // no wait_event: the scope adds one
+    ///     assert_eq!(s.waits().added, 1);
+    ///     Ok(())
+    /// })?;
+    /// # Ok(()) }
+    /// ```
     pub fn waits(&self) -> Waits {
         self.state.borrow().book.waits.clone()
     }
 
     /// Blocks until every stream of the scope is idle (`cudaDeviceSynchronize` for these streams).
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// # let streams = gpu.streams(2)?;
+    /// # let (host, mut back) = (gpu.pinned_from_fn(1024, |i| i as f32)?, gpu.pinned::<f32>(1024)?);
+    /// # let mut d = gpu.alloc::<f32>(1024)?;
+    /// gpu.scope(&streams, |s| -> cuda_scope::Result<()> {
+    ///     s.stream(0).htod(&host, s.device(&mut d))?;
+    ///     s.synchronize()?; // every stream idle; an error of any operation so far comes here
+    ///     assert!(s.is_idle()?);
+    ///     Ok(())
+    /// })?;
+    /// # Ok(()) }
+    /// ```
     pub fn synchronize(&self) -> crate::Result<()> {
         synchronize_all(self.env.ctx, self.streams)
     }
 
     /// Whether every stream has finished its work, without blocking (`cudaStreamQuery`).
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// # let streams = gpu.streams(2)?;
+    /// # let (host, mut back) = (gpu.pinned_from_fn(1024, |i| i as f32)?, gpu.pinned::<f32>(1024)?);
+    /// # let mut d = gpu.alloc::<f32>(1024)?;
+    /// gpu.scope(&streams, |s| -> cuda_scope::Result<()> {
+    ///     s.stream(0).htod(&host, s.device(&mut d))?;
+    ///     while !s.is_idle()? {
+    ///         std::thread::yield_now(); // the host's other work, meanwhile
+    ///     }
+    ///     Ok(())
+    /// })?;
+    /// # Ok(()) }
+    /// ```
     pub fn is_idle(&self) -> crate::Result<bool> {
         self.env.ctx.ensure_current()?;
         for s in self.streams {
@@ -676,6 +957,21 @@ impl<'scope, 'env> Scope<'scope, 'env> {
 
 impl<'scope, 'env> ScopeStream<'scope, 'env> {
     /// Which of the scope's streams this is (its index in the slice the scope was given).
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// # let streams = gpu.streams(2)?;
+    /// # let (host, mut back) = (gpu.pinned_from_fn(1024, |i| i as f32)?, gpu.pinned::<f32>(1024)?);
+    /// # let mut d = gpu.alloc::<f32>(1024)?;
+    /// gpu.scope(&streams, |s| -> cuda_scope::Result<()> {
+    ///     for st in s.streams() {
+    ///         println!("stream {} of {}", st.index(), streams.len());
+    ///     }
+    ///     Ok(())
+    /// })?;
+    /// # Ok(()) }
+    /// ```
     pub fn index(&self) -> usize {
         self.index
     }
@@ -686,6 +982,16 @@ impl<'scope, 'env> ScopeStream<'scope, 'env> {
 
     /// `cudaMemcpyAsync(dst, src, ..., cudaMemcpyHostToDevice, stream)`. From pageable memory the driver
     /// stages the data and returns only when it has; from pinned memory it returns at once.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// # let streams = gpu.streams(2)?;
+    /// # let (host, mut back) = (gpu.pinned_from_fn(1024, |i| i as f32)?, gpu.pinned::<f32>(1024)?);
+    /// # let mut d = gpu.alloc::<f32>(1024)?;
+    /// gpu.scope(&streams, |s| s.stream(0).htod(&host, s.device(&mut d)))?; // host borrowed until the end
+    /// # Ok(()) }
+    /// ```
     pub fn htod<T: Element>(self, src: &'scope [T], dst: Dev<'scope, T>) -> crate::Result<()> {
         if src.len() != dst.len {
             return refused("htod", Refusal::Lengths { source: src.len(), destination: dst.len });
@@ -700,6 +1006,17 @@ impl<'scope, 'env> ScopeStream<'scope, 'env> {
     }
 
     /// `cudaMemcpyAsync(dst, src, ..., cudaMemcpyDeviceToHost, stream)`.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// # let streams = gpu.streams(2)?;
+    /// # let (host, mut back) = (gpu.pinned_from_fn(1024, |i| i as f32)?, gpu.pinned::<f32>(1024)?);
+    /// # let mut d = gpu.alloc::<f32>(1024)?;
+    /// gpu.scope(&streams, |s| s.stream(0).dtoh(s.device(&mut d), &mut back))?;
+    /// assert!(back.iter().all(|&x| x == 0.0)); // a new device buffer is zeroed
+    /// # Ok(()) }
+    /// ```
     pub fn dtoh<T: Element>(self, src: impl Into<DevRead<'scope, T>>, dst: &'scope mut [T]) -> crate::Result<()> {
         let src = *src.into().view();
         if src.len != dst.len() {
@@ -715,14 +1032,31 @@ impl<'scope, 'env> ScopeStream<'scope, 'env> {
         })
     }
 
-    /// [`ScopeStream::dtoh`], and an event after it, so that [`Landing::wait`] can hand `dst` back to the
-    /// host once the copy has landed, while the scope's other work goes on: to use the first part of a
+    /// [`ScopeStream::dtoh`], and an event after it, so that [`PendingDownload::wait`] can hand `dst` back to
+    /// the host once the copy has finished, while the scope's other work goes on: to use the first part of a
     /// download while the rest arrives.
-    pub fn dtoh_landing<T: Element>(
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// # let streams = gpu.streams(2)?;
+    /// let (mut d, mut out) = (gpu.alloc::<f32>(1 << 20)?, vec![0f32; 1 << 20]);
+    /// let (head, tail) = out.split_at_mut(1 << 10);
+    /// gpu.scope(&streams, |s| -> cuda_scope::Result<()> {
+    ///     let d = s.device(&mut d);
+    ///     let first = s.stream(0).dtoh_pending(d.slice(0..1 << 10), head)?;
+    ///     s.stream(1).dtoh(d.slice(1 << 10..1 << 20), tail)?;
+    ///     let head = first.wait()?; // read while stream 1 still copies
+    ///     println!("{}", head[0]);
+    ///     Ok(())
+    /// })?;
+    /// # Ok(()) }
+    /// ```
+    pub fn dtoh_pending<T: Element>(
         self,
         src: impl Into<DevRead<'scope, T>>,
         dst: &'scope mut [T],
-    ) -> crate::Result<Landing<'scope, 'env, T>> {
+    ) -> crate::Result<PendingDownload<'scope, 'env, T>> {
         let (ptr, len) = (dst.as_mut_ptr(), dst.len());
         self.dtoh(src, dst)?;
         let st = &mut *self.scope.state.borrow_mut();
@@ -731,10 +1065,25 @@ impl<'scope, 'env> ScopeStream<'scope, 'env> {
             Some(f) => f,
             None => self.scope.fence(st, self.index, &mut false)?,
         };
-        Ok(Landing { scope: self.scope, fence, stream: self.index, ptr, len, _marker: PhantomData })
+        Ok(PendingDownload { scope: self.scope, fence, stream: self.index, ptr, len, _marker: PhantomData })
     }
 
     /// `cudaMemcpyAsync(dst, src, ..., cudaMemcpyDeviceToDevice, stream)`. The ranges may not overlap.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// # let streams = gpu.streams(2)?;
+    /// # let (host, mut back) = (gpu.pinned_from_fn(1024, |i| i as f32)?, gpu.pinned::<f32>(1024)?);
+    /// # let mut d = gpu.alloc::<f32>(1024)?;
+    /// let mut copy = gpu.alloc::<f32>(1024)?;
+    /// gpu.scope(&streams, |s| {
+    ///     let (d, c) = (s.device(&mut d), s.device(&mut copy));
+    ///     s.stream(0).htod(&host, d)?;
+    ///     s.stream(0).dtod(d, c) // on the device, after the upload in stream order
+    /// })?;
+    /// # Ok(()) }
+    /// ```
     pub fn dtod<T: Element>(self, src: impl Into<DevRead<'scope, T>>, dst: Dev<'scope, T>) -> crate::Result<()> {
         let src = *src.into().view();
         if src.len != dst.len {
@@ -750,6 +1099,20 @@ impl<'scope, 'env> ScopeStream<'scope, 'env> {
     }
 
     /// `cudaMemsetD32Async`: sets every element to `value` (to poison outputs before a run, say).
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// # let streams = gpu.streams(2)?;
+    /// # let (host, mut back) = (gpu.pinned_from_fn(1024, |i| i as f32)?, gpu.pinned::<f32>(1024)?);
+    /// # let mut d = gpu.alloc::<f32>(1024)?;
+    /// gpu.scope(&streams, |s| {
+    ///     let d = s.device(&mut d);
+    ///     s.stream(0).fill(d, f32::NAN)?; // poisoned: whatever a kernel fails to write shows
+    ///     s.stream(0).dtoh(d, &mut back)
+    /// })?;
+    /// # Ok(()) }
+    /// ```
     pub fn fill(self, dst: Dev<'scope, f32>, value: f32) -> crate::Result<()> {
         let info = OpInfo::copy(&Op { kind: "memset", what: "memset" }, dst.len * 4);
         self.scope.enqueue(self.index, &[dst.access(true)], false, info, |s| {
@@ -764,6 +1127,21 @@ impl<'scope, 'env> ScopeStream<'scope, 'env> {
     /// range to whole pages; moving a neighbour's page is safe ("memory accesses to this range are
     /// always coherent and are allowed even when the data is actively being migrated", says
     /// `cuMemPrefetchAsync`'s documentation), and costs only time.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// # let streams = gpu.streams(2)?;
+    /// # let (host, mut back) = (gpu.pinned_from_fn(1024, |i| i as f32)?, gpu.pinned::<f32>(1024)?);
+    /// # let mut d = gpu.alloc::<f32>(1024)?;
+    /// let mut m = gpu.managed::<f32>(1 << 20)?;
+    /// gpu.scope(&streams, |s| -> cuda_scope::Result<()> {
+    ///     let m = s.managed(&mut m);
+    ///     s.stream(0).prefetch(m, cuda_scope::Destination::Device)?; // in bulk, not a fault a page
+    ///     s.stream(0).prefetch(m.slice(0..1024), cuda_scope::Destination::Host) // what the host reads next
+    /// })?;
+    /// # Ok(()) }
+    /// ```
     pub fn prefetch<T: Element>(self, view: Dev<'scope, T>, to: Destination) -> crate::Result<()> {
         let op = match to {
             Destination::Device => &Op { kind: "H2D", what: "prefetch to device" },
@@ -791,6 +1169,21 @@ impl<'scope, 'env> ScopeStream<'scope, 'env> {
     /// stream>>>(...)`. Declare its arguments in the kernel's order with
     /// [`LaunchBuilder::read`], [`LaunchBuilder::write`] and [`LaunchBuilder::value`], then
     /// [`LaunchBuilder::launch`] it, in an `unsafe` block that says what the kernel touches.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// # use cuda_scope::LaunchConfig;
+    /// # let saxpy = gpu.load_ptx(include_str!("../tests/ptx/kernels.ptx"))?.kernel("saxpy")?;
+    /// # let (streams, mut x, mut y) = (gpu.streams(1)?, gpu.alloc::<f32>(1024)?, gpu.alloc::<f32>(1024)?);
+    /// gpu.scope(&streams, |s| {
+    ///     let (x, y) = (s.device(&mut x), s.device(&mut y));
+    ///     let launch = s.stream(0).kernel(&saxpy, LaunchConfig::for_elements(1024, 256));
+    ///     // SAFETY: saxpy reads x[0..n) and writes y[0..n), nothing else.
+    ///     unsafe { launch.read(x).write(y).value(2.0f32).value(1024u64).launch() }
+    /// })?;
+    /// # Ok(()) }
+    /// ```
     pub fn kernel<'q>(self, kernel: &'q Kernel, config: LaunchConfig) -> LaunchBuilder<'q, 'scope>
     where
         'scope: 'q,
@@ -800,6 +1193,22 @@ impl<'scope, 'env> ScopeStream<'scope, 'env> {
 
     /// `cudaEventRecord(event, stream)`: marks the work queued on this stream so far, for
     /// [`ScopeStream::wait_event`] on another stream and for [`Scope::elapsed_ms`].
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// # let streams = gpu.streams(2)?;
+    /// # let (host, mut back) = (gpu.pinned_from_fn(1024, |i| i as f32)?, gpu.pinned::<f32>(1024)?);
+    /// # let mut d = gpu.alloc::<f32>(1024)?;
+    /// gpu.scope(&streams, |s| -> cuda_scope::Result<()> {
+    ///     let (d, copy, work) = (s.device(&mut d), s.stream(0), s.stream(1));
+    ///     copy.htod(&host, d)?;
+    ///     let uploaded = copy.record_event()?; // after the upload
+    ///     work.wait_event(uploaded)?;
+    ///     work.dtoh(d, &mut back)
+    /// })?;
+    /// # Ok(()) }
+    /// ```
     pub fn record_event(self) -> crate::Result<ScopeEvent<'scope>> {
         let scope = self.scope;
         scope.env.ctx.ensure_current()?;
@@ -816,6 +1225,23 @@ impl<'scope, 'env> ScopeStream<'scope, 'env> {
 
     /// `cudaStreamWaitEvent(stream, event)`: work queued next on this stream waits until the work before
     /// `event` is done.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// # let streams = gpu.streams(2)?;
+    /// # let (host, mut back) = (gpu.pinned_from_fn(1024, |i| i as f32)?, gpu.pinned::<f32>(1024)?);
+    /// # let mut d = gpu.alloc::<f32>(1024)?;
+    /// gpu.scope(&streams, |s| -> cuda_scope::Result<()> {
+    ///     let (d, copy, work) = (s.device(&mut d), s.stream(0), s.stream(1));
+    ///     copy.htod(&host, d)?;
+    ///     work.wait_event(copy.record_event()?)?; // the program's own wait: the scope adds none
+    ///     work.dtoh(d, &mut back)?;
+    ///     assert_eq!((s.waits().made, s.waits().added), (1, 0));
+    ///     Ok(())
+    /// })?;
+    /// # Ok(()) }
+    /// ```
     pub fn wait_event(self, event: ScopeEvent<'scope>) -> crate::Result<()> {
         let scope = self.scope;
         if event.scope != scope.id {
@@ -832,21 +1258,49 @@ impl<'scope, 'env> ScopeStream<'scope, 'env> {
 
     /// Blocks until the work queued on this stream has finished (`cudaStreamSynchronize`); an error if
     /// it failed.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// # let streams = gpu.streams(2)?;
+    /// # let (host, mut back) = (gpu.pinned_from_fn(1024, |i| i as f32)?, gpu.pinned::<f32>(1024)?);
+    /// # let mut d = gpu.alloc::<f32>(1024)?;
+    /// gpu.scope(&streams, |s| -> cuda_scope::Result<()> {
+    ///     s.stream(0).dtoh(s.device(&mut d), &mut back)?;
+    ///     s.stream(0).synchronize()?; // this stream's work is done; back stays the scope's until it ends
+    ///     Ok(())
+    /// })?;
+    /// # Ok(()) }
+    /// ```
     pub fn synchronize(self) -> crate::Result<()> {
         synchronize_all(self.scope.env.ctx, std::iter::once(&self.scope.streams[self.index]))
     }
 }
 
-impl<'scope, T: Element> Landing<'scope, '_, T> {
-    /// Blocks until the download has landed (`cudaEventSynchronize`), then hands its destination back
+impl<'scope, T: Element> PendingDownload<'scope, '_, T> {
+    /// Blocks until the download's copy has finished (`cudaEventSynchronize`), then hands its destination back
     /// to the host. Where the stream failed, the destination stays the scope's (which settles it as it
     /// ends) and the error is returned.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// # let streams = gpu.streams(1)?;
+    /// # let (mut d, mut back) = (gpu.alloc::<f32>(1024)?, vec![0f32; 1024]);
+    /// gpu.scope(&streams, |s| -> cuda_scope::Result<()> {
+    ///     let pending = s.stream(0).dtoh_pending(s.device(&mut d), &mut back)?;
+    ///     let back = pending.wait()?; // the copy has finished: back is the host's
+    ///     back[0] += 1.0;
+    ///     Ok(())
+    /// })?;
+    /// # Ok(()) }
+    /// ```
     pub fn wait(self) -> crate::Result<&'scope mut [T]> {
         self.scope.env.ctx.ensure_current()?;
         let st = self.scope.state.borrow();
         // SAFETY: a live event recorded in this scope after the copy.
         check(unsafe { ffi::cuEventSynchronize(st.fences[self.fence]) }, || {
-            format!("waiting for a download on stream {} to land", self.stream)
+            format!("waiting for a download on stream {} to finish", self.stream)
         })?;
         // SAFETY: `dst` was lent to this download for 'scope and moved into it, so nothing else holds it;
         // the GPU's one access to it was that copy, which the event shows has finished; T is an Element,
@@ -1157,7 +1611,7 @@ mod tests {
         let want = |v: &[f32]| v.iter().enumerate().all(|(i, &v)| v == 2.0 * i as f32 + 1.0);
         let batches = crate::batch::batch_support().is_ok();
         for current in [foreign.raw(), std::ptr::null_mut()] {
-            let (mut pinned, mut out, mut landed) = (gpu.pinned::<f32>(N).unwrap(), vec![0f32; N], vec![0f32; N]);
+            let (mut pinned, mut out, mut handed_back) = (gpu.pinned::<f32>(N).unwrap(), vec![0f32; N], vec![0f32; N]);
             let (mut replayed, mut from_managed, mut batched) = (vec![0f32; N], vec![0f32; N], vec![0f32; N]);
             // Behind `common`'s back, as another library would; checked, so that the test tests it.
             let other = || {
@@ -1195,9 +1649,9 @@ mod tests {
                     other();
                     up.dtoh(dy, &mut out)?; // into pageable memory
                     other();
-                    let landing = work.dtoh_landing(dz, &mut landed)?;
+                    let pending = work.dtoh_pending(dz, &mut handed_back)?;
                     other();
-                    assert!(want(landing.wait()?), "the download handed back mid-scope");
+                    assert!(want(pending.wait()?), "the download handed back mid-scope");
                     other();
                     let graph = s.graph(|g| g.dtoh(dy, &mut replayed))?;
                     other();

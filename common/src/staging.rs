@@ -53,6 +53,17 @@ struct Worker<T: Element> {
 }
 
 /// A reusable ring of pinned staging buffers; see the module docs.
+///
+/// ```no_run
+/// # fn main() -> cuda_scope::Result<()> {
+/// # let gpu = cuda_scope::Gpu::init()?;
+/// let mut stager = gpu.stager::<f32>(4, 8 << 20)?; // 4 threads, two 8 MiB pinned slots each
+/// let data = vec![1f32; 1 << 28]; // 1 GiB of pageable memory
+/// let mut d = gpu.alloc::<f32>(data.len())?;
+/// stager.upload(&data, &mut d)?; // returns when the copy is done
+/// stager.download(&d, &mut vec![0f32; 1 << 28])?;
+/// # Ok(()) }
+/// ```
 pub struct Stager<T: Element> {
     ctx: Arc<Context>,
     chunk: usize,
@@ -64,6 +75,14 @@ pub struct Stager<T: Element> {
 
 impl Gpu {
     /// A stager with `threads` workers and staging slots of `chunk_bytes` each (2 per worker).
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// let stager = gpu.stager::<u8>(6, 16 << 20)?; // streams, pinned slots and threads, made once, reused
+    /// # let _ = stager;
+    /// # Ok(()) }
+    /// ```
     pub fn stager<T: Element>(&self, threads: usize, chunk_bytes: usize) -> crate::Result<Stager<T>> {
         if threads == 0 {
             return refused("stager", Refusal::Empty);
@@ -87,6 +106,16 @@ impl Gpu {
 
 impl<T: Element> Stager<T> {
     /// Copies pageable `src` into the start of `dst` through the staging ring; returns when done.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// let mut stager = gpu.stager::<f32>(4, 8 << 20)?;
+    /// let data: Vec<f32> = (0..1 << 28).map(|i| i as f32).collect();
+    /// let mut d = gpu.alloc::<f32>(1 << 28)?;
+    /// stager.upload(&data, &mut d)?; // data and d are free again: the copy is done
+    /// # Ok(()) }
+    /// ```
     pub fn upload(&mut self, src: &[T], dst: &mut DeviceBuffer<T>) -> crate::Result<()> {
         if src.len() > dst.len() {
             return refused("staged upload", Refusal::OutOfBounds { range: 0..src.len(), len: dst.len() });
@@ -121,6 +150,17 @@ impl<T: Element> Stager<T> {
     }
 
     /// Copies the start of `src` into pageable `dst` through the staging ring; returns when done.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// let mut stager = gpu.stager::<f32>(4, 8 << 20)?;
+    /// let d = gpu.alloc::<f32>(1 << 28)?;
+    /// let mut back = vec![1f32; 1 << 28];
+    /// stager.download(&d, &mut back)?;
+    /// assert!(back.iter().all(|&x| x == 0.0));
+    /// # Ok(()) }
+    /// ```
     pub fn download(&mut self, src: &DeviceBuffer<T>, dst: &mut [T]) -> crate::Result<()> {
         if dst.len() > src.len() {
             return refused("staged download", Refusal::OutOfBounds { range: 0..dst.len(), len: src.len() });
@@ -181,6 +221,17 @@ impl<T: Element> Stager<T> {
     /// out of them into `host` (`Destination::Host`, a download's, with streaming stores where a download uses
     /// them). A staged transfer large enough to be staged cannot beat this rate: it does the same CPU
     /// work, with DMA beside it.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// let mut stager = gpu.stager::<f32>(4, 8 << 20)?;
+    /// let mut data = vec![1f32; 1 << 28];
+    /// let t = std::time::Instant::now();
+    /// stager.host_side_only(&mut data, cuda_scope::Destination::Device)?; // an upload's CPU work alone
+    /// println!("staged uploads cannot beat {:.1} GB/s", (1u64 << 30) as f64 / t.elapsed().as_secs_f64() / 1e9);
+    /// # Ok(()) }
+    /// ```
     pub fn host_side_only(&mut self, host: &mut [T], direction: crate::Destination) -> crate::Result<()> {
         let (n, bytes) = (host.len(), std::mem::size_of_val(host));
         let (streaming, to_device) = (bytes >= STREAM_DOWNLOADS_FROM, direction == crate::Destination::Device);
@@ -313,6 +364,21 @@ impl<T> SendPtr<T> {
 /// is written, and for as long as the slice was lent: no part of it can be written again. A `Part`
 /// forgotten (`mem::forget`) leaves its piece unwritten for good; one dropped while its thread panics
 /// marks the slice failed ([`PartedSlice::failed`]) instead, and its piece is never handed out.
+///
+/// ```
+/// # fn main() -> cuda_scope::Result<()> {
+/// let mut packed = vec![0u8; 12];
+/// // Parts of 4 bytes; piece 0 is parts 0 and 1, piece 1 is part 2.
+/// let slice = cuda_scope::PartedSlice::new(&mut packed, vec![4, 8, 12], vec![2, 3])?;
+/// std::thread::scope(|t| {
+///     for i in 0..slice.parts() {
+///         let slice = &slice;
+///         t.spawn(move || slice.claim(i).unwrap().fill(i as u8 + 1)); // a part a thread
+///     }
+/// });
+/// assert_eq!(slice.piece(0), Some(&[1, 1, 1, 1, 2, 2, 2, 2][..])); // to copy while others pack
+/// # Ok(()) }
+/// ```
 pub struct PartedSlice<'a, T> {
     ptr: *mut T,
     /// Part i is `ends[i - 1]..ends[i]` (the first from 0); the last end is the slice's length.
@@ -336,6 +402,15 @@ unsafe impl<T: Send + Sync> Sync for PartedSlice<'_, T> {}
 impl<'a, T> PartedSlice<'a, T> {
     /// `slice` cut into parts that end at `part_ends` (ascending, the last the slice's length), grouped
     /// into pieces that end at `piece_ends` (numbers of parts, ascending, the last the number of parts).
+    ///
+    /// ```
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// let mut v = vec![0f32; 10];
+    /// assert!(cuda_scope::PartedSlice::new(&mut v, vec![5, 3, 10], vec![3]).is_err()); // ends out of order
+    /// let slice = cuda_scope::PartedSlice::new(&mut v, vec![3, 10], vec![1, 2])?; // a piece a part
+    /// assert_eq!(slice.pieces(), 2);
+    /// # Ok(()) }
+    /// ```
     pub fn new(slice: &'a mut [T], part_ends: Vec<usize>, piece_ends: Vec<usize>) -> crate::Result<Self> {
         let ascending = |v: &[usize]| v.windows(2).all(|w| w[0] <= w[1]);
         if !ascending(&part_ends) || part_ends.last().copied().unwrap_or(0) != slice.len() {
@@ -359,21 +434,57 @@ impl<'a, T> PartedSlice<'a, T> {
     }
 
     /// How many parts there are.
+    ///
+    /// ```
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// let mut packed = vec![0u8; 12];
+    /// // Parts of 4 bytes; piece 0 is parts 0 and 1, piece 1 is part 2.
+    /// let slice = cuda_scope::PartedSlice::new(&mut packed, vec![4, 8, 12], vec![2, 3])?;
+    /// assert_eq!(slice.parts(), 3);
+    /// # Ok(()) }
+    /// ```
     pub fn parts(&self) -> usize {
         self.ends.len()
     }
 
     /// How many pieces there are.
+    ///
+    /// ```
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// let mut packed = vec![0u8; 12];
+    /// // Parts of 4 bytes; piece 0 is parts 0 and 1, piece 1 is part 2.
+    /// let slice = cuda_scope::PartedSlice::new(&mut packed, vec![4, 8, 12], vec![2, 3])?;
+    /// assert_eq!(slice.pieces(), 2);
+    /// # Ok(()) }
+    /// ```
     pub fn pieces(&self) -> usize {
         self.piece_ends.len()
     }
 
     /// Where part `i` lies in the slice.
+    ///
+    /// ```
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// let mut packed = vec![0u8; 12];
+    /// // Parts of 4 bytes; piece 0 is parts 0 and 1, piece 1 is part 2.
+    /// let slice = cuda_scope::PartedSlice::new(&mut packed, vec![4, 8, 12], vec![2, 3])?;
+    /// assert_eq!(slice.part_range(1), 4..8);
+    /// # Ok(()) }
+    /// ```
     pub fn part_range(&self, i: usize) -> Range<usize> {
         (if i == 0 { 0 } else { self.ends[i - 1] })..self.ends[i]
     }
 
     /// Where piece `p` lies in the slice.
+    ///
+    /// ```
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// let mut packed = vec![0u8; 12];
+    /// // Parts of 4 bytes; piece 0 is parts 0 and 1, piece 1 is part 2.
+    /// let slice = cuda_scope::PartedSlice::new(&mut packed, vec![4, 8, 12], vec![2, 3])?;
+    /// assert_eq!((slice.piece_range(0), slice.piece_range(1)), (0..8, 8..12)); // where to copy it to
+    /// # Ok(()) }
+    /// ```
     pub fn piece_range(&self, p: usize) -> Range<usize> {
         let parts = self.piece_parts(p);
         let start = if parts.start == 0 { 0 } else { self.ends[parts.start - 1] };
@@ -381,11 +492,32 @@ impl<'a, T> PartedSlice<'a, T> {
     }
 
     /// Which parts piece `p` is made of.
+    ///
+    /// ```
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// let mut packed = vec![0u8; 12];
+    /// // Parts of 4 bytes; piece 0 is parts 0 and 1, piece 1 is part 2.
+    /// let slice = cuda_scope::PartedSlice::new(&mut packed, vec![4, 8, 12], vec![2, 3])?;
+    /// assert_eq!(slice.piece_parts(0), 0..2);
+    /// # Ok(()) }
+    /// ```
     pub fn piece_parts(&self, p: usize) -> Range<usize> {
         (if p == 0 { 0 } else { self.piece_ends[p - 1] })..self.piece_ends[p]
     }
 
     /// Part `i` to write, if nobody has claimed it before (each is handed out once).
+    ///
+    /// ```
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// let mut packed = vec![0u8; 12];
+    /// // Parts of 4 bytes; piece 0 is parts 0 and 1, piece 1 is part 2.
+    /// let slice = cuda_scope::PartedSlice::new(&mut packed, vec![4, 8, 12], vec![2, 3])?;
+    /// let mut part = slice.claim(0).expect("nobody has it");
+    /// part.copy_from_slice(b"abcd");
+    /// assert!(slice.claim(0).is_none()); // handed out once
+    /// drop(part); // written
+    /// # Ok(()) }
+    /// ```
     pub fn claim(&self, i: usize) -> Option<Part<'_, T>> {
         if i >= self.ends.len() || self.claimed[i].swap(true, Ordering::AcqRel) {
             return None;
@@ -401,6 +533,18 @@ impl<'a, T> PartedSlice<'a, T> {
 
     /// Piece `p`, once every part of it is written; `None` before (or for good, where a part was
     /// forgotten or dropped in a panic).
+    ///
+    /// ```
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// let mut packed = vec![0u8; 12];
+    /// // Parts of 4 bytes; piece 0 is parts 0 and 1, piece 1 is part 2.
+    /// let slice = cuda_scope::PartedSlice::new(&mut packed, vec![4, 8, 12], vec![2, 3])?;
+    /// slice.claim(0).unwrap().fill(1);
+    /// assert!(slice.piece(0).is_none()); // part 1 is not written yet
+    /// slice.claim(1).unwrap().fill(2);
+    /// assert_eq!(slice.piece(0).map(|p| p.len()), Some(8));
+    /// # Ok(()) }
+    /// ```
     pub fn piece(&self, p: usize) -> Option<&'a [T]> {
         if self.unwritten[p].load(Ordering::Acquire) != 0 {
             return None;
@@ -413,12 +557,37 @@ impl<'a, T> PartedSlice<'a, T> {
     }
 
     /// Whether a part was dropped while its thread panicked: its piece will never be handed out.
+    ///
+    /// ```
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// let mut packed = vec![0u8; 12];
+    /// // Parts of 4 bytes; piece 0 is parts 0 and 1, piece 1 is part 2.
+    /// let slice = cuda_scope::PartedSlice::new(&mut packed, vec![4, 8, 12], vec![2, 3])?;
+    /// let packing = std::thread::scope(|t| t.spawn(|| {
+    ///     let _part = slice.claim(0);
+    ///     panic!("a bad buffer"); // the part is dropped while its thread panics
+    /// }).join());
+    /// assert!(packing.is_err() && slice.failed() && slice.piece(0).is_none());
+    /// # Ok(()) }
+    /// ```
     pub fn failed(&self) -> bool {
         self.failed.load(Ordering::Acquire)
     }
 }
 
 /// One part of a [`PartedSlice`], to write; dropping it marks the part written.
+///
+/// ```
+/// # fn main() -> cuda_scope::Result<()> {
+/// let mut packed = vec![0u8; 12];
+/// // Parts of 4 bytes; piece 0 is parts 0 and 1, piece 1 is part 2.
+/// let slice = cuda_scope::PartedSlice::new(&mut packed, vec![4, 8, 12], vec![2, 3])?;
+/// let mut part = slice.claim(2).unwrap(); // part 2, to this thread alone
+/// part.copy_from_slice(&[7; 4]);
+/// drop(part); // written: piece 1 may be handed out
+/// assert_eq!(slice.piece(1), Some(&[7u8; 4][..]));
+/// # Ok(()) }
+/// ```
 pub struct Part<'p, T> {
     slice: &'p mut [T],
     unwritten: &'p AtomicUsize,
@@ -451,26 +620,41 @@ impl<T> Drop for Part<'_, T> {
 /// x86-64: the destination's lines are written without first being read into the cache, which halves the
 /// memory traffic of a copy that will not be read again soon, as staging's are. Ends with a store fence
 /// (smaller copies too), so the data is in memory before a DMA that follows reads it. For many small
-/// sources into one destination, [`stream_gather`] fences once for them all.
+/// sources into one destination, [`stream_gather`] makes one store fence for them all.
+///
+/// ```
+/// let src = vec![1u32; 1 << 20];
+/// let mut staged = vec![0u32; 1 << 20]; // a pinned slot, in a stager
+/// cuda_scope::staging::stream_copy(&mut staged, &src); // around the cache, then a store fence
+/// assert_eq!(staged, src);
+/// ```
 pub fn stream_copy<T: Element>(dst: &mut [T], src: &[T]) {
     assert_eq!(dst.len(), src.len(), "stream_copy: lengths differ");
     let _fence = StoreFence;
-    // SAFETY: the fence, dropped on return or unwinding, follows the streaming stores before anything
+    // SAFETY: the store fence, dropped on return or unwinding, follows the streaming stores before anything
     // else can touch `dst`, which is borrowed mutably until then.
     unsafe { copy_unfenced(dst, src) };
 }
 
 /// Copies each of `parts`, (where it starts in `dst`, its source), into its place in `dst`, as
-/// [`stream_copy`] copies one, and fences once, after the last. A fence waits until every streaming
-/// store before it has left the core: one a part, six threads packing 1000 buffers of 4 KiB took a
-/// third longer on an H100's host (medians of 88-112 µs against 64-84 with one fence every 64 KiB, on
-/// three hosts). Parts may overlap, and the later one wins, as with copies one after another: a part
-/// that meets bytes streamed since the last fence is fenced from them first (nothing may touch what a
-/// streaming store wrote before a fence), so parts in order pay one fence. Panics, like slicing, where a
-/// part does not fit in `dst`; the parts before it are copied, and fenced all the same.
+/// [`stream_copy`] copies one, and makes one store fence, after the last. A store fence waits until
+/// every streaming store before it has left the core: one a part, six threads packing 1000 buffers of
+/// 4 KiB took a third longer on an H100's host (medians of 88-112 µs against 64-84 with one store fence
+/// every 64 KiB, on three hosts). Parts may overlap, and the later one wins, as with copies one after another: a part
+/// that meets bytes streamed since the last store fence gets a store fence before it (nothing may touch
+/// what a streaming store wrote before a store fence), so parts in order pay one. Panics, like slicing,
+/// where a part does not fit in `dst`; the parts before it are copied, and a store fence follows them all
+/// the same.
+///
+/// ```
+/// let (a, b) = (vec![1u8; 4096], vec![2u8; 8192]);
+/// let mut packed = vec![0u8; 4096 + 8192];
+/// cuda_scope::staging::stream_gather(&mut packed, [(0, &a[..]), (4096, &b[..])]); // one store fence
+/// assert_eq!((packed[0], packed[4096]), (1, 2));
+/// ```
 pub fn stream_gather<'s, T: Element + 's>(dst: &mut [T], parts: impl IntoIterator<Item = (usize, &'s [T])>) {
     let _fence = StoreFence;
-    // Around every element streamed since the last fence (one range: parts in order grow it at its end).
+    // Around every element streamed since the last store fence (one range: parts in order grow it at its end).
     let mut streamed = 0..0;
     for (at, src) in parts {
         let end = at.checked_add(src.len()).filter(|&end| end <= dst.len());
@@ -481,7 +665,7 @@ pub fn stream_gather<'s, T: Element + 's>(dst: &mut [T], parts: impl IntoIterato
             store_fence();
             streamed = 0..0;
         }
-        // SAFETY: the fence above kept this part from bytes streamed before it; the one dropped on
+        // SAFETY: the store fence above kept this part from bytes streamed before it; the one dropped on
         // return or unwinding follows its own streaming stores before anything else can touch `dst`.
         if unsafe { copy_unfenced(&mut dst[at..end], src) } {
             streamed = match streamed.is_empty() {
@@ -519,7 +703,7 @@ thread_local! {
     static FENCES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
-/// `dst.copy_from_slice(src)` (same lengths), with streaming stores from 4 KiB on x86-64, and no fence;
+/// `dst.copy_from_slice(src)` (same lengths), with streaming stores from 4 KiB on x86-64, and no store fence;
 /// whether it streamed.
 ///
 /// # Safety
@@ -531,7 +715,7 @@ unsafe fn copy_unfenced<T: Element>(dst: &mut [T], src: &[T]) -> bool {
     if std::mem::size_of_val(src) >= 4 << 10 {
         assert_eq!(dst.len(), src.len());
         // SAFETY: two valid, non-overlapping ranges (one borrowed mutably, one shared) of the same byte
-        // length; Element types are plain data, so copying their bytes copies them. The fence that must
+        // length; Element types are plain data, so copying their bytes copies them. The store fence that must
         // follow is the caller's promise.
         unsafe { nt_copy(dst.as_mut_ptr().cast(), src.as_ptr().cast(), std::mem::size_of_val(src)) };
         return true;
@@ -540,11 +724,11 @@ unsafe fn copy_unfenced<T: Element>(dst: &mut [T], src: &[T]) -> bool {
     false
 }
 
-/// Copies `bytes` bytes with SSE2 (baseline on x86-64) streaming stores, 64 bytes a step, with no fence.
+/// Copies `bytes` bytes with SSE2 (baseline on x86-64) streaming stores, 64 bytes a step, with no store fence.
 ///
 /// # Safety
 /// `src` must be valid for `bytes` reads and `dst` for `bytes` writes, and they must not overlap. A store
-/// fence must follow before anything else reads or writes `dst` (a [`StoreFence`] of the caller's).
+/// store fence must follow before anything else reads or writes `dst` (a [`StoreFence`] of the caller's).
 #[cfg(target_arch = "x86_64")]
 unsafe fn nt_copy(dst: *mut u8, src: *const u8, bytes: usize) {
     use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_stream_si128};
@@ -673,7 +857,7 @@ mod tests {
     }
 
     #[test]
-    fn stream_gather_puts_every_part_in_its_place_and_fences_after_a_panic_too() {
+    fn stream_gather_puts_every_part_in_its_place_and_makes_a_store_fence_after_a_panic_too() {
         let src: Vec<u8> = (0..200_000u32).map(|i| (i * 13 % 251) as u8).collect();
         // Parts of every kind of size (under 4 KiB, 4 KiB, larger, empty), at any alignment, out of order.
         let parts = [(5000, 3..4099), (0, 100..150), (60_000, 7..70_008), (4200, 9..9), (50, 200..4296)];
@@ -701,7 +885,7 @@ mod tests {
     }
 
     #[test]
-    fn stream_gather_fences_once_for_parts_in_order_and_before_a_part_meets_streamed_bytes() {
+    fn stream_gather_makes_one_store_fence_for_parts_in_order_and_one_before_a_part_meets_streamed_bytes() {
         let fences = || FENCES.with(|n| n.get());
         let src: Vec<u8> = (0..16_384u32).map(|i| (i * 7 % 251) as u8).collect();
         let mut dst = vec![0u8; 16_384];
@@ -709,13 +893,13 @@ mod tests {
         let parts = (0..4).map(|i| (i * 4096, &src[i * 4096..(i + 1) * 4096]));
         stream_gather(&mut dst, parts);
         assert!(dst == src);
-        assert_eq!(fences() - before, 1, "parts in order: one fence, after the last");
-        // A part over bytes streamed since the last fence is fenced from them first; the later part wins.
+        assert_eq!(fences() - before, 1, "parts in order: one store fence, after the last");
+        // A part over bytes streamed since the last store fence gets one before it; the later part wins.
         let (sevens, before) = (vec![7u8; 64], fences());
         stream_gather(&mut dst, [(0, &src[..4096]), (64, &sevens[..])]);
         assert!(dst[64..128].iter().all(|&b| b == 7) && dst[..64] == src[..64] && dst[128..4096] == src[128..4096]);
-        assert_eq!(fences() - before, 2, "one before the part that meets streamed bytes, one after the last");
-        // Parts out of order that do not meet: one fence.
+        assert_eq!(fences() - before, 2, "a store fence before the part that meets streamed bytes, one after");
+        // Parts out of order that do not meet: one store fence.
         let before = fences();
         stream_gather(&mut dst, [(8192, &src[..4096]), (0, &src[4096..8192])]);
         assert!(dst[8192..12_288] == src[..4096] && dst[..4096] == src[4096..8192]);

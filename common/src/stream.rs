@@ -12,6 +12,15 @@ use crate::{context::Context, error::check, ffi};
 ///
 /// Or another library's stream, borrowed ([`Stream::borrow_raw`]): it behaves as ours in a scope, and
 /// is never destroyed by us.
+///
+/// ```no_run
+/// # fn main() -> cuda_scope::Result<()> {
+/// # let gpu = cuda_scope::Gpu::init()?;
+/// let streams = gpu.streams(2)?; // cudaStreamNonBlocking, destroyed when dropped
+/// gpu.scope(&streams, |s| s.stream(1).synchronize())?; // lent to a scope, which queues work on them
+/// streams[0].synchronize()?;
+/// # Ok(()) }
+/// ```
 pub struct Stream {
     raw: sys::CUstream,
     blocking: bool,
@@ -62,17 +71,41 @@ impl Stream {
 
     /// Whether this stream was borrowed from another library ([`Stream::borrow_raw`]), rather than made
     /// by us: if so, dropping it leaves the stream alive, its owner's.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// let streams = gpu.streams(1)?;
+    /// assert!(!streams[0].is_borrowed()); // ours: destroyed when dropped
+    /// # Ok(()) }
+    /// ```
     pub fn is_borrowed(&self) -> bool {
         !self.owned
     }
 
     /// Whether this stream waits for the legacy default stream and it for this one (`cudaStreamCreate`
     /// without flags), rather than running independently of it (`cudaStreamNonBlocking`).
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// let (free, tied) = (gpu.streams(1)?, gpu.blocking_streams(1)?);
+    /// assert!(!free[0].is_blocking() && tied[0].is_blocking());
+    /// # Ok(()) }
+    /// ```
     pub fn is_blocking(&self) -> bool {
         self.blocking
     }
 
     /// The flags the driver reports for this stream: `CU_STREAM_NON_BLOCKING` (1) or 0.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// let streams = gpu.streams(1)?;
+    /// assert_eq!(streams[0].driver_flags()?, 1); // CU_STREAM_NON_BLOCKING
+    /// # Ok(()) }
+    /// ```
     pub fn driver_flags(&self) -> crate::Result<u32> {
         let mut flags = 0;
         // SAFETY: a live stream and a valid out-pointer.
@@ -81,6 +114,14 @@ impl Stream {
     }
 
     /// Blocks until the work queued on this stream has finished (`cudaStreamSynchronize`).
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// let streams = gpu.streams(1)?;
+    /// streams[0].synchronize()?; // nothing queued: returns at once
+    /// # Ok(()) }
+    /// ```
     pub fn synchronize(&self) -> crate::Result<()> {
         // SAFETY: a live stream.
         check(unsafe { ffi::cuStreamSynchronize(self.raw) }, || "waiting for a stream".into())

@@ -1,7 +1,7 @@
 //! Streams really are what they say: `Gpu::streams` makes non-blocking streams, which run concurrently
 //! with the legacy default stream, and `Gpu::blocking_streams` makes streams that synchronize with it.
 //! Another library's `cudaMemcpy` (legacy default stream) during a long kernel shows the difference.
-//! And a download can be handed back to the host mid-scope, as it lands (`dtoh_landing`).
+//! And a download can be handed back to the host mid-scope, once its copy has finished (`dtoh_pending`).
 
 use std::time::Instant;
 
@@ -75,11 +75,11 @@ fn non_blocking_streams_do_not_hold_back_the_legacy_stream_and_blocking_ones_do(
     );
 }
 
-/// A download handed back as it lands (`dtoh_landing`): each piece is the host's, with the right
+/// A pending download handed back once its copy has finished (`dtoh_pending`): each piece is the host's, with the right
 /// bytes, while the scope's later work (a long kernel queued behind it) still runs.
 #[test]
 #[ignore = "needs an NVIDIA GPU; cargo xtask test runs it where a driver is found"]
-fn a_landing_hands_its_piece_back_while_later_work_runs() {
+fn a_pending_download_hands_its_piece_back_while_later_work_runs() {
     let gpu = cuda_scope::Gpu::init().expect("these tests need a GPU");
     let k = TestKernels::load(&gpu);
     let streams = gpu.streams(2).unwrap();
@@ -87,14 +87,14 @@ fn a_landing_hands_its_piece_back_while_later_work_runs() {
     let h = gpu.pinned_from_fn(n, |i| (i % 1000) as f32).unwrap();
     let mut back = gpu.pinned::<f32>(n).unwrap();
     let (mut d, mut busy) = (gpu.alloc::<f32>(n).unwrap(), gpu.alloc::<f32>(1 << 16).unwrap());
-    let (sum, idle_when_landed) = gpu
+    let (sum, idle_when_handed_back) = gpu
         .scope(&streams, |s| {
             let (v, st) = (s.device(&mut d), s.stream(0));
             st.htod(&h, v)?;
             let (first, second) = back.split_at_mut(n / 2);
-            let a = st.dtoh_landing(v.slice(0..n / 2), first)?;
-            let b = s.stream(1).dtoh_landing(v.slice(n / 2..n), second)?; // the scope orders it after the upload
-            k.busy(st, s.device(&mut busy), 2_000_000)?; // milliseconds: still running when the pieces land
+            let a = st.dtoh_pending(v.slice(0..n / 2), first)?;
+            let b = s.stream(1).dtoh_pending(v.slice(n / 2..n), second)?; // the scope orders it after the upload
+            k.busy(st, s.device(&mut busy), 2_000_000)?; // milliseconds: still running when the pieces arrive
             let first = a.wait()?;
             let second = b.wait()?;
             let idle = s.is_idle()?;
@@ -104,7 +104,7 @@ fn a_landing_hands_its_piece_back_while_later_work_runs() {
         })
         .unwrap();
     let expected: f64 = (0..n).map(|i| (i % 1000) as f64).sum();
-    assert_eq!(sum, expected, "every landed element");
-    assert!(!idle_when_landed, "the pieces were handed back while the kernel queued after them still ran");
+    assert_eq!(sum, expected, "every element handed back");
+    assert!(!idle_when_handed_back, "the pieces were handed back while the kernel queued after them still ran");
     assert_eq!(back[0], -1.0);
 }

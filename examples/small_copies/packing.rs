@@ -74,7 +74,7 @@
 //! tries at the packed way") and left out: a ring of a few pinned slots each way, reused once a copy had
 //! read or an unpacking had emptied one, so that the staging stays in the caches (464-578 µs against 353:
 //! the wait before a slot is reused costs more than the cache saves); prefetching the next buffers while
-//! packing or unpacking; the caller unpacking between polls of the landings; one item last up and first
+//! packing or unpacking; the caller unpacking between polls of the pending downloads; one item last up and first
 //! back; the crew kept spinning between round trips; every thread woken by the caller. None moved the
 //! median by more than the noise, 2-4%, in the better direction.
 //!
@@ -121,7 +121,7 @@ use std::{
 
 use cuda_scope::{
     staging::{stream_copy, stream_gather},
-    Dev, Landing, PartedSlice, ScopeStream,
+    Dev, PartedSlice, PendingDownload, ScopeStream,
 };
 use kernels::TableCopy;
 
@@ -466,15 +466,15 @@ pub fn packed_round_trip(
                 _ => Ok(()),
             })?;
             unpack_as_they_land(&unpacking, helpers, || {
-                let mut landings = Vec::with_capacity(layout.pieces.len());
+                let mut pending = Vec::with_capacity(layout.pieces.len());
                 for (p, region) in dtoh_regions.into_iter().enumerate() {
                     if p == parts[last].start {
                         part_kernels(last)?;
                     }
-                    let back = copies.dtoh_landing(packed.slice(layout.piece_bytes(p)), region)?; // a piece back
-                    landings.push(back);
+                    let back = copies.dtoh_pending(packed.slice(layout.piece_bytes(p)), region)?; // a piece back
+                    pending.push(back);
                 }
-                Ok(landings)
+                Ok(pending)
             })
         })
     })
@@ -518,13 +518,13 @@ fn htod_as_packed<'s, 'a: 's>(
 fn unpack_as_they_land<'s, 'e: 's>(
     unpacking: &Unpacking<'s, '_, '_>,
     helpers: usize,
-    queue: impl FnOnce() -> anyhow::Result<Vec<Landing<'s, 'e, u8>>>,
+    queue: impl FnOnce() -> anyhow::Result<Vec<PendingDownload<'s, 'e, u8>>>,
 ) -> anyhow::Result<()> {
     rayon::in_place_scope(|pool| {
         on_helpers(pool, helpers, move || unpacking.help());
         let closing = Closing(unpacking);
-        let waited = queue()?.into_iter().enumerate().try_for_each(|(p, landing)| {
-            unpacking.landed(p, landing.wait()?); //                              landed: the host's again
+        let waited = queue()?.into_iter().enumerate().try_for_each(|(p, pending)| {
+            unpacking.landed(p, pending.wait()?); //                              landed: the host's again
             if helpers == 0 {
                 while let Some(true) = unpacking.unpack_next() {}
             }

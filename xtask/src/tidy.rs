@@ -523,3 +523,201 @@ fn readme_figures_come_from_results() {
         text.split(|c: char| c.is_whitespace() || "()[]`,;:".contains(c)).filter(|w| dated(w) || hash(w)).collect();
     assert!(history.is_empty(), "README.md names dates or commits: {history:?}");
 }
+
+/// The modules of `common` no user can name. Their items are reached only through the re-exports of
+/// the public modules (`pub use crate::order::Waits`), so only those are checked in them.
+const COMMON_PRIVATE_MODULES: [&str; 7] = ["ffi", "cubin", "ptx", "prototype", "order", "context", "ptx_differential"];
+
+/// A `pub` item of a Rust file, as [`pub_items`] reads it.
+#[derive(Debug, PartialEq)]
+struct PubItem {
+    /// Its line, from 1.
+    line: usize,
+    /// `fn`, `struct`, `enum`, `trait` or `type`.
+    kind: &'static str,
+    name: String,
+    /// The type whose `impl` block holds it, for a method.
+    owner: Option<String>,
+    /// Whether its doc comment (the `///` lines above it and its attributes) holds a code block.
+    example: bool,
+}
+
+/// The type an `impl` line is for: `impl<T: Element> DeviceBuffer<T> {` and `impl<T> Deref for
+/// Part<'_, T> {` are for `DeviceBuffer` and `Part`.
+fn impl_type(line: &str) -> String {
+    let rest = line.trim_start_matches("unsafe ").trim_start_matches("impl");
+    let mut depth = 0;
+    let start = rest
+        .char_indices()
+        .find(|&(_, c)| {
+            match c {
+                '<' => depth += 1,
+                '>' => depth -= 1,
+                _ => {}
+            }
+            depth == 0 && c != '>'
+        })
+        .map_or(rest.len(), |(i, _)| i);
+    let ty = rest[start..].rsplit(" for ").next().unwrap_or("").trim().trim_start_matches('&');
+    let ty = ty.split(['<', ' ', '{']).next().unwrap_or("");
+    ty.rsplit("::").next().unwrap_or("").to_string()
+}
+
+/// The `pub` items of a Rust file (`pub(crate)` ones left out), by a reading of its lines that rustfmt's
+/// layout makes sound: a line `pub fn NAME` (or `pub const fn`, `pub unsafe fn`, `pub struct`, `pub enum`,
+/// `pub trait`, `pub type`) at any indent, its owner the type of the `impl` line above it at indent 0.
+/// Blocks of private inline modules (`mod tests {`, `pub(crate) mod sealed {`) are skipped to their
+/// closing line at their indent.
+fn pub_items(text: &str) -> Vec<PubItem> {
+    let lines: Vec<&str> = text.lines().collect();
+    let (mut items, mut owner, mut skip_to) = (Vec::new(), None, None::<String>);
+    for (i, l) in lines.iter().enumerate() {
+        if let Some(end) = &skip_to {
+            if l == end {
+                skip_to = None;
+            }
+            continue;
+        }
+        let t = l.trim_start();
+        let indent = &l[..l.len() - t.len()];
+        let words: Vec<&str> = t.split_whitespace().collect();
+        if t.ends_with('{') && words.contains(&"mod") && words[0] != "pub" {
+            skip_to = Some(format!("{indent}}}"));
+            continue;
+        }
+        if indent.is_empty() && (t.starts_with("impl") || t.starts_with("unsafe impl")) && !t.ends_with("{}") {
+            owner = Some(impl_type(t));
+        } else if indent.is_empty() && t == "}" {
+            owner = None;
+        }
+        let Some(mut rest) = t.strip_prefix("pub ") else { continue };
+        for qualifier in ["const ", "async ", "unsafe "] {
+            rest = rest.strip_prefix(qualifier).unwrap_or(rest);
+        }
+        let kinds = ["fn", "struct", "enum", "trait", "type"];
+        let Some((kind, after)) = kinds.iter().find_map(|k| Some((*k, rest.strip_prefix(k)?.strip_prefix(' ')?)))
+        else {
+            continue;
+        };
+        let name = after.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+        let above = lines[..i].iter().rev().skip_while(|l| l.trim_start().starts_with("#["));
+        let example = above.take_while(|l| l.trim_start().starts_with("///")).any(|l| l.contains("```"));
+        let owner = if indent.is_empty() { None } else { owner.clone() };
+        items.push(PubItem { line: i + 1, kind, name, owner, example });
+    }
+    items
+}
+
+#[test]
+fn pub_items_are_read_with_their_examples_and_owners() {
+    let text = [
+        "/// A thing.",
+        "///",
+        "/// ```",
+        "/// let t = Thing;",
+        "/// ```",
+        "#[derive(Clone)]",
+        "pub struct Thing;",
+        "",
+        "impl<T: Copy> Thing<T> {",
+        "    /// Undocumented by example.",
+        "    #[inline]",
+        "    pub fn bare(&self) {}",
+        "",
+        "    pub(crate) fn inner(&self) {}",
+        "}",
+        "",
+        "/// Nothing.",
+        "pub unsafe fn raw() {}",
+        "",
+        "#[cfg(test)]",
+        "mod tests {",
+        "    pub fn helper() {}",
+        "}",
+    ]
+    .join("\n");
+    let items = pub_items(&text);
+    let item = |line, kind, name: &str, owner: Option<&str>, example| PubItem {
+        line,
+        kind,
+        name: name.into(),
+        owner: owner.map(String::from),
+        example,
+    };
+    assert_eq!(
+        items,
+        [
+            item(7, "struct", "Thing", None, true),
+            item(12, "fn", "bare", Some("Thing"), false),
+            item(18, "fn", "raw", None, false)
+        ]
+    );
+    assert_eq!(impl_type("impl<'scope, T: Element> PendingDownload<'scope, '_, T> {"), "PendingDownload");
+    assert_eq!(impl_type("impl<T> std::ops::Deref for Part<'_, T> {"), "Part");
+}
+
+/// The public API is what the docs show: every public type and function of `common` (of its public
+/// modules, methods of its public types and what is re-exported from its private modules) has an example
+/// in its doc comment, which `cargo test --doc` compiles. Every offender is listed at once.
+#[test]
+fn every_public_item_of_common_has_an_example() {
+    let dir = tools::root().join("common/src");
+    let mut files: Vec<(String, String)> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .filter_map(|e| {
+            let stem = e.file_name().to_str()?.strip_suffix(".rs")?.to_string();
+            Some((stem, std::fs::read_to_string(e.path()).ok()?))
+        })
+        .collect();
+    files.sort();
+    let private = |module: &str| COMMON_PRIVATE_MODULES.contains(&module);
+    // Names re-exported from the private modules: `pub use crate::order::Waits;`.
+    let mut public: Vec<String> = Vec::new();
+    for (_, text) in &files {
+        for line in text.lines().filter_map(|l| l.trim_start().strip_prefix("pub use crate::")) {
+            let Some((module, names)) = line.trim_end_matches(';').split_once("::") else { continue };
+            if private(module) {
+                public.extend(names.trim_matches(['{', '}']).split(',').map(|n| n.trim().to_string()));
+            }
+        }
+    }
+    let items: Vec<(&str, Vec<PubItem>)> = files.iter().map(|(m, text)| (m.as_str(), pub_items(text))).collect();
+    // The types the public modules declare.
+    for (_, items) in items.iter().filter(|(module, _)| !private(module)) {
+        public.extend(items.iter().filter(|i| i.owner.is_none() && i.kind != "fn").map(|i| i.name.clone()));
+    }
+    let mut offences = Vec::new();
+    for (module, items) in &items {
+        for i in items.iter().filter(|i| !i.example) {
+            let reachable = match &i.owner {
+                None => !private(module) || public.contains(&i.name),
+                Some(owner) => public.contains(owner),
+            };
+            if reachable {
+                let owner = i.owner.as_ref().map_or(String::new(), |o| format!("{o}::"));
+                offences.push(format!("common/src/{module}.rs:{}: {} {owner}{}", i.line, i.kind, i.name));
+            }
+        }
+    }
+    assert!(
+        offences.is_empty(),
+        "{} public items of common have no example (a ``` block) in their docs:\n  {}",
+        offences.len(),
+        offences.join("\n  ")
+    );
+}
+
+/// Nothing of `common` is hidden from its docs: what a user can call, the docs show.
+#[test]
+fn common_hides_nothing_from_its_docs() {
+    let root = tools::root();
+    let hidden: Vec<String> = walkdir::WalkDir::new(root.join("common"))
+        .into_iter()
+        .flatten()
+        .filter(|e| e.file_type().is_file())
+        .filter(|e| std::fs::read_to_string(e.path()).is_ok_and(|t| t.contains("doc(hidden)")))
+        .map(|e| e.path().strip_prefix(&root).unwrap().display().to_string())
+        .collect();
+    assert!(hidden.is_empty(), "doc(hidden) in {}", hidden.join(", "));
+}
