@@ -22,31 +22,23 @@ fn no_locked_dependency_needs_a_newer_rust() {
     assert!(newer.is_empty(), "rust-version {msrv} is too old: {}", newer.join(", "));
 }
 
-/// The lessons in `examples/`: `NAME.rs`, or a folder `NAME/` with its `main.rs` (a lesson with
-/// apparatus of its own beside it).
+/// The lessons in `examples/`: a folder `NAME/` each, with its `main.rs` (and the lesson's own modules,
+/// kernels and PTX beside it).
 fn lesson_files() -> Vec<String> {
     let dir = tools::root().join("examples");
     let mut names: Vec<String> = std::fs::read_dir(&dir)
         .unwrap()
         .flatten()
-        .filter_map(|e| {
-            let name = e.file_name().to_str()?.to_string();
-            match name.strip_suffix(".rs") {
-                Some(stem) => Some(stem.to_string()),
-                None => e.path().join("main.rs").exists().then_some(name),
-            }
-        })
+        .filter(|e| e.path().join("main.rs").exists())
+        .filter_map(|e| e.file_name().to_str().map(String::from))
         .collect();
     names.sort();
     names
 }
 
-/// A lesson's source files, relative to the root: its `main.rs` (or its one file) first.
+/// A lesson's source files, relative to the root: its `main.rs` first.
 fn lesson_sources(name: &str) -> Vec<String> {
     let root = tools::root();
-    if root.join(format!("examples/{name}.rs")).exists() {
-        return vec![format!("examples/{name}.rs")];
-    }
     let mut files: Vec<String> = walkdir::WalkDir::new(root.join("examples").join(name))
         .into_iter()
         .flatten()
@@ -55,6 +47,21 @@ fn lesson_sources(name: &str) -> Vec<String> {
         .collect();
     files.sort_by_key(|f| (!f.ends_with("/main.rs"), f.clone()));
     files
+}
+
+/// `examples/` holds one folder per lesson and nothing else: no lesson as a flat `NAME.rs`, and no
+/// kernel or PTX outside its lesson's folder.
+#[test]
+fn every_lesson_is_a_folder() {
+    let dir = tools::root().join("examples");
+    let mut loose: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| !e.path().join("main.rs").exists())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    loose.sort();
+    assert!(loose.is_empty(), "examples/ holds more than lesson folders (NAME/main.rs): {}", loose.join(", "));
 }
 
 /// Every lesson is registered once, in `lessons::LESSONS`, and README.md's lesson table names each.
@@ -274,7 +281,7 @@ const UNSAFE_OUTSIDE_COMMON: [&str; 9] = [
     "kernels/src/lib.rs",
     "examples/every_gpu/numa.rs",
     "examples/planner/child.rs",
-    "examples/your_kernel.rs",
+    "examples/your_kernel/main.rs",
     "lift/src/main.rs",
     "measure/src/args.rs",
     "measure/src/machine.rs",
