@@ -26,7 +26,7 @@ use measure::{
     report::Output,
     rig,
     work::{ChunkKernel, Work},
-    ChunkPlan,
+    Chunking,
 };
 
 /// N elements in chunks over K streams: one stream against K, each against its bound.
@@ -82,7 +82,7 @@ fn overlap_pattern_cu(gpu: &Gpu, kernels: &Kernels, out: &Output) -> anyhow::Res
     out.say(format!("overlap_pattern.cu: Without overlap: {no_overlap:.2} ms"));
     out.say(format!("overlap_pattern.cu: With overlap:    {overlap:.2} ms"));
     out.say(format!("overlap_pattern.cu: Speedup:         {:.2}x\n", no_overlap / overlap));
-    Work::SinCos(500).check(&h_output, &ChunkPlan::new(N, NUM_STREAMS, NUM_STREAMS)?).ensure()?;
+    Work::SinCos(500).check(&h_output, &Chunking::new(N, NUM_STREAMS, NUM_STREAMS)?).ensure()?;
     Ok([no_overlap, overlap])
 }
 
@@ -92,9 +92,9 @@ fn overlap(args: &Args, out: &Output) -> anyhow::Result<()> {
     if args.original {
         setup.kernel = ChunkKernel::Given(Work::SinCos(args.flags.work.iters.unwrap_or(500)));
     }
-    let rig = rig::PipelineRig::start(out, setup, setup.plan.streams)?;
+    let rig = rig::PipelineRig::start(out, setup, setup.chunking.streams)?;
     let [without_overlap, with_overlap] = overlap_pattern_cu(&rig.gpu, &rig.kernels, out)?;
-    // The same loop for this plan, over several runs, each held against its bound.
+    // The same loop for this chunking, over several runs, each held against its bound.
     let original = serde_json::json!({ "without_overlap_ms": without_overlap, "with_overlap_ms": with_overlap });
     rig.one_stream_against_many(out, original)
 }

@@ -34,6 +34,6 @@ pub mod verify;
 pub mod work;
 
 pub use anyhow;
-pub use chunks::{Chunk, ChunkPlan};
+pub use chunks::{Chunk, Chunking};
 pub use error::Result;
 pub use timing::Stats;

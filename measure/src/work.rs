@@ -4,7 +4,7 @@
 use cuda_scope::{Dev, ScopeStream};
 use kernels::{cpu, Kernels};
 
-use crate::{verify, ChunkPlan};
+use crate::{verify, Chunking};
 
 /// The kernel run on each chunk in place.
 #[derive(Clone, Copy, Debug, serde::Serialize)]
@@ -38,18 +38,18 @@ impl Work {
         }
     }
 
-    /// Checks `got`, the result of `plan`'s chunks, against this work applied to [`verify::input`] on
+    /// Checks `got`, the result of `chunking`'s chunks, against this work applied to [`verify::input`] on
     /// the CPU: every chunk's first and last elements and 62 between, bit for bit for
     /// [`Work::Process`]; within 1e-4 for the sin/cos kernel, whose math library differs from the
     /// CPU's in the last bits.
-    pub fn check(self, got: &[f32], plan: &ChunkPlan) -> verify::Check {
+    pub fn check(self, got: &[f32], chunking: &Chunking) -> verify::Check {
         let expected = |i| self.cpu(verify::input(i));
         let tolerance = match self {
             Work::Process(_) => 0.0,
             Work::SinCos(_) => 1e-4,
             Work::User => return verify::Check::unchecked(got.len(), "a kernel of your own has no CPU twin"),
         };
-        verify::chunks(got, plan, 62, tolerance, expected)
+        verify::chunks(got, chunking, 62, tolerance, expected)
     }
 
     /// The work in words.
@@ -84,7 +84,7 @@ pub enum Steps {
 }
 
 impl Steps {
-    /// H2D copies per chunk: the input vectors, each of the plan's length, one after another in the input.
+    /// H2D copies per chunk: the input vectors, each of the chunking's length, one after another in the input.
     pub fn htod_copies(self) -> usize {
         match self {
             Steps::InPlace(_) => 1,
@@ -144,12 +144,12 @@ impl Steps {
         }
     }
 
-    /// Checks `got`, the output of `plan`'s chunks, against the CPU ([`Work::check`]; `c = a + b` bit
+    /// Checks `got`, the output of `chunking`'s chunks, against the CPU ([`Work::check`]; `c = a + b` bit
     /// for bit, at the same places of each chunk).
-    pub fn check(self, got: &[f32], plan: &ChunkPlan) -> verify::Check {
+    pub fn check(self, got: &[f32], chunking: &Chunking) -> verify::Check {
         match self {
-            Steps::InPlace(work) => work.check(got, plan),
-            Steps::VectorAdd => verify::chunks(got, plan, 62, 0.0, |i| self.cpu(i, plan.elements)),
+            Steps::InPlace(work) => work.check(got, chunking),
+            Steps::VectorAdd => verify::chunks(got, chunking, 62, 0.0, |i| self.cpu(i, chunking.elements)),
         }
     }
 

@@ -182,7 +182,7 @@ fn lessons_read_as_their_seed_first() {
 }
 
 /// The modules of `measure` a text names: `measure::MODULE`, and `use measure::{...}` lists, the crate
-/// root's re-exports (`ChunkPlan`, `Stats`) resolved to their modules.
+/// root's re-exports (`Chunking`, `Stats`) resolved to their modules.
 fn measure_modules_named(text: &str, modules: &[String], reexports: &[(String, String)]) -> Vec<String> {
     let as_crate = text.replace("measure::", "crate::");
     let named = uses(&as_crate, reexports);
