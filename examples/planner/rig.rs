@@ -168,7 +168,7 @@ impl PlannerRig {
             costs.kernel.ms(1 << 20)
         ));
         costs.warnings().iter().for_each(|w| out.say(w));
-        out.say(format!("both directions at once keep {:.0}% of their rate", 100.0 * costs.both_ways));
+        out.say(format!("both directions at once keep {:.0}% of their rate", 100.0 * costs.both_directions));
         Ok(costs)
     }
 

@@ -14,9 +14,13 @@ pub enum Work {
     User,
     /// [`Kernels::process`] with this many iterations: checked bit for bit.
     Process(u32),
-    /// overlap_pattern.cu's sin * cos kernel with this many rounds: the CPU's sin/cos differ from CUDA's in
-    /// the last bits, so it is checked within a tolerance, on a sample (the reference is slow).
-    SinCos(u32),
+    /// [`Kernels::process_sincos`], the sin * cos of overlap_pattern.cu's kernel with this many rounds: the
+    /// CPU's sin/cos differ from CUDA's in the last bits, so it is checked within a tolerance, on a sample
+    /// (the reference is slow).
+    ProcessSincos(u32),
+    /// overlap_pattern.cu's own kernel ([`Kernels::overlap_pattern_process`]): its fixed
+    /// [`kernels::OVERLAP_PATTERN_ROUNDS`] rounds of sin * cos, checked as [`Work::ProcessSincos`] is.
+    OverlapPattern,
 }
 
 impl Work {
@@ -24,7 +28,8 @@ impl Work {
     pub fn run<'s>(self, kernels: &Kernels, on: ScopeStream<'s, '_>, data: Dev<'s, f32>) -> cuda_scope::Result<()> {
         match self {
             Work::Process(i) => kernels.process(on, data, i),
-            Work::SinCos(i) => kernels.process_sincos(on, data, i),
+            Work::ProcessSincos(i) => kernels.process_sincos(on, data, i),
+            Work::OverlapPattern => kernels.overlap_pattern_process(on, data),
             Work::User => kernels.user(on, data),
         }
     }
@@ -33,7 +38,8 @@ impl Work {
     pub fn cpu(self, x: f32) -> f32 {
         match self {
             Work::Process(i) => cpu::process(x, i),
-            Work::SinCos(i) => cpu::process_sincos(x, i),
+            Work::ProcessSincos(i) => cpu::process_sincos(x, i),
+            Work::OverlapPattern => cpu::overlap_pattern_process(x),
             Work::User => f32::NAN,
         }
     }
@@ -46,7 +52,7 @@ impl Work {
         let expected = |i| self.cpu(verify::input(i));
         let tolerance = match self {
             Work::Process(_) => 0.0,
-            Work::SinCos(_) => 1e-4,
+            Work::ProcessSincos(_) | Work::OverlapPattern => 1e-4,
             Work::User => return verify::Check::unchecked(got.len(), "a kernel of your own has no CPU twin"),
         };
         verify::chunks(got, chunking, 62, tolerance, expected)
@@ -56,7 +62,11 @@ impl Work {
     pub fn describe(self) -> String {
         match self {
             Work::Process(i) => format!("process: {i} rounds of x = x*a + b per element"),
-            Work::SinCos(i) => format!("overlap_pattern.cu's kernel: {i} rounds of sin(x)*cos(x) + 1 per element"),
+            Work::ProcessSincos(i) => format!("process_sincos: {i} rounds of sin(x)*cos(x) + 1 per element"),
+            Work::OverlapPattern => format!(
+                "overlap_pattern.cu's kernel: {} rounds of sin(x)*cos(x) + 1 per element",
+                kernels::OVERLAP_PATTERN_ROUNDS
+            ),
             Work::User => "a kernel of your own, in place".into(),
         }
     }

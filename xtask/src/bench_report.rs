@@ -4,8 +4,8 @@
 //! direction, the link's raw rate across (`rates.svg` beside criterion's reports). The picture is the
 //! one `pinned_memory --svg` draws, by the same code (the `chart` crate, std only).
 //!
-//! A run stopped early is reported as far as it got: the benchmark writes its plan
-//! (`gpu-bench-plan.json`) and its limits before any benchmark, so the report says which planned
+//! A run stopped early is reported as far as it got: the benchmark writes its schedule
+//! (`gpu-bench-plan.json`) and its limits before any benchmark, so the report says which scheduled
 //! benchmarks it lacks, and leaves out results of earlier runs still in the folder.
 
 use std::{
@@ -40,7 +40,7 @@ impl Result {
         self.bytes as f64 / self.median_ns
     }
 
-    /// Its name as criterion and the plan give it: `htod/pinned/4 KiB`, `buffering/single`.
+    /// Its name as criterion and the schedule give it: `htod/pinned/4 KiB`, `buffering/single`.
     pub fn id(&self) -> String {
         [self.group.as_str(), &self.function, &self.value]
             .iter()
@@ -51,17 +51,17 @@ impl Result {
     }
 }
 
-/// The benchmarks a run planned (`gpu-bench-plan.json`), and when it started.
+/// The benchmarks a run scheduled (`gpu-bench-plan.json`), and when it started.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Plan {
+pub struct Schedule {
     pub started_unix: u64,
     pub benchmarks: Vec<String>,
     pub full: bool,
 }
 
-impl Plan {
-    pub fn parse(v: &Value) -> Option<Plan> {
-        Some(Plan {
+impl Schedule {
+    pub fn parse(v: &Value) -> Option<Schedule> {
+        Some(Schedule {
             started_unix: v["started_unix"].as_u64()?,
             benchmarks: v["benchmarks"].as_array()?.iter().filter_map(|b| b.as_str().map(String::from)).collect(),
             full: v["full"].as_bool().unwrap_or(false),
@@ -86,7 +86,7 @@ pub fn run(flags: BenchReportFlags) -> anyhow::Result<()> {
             Err(_) => Ok(None),
         }
     };
-    let plan = read_json("gpu-bench-plan.json")?.as_ref().and_then(Plan::parse);
+    let schedule = read_json("gpu-bench-plan.json")?.as_ref().and_then(Schedule::parse);
     let limits = read_json("gpu-limits.json")?;
     let results = read_results(&dir)?;
     if results.is_empty() && limits.is_none() {
@@ -100,8 +100,8 @@ pub fn run(flags: BenchReportFlags) -> anyhow::Result<()> {
         }
         bail!("no benchmark results in {}: run `cargo bench` first", dir.display());
     }
-    print!("{}", report(&results, limits.as_ref(), plan.as_ref()));
-    let (current, _) = this_run(&results, plan.as_ref());
+    print!("{}", report(&results, limits.as_ref(), schedule.as_ref()));
+    let (current, _) = this_run(&results, schedule.as_ref());
     let series = rate_series(&current);
     if !series.is_empty() {
         let none = Value::Null;
@@ -115,14 +115,14 @@ pub fn run(flags: BenchReportFlags) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The results of the run `plan` started (written since it started), and how many are older; all of
-/// them where there is no plan (a run before plans were written).
-pub fn this_run(results: &[Result], plan: Option<&Plan>) -> (Vec<Result>, usize) {
-    let Some(plan) = plan else { return (results.to_vec(), 0) };
-    // A result written in the second the plan was, or after (file times and the clock may differ by a
+/// The results of the run `schedule` started (written since it started), and how many are older; all of
+/// them where there is no schedule (a run before schedules were written).
+pub fn this_run(results: &[Result], schedule: Option<&Schedule>) -> (Vec<Result>, usize) {
+    let Some(schedule) = schedule else { return (results.to_vec(), 0) };
+    // A result written in the second the schedule was, or after (file times and the clock may differ by a
     // second).
     let (current, earlier): (Vec<Result>, Vec<Result>) =
-        results.iter().cloned().partition(|r| r.unix == 0 || r.unix + 1 >= plan.started_unix);
+        results.iter().cloned().partition(|r| r.unix == 0 || r.unix + 1 >= schedule.started_unix);
     (current, earlier.len())
 }
 
@@ -193,9 +193,9 @@ fn read_one(benchmark: &Path) -> Option<Result> {
     })
 }
 
-/// What a run stopped early has and lacks: its limits, and the planned benchmarks it did not measure,
+/// What a run stopped early has and lacks: its limits, and the scheduled benchmarks it did not measure,
 /// by group; lines for the report's top.
-pub fn missing(results: &[Result], limits: Option<&Value>, plan: Option<&Plan>, earlier: usize) -> Vec<String> {
+pub fn missing(results: &[Result], limits: Option<&Value>, schedule: Option<&Schedule>, earlier: usize) -> Vec<String> {
     let mut lines = Vec::new();
     match limits {
         None => lines.push(
@@ -226,9 +226,9 @@ pub fn missing(results: &[Result], limits: Option<&Value>, plan: Option<&Plan>, 
     if earlier > 0 {
         lines.push(format!("{earlier} results of earlier runs in the folder left out"));
     }
-    let Some(plan) = plan else { return lines };
+    let Some(schedule) = schedule else { return lines };
     let have: Vec<String> = results.iter().map(Result::id).collect();
-    let lacking: Vec<&String> = plan.benchmarks.iter().filter(|b| !have.contains(b)).collect();
+    let lacking: Vec<&String> = schedule.benchmarks.iter().filter(|b| !have.contains(b)).collect();
     if lacking.is_empty() {
         return lines;
     }
@@ -238,10 +238,10 @@ pub fn missing(results: &[Result], limits: Option<&Value>, plan: Option<&Plan>, 
     }
     let groups: Vec<String> = by_group.iter().map(|(g, n)| format!("{g} ({n})")).collect();
     lines.push(format!(
-        "measured {} of {} planned benchmarks; not measured: {} (the run stopped before them, or a filter left \
+        "measured {} of {} scheduled benchmarks; not measured: {} (the run stopped before them, or a filter left \
          them out); the first: {}",
-        plan.benchmarks.len() - lacking.len(),
-        plan.benchmarks.len(),
+        schedule.benchmarks.len() - lacking.len(),
+        schedule.benchmarks.len(),
         groups.join(", "),
         lacking[0]
     ));
@@ -250,14 +250,14 @@ pub fn missing(results: &[Result], limits: Option<&Value>, plan: Option<&Plan>, 
 
 /// The report: what is missing, then per copy group and host-memory kind, the best rate against the
 /// copy-engine limit; the device-memory copy against its peak; the pipeline's times against their
-/// bounds. Results older than `plan`'s run are left out.
-pub fn report(results: &[Result], limits: Option<&Value>, plan: Option<&Plan>) -> String {
-    let (results, earlier) = this_run(results, plan);
+/// bounds. Results older than `schedule`'s run are left out.
+pub fn report(results: &[Result], limits: Option<&Value>, schedule: Option<&Schedule>) -> String {
+    let (results, earlier) = this_run(results, schedule);
     let results = &results[..];
     let none = Value::Null;
     let limits_or_none = limits.unwrap_or(&none);
     let mut s = String::new();
-    for line in missing(results, limits, plan, earlier) {
+    for line in missing(results, limits, schedule, earlier) {
         s += &format!("note: {line}\n");
     }
     if results.is_empty() {
@@ -429,7 +429,7 @@ mod tests {
         l
     }
 
-    fn plan(started_unix: u64) -> Plan {
+    fn schedule(started_unix: u64) -> Schedule {
         let benchmarks = [
             "htod/pinned/4 KiB",
             "htod/pinned/256 MiB",
@@ -439,7 +439,7 @@ mod tests {
             "buffering/single",
             "zero_copy/mapped/64 KiB",
         ];
-        Plan { started_unix, benchmarks: benchmarks.map(String::from).into(), full: false }
+        Schedule { started_unix, benchmarks: benchmarks.map(String::from).into(), full: false }
     }
 
     /// A run stopped in the middle of the pipelines: the copies and one overlap run measured, the
@@ -460,10 +460,10 @@ mod tests {
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
         let results = read_results(&dir).unwrap();
         assert_eq!(results.len(), 5);
-        let plan = plan(now - 60);
-        let (current, earlier) = this_run(&results, Some(&plan));
+        let schedule = schedule(now - 60);
+        let (current, earlier) = this_run(&results, Some(&schedule));
         assert_eq!((current.len(), earlier), (4, 1));
-        let text = report(&results, Some(&limits(&["32"])), Some(&plan));
+        let text = report(&results, Some(&limits(&["32"])), Some(&schedule));
         assert!(text.contains("note: the pipelines' bounds are missing for 1 of 2 chunk counts"), "{text}");
         assert!(text.contains("note: 1 results of earlier runs in the folder left out"), "{text}");
         assert!(
@@ -480,22 +480,22 @@ mod tests {
         );
         assert!(!text.contains("zero_copy") || !text.contains("1 GiB"), "the earlier run's result is left out: {text}");
         // Without limits: the figures alone, and why.
-        let text = report(&results, None, Some(&plan));
+        let text = report(&results, None, Some(&schedule));
         assert!(text.contains("note: no gpu-limits.json: no limits to hold the figures against"), "{text}");
         assert!(text.contains("htod     pinned                54.00    256 MiB              -        -"), "{text}");
         assert!(text.contains("32 chunks on 4 streams          6.200          -               -  -"), "{text}");
         // Stopped before any benchmark: the limits alone.
-        let text = report(&[], Some(&limits(&[])), Some(&plan));
+        let text = report(&[], Some(&limits(&[])), Some(&schedule));
         assert!(text.contains("no benchmark results from this run yet"), "{text}");
         assert!(text.contains("measured 0 of 7 planned benchmarks"), "{text}");
         assert!(text.contains("htod     not measured              -          -          55.00        -"), "{text}");
         assert!(text.contains("4000 GB/s of a 4800 GB/s peak"), "{text}");
-        // Without a plan (a run before plans were written), every result counts and nothing is missing.
+        // Without a schedule (a run before schedules were written), every result counts and nothing is missing.
         let text = report(&results, Some(&limits(&["32", "128"])), None);
         assert!(!text.contains("note:"), "{text}");
         assert_eq!(Result { value: String::new(), ..results[0].clone() }.id(), "dtoh/pinned");
         let parsed =
-            Plan::parse(&serde_json::json!({ "started_unix": 5, "benchmarks": ["a/b"], "full": true })).unwrap();
+            Schedule::parse(&serde_json::json!({ "started_unix": 5, "benchmarks": ["a/b"], "full": true })).unwrap();
         assert_eq!((parsed.started_unix, parsed.benchmarks, parsed.full), (5, vec!["a/b".to_string()], true));
         let _ = fs::remove_dir_all(dir);
     }

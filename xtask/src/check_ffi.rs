@@ -138,8 +138,8 @@ fn check(decls: &Decls, include: &Path, dir: &Path) -> anyhow::Result<Passed> {
             release(headers.version)
         );
     }
-    let plan = plan(decls, &headers).map_err(|errors| anyhow::anyhow!(report(&errors, &headers, include)))?;
-    let source = plan.source();
+    let checklist = checklist(decls, &headers).map_err(|errors| anyhow::anyhow!(report(&errors, &headers, include)))?;
+    let source = checklist.source();
     fs::create_dir_all(dir)?;
     let c_file = dir.join("ffi.c");
     fs::write(&c_file, &source.text).with_context(|| format!("writing {}", c_file.display()))?;
@@ -152,13 +152,13 @@ fn check(decls: &Decls, include: &Path, dir: &Path) -> anyhow::Result<Passed> {
         .with_context(|| format!("check-ffi: cannot run the C compiler `{cc}` (set CC to one)"))?;
     if !out.status.success() {
         let stderr = String::from_utf8_lossy(&out.stderr);
-        let errors = source.failures(&plan, &stderr, &c_file);
+        let errors = source.failures(&checklist, &stderr, &c_file);
         if errors.is_empty() {
             bail!("check-ffi: {cc} failed on {} ({}): {}", c_file.display(), out.status, stderr.trim());
         }
         bail!(report(&errors, &headers, include));
     }
-    Ok(Passed { version: headers.version, counts: plan.counts, newer: plan.newer, cc, c_file })
+    Ok(Passed { version: headers.version, counts: checklist.counts, newer: checklist.newer, cc, c_file })
 }
 
 fn release(version: u32) -> String {
@@ -475,7 +475,9 @@ pub struct Check {
     c: Vec<String>,
 }
 
-pub struct Plan {
+/// Every check of the declarations, in order, with how many of each kind there are and what is left
+/// unchecked.
+pub struct Checklist {
     checks: Vec<Check>,
     /// Entry points, types (aliases, function pointers), structs, constants.
     counts: [usize; 4],
@@ -502,7 +504,7 @@ const PRELUDE: &str =
 _Static_assert(sizeof(void *) == 8 && sizeof(long) == 8 && sizeof(int) == 4, \"ffi.rs is for LP64 (Linux x86-64)\");
 ";
 
-impl Plan {
+impl Checklist {
     pub fn source(&self) -> Source {
         let mut text = PRELUDE.to_string();
         let mut owner = vec![None; PRELUDE.lines().count()];
@@ -522,7 +524,7 @@ impl Plan {
 impl Source {
     /// Each failing check's line, from the compiler's errors (`file:line:col: error: ...`); an error in
     /// no check's lines as the compiler gave it.
-    pub fn failures(&self, plan: &Plan, stderr: &str, c_file: &Path) -> Vec<String> {
+    pub fn failures(&self, checklist: &Checklist, stderr: &str, c_file: &Path) -> Vec<String> {
         let prefix = format!("{}:", c_file.display());
         let mut seen = HashSet::new();
         let mut out = Vec::new();
@@ -535,7 +537,7 @@ impl Source {
             let msg = msg.trim();
             match n.parse::<usize>().ok().and_then(|n| self.owner.get(n.checked_sub(1)?).copied().flatten()) {
                 Some(i) if seen.insert(i) => {
-                    let check = &plan.checks[i];
+                    let check = &checklist.checks[i];
                     if msg.starts_with("static assertion failed") {
                         out.push(check.what.clone());
                     } else {
@@ -551,7 +553,7 @@ impl Source {
 }
 
 /// Every check of every declaration, or every declaration that cannot be checked, each in a line.
-pub fn plan(d: &Decls, h: &Headers) -> Result<Plan, Vec<String>> {
+pub fn checklist(d: &Decls, h: &Headers) -> Result<Checklist, Vec<String>> {
     let names = Names { d, h };
     let mut checks = Vec::new();
     let mut errors = Vec::new();
@@ -594,7 +596,7 @@ pub fn plan(d: &Decls, h: &Headers) -> Result<Plan, Vec<String>> {
         add(names.func(f).map(|c| vec![c]));
     }
     if errors.is_empty() {
-        Ok(Plan { checks, counts, newer })
+        Ok(Checklist { checks, counts, newer })
     } else {
         Err(errors)
     }
@@ -1026,26 +1028,26 @@ typedef CUresult (CUDAAPI *PFN_cuMemPrefetchAsync_v12020)(CUdeviceptr_v2 devPtr,
         );
         let e = errors_of(&rust);
         assert!(e.contains("PFN_cuMissing_v13020") && !e.contains("PFN_cuNewer"), "{e}");
-        let ok = plan_of(
+        let ok = checklist_of(
             &rust.replace("pub type PFN_cuMissing_v13020 = unsafe extern \"C\" fn(x: *mut usize) -> CuResult;", ""),
         )
         .unwrap();
         assert_eq!(ok.newer, ["type PFN_cuNewer_v13020", "const NEWER_VERSION"]);
     }
 
-    fn plan_of(rust: &str) -> Result<Plan, Vec<String>> {
-        plan(&decls::parse(rust).unwrap(), &headers())
+    fn checklist_of(rust: &str) -> Result<Checklist, Vec<String>> {
+        checklist(&decls::parse(rust).unwrap(), &headers())
     }
 
     fn c_of(rust: &str) -> String {
-        match plan_of(rust) {
+        match checklist_of(rust) {
             Ok(p) => p.source().text,
             Err(e) => panic!("{e:?}"),
         }
     }
 
     fn errors_of(rust: &str) -> String {
-        plan_of(rust).err().expect("should not be checkable").join("\n")
+        checklist_of(rust).err().expect("should not be checkable").join("\n")
     }
 
     const TYPES: &str = "
@@ -1191,7 +1193,7 @@ typedef CUresult (CUDAAPI *PFN_cuMemPrefetchAsync_v12020)(CUdeviceptr_v2 devPtr,
 
     #[test]
     fn compiler_errors_are_told_as_the_declarations_they_check() {
-        let p = plan_of(&format!(
+        let p = checklist_of(&format!(
             "{TYPES} entry_points! {{ extern \"C\" {{ /// cudaTypedefs.h: PFN_cuInit_v2000
             pub fn cuInit(flags: c_uint) -> CuResult; }} }}"
         ))

@@ -966,7 +966,8 @@ fn lesson_of(doc: &Value, path: &Path) -> String {
 }
 
 /// A run's settings named as its lesson names them now: a pipeline lesson's kernel, `work` before it
-/// was `steps` (`{"Process": 812}` is `{"InPlace": {"Process": 812}}`).
+/// was `steps` (`{"Process": 812}` is `{"InPlace": {"Process": 812}}`), and the sin * cos work by the
+/// kernel that ran ([`sincos_by_kernel`]).
 fn learned_settings(result: &Value) -> Value {
     let mut r = result.clone();
     let pipeline = result.get("report").is_some() || result.get("points").is_some(); // overlap_sweep's
@@ -975,7 +976,23 @@ fn learned_settings(result: &Value) -> Value {
             o.insert("steps".into(), serde_json::json!({ "InPlace": work }));
         }
     }
+    for key in ["work", "steps"] {
+        if let Some(v) = r.get_mut(key) {
+            sincos_by_kernel(v);
+        }
+    }
     r
+}
+
+/// `{"SinCos": N}`, in `v` or its `InPlace`, as the kernel it ran is named now: 500 rounds ran
+/// overlap_pattern.cu's own kernel (`"OverlapPattern"`), any other count `process_sincos`
+/// (`{"ProcessSincos": N}`). A run writes neither name under `SinCos`, so only an older run is renamed.
+fn sincos_by_kernel(v: &mut Value) {
+    if let Some(inner) = v.get_mut("InPlace") {
+        sincos_by_kernel(inner);
+    }
+    let Some(rounds) = v.get("SinCos").and_then(Value::as_u64) else { return };
+    *v = if rounds == 500 { Value::from("OverlapPattern") } else { serde_json::json!({ "ProcessSincos": rounds }) };
 }
 
 /// Which lesson, run how, a document says it is: its command line without the program's folder and

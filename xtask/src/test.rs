@@ -25,7 +25,7 @@ pub fn run(flags: TestFlags) -> anyhow::Result<()> {
             .into_iter()
             .filter_map(|(var, path)| Some((var, path?)))
             .collect();
-    // The CLI tests run the lesson programs; `--all-targets` builds examples only as test harnesses.
+    // The CLI tests run the lesson programs; `--all-targets` builds examples only as test binaries.
     tools::run(tools::cargo().args(["build", "--workspace", "--examples"]), "building the lessons")?;
     let gpu = gpu_flag();
     let mut cmd = tools::cargo();

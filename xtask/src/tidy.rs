@@ -115,7 +115,7 @@ fn functions(lines: &[&str]) -> Vec<(String, usize, usize, usize)> {
 
 /// A lesson reads as its seed first: a lesson that follows a CUDA C++ program opens (right after
 /// `main`) with one function that is that program in Rust, short, naming the program in the lesson's
-/// doc, and at least [`SEED_SHARE`] of its `main.rs`: the measuring apparatus follows it in one call to
+/// doc, and at least [`SEED_SHARE`] of its `main.rs`: the measuring rig follows it in one call to
 /// a rig. No function of a lesson runs past [`LESSON_FUNCTION_LINES`] lines, and no line of a lesson
 /// is wider than rustfmt's 120 columns. Every offender is listed at once.
 #[test]
@@ -461,15 +461,15 @@ fn no_module_uses_one_above_it() {
     assert!(offences.is_empty(), "{} imports break the layers:\n  {}", offences.len(), offences.join("\n  "));
 }
 
-/// `common` is the core a user lifts: it depends on nothing of the lessons (their kernels, apparatus,
+/// `common` is the core a user lifts: it depends on nothing of the lessons (their kernels, rig,
 /// flags, progress bars or NVML), and names none of it.
 #[test]
 fn common_knows_nothing_of_the_lessons() {
     let root = tools::root();
     let manifest = std::fs::read_to_string(root.join("common/Cargo.toml")).unwrap();
     let deps = manifest.split("[dependencies]").nth(1).unwrap().split("\n[").next().unwrap();
-    for apparatus in ["measure", "kernels", "clap", "indicatif", "nvml", "serde_json", "cust"] {
-        assert!(!deps.contains(apparatus), "common depends on {apparatus}");
+    for lessons_crate in ["measure", "kernels", "clap", "indicatif", "nvml", "serde_json", "cust"] {
+        assert!(!deps.contains(lessons_crate), "common depends on {lessons_crate}");
     }
     let files =
         walkdir::WalkDir::new(root.join("common/src")).into_iter().flatten().filter(|e| e.file_type().is_file());

@@ -683,7 +683,7 @@ fn a_run_from_before_a_rename_still_compares() {
     });
     let new = json!({
         "machine": { "command": ["./lessons/overlap", "--original", "--json"] },
-        "result": { "plan": {"chunks": 4}, "steps": {"InPlace": {"SinCos": 500}}, "report": {} },
+        "result": { "plan": {"chunks": 4}, "steps": {"InPlace": "OverlapPattern"}, "report": {} },
         "figures": [
             { "name": "bound part: H2D copies, best", "stats": stats(5.0, 0.01), "clock": "gpu",
               "depends_on": ["plan"], "calibrated": ["steps"] },
@@ -699,8 +699,18 @@ fn a_run_from_before_a_rename_still_compares() {
     assert_eq!(lesson_in(&old), lesson_in(&new));
     // A kernel that did change is still seen, under its new key.
     let mut other = new.clone();
-    other["result"]["steps"] = json!({"InPlace": {"SinCos": 600}});
+    other["result"]["steps"] = json!({"InPlace": {"ProcessSincos": 600}});
     assert_eq!(compare(&old, &other, &table()).differing.len(), 1);
+    // The sin * cos work was named `SinCos` by its rounds, 500 meaning overlap_pattern.cu's own kernel:
+    // the same as `OverlapPattern` now, and not the 500 rounds of process_sincos that `--iters 500` runs.
+    let mut sincos = new.clone();
+    sincos["result"]["steps"] = json!({"InPlace": {"SinCos": 500}});
+    assert!(compare(&sincos, &new, &table()).differing.is_empty());
+    other["result"]["steps"] = json!({"InPlace": {"ProcessSincos": 500}});
+    assert_eq!(compare(&sincos, &other, &table()).differing.len(), 1);
+    sincos["result"]["steps"] = json!({"InPlace": {"SinCos": 600}});
+    other["result"]["steps"] = json!({"InPlace": {"ProcessSincos": 600}});
+    assert!(compare(&sincos, &other, &table()).differing.is_empty());
 }
 
 /// The planner's runs, its kernel calibrated anew in each run: each run held against the model's
