@@ -35,5 +35,5 @@ pub mod work;
 
 pub use anyhow;
 pub use chunks::{Chunk, Chunking};
-pub use error::Result;
+pub use error::LessonResult;
 pub use timing::Stats;

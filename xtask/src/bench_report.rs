@@ -25,7 +25,7 @@ const BEATEN_ABOVE: f64 = 1.02;
 
 /// One benchmark's result: where it is, its median time, its bytes, and when it was written.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Result {
+pub struct BenchResult {
     pub group: String,
     pub function: String,
     pub value: String,
@@ -35,7 +35,7 @@ pub struct Result {
     pub unix: u64,
 }
 
-impl Result {
+impl BenchResult {
     pub fn gbps(&self) -> f64 {
         self.bytes as f64 / self.median_ns
     }
@@ -117,17 +117,17 @@ pub fn run(flags: BenchReportFlags) -> anyhow::Result<()> {
 
 /// The results of the run `schedule` started (written since it started), and how many are older; all of
 /// them where there is no schedule (a run before schedules were written).
-pub fn this_run(results: &[Result], schedule: Option<&Schedule>) -> (Vec<Result>, usize) {
+pub fn this_run(results: &[BenchResult], schedule: Option<&Schedule>) -> (Vec<BenchResult>, usize) {
     let Some(schedule) = schedule else { return (results.to_vec(), 0) };
     // A result written in the second the schedule was, or after (file times and the clock may differ by a
     // second).
-    let (current, earlier): (Vec<Result>, Vec<Result>) =
+    let (current, earlier): (Vec<BenchResult>, Vec<BenchResult>) =
         results.iter().cloned().partition(|r| r.unix == 0 || r.unix + 1 >= schedule.started_unix);
     (current, earlier.len())
 }
 
 /// The lines of the picture: each kind of host memory in the `htod` and `dtoh` groups, GB/s at each size.
-pub fn rate_series(results: &[Result]) -> Vec<chart::Series> {
+pub fn rate_series(results: &[BenchResult]) -> Vec<chart::Series> {
     let mut kinds: Vec<&str> = results.iter().filter(|r| r.bytes > 0).map(|r| r.function.as_str()).collect();
     kinds
         .sort_by_key(|k| (["pageable", "pinned", "write-combined", "pinned in place"].iter().position(|x| x == k), *k));
@@ -162,8 +162,8 @@ pub fn ceilings(limits: &Value) -> Vec<chart::Ceiling> {
 }
 
 /// Every `*/new/benchmark.json` with its `estimates.json` under `dir`.
-pub fn read_results(dir: &Path) -> anyhow::Result<Vec<Result>> {
-    let mut out: Vec<Result> = walkdir::WalkDir::new(dir)
+pub fn read_results(dir: &Path) -> anyhow::Result<Vec<BenchResult>> {
+    let mut out: Vec<BenchResult> = walkdir::WalkDir::new(dir)
         .into_iter()
         .flatten()
         .filter(|e| e.path().ends_with("new/benchmark.json"))
@@ -173,7 +173,7 @@ pub fn read_results(dir: &Path) -> anyhow::Result<Vec<Result>> {
     Ok(out)
 }
 
-fn read_one(benchmark: &Path) -> Option<Result> {
+fn read_one(benchmark: &Path) -> Option<BenchResult> {
     let b: Value = serde_json::from_str(&fs::read_to_string(benchmark).ok()?).ok()?;
     let estimates = benchmark.with_file_name("estimates.json");
     let e: Value = serde_json::from_str(&fs::read_to_string(&estimates).ok()?).ok()?;
@@ -183,7 +183,7 @@ fn read_one(benchmark: &Path) -> Option<Result> {
         .ok()
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .map_or(0, |d| d.as_secs());
-    Some(Result {
+    Some(BenchResult {
         group: b["group_id"].as_str()?.to_string(),
         function: b["function_id"].as_str().unwrap_or("").to_string(),
         value: b["value_str"].as_str().unwrap_or("").to_string(),
@@ -195,7 +195,12 @@ fn read_one(benchmark: &Path) -> Option<Result> {
 
 /// What a run stopped early has and lacks: its limits, and the scheduled benchmarks it did not measure,
 /// by group; lines for the report's top.
-pub fn missing(results: &[Result], limits: Option<&Value>, schedule: Option<&Schedule>, earlier: usize) -> Vec<String> {
+pub fn missing(
+    results: &[BenchResult],
+    limits: Option<&Value>,
+    schedule: Option<&Schedule>,
+    earlier: usize,
+) -> Vec<String> {
     let mut lines = Vec::new();
     match limits {
         None => lines.push(
@@ -227,7 +232,7 @@ pub fn missing(results: &[Result], limits: Option<&Value>, schedule: Option<&Sch
         lines.push(format!("{earlier} results of earlier runs in the folder left out"));
     }
     let Some(schedule) = schedule else { return lines };
-    let have: Vec<String> = results.iter().map(Result::id).collect();
+    let have: Vec<String> = results.iter().map(BenchResult::id).collect();
     let lacking: Vec<&String> = schedule.benchmarks.iter().filter(|b| !have.contains(b)).collect();
     if lacking.is_empty() {
         return lines;
@@ -251,7 +256,7 @@ pub fn missing(results: &[Result], limits: Option<&Value>, schedule: Option<&Sch
 /// The report: what is missing, then per copy group and host-memory kind, the best rate against the
 /// copy-engine limit; the device-memory copy against its peak; the pipeline's times against their
 /// bounds. Results older than `schedule`'s run are left out.
-pub fn report(results: &[Result], limits: Option<&Value>, schedule: Option<&Schedule>) -> String {
+pub fn report(results: &[BenchResult], limits: Option<&Value>, schedule: Option<&Schedule>) -> String {
     let (results, earlier) = this_run(results, schedule);
     let results = &results[..];
     let none = Value::Null;
@@ -278,7 +283,7 @@ pub fn report(results: &[Result], limits: Option<&Value>, schedule: Option<&Sche
         ("dtoh", lim(&["copy_engine_gbps", "dtoh"])),
         ("both", lim(&["copy_engine_gbps", "both_total"])),
     ] {
-        let mut best: BTreeMap<&str, &Result> = BTreeMap::new();
+        let mut best: BTreeMap<&str, &BenchResult> = BTreeMap::new();
         for r in results.iter().filter(|r| r.group == group && r.bytes > 0) {
             let e = best.entry(&r.function).or_insert(r);
             if r.gbps() > e.gbps() {
@@ -306,7 +311,7 @@ pub fn report(results: &[Result], limits: Option<&Value>, schedule: Option<&Sche
             100.0 * m / p
         );
     }
-    let mut overlap: Vec<&Result> = results.iter().filter(|r| r.group == "overlap").collect();
+    let mut overlap: Vec<&BenchResult> = results.iter().filter(|r| r.group == "overlap").collect();
     let count = |s: &str| s.split_whitespace().next().and_then(|n| n.parse::<u32>().ok()).unwrap_or(0);
     overlap.sort_by_key(|r| (count(&r.function), count(&r.value)));
     if !overlap.is_empty() {
@@ -340,7 +345,7 @@ pub fn report(results: &[Result], limits: Option<&Value>, schedule: Option<&Sche
         }
     }
     for group in ["buffering", "zero_copy"] {
-        let mut rs: Vec<&Result> = results.iter().filter(|r| r.group == group).collect();
+        let mut rs: Vec<&BenchResult> = results.iter().filter(|r| r.group == group).collect();
         rs.sort_by_key(|r| (r.function.clone(), r.bytes));
         if !rs.is_empty() {
             s += &format!("\n{group}\n");
@@ -493,7 +498,7 @@ mod tests {
         // Without a schedule (a run before schedules were written), every result counts and nothing is missing.
         let text = report(&results, Some(&limits(&["32", "128"])), None);
         assert!(!text.contains("note:"), "{text}");
-        assert_eq!(Result { value: String::new(), ..results[0].clone() }.id(), "dtoh/pinned");
+        assert_eq!(BenchResult { value: String::new(), ..results[0].clone() }.id(), "dtoh/pinned");
         let parsed =
             Schedule::parse(&serde_json::json!({ "started_unix": 5, "benchmarks": ["a/b"], "full": true })).unwrap();
         assert_eq!((parsed.started_unix, parsed.benchmarks, parsed.full), (5, vec!["a/b".to_string()], true));
@@ -502,7 +507,7 @@ mod tests {
 
     #[test]
     fn the_picture_has_a_line_per_kind_and_direction_and_the_link_across() {
-        let r = |group: &str, function: &str, bytes: u64, gbps: f64| Result {
+        let r = |group: &str, function: &str, bytes: u64, gbps: f64| BenchResult {
             group: group.into(),
             function: function.into(),
             value: String::new(),

@@ -480,3 +480,69 @@ fn common_knows_nothing_of_the_lessons() {
         }
     }
 }
+
+/// The folders whose public types [`no_two_public_types_share_a_name`] holds to one name each: the
+/// library crates and the tools. `common/src/ffi.rs`, the mirror of cuda.h's types, is left out, and so
+/// are a library's private modules (`mod NAME;` in its `lib.rs`) and every file's tests.
+const TYPE_FOLDERS: [&str; 6] = ["measure/src", "xtask/src", "profiler/src", "kernels/src", "chart/src", "common/src"];
+
+/// The names of `pub struct|enum|trait|type NAME` in a Rust text, before its tests (`#[cfg(test)]`):
+/// `pub` alone, not `pub(crate)`, at the start of its line, `unsafe` allowed before the word.
+fn public_types(text: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    for line in text.lines().take_while(|l| l.trim() != "#[cfg(test)]") {
+        let Some(rest) = line.trim_start().strip_prefix("pub ") else { continue };
+        let rest = rest.strip_prefix("unsafe ").unwrap_or(rest);
+        let Some(rest) = ["struct ", "enum ", "trait ", "type "].iter().find_map(|k| rest.strip_prefix(k)) else {
+            continue;
+        };
+        let name: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+        if !name.is_empty() {
+            names.push(name);
+        }
+    }
+    names
+}
+
+#[test]
+fn public_types_are_read_from_their_declarations() {
+    let text = "pub struct A {\n    pub(crate) enum B;\npub trait C<T> {}\n    pub type D = u8;\nstruct E;\n\
+                pub fn f() {}\npub unsafe trait F {}\n// pub struct G\n#[cfg(test)]\nmod tests {\npub struct H;\n";
+    assert_eq!(public_types(text), ["A", "C", "D", "F"]);
+}
+
+/// One name, one type: no two public types of the workspace's library crates and tools share a name
+/// ([`TYPE_FOLDERS`]), so that a name in prose or in an error says which one. Every name declared twice
+/// is listed, with where.
+#[test]
+fn no_two_public_types_share_a_name() {
+    let root = tools::root();
+    let mut by_name: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for folder in TYPE_FOLDERS {
+        let lib = std::fs::read_to_string(root.join(folder).join("lib.rs")).unwrap_or_default();
+        let private: Vec<String> = lib
+            .lines()
+            .filter_map(|l| l.strip_prefix("mod ")?.strip_suffix(';'))
+            .map(|m| format!("{folder}/{m}"))
+            .collect();
+        for entry in walkdir::WalkDir::new(root.join(folder)).into_iter().flatten() {
+            let rel = entry.path().strip_prefix(&root).unwrap().to_string_lossy().into_owned();
+            let in_private = private.iter().any(|m| rel == format!("{m}.rs") || rel.starts_with(&format!("{m}/")));
+            if entry.path().extension().is_none_or(|x| x != "rs") || rel == "common/src/ffi.rs" || in_private {
+                continue;
+            }
+            let text = std::fs::read_to_string(entry.path()).unwrap();
+            for name in public_types(&text) {
+                by_name.entry(name).or_default().push(rel.clone());
+            }
+        }
+    }
+    let shared: Vec<String> =
+        by_name.iter().filter(|(_, at)| at.len() > 1).map(|(name, at)| format!("{name}: {}", at.join(", "))).collect();
+    assert!(
+        shared.is_empty(),
+        "{} public type names are declared more than once:\n  {}",
+        shared.len(),
+        shared.join("\n  ")
+    );
+}
