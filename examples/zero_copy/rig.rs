@@ -89,8 +89,8 @@ impl ZeroCopyRig {
         out.finish(&ZeroCopyResults { device: &self.gpu.info, repeats: self.repeats, rows, original })
     }
 
-    /// Both ways (zero-copy, and copies) over `bytes` with `passes` passes of the kernel, timed, checked against the CPU and
-    /// named (`zero-copy, one pass, 1 MiB`) for `cargo xtask compare`.
+    /// Both ways (zero-copy, and copies) over `bytes` with `passes` passes of the kernel, timed, checked
+    /// against the CPU and named (`zero-copy, one pass, 1 MiB`) for `cargo xtask compare`.
     fn both_ways(
         &self,
         out: &Output,

@@ -473,7 +473,7 @@ mod tests {
         assert!(text.contains("note: 1 results of earlier runs in the folder left out"), "{text}");
         assert!(
             text.contains(
-                "note: measured 4 of 7 planned benchmarks; not measured: buffering (1), overlap (1), zero_copy (1)"
+                "note: measured 4 of 7 scheduled benchmarks; not measured: buffering (1), overlap (1), zero_copy (1)"
             ),
             "{text}"
         );
@@ -492,7 +492,7 @@ mod tests {
         // Stopped before any benchmark: the limits alone.
         let text = report(&[], Some(&limits(&[])), Some(&schedule));
         assert!(text.contains("no benchmark results from this run yet"), "{text}");
-        assert!(text.contains("measured 0 of 7 planned benchmarks"), "{text}");
+        assert!(text.contains("measured 0 of 7 scheduled benchmarks"), "{text}");
         assert!(text.contains("htod     not measured              -          -          55.00        -"), "{text}");
         assert!(text.contains("4000 GB/s of a 4800 GB/s peak"), "{text}");
         // Without a schedule (a run before schedules were written), every result counts and nothing is missing.
