@@ -36,7 +36,7 @@ use measure::{
     verify::input,
     work::Steps,
     work::Work,
-    ChunkPlan,
+    Chunking,
 };
 
 /// The GPU, or `None` after one line (once for the whole run) saying why there is none.
@@ -477,24 +477,24 @@ fn pipelines(c: &mut Criterion) {
     let mut g = configure(c, "overlap");
     g.throughput(Throughput::Bytes(2 * n as u64 * 4));
     for (chunks, streams) in suite.overlap() {
-        let plan = ChunkPlan::new(n, chunks, streams).unwrap();
-        let mut on = p.buffers(&plan, Buffering::per_stream(streams)).unwrap();
+        let chunking = Chunking::new(n, chunks, streams).unwrap();
+        let mut on = p.buffers(&chunking, Buffering::per_stream(streams)).unwrap();
         let id = format!("overlap/{chunks} chunks/{streams} streams");
         g.bench_function(BenchmarkId::new(format!("{chunks} chunks"), format!("{streams} streams")), |b| {
             at(&id);
-            b.iter_custom(|iters| gpu_time(iters, || p.run(&plan, &mut on)))
+            b.iter_custom(|iters| gpu_time(iters, || p.run(&chunking, &mut on)))
         });
     }
     g.finish();
     let mut g = configure(c, "buffering");
     g.throughput(Throughput::Bytes(2 * n as u64 * 4));
-    let plan = ChunkPlan::new(n, 32, 1).unwrap();
+    let chunking = Chunking::new(n, 32, 1).unwrap();
     for (name, buffers, by_engine) in BUFFERING {
-        let mut on = p.buffers(&plan, Buffering { buffers, by_engine }).unwrap();
+        let mut on = p.buffers(&chunking, Buffering { buffers, by_engine }).unwrap();
         let id = format!("buffering/{name}");
         g.bench_function(name, |b| {
             at(&id);
-            b.iter_custom(|iters| gpu_time(iters, || p.run(&plan, &mut on)))
+            b.iter_custom(|iters| gpu_time(iters, || p.run(&chunking, &mut on)))
         });
     }
     g.finish();
@@ -579,8 +579,8 @@ fn write_limits(gpu: &Gpu, kernels: &Kernels, n: usize, work: Work, chunks: &[us
     let mut p = Pipeline::new(gpu, kernels, Steps::InPlace(work), n, Repeats { warmup: 1, repeats: 5 }).unwrap();
     let bufferings = [1, 2, 4, 8].map(Buffering::per_stream);
     for &chunks in chunks {
-        let plan = ChunkPlan::new(n, chunks, 1).unwrap();
-        let costs = PartCosts::measure(&mut p, &plan, &bufferings).unwrap();
+        let chunking = Chunking::new(n, chunks, 1).unwrap();
+        let costs = PartCosts::measure(&mut p, &chunking, &bufferings).unwrap();
         for b in bufferings {
             let bound = Bound::new(&costs, b);
             let key = format!("overlap/{chunks} chunks/{} streams", b.buffers);

@@ -7,7 +7,7 @@ use cuda_scope::{host::fill, Destination, Gpu, HostAlloc};
 use kernels::{cpu, Kernels};
 use measure::{
     verify::{self, input},
-    ChunkPlan,
+    Chunking,
 };
 
 mod support;
@@ -27,17 +27,17 @@ fn gpu() -> (Gpu, Kernels, std::sync::MutexGuard<'static, ()>) {
 #[ignore = "needs an NVIDIA GPU; cargo xtask test runs it where a driver is found"]
 fn kernels_on_managed_memory_on_demand_and_prefetched() {
     let (gpu, kernels, _lock) = gpu();
-    let plan = ChunkPlan::new(10_000_019, 37, 8).unwrap();
+    let chunking = Chunking::new(10_000_019, 37, 8).unwrap();
     let iters = 20;
-    let streams = gpu.streams(plan.streams).unwrap();
-    let mut m = gpu.managed::<f32>(plan.elements).unwrap();
+    let streams = gpu.streams(chunking.streams).unwrap();
+    let mut m = gpu.managed::<f32>(chunking.elements).unwrap();
     assert!(m.iter().all(|x| *x == 0.0), "new managed memory is zeroed");
     for prefetch in [false, true] {
         fill(&mut m, input); // the host writes through the same pointer the kernels use
         let ordering = gpu
             .scope(&streams, |s| {
                 let data = s.managed(&mut m);
-                for c in plan.iter() {
+                for c in chunking.iter() {
                     let (st, d) = (s.stream(c.stream), data.slice(c.range()));
                     if prefetch {
                         st.prefetch(d, Destination::Device)?;

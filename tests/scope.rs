@@ -6,7 +6,7 @@ use cuda_scope::{Gpu, HostAlloc};
 use kernels::cpu;
 use measure::{
     verify::{self, input},
-    ChunkPlan,
+    Chunking,
 };
 
 mod support;
@@ -49,16 +49,17 @@ fn round_trip_through_every_host_kind() {
 #[ignore = "needs an NVIDIA GPU; cargo xtask test runs it where a driver is found"]
 fn double_buffering_without_events_is_ordered_by_the_scope() {
     let (gpu, kernels, _lock) = gpu();
-    let plan = ChunkPlan::new(64 << 20, 64, 1).unwrap();
+    let chunking = Chunking::new(64 << 20, 64, 1).unwrap();
     let iters = 50;
-    let h_in = gpu.pinned_from_fn(plan.elements, input).unwrap();
-    let mut h_out = gpu.pinned::<f32>(plan.elements).unwrap();
-    let mut bufs = vec![gpu.alloc::<f32>(plan.max_chunk()).unwrap(), gpu.alloc::<f32>(plan.max_chunk()).unwrap()];
+    let h_in = gpu.pinned_from_fn(chunking.elements, input).unwrap();
+    let mut h_out = gpu.pinned::<f32>(chunking.elements).unwrap();
+    let mut bufs =
+        vec![gpu.alloc::<f32>(chunking.max_chunk()).unwrap(), gpu.alloc::<f32>(chunking.max_chunk()).unwrap()];
     let streams = gpu.streams(3).unwrap();
     let ordering = gpu
         .scope(&streams, |s| {
             let d = s.devices(&mut bufs);
-            for (c, out) in plan.iter().zip(plan.split_mut(&mut h_out)) {
+            for (c, out) in chunking.iter().zip(chunking.split_mut(&mut h_out)) {
                 let buf = d[c.index % 2].slice(0..c.len);
                 s.stream(0).htod(&h_in[c.range()], buf)?;
                 kernels.process(s.stream(1), buf, iters)?;
@@ -80,11 +81,12 @@ fn double_buffering_without_events_is_ordered_by_the_scope() {
 #[ignore = "needs an NVIDIA GPU; cargo xtask test runs it where a driver is found"]
 fn double_buffering_with_events_needs_no_added_waits() {
     let (gpu, kernels, _lock) = gpu();
-    let plan = ChunkPlan::new(16 << 20, 32, 1).unwrap();
+    let chunking = Chunking::new(16 << 20, 32, 1).unwrap();
     let iters = 20;
-    let h_in = gpu.pinned_from_fn(plan.elements, input).unwrap();
-    let mut h_out = gpu.pinned::<f32>(plan.elements).unwrap();
-    let mut bufs = vec![gpu.alloc::<f32>(plan.max_chunk()).unwrap(), gpu.alloc::<f32>(plan.max_chunk()).unwrap()];
+    let h_in = gpu.pinned_from_fn(chunking.elements, input).unwrap();
+    let mut h_out = gpu.pinned::<f32>(chunking.elements).unwrap();
+    let mut bufs =
+        vec![gpu.alloc::<f32>(chunking.max_chunk()).unwrap(), gpu.alloc::<f32>(chunking.max_chunk()).unwrap()];
     let streams = gpu.streams(3).unwrap();
     for skip_upload_wait in [false, true] {
         h_out.fill(f32::NAN);
@@ -93,7 +95,7 @@ fn double_buffering_with_events_needs_no_added_waits() {
                 let d = s.devices(&mut bufs);
                 let (up, compute, down) = (s.stream(0), s.stream(1), s.stream(2));
                 let mut freed: [Option<ScopeEvent>; 2] = [None, None];
-                for (c, out) in plan.iter().zip(plan.split_mut(&mut h_out)) {
+                for (c, out) in chunking.iter().zip(chunking.split_mut(&mut h_out)) {
                     let b = c.index % 2;
                     let buf = d[b].slice(0..c.len);
                     if let Some(e) = freed[b] {
@@ -130,17 +132,20 @@ fn double_buffering_with_events_needs_no_added_waits() {
 #[ignore = "needs an NVIDIA GPU; cargo xtask test runs it where a driver is found"]
 fn sub_ranges_of_one_buffer_on_many_streams() {
     let (gpu, kernels, _lock) = gpu();
-    let plan = ChunkPlan::new(10_000_019, 37, 8).unwrap();
-    let a = gpu.pinned_from_fn(plan.elements, input).unwrap();
-    let b = gpu.pinned_from_fn(plan.elements, |i| input(i + 7)).unwrap();
-    let mut c = gpu.pinned::<f32>(plan.elements).unwrap();
-    let (mut da, mut db, mut dc) =
-        (gpu.alloc(plan.elements).unwrap(), gpu.alloc(plan.elements).unwrap(), gpu.alloc(plan.elements).unwrap());
-    let streams = gpu.streams(plan.streams).unwrap();
+    let chunking = Chunking::new(10_000_019, 37, 8).unwrap();
+    let a = gpu.pinned_from_fn(chunking.elements, input).unwrap();
+    let b = gpu.pinned_from_fn(chunking.elements, |i| input(i + 7)).unwrap();
+    let mut c = gpu.pinned::<f32>(chunking.elements).unwrap();
+    let (mut da, mut db, mut dc) = (
+        gpu.alloc(chunking.elements).unwrap(),
+        gpu.alloc(chunking.elements).unwrap(),
+        gpu.alloc(chunking.elements).unwrap(),
+    );
+    let streams = gpu.streams(chunking.streams).unwrap();
     let ordering = gpu
         .scope(&streams, |s| {
             let (da, db, dc) = (s.device(&mut da), s.device(&mut db), s.device(&mut dc));
-            for (k, out) in plan.iter().zip(plan.split_mut(&mut c)) {
+            for (k, out) in chunking.iter().zip(chunking.split_mut(&mut c)) {
                 let (st, r) = (s.stream(k.stream), k.range());
                 st.fill(dc.slice(r.clone()), f32::NAN)?;
                 st.htod(&a[r.clone()], da.slice(r.clone()))?;
@@ -314,15 +319,15 @@ fn locked_host_kib() -> Option<u64> {
 fn repeated_pipelines_leak_nothing() {
     let (gpu, kernels, _lock) = gpu();
     let run = || {
-        let plan = ChunkPlan::new(4 << 20, 8, 4).unwrap();
-        let h_in = gpu.pinned_from_fn(plan.elements, input).unwrap();
-        let mut h_out = gpu.pinned::<f32>(plan.elements).unwrap();
-        let mut bufs: Vec<_> = (0..plan.streams).map(|_| gpu.alloc::<f32>(plan.max_chunk()).unwrap()).collect();
-        let streams = gpu.streams(plan.streams).unwrap();
+        let chunking = Chunking::new(4 << 20, 8, 4).unwrap();
+        let h_in = gpu.pinned_from_fn(chunking.elements, input).unwrap();
+        let mut h_out = gpu.pinned::<f32>(chunking.elements).unwrap();
+        let mut bufs: Vec<_> = (0..chunking.streams).map(|_| gpu.alloc::<f32>(chunking.max_chunk()).unwrap()).collect();
+        let streams = gpu.streams(chunking.streams).unwrap();
         let registered = gpu.register(vec![1f32; 1 << 16]).unwrap();
         gpu.scope(&streams, |s| {
             let d = s.devices(&mut bufs);
-            for (c, out) in plan.iter().zip(plan.split_mut(&mut h_out)) {
+            for (c, out) in chunking.iter().zip(chunking.split_mut(&mut h_out)) {
                 let buf = d[c.stream].slice(0..c.len);
                 s.stream(c.stream).htod(&h_in[c.range()], buf)?;
                 kernels.process(s.stream(c.stream), buf, 3)?;

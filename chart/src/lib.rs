@@ -2,7 +2,7 @@
 //! kind of memory and direction, and the link's rate drawn across as the ceiling the lines approach.
 //!
 //! A crate of its own, of std alone, so that `cargo xtask bench-report` draws the same picture from
-//! criterion's results as `pinned_memory --svg` does, without depending on the lessons' apparatus.
+//! criterion's results as `pinned_memory --svg` does, without depending on the lessons' rig.
 
 use std::fmt::Write as _;
 

@@ -14,7 +14,7 @@
 //!
 //! The closures of [`crate::Gpu::scope`], [`crate::Gpu::timed`] and [`crate::Scope::graph`] return an
 //! error type of yours, any `E: From<Error>`, so `?` works on this crate's calls and on your own inside
-//! them; with `anyhow` that is `crate::Error`, with nothing else it is [`Error`] itself.
+//! them; with `anyhow` that is `anyhow::Error`, with nothing else it is [`Error`] itself.
 
 use std::{fmt, ops::Range, path::PathBuf};
 

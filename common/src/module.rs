@@ -14,8 +14,8 @@
 //! (`cuLinkCreate`, `cuLinkAddData` with the PTX, `cuLinkComplete`) and reads each kernel's parameter
 //! records from the cubin it made (`common/src/cubin.rs`: every parameter's offset and size, and the size of
 //! the parameter space). It then loads the PTX itself (`cuModuleLoadData`), which the driver compiles
-//! again as one whole program: the linker compiles for linking, and its code ran a compute-bound kernel
-//! 6% slower on the H200. A kernel's parameters are its `.entry` declaration's, which both compiles read
+//! again as one whole program: the linker compiles for linking, and its code can run slower (a
+//! compute-bound kernel by about 6% in this project's runs). A kernel's parameters are its `.entry` declaration's, which both compiles read
 //! with the driver's own PTX parser in this process, and every one of them is held against the running
 //! kernel's (`cuFuncGetParamInfo`, below). A launch passes its arguments as one buffer of the recorded
 //! size, laid out by the recorded offsets (`CU_LAUNCH_PARAM_BUFFER_POINTER` and `_SIZE`), and the

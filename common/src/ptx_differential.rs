@@ -237,7 +237,7 @@ fn the_ptx_reading_agrees_with_the_cubin_ptxas_compiles() {
     // name, and none is refused), then the generated files.
     let mut all: Vec<(String, File)> = Vec::new();
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    for dir in ["tests/ptx", "tests/cubin", "../kernels/ptx", "../examples/ptx"] {
+    for dir in ["tests/ptx", "tests/cubin", "../kernels/ptx", "../examples/your_kernel"] {
         let mut paths: Vec<PathBuf> = std::fs::read_dir(root.join(dir))
             .unwrap()
             .flatten()
@@ -361,7 +361,7 @@ fn the_prototypes_of_the_repositorys_kernels_agree_with_their_ptx() {
         ("kernels/vector_add.cu", "kernels/ptx/vector_add.ptx"),
         ("kernels/zero_copy.cu", "kernels/ptx/zero_copy.ptx"),
         ("kernels/small_copies.cu", "kernels/ptx/small_copies.ptx"),
-        ("examples/your_kernel.cu", "examples/ptx/your_kernel.ptx"),
+        ("examples/your_kernel/your_kernel.cu", "examples/your_kernel/your_kernel.ptx"),
     ] {
         let source = std::fs::read_to_string(root.join(cu)).unwrap();
         let text = std::fs::read_to_string(root.join(ptx)).unwrap();

@@ -40,8 +40,8 @@ use crate::{
 const DIRECT_BELOW: usize = 8 << 20;
 
 /// Downloads this large copy out of the slots with streaming stores: the destination's lines are then
-/// written without being read first, which on the H200's host took a 1 GiB download from 62-71% of the
-/// pinned rate to 86-91%. Smaller ones copy as usual (their destination may stay in cache), as do
+/// written without being read first, which raised a 1 GiB staged download from about two thirds of the
+/// pinned rate to about nine tenths in this project's runs. Smaller ones copy as usual (their destination may stay in cache), as do
 /// uploads, whose slots the copy engine reads faster from cache.
 pub const STREAM_DOWNLOADS_FROM: usize = 64 << 20;
 
@@ -332,9 +332,9 @@ impl<T: Element> Worker<T> {
 /// of DMAs after the last copies is short), no smaller than 1 MiB nor larger than a slot; and only as
 /// many workers as there are two chunks for, so that each can overlap. (chunk, workers).
 ///
-/// 1 MiB is three times the size at which a pinned copy reaches half its rate on the H200 (a fixed 6 µs
-/// per copy; see `pinned_memory`): with 256 KiB chunks half of every DMA went to that cost, and a 16 MiB
-/// upload staged at 16-22 GB/s where 1 MiB chunks gave 25-26.
+/// 1 MiB is about three times the size at which a pinned copy reaches half its rate (a fixed cost of a
+/// few µs a copy, which `pinned_memory` measures): with 256 KiB chunks about half of every DMA went to
+/// that cost, and a 16 MiB staged upload ran 15-40% slower than with 1 MiB chunks.
 fn split(n: usize, workers: usize, slot: usize, size: usize) -> (usize, usize) {
     let min_chunk = ((1 << 20) / size).clamp(1, slot.max(1));
     let chunk = n.div_ceil(6 * workers.max(1)).clamp(min_chunk, slot.max(1));
@@ -638,9 +638,9 @@ pub fn stream_copy<T: Element>(dst: &mut [T], src: &[T]) {
 
 /// Copies each of `parts`, (where it starts in `dst`, its source), into its place in `dst`, as
 /// [`stream_copy`] copies one, and makes one store fence, after the last. A store fence waits until
-/// every streaming store before it has left the core: one a part, six threads packing 1000 buffers of
-/// 4 KiB took a third longer on an H100's host (medians of 88-112 µs against 64-84 with one store fence
-/// every 64 KiB, on three hosts). Parts may overlap, and the later one wins, as with copies one after another: a part
+/// every streaming store before it has left the core, so one a part is costly: six threads packing 1000
+/// buffers of 4 KiB took about a third longer with a store fence a buffer than with one every 64 KiB.
+/// Parts may overlap, and the later one wins, as with copies one after another: a part
 /// that meets bytes streamed since the last store fence gets a store fence before it (nothing may touch
 /// what a streaming store wrote before a store fence), so parts in order pay one. Panics, like slicing,
 /// where a part does not fit in `dst`; the parts before it are copied, and a store fence follows them all

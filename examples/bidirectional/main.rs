@@ -17,7 +17,7 @@ use measure::{
     report::Output,
 };
 
-use rig::BothWays;
+use rig::BidirectionalRig;
 
 /// H2D and D2H at once against each alone, over sizes.
 #[derive(Parser)]
@@ -46,8 +46,8 @@ fn bidirectional(args: &Args, out: &Output) -> anyhow::Result<()> {
     let sizes = size_sweep(args.min, args.max, 4)?;
     // Pinned memory and device memory for the largest size each way, allocated once for every size
     // (a --max past this GPU or host is refused before any of it).
-    let mut both_ways = BothWays::start(out, &sizes, args.run.repeats())?;
-    let rows = both_ways.sweep(out, &sizes)?;
-    both_ways.say_largest(out, &rows, args.ref_both);
-    both_ways.finish(out, &rows, args.ref_both)
+    let mut rig = BidirectionalRig::start(out, &sizes, args.run.repeats())?;
+    let rows = rig.sweep(out, &sizes)?;
+    rig.say_largest(out, &rows, args.ref_both);
+    rig.finish(out, &rows, args.ref_both)
 }

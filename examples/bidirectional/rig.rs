@@ -30,16 +30,16 @@ struct BidirectionalResults<'a> {
 }
 
 /// The GPU, its copy buffers for the largest size, and the repeats.
-pub struct BothWays {
+pub struct BidirectionalRig {
     gpu: Gpu,
     buffers: CopyBuffers,
     repeats: Repeats,
 }
 
-impl BothWays {
+impl BidirectionalRig {
     /// Starts the GPU that `CUDA_DEVICE` names (its report printed), refuses at once sizes whose
     /// buffers do not fit it or the host, and allocates them for the largest of `sizes`.
-    pub fn start(out: &Output, sizes: &[usize], repeats: Repeats) -> anyhow::Result<BothWays> {
+    pub fn start(out: &Output, sizes: &[usize], repeats: Repeats) -> anyhow::Result<BidirectionalRig> {
         let max = sizes.iter().copied().max().unwrap_or(0);
         let gpu = measure::lesson::gpu(out, &footprint(max))?;
         out.say(format!(
@@ -47,7 +47,7 @@ impl BothWays {
             repeats.repeats
         ));
         let buffers = CopyBuffers::new(&gpu, max / 4)?;
-        Ok(BothWays { gpu, buffers, repeats })
+        Ok(BidirectionalRig { gpu, buffers, repeats })
     }
 
     /// Each of `sizes` each way alone and both at once, as a table, and as figures for `cargo xtask

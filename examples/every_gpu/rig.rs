@@ -17,7 +17,7 @@ use measure::{
     timeline::phase,
     timing::{measure, Repeats, Stats, Window},
     work::Steps,
-    ChunkPlan,
+    Chunking,
 };
 
 use crate::{lockstep::Lockstep, numa::bind_thread_to_node};
@@ -197,7 +197,7 @@ impl EveryGpu {
     }
 }
 
-/// Elements in the pipeline phase's largest chunk, for copies of `n` elements (its plan's `max_chunk`).
+/// Elements in the pipeline phase's largest chunk, for copies of `n` elements (its chunking's `max_chunk`).
 fn pipeline_chunk(n: usize) -> usize {
     n.min(PIPELINE_ELEMENTS).div_ceil(PIPELINE_CHUNKS)
 }
@@ -219,15 +219,15 @@ impl PerGpuRun {
             bind_thread_to_node(node)?; // pinned memory allocated and touched below lands near the GPU
         }
         let n = self.bytes / 4;
-        let plan = ChunkPlan::new(n.min(PIPELINE_ELEMENTS), PIPELINE_CHUNKS, 4)?;
-        let work = balanced_work(&gpu, &kernels, plan.max_chunk(), self.repeats)?;
+        let chunking = Chunking::new(n.min(PIPELINE_ELEMENTS), PIPELINE_CHUNKS, 4)?;
+        let work = balanced_work(&gpu, &kernels, chunking.max_chunk(), self.repeats)?;
         // Pinned input and output of `bytes` each, for the copies and the pipeline over the first part.
         let mut p = Pipeline::new(&gpu, &kernels, Steps::InPlace(work), n, self.repeats)?;
         let health = step.is_none().then(|| Health::read(&gpu));
         let likely_causes = health.as_ref().map_or(Vec::new(), |h| h.likely_causes(numa_node_of(&p.h_in[..])));
         let name = format!("GPU {device} {}", if step.is_some() { "together" } else { "alone" });
-        let [htod, dtoh, both, pipeline] = self.phases(&mut p, &plan, &in_step, &name)?;
-        p.check(&plan).ensure()?;
+        let [htod, dtoh, both, pipeline] = self.phases(&mut p, &chunking, &in_step, &name)?;
+        p.check(&chunking).ensure()?;
         Ok(PerGpu {
             device,
             name: gpu.info.name.clone(),
@@ -235,7 +235,7 @@ impl PerGpuRun {
             htod_gbps: htod.0.gbps(self.bytes),
             dtoh_gbps: dtoh.0.gbps(self.bytes),
             both_gbps: both.0.gbps(2 * self.bytes),
-            pipeline_gbps: pipeline.0.gbps(2 * plan.elements * 4),
+            pipeline_gbps: pipeline.0.gbps(2 * chunking.elements * 4),
             times: [htod.0, dtoh.0, both.0, pipeline.0],
             windows: vec![htod.1, dtoh.1, both.1, pipeline.1],
             bus: gpu.info.pci_bus_id.clone(),
@@ -245,19 +245,19 @@ impl PerGpuRun {
     }
 
     /// The four phases on `p`'s GPU and data, in a timeline phase `name`, each started when `in_step`
-    /// says every GPU has reached it: H2D, D2H, both at once, and the pipeline of `plan`; each one's
+    /// says every GPU has reached it: H2D, D2H, both at once, and the pipeline of `chunking`; each one's
     /// times, and its span on the host clock with the bytes it moved.
     fn phases(
         self,
         p: &mut Pipeline<'_>,
-        plan: &ChunkPlan,
+        chunking: &Chunking,
         in_step: &Lockstep,
         name: &str,
     ) -> anyhow::Result<[(Stats, Window); 4]> {
         let (gpu, bytes, r) = (p.gpu(), self.bytes, self.repeats);
         let (mut up, mut down) = (gpu.alloc::<f32>(bytes / 4)?, gpu.alloc::<f32>(bytes / 4)?);
         let streams = gpu.streams(2)?;
-        let mut on = p.buffers(plan, Buffering::per_stream(plan.streams))?;
+        let mut on = p.buffers(chunking, Buffering::per_stream(chunking.streams))?;
         let _p = phase(name);
         let timed = |moved: usize, f: &mut dyn FnMut() -> anyhow::Result<Stats>| {
             in_step.wait();
@@ -281,7 +281,7 @@ impl PerGpuRun {
                 })?)
             })
         })?;
-        let pipeline = timed(2 * plan.elements * 4, &mut || measure(r, || p.run(plan, &mut on)))?;
+        let pipeline = timed(2 * chunking.elements * 4, &mut || measure(r, || p.run(chunking, &mut on)))?;
         Ok([htod, dtoh, both, pipeline])
     }
 }
@@ -303,10 +303,10 @@ mod tests {
         // Small copies: the pipeline runs over all of them, its chunks a 32nd each.
         let small = footprint(4 * MIB, 2);
         assert_eq!((small.device, small.pinned), (8 * MIB + (512 << 10), 16 * MIB));
-        // The figures' chunk is the pipeline plan's.
+        // The figures' chunk is the pipeline chunking's.
         for n in [MIB / 4, GIB / 4, (GIB + 12) / 4] {
-            let plan = ChunkPlan::new(n.min(PIPELINE_ELEMENTS), PIPELINE_CHUNKS, 4).unwrap();
-            assert_eq!(pipeline_chunk(n), plan.max_chunk(), "{n}");
+            let chunking = Chunking::new(n.min(PIPELINE_ELEMENTS), PIPELINE_CHUNKS, 4).unwrap();
+            assert_eq!(pipeline_chunk(n), chunking.max_chunk(), "{n}");
         }
         // A size past any machine saturates rather than wraps.
         let huge = footprint(usize::MAX, 8);

@@ -28,7 +28,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use cuda_scope::{host::fill, Destination, DeviceBuffer, Gpu, ManagedBuffer, PinnedBuffer, Stream};
 use measure::args::{parse_count, RunArgs, SweepArgs, WorkArgs};
-use measure::{report::Output, timing::Laps, verify::input, ChunkPlan};
+use measure::{report::Output, timing::Laps, verify::input, Chunking};
 use rig::ManagedRig;
 
 /// Overlap's work with managed memory on demand, managed memory prefetched, and explicit copies, over sizes
@@ -93,26 +93,27 @@ struct LessonMemory {
 }
 
 impl LessonMemory {
-    fn new(gpu: &Gpu, plan: &ChunkPlan) -> anyhow::Result<LessonMemory> {
-        let n = plan.elements;
+    fn new(gpu: &Gpu, chunking: &Chunking) -> anyhow::Result<LessonMemory> {
+        let n = chunking.elements;
         let managed = gpu.managed::<f32>(n)?; //                                 cudaMallocManaged(&data, BYTES)
         let h_in = gpu.pinned::<f32>(n)?; //                                     cudaMallocHost(&h_in, BYTES)
         let h_out = gpu.pinned::<f32>(n)?; //                                    cudaMallocHost(&h_out, BYTES)
-        let d_data = gpu.alloc_each::<f32>(plan.streams, plan.max_chunk())?; //  cudaMalloc(&d_data[i], CHUNK_BYTES)
-        let streams = gpu.streams(plan.streams)?; //                             cudaStreamCreateWithFlags(.., ..)
+        let d_data = gpu.alloc_each::<f32>(chunking.streams, chunking.max_chunk())?; // cudaMalloc(&d_data[i], ..)
+        let streams = gpu.streams(chunking.streams)?; //                             cudaStreamCreateWithFlags(.., ..)
         let result = cuda_scope::pageable(n, |_| 0f32)?; //                          where the host reads each result to
         Ok(LessonMemory { managed, h_in, h_out, d_data, streams, result })
     }
 
-    /// One round of `how` on `plan`'s chunks: the host writes the input, the GPU processes it chunk by
+    /// One round of `how` on `chunking`'s chunks: the host writes the input, the GPU processes it chunk by
     /// chunk, the host reads the result. The round's time, then its three steps', ms: the host's fill,
     /// the GPU's part (CUDA events around the scope's work), the host's read.
-    fn round(&mut self, rig: &ManagedRig, how: DataMovement, plan: &ChunkPlan) -> anyhow::Result<[f64; 4]> {
-        let (n, managed) = (plan.elements, how != DataMovement::ExplicitCopies);
+    fn round(&mut self, rig: &ManagedRig, how: DataMovement, chunking: &Chunking) -> anyhow::Result<[f64; 4]> {
+        let (n, managed) = (chunking.elements, how != DataMovement::ExplicitCopies);
         let mut laps = Laps::start();
         fill(if managed { &mut self.managed[..n] } else { &mut self.h_in[..n] }, input);
         let host_fill = laps.lap();
-        let gpu_ms = if managed { self.managed_chunks(rig, how, plan)? } else { self.explicit_chunks(rig, plan)? };
+        let gpu_ms =
+            if managed { self.managed_chunks(rig, how, chunking)? } else { self.explicit_chunks(rig, chunking)? };
         let scope = laps.lap(); // the scope synchronized every stream: the host may touch the memory again
         let src = if managed { &self.managed[..n] } else { &self.h_out[..n] };
         fill(&mut self.result[..n], |i| src[i]); //                        on demand, each page faults back here
@@ -122,11 +123,11 @@ impl LessonMemory {
 
     /// The managed array chunk by chunk, each on its stream: prefetched to the GPU before its kernel and
     /// back to the host after it, or, on demand, left to fault.
-    fn managed_chunks(&mut self, rig: &ManagedRig, how: DataMovement, plan: &ChunkPlan) -> anyhow::Result<f64> {
+    fn managed_chunks(&mut self, rig: &ManagedRig, how: DataMovement, chunking: &Chunking) -> anyhow::Result<f64> {
         let LessonMemory { managed, streams, .. } = self;
-        rig.gpu.timed(&streams[..plan.streams], |s| {
+        rig.gpu.timed(&streams[..chunking.streams], |s| {
             let data = s.managed(managed);
-            for c in plan.iter() {
+            for c in chunking.iter() {
                 let (stream, d) = (s.stream(c.stream), data.slice(c.range()));
                 let prefetch = |to| if how == DataMovement::Prefetched { stream.prefetch(d, to) } else { Ok(()) };
                 prefetch(Destination::Device)?; //                     cudaMemPrefetchAsync(data + offset, ..., device)
@@ -138,11 +139,11 @@ impl LessonMemory {
     }
 
     /// Pinned memory copied chunk by chunk to its stream's device buffer, processed, and copied back.
-    fn explicit_chunks(&mut self, rig: &ManagedRig, plan: &ChunkPlan) -> anyhow::Result<f64> {
+    fn explicit_chunks(&mut self, rig: &ManagedRig, chunking: &Chunking) -> anyhow::Result<f64> {
         let LessonMemory { h_in, h_out, d_data, streams, .. } = self;
-        rig.gpu.timed(&streams[..plan.streams], |s| {
+        rig.gpu.timed(&streams[..chunking.streams], |s| {
             let d = s.devices(d_data);
-            for (c, out) in plan.iter().zip(plan.split_mut(&mut h_out[..plan.elements])) {
+            for (c, out) in chunking.iter().zip(chunking.split_mut(&mut h_out[..chunking.elements])) {
                 let (stream, d) = (s.stream(c.stream), d[c.stream].slice(0..c.len));
                 stream.htod(&h_in[c.range()], d)?; //                   cudaMemcpyAsync(d_data[i], h_in + offset, ...)
                 rig.work.run(&rig.kernels, stream, d)?;

@@ -1,5 +1,5 @@
 //! managed_memory's rig: the three ways over the sizes. It owns the GPU, the lessons' kernels, the
-//! plans (one a size), the kernel's work and the repeats; refuses at once flags whose memory does not
+//! chunkings (one a size), the kernel's work and the repeats; refuses at once flags whose memory does not
 //! fit, managed memory included ([`footprint`]); runs each way's round at every size, checked against the
 //! CPU and timed in parts; names the figures; prints a table a size, with what the page faults cost;
 //! and writes the JSON ([`ManagedResults`]).
@@ -12,7 +12,7 @@ use measure::{
     timing::{gbps, measure_parts, Repeats, Stats},
     verify::Check,
     work::Work,
-    ChunkPlan,
+    Chunking,
 };
 use serde::Serialize;
 
@@ -28,11 +28,13 @@ struct Times {
     host_read: Stats,
 }
 
-/// One size: its plan, each way's times, and what the page faults cost.
+/// One size: its chunking, each way's times, and what the page faults cost.
 #[derive(Serialize)]
 struct Row {
     bytes: usize,
-    plan: ChunkPlan,
+    /// Named `plan` in JSON: the setting `cargo xtask compare` matches runs on.
+    #[serde(rename = "plan")]
+    chunking: Chunking,
     on_demand: Times,
     prefetched: Times,
     explicit: Times,
@@ -51,25 +53,25 @@ struct ManagedResults<'a> {
     rows: Vec<Row>,
 }
 
-/// What the lesson holds at once, at most, for its largest `plan`: first the calibration of the kernel
+/// What the lesson holds at once, at most, for its largest `chunking`: first the calibration of the kernel
 /// (a chunk pinned and on the device, each way); then the managed array (which may all come to rest on
 /// the device) and a device buffer of a chunk per stream, the input and output pinned, and the pageable
 /// array the host reads each result into.
-pub fn footprint(plan: &ChunkPlan) -> Footprint {
-    let (n, chunk) = (plan.elements, plan.max_chunk());
+pub fn footprint(chunking: &Chunking) -> Footprint {
+    let (n, chunk) = (chunking.elements, chunking.max_chunk());
     let calibration = Footprint::default().pinned::<f32>(2 * chunk).device::<f32>(2 * chunk);
-    let buffers = Footprint::default().device::<f32>(plan.streams.saturating_mul(chunk));
+    let buffers = Footprint::default().device::<f32>(chunking.streams.saturating_mul(chunk));
     let arrays = Footprint::default().device::<f32>(n).pinned::<f32>(n).pinned::<f32>(n).pageable::<f32>(n);
     calibration.max(arrays.and(buffers))
 }
 
-/// The GPU, the lessons' kernels, a plan for each size, the kernel's work, the repeats, and the device's
+/// The GPU, the lessons' kernels, a chunking for each size, the kernel's work, the repeats, and the device's
 /// room as the lesson found it.
 pub struct ManagedRig {
     pub gpu: Gpu,
     pub kernels: Kernels,
     pub work: Work,
-    plans: Vec<ChunkPlan>,
+    chunkings: Vec<Chunking>,
     repeats: Repeats,
     room: DeviceRoom,
 }
@@ -81,54 +83,60 @@ impl ManagedRig {
     /// loads the lessons' kernels, and calibrates the kernel where the flags leave it to be.
     pub fn start(out: &Output, args: &Args) -> anyhow::Result<ManagedRig> {
         let sizes = args.sizes.sizes(16 << 20, 64 << 20)?.into_iter();
-        let plans =
-            sizes.map(|b| ChunkPlan::new(b / 4, args.chunks, args.streams)).collect::<anyhow::Result<Vec<_>>>()?;
+        let chunkings =
+            sizes.map(|b| Chunking::new(b / 4, args.chunks, args.streams)).collect::<anyhow::Result<Vec<_>>>()?;
         let repeats = args.run.repeats();
-        let gpu = measure::lesson::gpu(out, &footprint(&plans[plans.len() - 1]))?;
+        let gpu = measure::lesson::gpu(out, &footprint(&chunkings[chunkings.len() - 1]))?;
         let room = gpu.room()?; //                                        cudaMemGetInfo(&free, &total)
         let kernels = Kernels::load(&gpu)?; // the lessons' kernels: cuModuleLoadData, cuModuleGetFunction
-        let chunk = plans[plans.len() - 1].max_chunk();
+        let chunk = chunkings[chunkings.len() - 1].max_chunk();
         let work = measure::pipeline::in_place(&gpu, &kernels, args.work.kernel(), chunk, repeats)?;
-        Ok(ManagedRig { gpu, kernels, work, plans, repeats, room })
+        Ok(ManagedRig { gpu, kernels, work, chunkings, repeats, room })
     }
 
     /// Each way at every size, checked, timed and named; then the tables, and the JSON.
     pub fn three_ways(&self, out: &Output) -> anyhow::Result<()> {
-        let largest = &self.plans[self.plans.len() - 1];
+        let largest = &self.chunkings[self.chunkings.len() - 1];
         let mut memory = LessonMemory::new(&self.gpu, largest)?;
         let (chunks, streams) = (largest.chunks, largest.streams);
         out.say(format!("{chunks} chunks on {streams} streams at every size; {}", self.work.describe()));
         let mut rows = Vec::new();
-        for (i, plan) in self.plans.iter().enumerate() {
+        for (i, chunking) in self.chunkings.iter().enumerate() {
             // The first size's runs have warmed the GPU, the pages and the caches: one warm-up after it.
             let r = if i == 0 { self.repeats } else { Repeats { warmup: self.repeats.warmup.min(1), ..self.repeats } };
-            rows.push(self.one_size(out, &mut memory, plan, r)?);
+            rows.push(self.one_size(out, &mut memory, chunking, r)?);
         }
         self.tables(out, &rows);
         let (device, work, repeats, room) = (&self.gpu.info, self.work, self.repeats, self.room);
         out.finish(&ManagedResults { device, work, repeats, room, rows })
     }
 
-    /// The three ways on `plan`, each checked against the CPU and timed over `r`'s runs, and named.
-    fn one_size(&self, out: &Output, memory: &mut LessonMemory, plan: &ChunkPlan, r: Repeats) -> anyhow::Result<Row> {
-        let (n, bytes) = (plan.elements, plan.elements * 4);
+    /// The three ways on `chunking`, each checked against the CPU and timed over `r`'s runs, and named.
+    fn one_size(
+        &self,
+        out: &Output,
+        memory: &mut LessonMemory,
+        chunking: &Chunking,
+        r: Repeats,
+    ) -> anyhow::Result<Row> {
+        let (n, bytes) = (chunking.elements, chunking.elements * 4);
         let (mut times, mut verification) = (Vec::new(), Vec::new());
         for how in DataMovement::ALL {
             out.progress(format!("{}, {}", how.name(), fmt_bytes(bytes)));
             let _p = phase(&format!("{} {}", how.name(), fmt_bytes(bytes)));
             memory.result.fill(f32::NAN);
-            let [wall, host_fill, gpu, host_read] = measure_parts(r, || memory.round(self, how, plan))?;
-            let check = self.work.check(&memory.result[..n], plan);
+            let [wall, host_fill, gpu, host_read] = measure_parts(r, || memory.round(self, how, chunking))?;
+            let check = self.work.check(&memory.result[..n], chunking);
             check.ensure().map_err(|e| e.context(format!("{} at {}", how.name(), fmt_bytes(bytes))))?;
             verification.push(check);
             let t = Times { wall, host_fill, gpu, host_read };
-            figures(out, how, plan, &t);
+            figures(out, how, chunking, &t);
             times.push(t);
         }
         let [on_demand, prefetched, explicit]: [Times; 3] = times.try_into().expect("three ways");
         let fault_cost_us_per_mib =
             (on_demand.wall.median_ms - prefetched.wall.median_ms) * 1e3 / (bytes as f64 / (1 << 20) as f64);
-        Ok(Row { bytes, plan: *plan, on_demand, prefetched, explicit, fault_cost_us_per_mib, verification })
+        Ok(Row { bytes, chunking: *chunking, on_demand, prefetched, explicit, fault_cost_us_per_mib, verification })
     }
 
     /// A table a size: each way's steps, wall time, rate and wall time against explicit copies; then what
@@ -144,8 +152,8 @@ impl ManagedRig {
             out.say(format!(
                 "\n{} in {} chunks on {} streams",
                 fmt_bytes(row.bytes),
-                row.plan.chunks,
-                row.plan.streams
+                row.chunking.chunks,
+                row.chunking.streams
             ));
             let mut t = Table::new(&["way", "host fill", "GPU", "host read", "wall", "GB/s", "wall vs explicit"]);
             for (how, w) in DataMovement::ALL.iter().zip([&row.on_demand, &row.prefetched, &row.explicit]) {
@@ -174,8 +182,8 @@ impl ManagedRig {
 /// Names one way's figures at one size (`16 MiB / on demand / wall`) for `cargo xtask compare`, those
 /// of managed memory marked as moved page by page on the CPU's side (the driver migrates its pages
 /// there, on faults or prefetches); the explicit copies' are from pinned memory.
-fn figures(out: &Output, how: DataMovement, plan: &ChunkPlan, t: &Times) {
-    let (bytes, chunk) = (fmt_bytes(plan.elements * 4), plan.max_chunk() * 4);
+fn figures(out: &Output, how: DataMovement, chunking: &Chunking, t: &Times) {
+    let (bytes, chunk) = (fmt_bytes(chunking.elements * 4), chunking.max_chunk() * 4);
     let figure = |what: &str, s: &Stats| {
         let f = Figure::new(format!("{bytes} / {} / {what}", how.name()), s);
         if matches!(how, DataMovement::ExplicitCopies) {
@@ -199,21 +207,21 @@ mod tests {
     #[test]
     fn the_default_flags_need_80_mib_of_device_memory_and_128_pinned() {
         // --max 64MiB, 16 chunks of 4 MiB on 4 streams: the managed array and four chunks on the device.
-        let need = footprint(&ChunkPlan::new(16 * MIB, 16, 4).unwrap());
+        let need = footprint(&Chunking::new(16 * MIB, 16, 4).unwrap());
         assert_eq!(need, Footprint { device: 80 * MIB, pinned: 128 * MIB, pageable: 64 * MIB });
         // One chunk: the calibration's two chunks rule the pinned memory and the device's.
-        let one = footprint(&ChunkPlan::new(MIB, 1, 1).unwrap());
+        let one = footprint(&Chunking::new(MIB, 1, 1).unwrap());
         assert_eq!(one, Footprint { device: 8 * MIB, pinned: 8 * MIB, pageable: 4 * MIB });
         // As many streams as chunks: a device buffer per chunk, the array twice over on the device.
-        let all = footprint(&ChunkPlan::new(16 * MIB, 16, 16).unwrap());
+        let all = footprint(&Chunking::new(16 * MIB, 16, 16).unwrap());
         assert_eq!(all.device, 128 * MIB);
     }
 
     #[test]
     fn a_huge_max_saturates_past_any_machine() {
-        let need = footprint(&ChunkPlan::new(usize::MAX / 4, 16, 4).unwrap());
+        let need = footprint(&Chunking::new(usize::MAX / 4, 16, 4).unwrap());
         assert_eq!((need.device, need.pinned), (usize::MAX, usize::MAX));
-        let big = footprint(&ChunkPlan::new(64 << 30, 16, 4).unwrap()); // --max 256GiB: 320 GiB on the device
+        let big = footprint(&Chunking::new(64 << 30, 16, 4).unwrap()); // --max 256GiB: 320 GiB on the device
         assert!(big.device > 141_000_000_000, "{big:?}");
     }
 }

@@ -7,7 +7,7 @@
 
 use cuda_scope::{DeviceBuffer, DeviceInfo, Footprint, Gpu, HostAlloc, PinnedBuffer, Registered, Stream};
 use measure::{
-    fit::{fit_table, unseen_notes, BothWays, KindFit, Sweep},
+    fit::{fit_table, unseen_notes, DirectionTimes, KindFit, Sweep},
     machine::{numa_node_of, Health},
     report::{fmt_bytes, fmt_ms, verdict, Output, Table},
     timeline::phase,
@@ -50,7 +50,7 @@ struct PinnedResults<'a> {
     repeats: Repeats,
     kinds: [&'static str; 4],
     sizes: &'a [usize],
-    copies: Vec<Vec<BothWays>>,
+    copies: Vec<Vec<DirectionTimes>>,
     fits: Vec<KindFit>,
     host_copy_gbps: f64,
     health: &'a Health,
@@ -139,14 +139,14 @@ impl<'a> PinnedRig<'a> {
         out: &Output,
         kinds: &mut HostKinds,
         end: &mut DeviceEnd,
-    ) -> anyhow::Result<Vec<Vec<BothWays>>> {
+    ) -> anyhow::Result<Vec<Vec<DirectionTimes>>> {
         let mut results = Vec::new();
         for &bytes in &self.sizes {
             out.progress(format!("{} ...", fmt_bytes(bytes)));
             let mut row = Vec::new();
             for (name, host) in KINDS.iter().zip(kinds.each()) {
                 let _p = phase(&format!("{name} {}", fmt_bytes(bytes)));
-                row.push(end.both_ways(&mut host[..bytes / 4], self.repeats())?);
+                row.push(end.both_directions(&mut host[..bytes / 4], self.repeats())?);
             }
             results.push(row);
         }
@@ -212,7 +212,7 @@ impl<'a> PinnedRig<'a> {
 
     /// Against a copy-engine figure the user passes (say nvbandwidth's): pinned at 64 MiB and above, each
     /// direction; whether every one given was reached.
-    fn against_references(&self, out: &Output, copies: &[Vec<BothWays>]) -> bool {
+    fn against_references(&self, out: &Output, copies: &[Vec<DirectionTimes>]) -> bool {
         let mut passed = true;
         let large: Vec<usize> = (0..self.sizes.len()).filter(|&i| self.sizes[i] >= 64 << 20).collect();
         for (d, dir, reference) in [(0, "H2D", self.args.ref_htod), (1, "D2H", self.args.ref_dtoh)] {
@@ -286,12 +286,12 @@ struct DeviceEnd<'g> {
 
 impl DeviceEnd<'_> {
     /// `host` (a prefix of a kind) up to the device and back down, each copy timed alone over `r`'s runs.
-    fn both_ways(&mut self, host: &mut [f32], r: Repeats) -> anyhow::Result<BothWays> {
+    fn both_directions(&mut self, host: &mut [f32], r: Repeats) -> anyhow::Result<DirectionTimes> {
         let (gpu, streams, d, len) = (self.gpu, &self.streams, &mut self.data, host.len());
         let htod = measure(r, || Ok(gpu.timed(streams, |s| s.stream(0).htod(&host[..], s.device(d).slice(0..len)))?))?;
         let dtoh =
             measure(r, || Ok(gpu.timed(streams, |s| s.stream(0).dtoh(s.device(d).slice(0..len), &mut host[..]))?))?;
-        Ok(BothWays { htod, dtoh })
+        Ok(DirectionTimes { htod, dtoh })
     }
 
     /// The round trip: `host` up to the device, cleared, and back down; every element must survive.

@@ -13,7 +13,7 @@ use measure::{
     pipeline::{Buffering, Pipeline},
     timing::{Repeats, Stats},
     work::{Steps, Work},
-    ChunkPlan,
+    Chunking,
 };
 
 use crate::model::kernel_times;
@@ -147,8 +147,8 @@ impl Job {
         if !self.configs.is_empty() {
             let mut p = Pipeline::new(gpu, kernels, Steps::InPlace(work), self.elements, self.repeats)?;
             for &(chunks, streams) in &self.configs {
-                let plan = ChunkPlan::new(self.elements, chunks, streams)?;
-                runs.push(p.time("your kernel", &plan, Buffering::per_stream(streams))?.time);
+                let chunking = Chunking::new(self.elements, chunks, streams)?;
+                runs.push(p.time("your kernel", &chunking, Buffering::per_stream(streams))?.time);
             }
         }
         Ok(Done { kernel, runs })

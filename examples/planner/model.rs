@@ -27,8 +27,9 @@ pub struct FittedCosts {
     pub htod: CopyCost,
     pub dtoh: CopyCost,
     /// Each direction's rate with both running, against alone (1.0: no loss; taken as 0.5 at worst,
-    /// what two directions sharing one engine's rate would keep).
-    pub both_ways: f64,
+    /// what two directions sharing one engine's rate would keep). `both_ways` in JSON.
+    #[serde(rename = "both_ways")]
+    pub both_directions: f64,
     /// The kernel, as if it were a copy: a fixed cost per launch and a rate in GB/s of data processed.
     pub kernel: CopyCost,
 }
@@ -110,15 +111,15 @@ impl FittedCosts {
         // Each direction's rate with both at once against alone, per-copy cost taken off both times.
         let alpha = htod.alpha_us.max(dtoh.alpha_us) * 1e-3;
         let alone = htod.ms(len * 4).max(dtoh.ms(len * 4)) - alpha;
-        let both_ways = (alone / (both.median_ms - alpha)).clamp(0.5, 1.0);
-        Ok(FittedCosts { htod, dtoh, both_ways, kernel: CopyCost::fit(&kernel(&sizes)?)? })
+        let both_directions = (alone / (both.median_ms - alpha)).clamp(0.5, 1.0);
+        Ok(FittedCosts { htod, dtoh, both_directions, kernel: CopyCost::fit(&kernel(&sizes)?)? })
     }
 
     /// The model's time for `bytes` in `chunks` chunks on `streams` streams.
     pub fn predict(&self, bytes: usize, chunks: usize, streams: usize) -> Prediction {
         let b = bytes.div_ceil(chunks.max(1));
         let (up, k, down) = (self.htod.ms(b), self.kernel.ms(b), self.dtoh.ms(b));
-        let slowed = |c: &CopyCost| c.alpha_us * 1e-3 + b as f64 / (c.beta_gbps * 1e9 * self.both_ways) * 1e3;
+        let slowed = |c: &CopyCost| c.alpha_us * 1e-3 + b as f64 / (c.beta_gbps * 1e9 * self.both_directions) * 1e3;
         let chain = up + k + down;
         let terms = [
             (ModelLimit::HtodCopies, slowed(&self.htod)),
@@ -186,7 +187,7 @@ impl FittedCosts {
                 fmt_ms(up),
                 fmt_ms(down),
                 fmt_ms(k),
-                100.0 * (1.0 - self.both_ways)
+                100.0 * (1.0 - self.both_directions)
             );
         }
         format!(
@@ -232,7 +233,7 @@ mod tests {
         FittedCosts {
             htod: cost(10.0, 55.0),
             dtoh: cost(10.0, 55.0),
-            both_ways: 50.0 / 55.0,
+            both_directions: 50.0 / 55.0,
             kernel: cost(5.0, kernel_gbps),
         }
     }

@@ -15,7 +15,7 @@ use measure::{
     report::{fmt_bytes, fmt_ms, Figure, Output, Table},
     timing::{Repeats, Stats},
     work::{Steps, Work},
-    ChunkPlan,
+    Chunking,
 };
 
 use crate::{
@@ -168,7 +168,7 @@ impl PlannerRig {
             costs.kernel.ms(1 << 20)
         ));
         costs.warnings().iter().for_each(|w| out.say(w));
-        out.say(format!("both directions at once keep {:.0}% of their rate", 100.0 * costs.both_ways));
+        out.say(format!("both directions at once keep {:.0}% of their rate", 100.0 * costs.both_directions));
         Ok(costs)
     }
 
@@ -223,9 +223,9 @@ impl PlannerRig {
         let mut times = Vec::new();
         for &(chunks, streams) in configs {
             bar.step(format!("{chunks} chunks on {streams} streams"));
-            let plan = ChunkPlan::new(self.setup.elements, chunks, streams)?;
+            let chunking = Chunking::new(self.setup.elements, chunks, streams)?;
             let name = format!("{chunks} chunks on {streams} streams");
-            times.push(p.time(&name, &plan, Buffering::per_stream(streams))?.time); // checked against the CPU
+            times.push(p.time(&name, &chunking, Buffering::per_stream(streams))?.time); // checked against the CPU
             bar.done();
         }
         Ok(times)
@@ -261,10 +261,10 @@ impl PlannerRig {
             return Ok(None);
         }
         let (c, k) = (best.predicted.chunks, best.predicted.streams);
-        let plan = ChunkPlan::new(self.setup.elements, c, k)?;
+        let chunking = Chunking::new(self.setup.elements, c, k)?;
         let name = format!("{c} chunks on {k} streams");
         let run = PipelineRun { name, time: best.achieved, buffering: Buffering::per_stream(k) };
-        let report = PipelineReport::measure(p, &plan, &[run])?;
+        let report = PipelineReport::measure(p, &chunking, &[run])?;
         out.table(&report.table());
         Ok(Some(report))
     }

@@ -74,12 +74,12 @@ impl ZeroCopyRig {
     /// The exercise: a sweep of sizes, one pass and two, against copy in, compute, copy out; the table,
     /// and where each way wins. `original`: what the program printed.
     pub fn sweep(&self, out: &Output, original: Original) -> anyhow::Result<()> {
-        let mut ways = Ways::new(&self.gpu, self.sizes[self.sizes.len() - 1] / 4)?;
+        let mut buffers = Buffers::new(&self.gpu, self.sizes[self.sizes.len() - 1] / 4)?;
         let mut rows = Vec::new();
         for &bytes in &self.sizes {
             out.progress(fmt_bytes(bytes));
-            let [zero_copy, copies] = self.both_ways(out, &mut ways, bytes, 1)?;
-            let [zero_copy_2_passes, copies_2_passes] = self.both_ways(out, &mut ways, bytes, 2)?;
+            let [zero_copy, copies] = self.both_ways(out, &mut buffers, bytes, 1)?;
+            let [zero_copy_2_passes, copies_2_passes] = self.both_ways(out, &mut buffers, bytes, 2)?;
             rows.push(Row { bytes, zero_copy, copies, zero_copy_2_passes, copies_2_passes });
         }
         out.say("GPU time, median of runs after warm-up (CUDA events); bus GB/s counts bytes read plus written");
@@ -89,15 +89,21 @@ impl ZeroCopyRig {
         out.finish(&ZeroCopyResults { device: &self.gpu.info, repeats: self.repeats, rows, original })
     }
 
-    /// Both ways over `bytes` with `passes` passes of the kernel, timed, checked against the CPU and
-    /// named (`zero-copy, one pass, 1 MiB`) for `cargo xtask compare`.
-    fn both_ways(&self, out: &Output, ways: &mut Ways, bytes: usize, passes: usize) -> anyhow::Result<[Stats; 2]> {
+    /// Both ways (zero-copy, and copies) over `bytes` with `passes` passes of the kernel, timed, checked
+    /// against the CPU and named (`zero-copy, one pass, 1 MiB`) for `cargo xtask compare`.
+    fn both_ways(
+        &self,
+        out: &Output,
+        buffers: &mut Buffers,
+        bytes: usize,
+        passes: usize,
+    ) -> anyhow::Result<[Stats; 2]> {
         let (len, plural) = (bytes / 4, if passes == 1 { "" } else { "es" });
         let _p = phase(&format!("{passes} pass{plural} over {}", fmt_bytes(bytes)));
-        let zero = measure(self.repeats, || ways.zero_copy(self, len, passes))?;
-        let copy = measure(self.repeats, || ways.copies(self, len, passes))?;
+        let zero = measure(self.repeats, || buffers.zero_copy(self, len, passes))?;
+        let copy = measure(self.repeats, || buffers.copies(self, len, passes))?;
         let expected = |i| if passes == 1 { input(i) * 2.0 } else { input(i) * 2.0 + input(i) };
-        for got in [&ways.mapped_out[..len], &ways.h_out[..len]] {
+        for got in [&buffers.mapped_out[..len], &buffers.h_out[..len]] {
             verify::exact(got, expected).ensure()?;
         }
         let pass = if passes == 1 { "one pass" } else { "two passes" };
@@ -160,9 +166,9 @@ fn wins(rows: &[Row]) -> String {
     )
 }
 
-/// The two ways' memory, of the largest size: mapped pinned memory, which kernels address directly; and
+/// The buffers of both ways, of the largest size: mapped pinned memory, which kernels address directly; and
 /// pinned host memory copied to and from device memory, the usual way.
-struct Ways {
+struct Buffers {
     mapped_in: PinnedBuffer<f32>,
     mapped_out: PinnedBuffer<f32>,
     h_in: PinnedBuffer<f32>,
@@ -172,20 +178,20 @@ struct Ways {
     streams: Vec<Stream>,
 }
 
-impl Ways {
-    fn new(gpu: &Gpu, n: usize) -> anyhow::Result<Ways> {
+impl Buffers {
+    fn new(gpu: &Gpu, n: usize) -> anyhow::Result<Buffers> {
         let mut mapped_in = gpu.pinned_with::<f32>(n, HostAlloc::MAPPED)?;
         cuda_scope::host::fill(&mut mapped_in, input);
         let mapped_out = gpu.pinned_with::<f32>(n, HostAlloc::MAPPED)?;
         let (h_in, h_out) = (gpu.pinned_from_fn(n, input)?, gpu.pinned::<f32>(n)?);
         let (d_in, d_out) = (gpu.alloc::<f32>(n)?, gpu.alloc::<f32>(n)?);
-        Ok(Ways { mapped_in, mapped_out, h_in, h_out, d_in, d_out, streams: gpu.streams(1)? })
+        Ok(Buffers { mapped_in, mapped_out, h_in, h_out, d_in, d_out, streams: gpu.streams(1)? })
     }
 
     /// The kernel reads and writes host memory across the bus (the first `len` elements); the scope keeps
     /// the host off it meanwhile. GPU time, ms.
     fn zero_copy(&mut self, rig: &ZeroCopyRig, len: usize, passes: usize) -> anyhow::Result<f64> {
-        let Ways { mapped_in, mapped_out, streams, .. } = self;
+        let Buffers { mapped_in, mapped_out, streams, .. } = self;
         Ok(rig.gpu.timed(streams, |s| {
             let (i, o) = (s.mapped(mapped_in)?.slice(0..len), s.mapped(mapped_out)?.slice(0..len));
             kernel_passes(&rig.kernels, s.stream(0), i, o, passes) // zeroCopyKernel<<<..>>>(d_in, d_out, N)
@@ -194,7 +200,7 @@ impl Ways {
 
     /// Copy in, compute in device memory, copy out (the first `len` elements). GPU time, ms.
     fn copies(&mut self, rig: &ZeroCopyRig, len: usize, passes: usize) -> anyhow::Result<f64> {
-        let Ways { h_in, h_out, d_in, d_out, streams, .. } = self;
+        let Buffers { h_in, h_out, d_in, d_out, streams, .. } = self;
         Ok(rig.gpu.timed(streams, |s| {
             let (i, o) = (s.device(d_in).slice(0..len), s.device(d_out).slice(0..len));
             s.stream(0).htod(&h_in[..len], i)?;

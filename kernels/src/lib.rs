@@ -17,6 +17,10 @@ const SMALL_COPIES_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/small_cop
 /// Threads per block of every launcher.
 pub const BLOCK: u32 = 256;
 
+/// The rounds of sin * cos that overlap_pattern.cu's kernel ([`Kernels::overlap_pattern_process`]) makes,
+/// a constant in its loop.
+pub const OVERLAP_PATTERN_ROUNDS: u32 = 500;
+
 /// The lessons' kernels, loaded on one GPU.
 pub struct Kernels {
     process: Kernel,
@@ -77,22 +81,27 @@ impl Kernels {
         ours(on.kernel(&self.process, self.grid(data.len())).write(data).value(data.len() as u64).value(iters))
     }
 
-    /// `iters` rounds of `sinf(x) * cosf(x) + 1`, one thread per element, `(n + 255) / 256` blocks of 256
-    /// as overlap_pattern.cu launches its kernel. For 500 rounds, that program's kernel itself (which
-    /// takes an `int` count of elements).
+    /// `process_sincos<<<..>>>(data, n, iters)`: `iters` rounds of `sinf(x) * cosf(x) + 1` in place
+    /// ([`cpu::process_sincos`]), one thread per element, `(n + 255) / 256` blocks of 256 as
+    /// overlap_pattern.cu launches its kernel.
     pub fn process_sincos<'s>(&self, on: impl Queue<'s>, data: Dev<'s, f32>, iters: u32) -> cuda_scope::Result<()> {
         let config = LaunchConfig::for_elements(data.len(), BLOCK);
-        if iters == 500 {
-            let n = i32::try_from(data.len());
-            let launch = on.kernel(&self.overlap_pattern_process, config).write(data).value(n.unwrap_or(i32::MAX));
-            return ours(match n {
-                Ok(_) => launch,
-                Err(_) => {
-                    launch.refuse(format!("overlap_pattern.cu's kernel takes an int count, and {} is more", data.len()))
-                }
-            });
-        }
         ours(on.kernel(&self.process_sincos, config).write(data).value(data.len() as u64).value(iters))
+    }
+
+    /// overlap_pattern.cu's own kernel, `process<<<(n + 255) / 256, 256>>>(data, n)`:
+    /// [`OVERLAP_PATTERN_ROUNDS`] rounds of `sinf(x) * cosf(x) + 1` in place, the count fixed in the kernel
+    /// ([`cpu::overlap_pattern_process`]). Its count of elements is an `int`: a view of more is refused.
+    pub fn overlap_pattern_process<'s>(&self, on: impl Queue<'s>, data: Dev<'s, f32>) -> cuda_scope::Result<()> {
+        let config = LaunchConfig::for_elements(data.len(), BLOCK);
+        let n = i32::try_from(data.len());
+        let launch = on.kernel(&self.overlap_pattern_process, config).write(data).value(n.unwrap_or(i32::MAX));
+        ours(match n {
+            Ok(_) => launch,
+            Err(_) => {
+                launch.refuse(format!("overlap_pattern.cu's kernel takes an int count, and {} is more", data.len()))
+            }
+        })
     }
 
     /// The kernel of async_memcpy.cu: `iters` rounds of `x = sqrt(x * x + 1)`, in place.
@@ -256,6 +265,11 @@ pub mod cpu {
             x = x.sin() * x.cos() + 1.0;
         }
         x
+    }
+
+    /// The twin of overlap_pattern.cu's kernel: [`process_sincos`] with its fixed count of rounds.
+    pub fn overlap_pattern_process(x: f32) -> f32 {
+        process_sincos(x, super::OVERLAP_PATTERN_ROUNDS)
     }
 
     /// Link `i` of a chain of `n` points `stride` links on: a read every `stride * 4` bytes, round and round.

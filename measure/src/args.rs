@@ -11,7 +11,7 @@ use crate::{
     error::{bad_args, report, ErrorKind},
     timing::Repeats,
     work::{ChunkKernel, Work},
-    ChunkPlan,
+    Chunking,
 };
 
 /// Parses the command line like `clap::Parser::parse`, but a bad flag gives one line (clap's message,
@@ -108,9 +108,9 @@ pub struct PipelineArgs {
 }
 
 impl PipelineArgs {
-    /// The plan from the flags, with the lesson's defaults for those not given. Where a default does
+    /// The chunking from the flags, with the lesson's defaults for those not given. Where a default does
     /// not fit a flag that was given, the message says which flag to add.
-    pub fn plan(&self, elements: usize, chunks: usize, streams: usize) -> anyhow::Result<ChunkPlan> {
+    pub fn chunking(&self, elements: usize, chunks: usize, streams: usize) -> anyhow::Result<Chunking> {
         let e = self.elements.unwrap_or(elements);
         let c = self.chunks.unwrap_or(chunks);
         let s = self.streams.unwrap_or(streams);
@@ -130,7 +130,7 @@ impl PipelineArgs {
                 "--streams {s} is more than the {c} chunks this lesson uses by default: pass --chunks {s} or more"
             )));
         }
-        ChunkPlan::new(e, c, s)
+        Chunking::new(e, c, s)
     }
 }
 
@@ -488,9 +488,9 @@ mod tests {
     #[test]
     fn plan_defaults_and_overrides() {
         let a = PipelineArgs { elements: Some(100), chunks: None, streams: Some(2) };
-        assert_eq!(a.plan(1 << 20, 8, 4).unwrap(), ChunkPlan::new(100, 8, 2).unwrap());
+        assert_eq!(a.chunking(1 << 20, 8, 4).unwrap(), Chunking::new(100, 8, 2).unwrap());
         let zero = PipelineArgs { elements: None, chunks: Some(0), streams: None };
-        assert!(err(zero.plan(100, 8, 4)).contains("--chunks must be at least 1"));
+        assert!(err(zero.chunking(100, 8, 4)).contains("--chunks must be at least 1"));
         assert!(clap_line(&["--streams", "0"]).ends_with("'--streams <STREAMS>': must be at least 1"));
     }
 
@@ -498,16 +498,16 @@ mod tests {
     fn defaults_that_do_not_fit_say_which_flag_to_pass() {
         let few = PipelineArgs { elements: Some(5), chunks: None, streams: None };
         assert_eq!(
-            err(few.plan(64 << 20, 32, 4)),
+            err(few.chunking(64 << 20, 32, 4)),
             "-n 5 is fewer elements than the 32 chunks this lesson cuts the data into by default: pass --chunks 5 or fewer"
         );
         let chunks = PipelineArgs { elements: None, chunks: Some(2), streams: None };
-        assert!(err(chunks.plan(64 << 20, 32, 4)).contains("pass --streams 2 or fewer"));
+        assert!(err(chunks.chunking(64 << 20, 32, 4)).contains("pass --streams 2 or fewer"));
         let streams = PipelineArgs { elements: None, chunks: None, streams: Some(64) };
-        assert!(err(streams.plan(64 << 20, 32, 4)).contains("pass --chunks 64 or more"));
+        assert!(err(streams.chunking(64 << 20, 32, 4)).contains("pass --chunks 64 or more"));
         let given = PipelineArgs { elements: Some(10), chunks: Some(11), streams: Some(2) };
-        assert!(err(given.plan(64 << 20, 32, 4)).contains("--chunks 11 is more than the 10 elements"));
-        let e = few.plan(64 << 20, 32, 4).unwrap_err();
+        assert!(err(given.chunking(64 << 20, 32, 4)).contains("--chunks 11 is more than the 10 elements"));
+        let e = few.chunking(64 << 20, 32, 4).unwrap_err();
         assert_eq!(crate::error::ErrorKind::of(&e), crate::error::ErrorKind::BadArguments);
     }
 }

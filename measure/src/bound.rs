@@ -27,7 +27,7 @@ use crate::{
     report::fmt_ms,
     timing::{measure_best, Repeats, Stats},
     work::Steps,
-    Chunk, ChunkPlan,
+    Chunk, Chunking,
 };
 
 /// What limits a pipeline: the largest of its bound's terms.
@@ -121,19 +121,19 @@ impl PartCosts {
         }
     }
 
-    /// Measures the parts of runs of `plan` on `p`'s data (its output overwritten: check results
+    /// Measures the parts of runs of `chunking` on `p`'s data (its output overwritten: check results
     /// first), the busiest buffer and an empty scope for each of `runs`' bufferings. The "at once"
-    /// parts spread over 8 to 64 streams, at least the plan's, and again over as many streams as each of
+    /// parts spread over 8 to 64 streams, at least the chunking's, and again over as many streams as each of
     /// `runs` takes: each part's best, on the pipeline's own streams (the first of them the runs'), so
     /// that no layout of streams the runs had, nor any stream of theirs, makes the parts slower than
     /// the runs (on the H100 lent in November 2026, all the H2D copies at once on 8 streams took 25% longer
     /// in some processes than on the 4 streams of the run they bound).
-    pub fn measure(p: &mut Pipeline<'_>, plan: &ChunkPlan, runs: &[Buffering]) -> anyhow::Result<PartCosts> {
-        anyhow::ensure!(plan.elements <= p.elements(), "a plan of {} elements over less data", plan.elements);
+    pub fn measure(p: &mut Pipeline<'_>, chunking: &Chunking, runs: &[Buffering]) -> anyhow::Result<PartCosts> {
+        anyhow::ensure!(chunking.elements <= p.elements(), "a plan of {} elements over less data", chunking.elements);
         let _phase = crate::timeline::phase("bound");
         // No part can use more streams than two per chunk (every H2D and every D2H copy on its own),
         // and fanning out to more would cost the parts waits the run does not pay.
-        let k = plan.streams.clamp(8, 64).min(2 * plan.chunks).max(1);
+        let k = chunking.streams.clamp(8, 64).min(2 * chunking.chunks).max(1);
         let mut layouts = vec![k];
         layouts.extend(runs.iter().map(|b| b.streams()).filter(|&n| n >= 2 && n < k));
         layouts.sort_unstable();
@@ -141,11 +141,11 @@ impl PartCosts {
         p.grow_streams(k)?;
         let (gpu, kernels, steps) = (p.gpu(), p.kernels(), p.steps);
         // H2D copies fill the first half while D2H copies read the second, so that nothing orders them.
-        let mut d = gpu.alloc::<f32>(2 * plan.elements)?;
+        let mut d = gpu.alloc::<f32>(2 * chunking.elements)?;
         // Five runs of each part for a best (least) time, more for short parts; big runs stay quick.
         let r = Repeats { warmup: 1.min(p.repeats.warmup), repeats: p.repeats.repeats.min(5) };
-        let (streams, h_in, out) = (&p.streams[..], &p.h_in[..plan.elements], &mut p.h_out[..plan.elements]);
-        let on = |n: usize| Parts { gpu, kernels, steps, plan, streams: &streams[..n], h_in, r };
+        let (streams, h_in, out) = (&p.streams[..], &p.h_in[..chunking.elements], &mut p.h_out[..chunking.elements]);
+        let on = |n: usize| Parts { gpu, kernels, steps, chunking, streams: &streams[..n], h_in, r };
         let mut empty: Vec<(usize, f64)> = Vec::new();
         for n in runs.iter().map(|b| b.streams()).chain(layouts.iter().copied()).filter(|n| (1..=k).contains(n)) {
             if empty.iter().all(|e| e.0 != n) {
@@ -200,7 +200,7 @@ struct Parts<'a> {
     gpu: &'a Gpu,
     kernels: &'a Kernels,
     steps: Steps,
-    plan: &'a ChunkPlan,
+    chunking: &'a Chunking,
     streams: &'a [Stream],
     h_in: &'a [f32],
     r: Repeats,
@@ -225,7 +225,7 @@ impl<'a> Parts<'a> {
 
     /// Chunk `c`'s kernel on its range of `d`.
     fn kernel<'s>(&self, on: ScopeStream<'s, '_>, d: Dev<'s, f32>, c: &Chunk) -> cuda_scope::Result<()> {
-        let n = self.plan.elements;
+        let n = self.chunking.elements;
         match self.steps {
             Steps::InPlace(work) => work.run(self.kernels, on, d.slice(c.range())),
             Steps::VectorAdd => {
@@ -237,7 +237,7 @@ impl<'a> Parts<'a> {
 
     /// The smallest chunk's H2D copy, kernel and D2H copy alone, and all three in turn.
     fn one_chunk(&self, d: &mut Scratch, out: &mut [f32]) -> anyhow::Result<[f64; 4]> {
-        let c = Chunk { len: self.plan.elements / self.plan.chunks, ..self.plan.chunk(0) };
+        let c = Chunk { len: self.chunking.elements / self.chunking.chunks, ..self.chunking.chunk(0) };
         let (one, out) = (&self.streams[..1], &mut out[c.range()]);
         let (gpu, r, h_in) = (self.gpu, self.r, &self.h_in[c.range()]);
         let htod = part(r, || Ok(gpu.timed(one, |s| s.stream(0).htod(h_in, s.device(d).slice(c.range())))?))?;
@@ -256,11 +256,11 @@ impl<'a> Parts<'a> {
 
     /// Every H2D copy at once, then the last chunk's kernel and D2H copy behind its H2D copy.
     fn all_htod(&self, d: &mut Scratch, out: &mut [f32]) -> anyhow::Result<f64> {
-        let last = self.plan.chunk(self.plan.chunks - 1);
+        let last = self.chunking.chunk(self.chunking.chunks - 1);
         part(self.r, || {
             Ok(self.gpu.timed(self.streams, |s| {
                 let d = s.device(d);
-                self.plan.iter().try_for_each(|c| self.htod(self.on(s, &c), d, &c))?;
+                self.chunking.iter().try_for_each(|c| self.htod(self.on(s, &c), d, &c))?;
                 self.kernel(self.on(s, &last), d, &last)?;
                 self.on(s, &last).dtoh(d.slice(last.range()), &mut out[last.range()])
             })?)
@@ -270,14 +270,14 @@ impl<'a> Parts<'a> {
     /// The first chunk's H2D copy and kernel, then every D2H copy at once (from the second half of the
     /// buffer, which nothing writes, so that only the first kernel orders them).
     fn all_dtoh(&self, d: &mut Scratch, out: &mut [f32]) -> anyhow::Result<f64> {
-        let (first, n) = (self.plan.chunk(0), self.plan.elements);
+        let (first, n) = (self.chunking.chunk(0), self.chunking.elements);
         part(self.r, || {
             self.gpu.timed(self.streams, |s| {
                 let (d, s0) = (s.device(d), s.stream(0));
                 self.htod(s0, d, &first)?;
                 self.kernel(s0, d, &first)?;
                 self.fan_out(s, s0.record_event()?)?;
-                for (c, out) in self.plan.iter().zip(self.plan.split_mut(out)) {
+                for (c, out) in self.chunking.iter().zip(self.chunking.split_mut(out)) {
                     self.on(s, &c).dtoh(d.slice(n + c.offset..n + c.offset + c.len), out)?;
                 }
                 Ok(())
@@ -291,18 +291,18 @@ impl<'a> Parts<'a> {
         s: &'s cuda_scope::Scope<'s, '_>,
         event: cuda_scope::ScopeEvent<'s>,
     ) -> cuda_scope::Result<()> {
-        (1..self.streams.len().min(self.plan.chunks)).try_for_each(|i| s.stream(i).wait_event(event))
+        (1..self.streams.len().min(self.chunking.chunks)).try_for_each(|i| s.stream(i).wait_event(event))
     }
 
     /// Every H2D copy (into the first half) and every D2H copy (from the second) at once, H2D copies and
     /// D2H copies on streams of their own.
     fn copies(&self, d: &mut Scratch, out: &mut [f32]) -> anyhow::Result<f64> {
-        let (k, n) = (self.streams.len(), self.plan.elements);
+        let (k, n) = (self.streams.len(), self.chunking.elements);
         let half = (k / 2).max(1);
         part(self.r, || {
             self.gpu.timed(self.streams, |s| {
                 let d = s.device(d);
-                for (c, out) in self.plan.iter().zip(self.plan.split_mut(out)) {
+                for (c, out) in self.chunking.iter().zip(self.chunking.split_mut(out)) {
                     let down = s.stream((half + c.index % (k - half).max(1)).min(k - 1));
                     self.htod(s.stream(c.index % half), d, &c)?;
                     down.dtoh(d.slice(n + c.offset..n + c.offset + c.len), out)?;
@@ -314,13 +314,13 @@ impl<'a> Parts<'a> {
 
     /// The first chunk's H2D copy, then every kernel at once, then the last chunk's D2H copy behind its kernel.
     fn kernels(&self, d: &mut Scratch, out: &mut [f32]) -> anyhow::Result<f64> {
-        let (first, last) = (self.plan.chunk(0), self.plan.chunk(self.plan.chunks - 1));
+        let (first, last) = (self.chunking.chunk(0), self.chunking.chunk(self.chunking.chunks - 1));
         part(self.r, || {
             Ok(self.gpu.timed(self.streams, |s| {
                 let (d, s0) = (s.device(d), s.stream(0));
                 self.htod(s0, d, &first)?;
                 self.fan_out(s, s0.record_event()?)?;
-                self.plan.iter().try_for_each(|c| self.kernel(self.on(s, &c), d, &c))?;
+                self.chunking.iter().try_for_each(|c| self.kernel(self.on(s, &c), d, &c))?;
                 self.on(s, &last).dtoh(d.slice(last.range()), &mut out[last.range()])
             })?)
         })
@@ -331,8 +331,11 @@ impl<'a> Parts<'a> {
         part(self.r, || {
             self.gpu.timed(&self.streams[..1], |s| {
                 let (d, s0) = (s.device(d), s.stream(0));
-                let busiest =
-                    self.plan.iter().zip(self.plan.split_mut(out)).filter(|(c, _)| c.index % buffers.max(1) == 0);
+                let busiest = self
+                    .chunking
+                    .iter()
+                    .zip(self.chunking.split_mut(out))
+                    .filter(|(c, _)| c.index % buffers.max(1) == 0);
                 for (c, out) in busiest {
                     self.htod(s0, d, &c)?;
                     self.kernel(s0, d, &c)?;
@@ -456,16 +459,16 @@ pub struct PipelineReport {
 }
 
 impl PipelineReport {
-    /// Measures the costs of `plan`'s parts on `p`'s data (overwriting its output: check results
+    /// Measures the costs of `chunking`'s parts on `p`'s data (overwriting its output: check results
     /// first), then holds each of `runs` against its bound.
     ///
     /// Where a run comes out faster than its bound, the parts are measured once more and each part's
     /// best of the two looks is taken: a bound is believed only after a second look (on the H100 lent in
     /// November 2026, one pipeline's busiest buffer, the whole one-stream run timed apart, took 19.7 ms
     /// at every one of its runs, against 16.1 ms for the run itself a moment before).
-    pub fn measure(p: &mut Pipeline<'_>, plan: &ChunkPlan, runs: &[PipelineRun]) -> anyhow::Result<PipelineReport> {
+    pub fn measure(p: &mut Pipeline<'_>, chunking: &Chunking, runs: &[PipelineRun]) -> anyhow::Result<PipelineReport> {
         let bufferings: Vec<Buffering> = runs.iter().map(|r| r.buffering).collect();
-        let mut costs = PartCosts::measure(p, plan, &bufferings)?;
+        let mut costs = PartCosts::measure(p, chunking, &bufferings)?;
         let against = |costs: &PartCosts| -> Vec<BoundedRun> {
             runs.iter()
                 .map(|r| BoundedRun {
@@ -476,7 +479,7 @@ impl PipelineReport {
                 .collect()
         };
         if against(&costs).iter().any(|r| r.against_bound.beaten) {
-            costs = costs.best_of(&PartCosts::measure(p, plan, &bufferings)?);
+            costs = costs.best_of(&PartCosts::measure(p, chunking, &bufferings)?);
         }
         Ok(PipelineReport { runs: against(&costs), costs })
     }

@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use crate::error::bad_args;
 
-/// `bail!` with a [`crate::error::BadArgs`]: a plan is made from the flags, so what is wrong with it is theirs.
+/// `bail!` with a [`crate::error::BadArgs`]: a chunking is made from the flags, so what is wrong with it is theirs.
 macro_rules! bad {
     ($($arg:tt)*) => { return Err(bad_args(format!($($arg)*))) };
 }
@@ -14,7 +14,7 @@ macro_rules! bad {
 /// `elements` split into `chunks` nearly equal, never empty chunks (the first `elements % chunks` are
 /// one longer), chunk `i` on stream `i % streams`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub struct ChunkPlan {
+pub struct Chunking {
     pub elements: usize,
     pub chunks: usize,
     pub streams: usize,
@@ -34,8 +34,8 @@ impl Chunk {
     }
 }
 
-impl ChunkPlan {
-    pub fn new(elements: usize, chunks: usize, streams: usize) -> anyhow::Result<ChunkPlan> {
+impl Chunking {
+    pub fn new(elements: usize, chunks: usize, streams: usize) -> anyhow::Result<Chunking> {
         if elements == 0 {
             bad!("the size must be at least one element");
         }
@@ -51,7 +51,7 @@ impl ChunkPlan {
         if streams > chunks {
             bad!("--streams {streams} is more than --chunks {chunks}: some streams would have nothing to do");
         }
-        Ok(ChunkPlan { elements, chunks, streams })
+        Ok(Chunking { elements, chunks, streams })
     }
 
     pub fn chunk(&self, index: usize) -> Chunk {
@@ -71,7 +71,7 @@ impl ChunkPlan {
         self.elements.div_ceil(self.chunks)
     }
 
-    /// `data` cut into the plan's chunks, for async reads.
+    /// `data` cut into the chunking's chunks, for async reads.
     pub fn split<'a, T>(&self, data: &'a [T]) -> Vec<&'a [T]> {
         assert_eq!(data.len(), self.elements, "the data does not match the plan");
         self.iter().map(|c| &data[c.range()]).collect()
@@ -98,7 +98,7 @@ mod tests {
     fn chunks_cover_every_element_once_even_for_a_prime() {
         let n = 1_000_003; // prime: divides by nothing
         for chunks in [1, 2, 3, 7, 64, 1000] {
-            let p = ChunkPlan::new(n, chunks, 1).unwrap();
+            let p = Chunking::new(n, chunks, 1).unwrap();
             let mut next = 0;
             for c in p.iter() {
                 assert_eq!(c.offset, next);
@@ -113,27 +113,27 @@ mod tests {
 
     #[test]
     fn streams_round_robin() {
-        let p = ChunkPlan::new(100, 10, 4).unwrap();
+        let p = Chunking::new(100, 10, 4).unwrap();
         let s: Vec<_> = p.iter().map(|c| c.stream).collect();
         assert_eq!(s, [0, 1, 2, 3, 0, 1, 2, 3, 0, 1]);
     }
 
     #[test]
     fn bad_plans_say_why() {
-        let err = |e, c, s| ChunkPlan::new(e, c, s).unwrap_err().to_string();
+        let err = |e, c, s| Chunking::new(e, c, s).unwrap_err().to_string();
         assert!(err(0, 1, 1).contains("at least one element"));
         assert!(err(10, 0, 1).contains("--chunks"));
         assert!(err(10, 1, 0).contains("--streams"));
         assert!(err(10, 11, 1).contains("empty"));
         assert!(err(10, 4, 5).contains("more than --chunks"));
-        assert!(ChunkPlan::new(10, 10, 10).is_ok());
-        let e = ChunkPlan::new(10, 0, 1).unwrap_err();
+        assert!(Chunking::new(10, 10, 10).is_ok());
+        let e = Chunking::new(10, 0, 1).unwrap_err();
         assert_eq!(crate::error::ErrorKind::of(&e), crate::error::ErrorKind::BadArguments);
     }
 
     #[test]
     fn split_mut_gives_disjoint_chunks() {
-        let p = ChunkPlan::new(10, 3, 2).unwrap();
+        let p = Chunking::new(10, 3, 2).unwrap();
         let mut v: Vec<usize> = vec![0; 10];
         for (c, part) in p.iter().zip(p.split_mut(&mut v)) {
             part.fill(c.index + 1);

@@ -18,29 +18,29 @@ use serde::Serialize;
 
 /// What a lesson's `main` returns. Any error converts into it with `?`; printing it gives one line
 /// (the whole chain of context joined by `: `), never a backtrace.
-pub struct Error(anyhow::Error);
+pub struct LessonError(anyhow::Error);
 
-pub type Result<T, E = Error> = std::result::Result<T, E>;
+pub type LessonResult<T, E = LessonError> = std::result::Result<T, E>;
 
-impl<E: Into<anyhow::Error>> From<E> for Error {
+impl<E: Into<anyhow::Error>> From<E> for LessonError {
     fn from(e: E) -> Self {
-        Error(e.into())
+        LessonError(e.into())
     }
 }
 
-impl fmt::Debug for Error {
+impl fmt::Debug for LessonError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{:#}", self.0)
     }
 }
 
-impl fmt::Display for Error {
+impl fmt::Display for LessonError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{:#}", self.0)
     }
 }
 
-impl Error {
+impl LessonError {
     /// What kind of failure this is (see the module's table).
     pub fn kind(&self) -> ErrorKind {
         ErrorKind::of(&self.0)
@@ -119,7 +119,7 @@ pub fn bad_args(message: impl Into<String>) -> anyhow::Error {
 /// The end of a lesson's `main`: `fn main() -> ExitCode { cuda_scope::error::finish(run()) }`. On an error it
 /// prints one line on stderr (`error: ...`), or with `--json` on the command line one JSON object on
 /// stdout, and returns the exit code of the error's kind.
-pub fn finish(result: Result<()>) -> ExitCode {
+pub fn finish(result: LessonResult<()>) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -149,10 +149,10 @@ pub fn json_requested(args: impl IntoIterator<Item = std::ffi::OsString>) -> boo
     args.into_iter().skip(1).take_while(|a| a != "--").any(|a| a == "--json")
 }
 
-/// `bail!` for a lesson's `main`: returns a [`Error`] made from a format string.
+/// `bail!` for a lesson's `main`: returns a [`LessonError`] made from a format string.
 #[macro_export]
 macro_rules! bail {
-    ($($arg:tt)*) => { return Err($crate::error::Error::from($crate::anyhow::anyhow!($($arg)*))) };
+    ($($arg:tt)*) => { return Err($crate::error::LessonError::from($crate::anyhow::anyhow!($($arg)*))) };
 }
 
 #[cfg(test)]
@@ -160,7 +160,7 @@ mod tests {
     use super::*;
 
     fn kind(e: anyhow::Error) -> ErrorKind {
-        Error::from(e).kind()
+        LessonError::from(e).kind()
     }
 
     #[test]

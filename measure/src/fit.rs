@@ -79,13 +79,13 @@ impl CopyCost {
 
 /// One kind of host memory at one size: each direction's copy time.
 #[derive(Clone, Debug, Serialize)]
-pub struct BothWays {
+pub struct DirectionTimes {
     pub htod: Stats,
     pub dtoh: Stats,
 }
 
-impl BothWays {
-    fn way(&self, d: usize) -> &Stats {
+impl DirectionTimes {
+    fn direction(&self, d: usize) -> &Stats {
         if d == 0 {
             &self.htod
         } else {
@@ -94,11 +94,11 @@ impl BothWays {
     }
 }
 
-/// Copy times over a sweep: `times[i][k]` is kind `kinds[k]` at `sizes[i]`, each way.
+/// Copy times over a sweep: `times[i][k]` is kind `kinds[k]` at `sizes[i]`, each direction.
 pub struct Sweep<'a> {
     pub sizes: &'a [usize],
     pub kinds: &'a [&'a str],
-    pub times: &'a [Vec<BothWays>],
+    pub times: &'a [Vec<DirectionTimes>],
     /// One direction's raw link rate, GB/s, where known.
     pub link_gbps: Option<f64>,
     /// One host thread's memory-copy rate, GB/s, measured in the same run.
@@ -144,7 +144,7 @@ pub fn unseen(points: &[(usize, f64)], cost: &CopyCost) -> Option<String> {
     None
 }
 
-const WAYS: [&str; 2] = ["H2D", "D2H"];
+const DIRECTIONS: [&str; 2] = ["H2D", "D2H"];
 
 impl Sweep<'_> {
     fn path(&self, k: usize, bytes: usize, gbps: f64, per_copy_us: Option<f64>) -> CopyPath<'static> {
@@ -162,9 +162,9 @@ impl Sweep<'_> {
     pub fn fits(&self) -> anyhow::Result<Vec<KindFit>> {
         let mut fits = Vec::new();
         for (k, kind) in self.kinds.iter().enumerate() {
-            for (d, direction) in WAYS.into_iter().enumerate() {
+            for (d, direction) in DIRECTIONS.into_iter().enumerate() {
                 let points: Vec<(usize, f64)> =
-                    self.sizes.iter().zip(self.times).map(|(b, row)| (*b, row[k].way(d).median_ms)).collect();
+                    self.sizes.iter().zip(self.times).map(|(b, row)| (*b, row[k].direction(d).median_ms)).collect();
                 let cost = match CopyCost::one_size(&points) {
                     Some(rate) => rate, // what one size shows: its rate; `unseen` says why no fit
                     None => CopyCost::fit(&points)?,
@@ -187,10 +187,10 @@ impl Sweep<'_> {
         let mut t = Table::new(&headers.iter().map(String::as_str).collect::<Vec<_>>());
         for (bytes, row) in self.sizes.iter().zip(self.times) {
             let mut cells = vec![fmt_bytes(*bytes)];
-            cells.extend(row.iter().map(|b| format!("{:.2}", b.way(d).gbps(*bytes))));
+            cells.extend(row.iter().map(|b| format!("{:.2}", b.direction(d).gbps(*bytes))));
             let fit = &fits[2 * limited + d];
             let alpha = fit.unseen.is_none().then_some(fit.cost.alpha_us);
-            cells.push(self.path(limited, *bytes, row[limited].way(d).gbps(*bytes), alpha).limit());
+            cells.push(self.path(limited, *bytes, row[limited].direction(d).gbps(*bytes), alpha).limit());
             t.row(cells);
         }
         t
@@ -199,8 +199,15 @@ impl Sweep<'_> {
 
 /// The fits as a table: α, β, where half of β is reached, how well the two numbers fit, what limits.
 pub fn fit_table(fits: &[KindFit]) -> Table {
-    let mut t =
-        Table::new(&["kind", "way", "α per copy", "β GB/s", "half of β at", "worst miss", "largest copy limited by"]);
+    let mut t = Table::new(&[
+        "kind",
+        "direction",
+        "α per copy",
+        "β GB/s",
+        "half of β at",
+        "worst miss",
+        "largest copy limited by",
+    ]);
     for f in fits {
         let c = &f.cost;
         let numbers = match &f.unseen {
@@ -232,7 +239,7 @@ mod tests {
     #[test]
     fn one_size_is_a_rate_and_not_fitted() {
         let stats = |ms: f64| Stats::from_samples(&[ms, ms, ms]).unwrap();
-        let times = vec![vec![BothWays { htod: stats(1.25), dtoh: stats(2.5) }]];
+        let times = vec![vec![DirectionTimes { htod: stats(1.25), dtoh: stats(2.5) }]];
         let sweep =
             Sweep { sizes: &[64 << 20], kinds: &["pinned"], times: &times, link_gbps: None, host_copy_gbps: 10.0 };
         let fits = sweep.fits().unwrap();

@@ -1,4 +1,4 @@
-//! The harness every lesson's `main` is, as wgpu's examples have one, so that a lesson holds only its
+//! The part of the rig every lesson's `main` is (wgpu's examples share one too), so that a lesson holds only its
 //! story: flags parsed and checked before the GPU starts (one line, exit code 2, on a bad one), and any
 //! error turned into one line on stderr, or one JSON object under `--json`, with an exit code of its
 //! kind (see [`crate::error`]). A lesson checks what depends on several flags, then starts its GPU.

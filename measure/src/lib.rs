@@ -1,9 +1,9 @@
-//! The lessons' measuring apparatus, beside the safe core (`common`) that the lessons' programs use:
+//! The lessons' measuring rig, beside the safe core (`common`) that the lessons' programs use:
 //! what turns a program into a lesson with honest numbers.
 //!
 //! | module | what it holds |
 //! | --- | --- |
-//! | [`lesson`] | the harness every lesson's `main` is: flags, the GPU and its report, output, errors and exit codes |
+//! | [`lesson`] | the part of the rig every lesson's `main` is: flags, the GPU and its report, output, errors and exit codes |
 //! | [`args`] | the flags every lesson shares, checked before the GPU starts |
 //! | [`error`] | one error line, its kind and exit code |
 //! | [`report`] | tables, figures in words, and JSON output |
@@ -34,6 +34,6 @@ pub mod verify;
 pub mod work;
 
 pub use anyhow;
-pub use chunks::{Chunk, ChunkPlan};
-pub use error::Result;
+pub use chunks::{Chunk, Chunking};
+pub use error::LessonResult;
 pub use timing::Stats;

@@ -13,7 +13,7 @@ use crate::{
     timing::{measure, Repeats, Stats},
     verify::{input, Check},
     work::{ChunkKernel, Steps, Work},
-    ChunkPlan,
+    Chunking,
 };
 
 /// How a pipeline's chunks use device buffers and streams: chunk i goes into buffer i % buffers, on
@@ -98,15 +98,15 @@ impl<'g> Pipeline<'g> {
         Ok(())
     }
 
-    /// What [`Pipeline::new`] pins, and what runs of `plan` with up to `buffers` buffers and their
+    /// What [`Pipeline::new`] pins, and what runs of `chunking` with up to `buffers` buffers and their
     /// bound take on the device, at most: for a lesson to check before it allocates any of it.
-    pub fn footprint(kernel: ChunkKernel, plan: &ChunkPlan, buffers: usize) -> Footprint {
+    pub fn footprint(kernel: ChunkKernel, chunking: &Chunking, buffers: usize) -> Footprint {
         let htod_copies = if matches!(kernel, ChunkKernel::VectorAdd) { 2 } else { 1 };
-        let per_chunk = if htod_copies == 2 { 3 } else { 1 } * plan.max_chunk();
+        let per_chunk = if htod_copies == 2 { 3 } else { 1 } * chunking.max_chunk();
         // The bound's parts run in a scratch buffer twice the data; a calibration copies one chunk.
-        let device = (buffers.saturating_mul(per_chunk)).max(2 * plan.elements) + 2 * plan.max_chunk();
+        let device = (buffers.saturating_mul(per_chunk)).max(2 * chunking.elements) + 2 * chunking.max_chunk();
         Footprint::default()
-            .pinned::<f32>(plan.elements * (htod_copies + 1) + 2 * plan.max_chunk())
+            .pinned::<f32>(chunking.elements * (htod_copies + 1) + 2 * chunking.max_chunk())
             .device::<f32>(device)
     }
 
@@ -123,9 +123,9 @@ impl<'g> Pipeline<'g> {
         self.h_out.len()
     }
 
-    /// Buffers for runs of `plan` laid out by `buffering`, and its streams: the pipeline's first.
-    pub fn buffers(&mut self, plan: &ChunkPlan, buffering: Buffering) -> anyhow::Result<RunBuffers> {
-        let len = self.steps.device_len(plan.max_chunk());
+    /// Buffers for runs of `chunking` laid out by `buffering`, and its streams: the pipeline's first.
+    pub fn buffers(&mut self, chunking: &Chunking, buffering: Buffering) -> anyhow::Result<RunBuffers> {
+        let len = self.steps.device_len(chunking.max_chunk());
         self.grow_streams(buffering.streams())?;
         let bufs = self.gpu.alloc_each::<f32>(buffering.buffers, len)?; // cudaMalloc(&d_data[i], CHUNK_BYTES)
         Ok(RunBuffers { buffering, bufs })
@@ -135,15 +135,15 @@ impl<'g> Pipeline<'g> {
     /// that buffer's stream (or the engines' streams); the GPU time in ms. The chunks of a buffer
     /// reuse it one after another, which the scope orders: on one stream by the stream's order, and
     /// across streams by the waits it adds where a buffer's next H2D copy would overtake its D2H copy.
-    pub fn run(&mut self, plan: &ChunkPlan, on: &mut RunBuffers) -> anyhow::Result<f64> {
+    pub fn run(&mut self, chunking: &Chunking, on: &mut RunBuffers) -> anyhow::Result<f64> {
         let (steps, kernels, n) = (self.steps, self.kernels, self.elements());
-        anyhow::ensure!(plan.elements <= n, "a plan of {} elements over data of {n}", plan.elements);
-        let (h_in, h_out) = (&self.h_in[..], &mut self.h_out[..plan.elements]);
+        anyhow::ensure!(chunking.elements <= n, "a plan of {} elements over data of {n}", chunking.elements);
+        let (h_in, h_out) = (&self.h_in[..], &mut self.h_out[..chunking.elements]);
         let RunBuffers { buffering, bufs } = on;
         anyhow::ensure!(self.streams.len() >= buffering.streams(), "run buffers of another pipeline");
         self.gpu.timed(&self.streams[..buffering.streams()], |s| {
             let d = s.devices(bufs);
-            for (c, out) in plan.iter().zip(plan.split_mut(h_out)) {
+            for (c, out) in chunking.iter().zip(chunking.split_mut(h_out)) {
                 let (buf, own) = (d[c.index % buffering.buffers], s.stream(c.index % buffering.buffers));
                 let (copy_in, compute, copy_out) =
                     if buffering.by_engine { (s.stream(0), s.stream(1), s.stream(2)) } else { (own, own, own) };
@@ -157,22 +157,22 @@ impl<'g> Pipeline<'g> {
         })
     }
 
-    /// The loop over the repeats, `plan` laid out by `buffering`, in a timeline phase named `name`;
+    /// The loop over the repeats, `chunking` laid out by `buffering`, in a timeline phase named `name`;
     /// its output is checked against the CPU (an error if it is wrong).
-    pub fn time(&mut self, name: &str, plan: &ChunkPlan, buffering: Buffering) -> anyhow::Result<PipelineRun> {
-        let mut on = self.buffers(plan, buffering)?;
+    pub fn time(&mut self, name: &str, chunking: &Chunking, buffering: Buffering) -> anyhow::Result<PipelineRun> {
+        let mut on = self.buffers(chunking, buffering)?;
         self.h_out.fill(f32::NAN);
         let time = {
             let _p = crate::timeline::phase(name);
-            measure(self.repeats, || self.run(plan, &mut on))?
+            measure(self.repeats, || self.run(chunking, &mut on))?
         };
-        self.check(plan).ensure()?;
+        self.check(chunking).ensure()?;
         Ok(PipelineRun { name: name.into(), time, buffering })
     }
 
-    /// The output of `plan`'s chunks against the CPU's ([`Steps::check`]).
-    pub fn check(&self, plan: &ChunkPlan) -> Check {
-        self.steps.check(&self.h_out[..plan.elements], plan)
+    /// The output of `chunking`'s chunks against the CPU's ([`Steps::check`]).
+    pub fn check(&self, chunking: &Chunking) -> Check {
+        self.steps.check(&self.h_out[..chunking.elements], chunking)
     }
 }
 
@@ -288,17 +288,17 @@ mod tests {
     fn a_pipelines_footprint_counts_its_vectors_buffers_and_bound() {
         // overlap's defaults: 64M floats (256 MiB) in 32 chunks on 4 streams, in and out pinned; the
         // bound's scratch (twice the data) is the most the device holds at once.
-        let plan = ChunkPlan::new(64 << 20, 32, 4).unwrap();
-        let f = Pipeline::footprint(ChunkKernel::Balanced, &plan, 4);
-        assert_eq!(f.pinned, (2 * (64 << 20) + 2 * plan.max_chunk()) * 4);
-        assert_eq!(f.device, (2 * (64 << 20) + 2 * plan.max_chunk()) * 4);
+        let chunking = Chunking::new(64 << 20, 32, 4).unwrap();
+        let f = Pipeline::footprint(ChunkKernel::Balanced, &chunking, 4);
+        assert_eq!(f.pinned, (2 * (64 << 20) + 2 * chunking.max_chunk()) * 4);
+        assert_eq!(f.device, (2 * (64 << 20) + 2 * chunking.max_chunk()) * 4);
         // vector_add_streams -n 20G: a, b and c of 80 GiB each pinned, before anything is allocated.
-        let plan = ChunkPlan::new(20 << 30, 16, 4).unwrap();
-        let f = Pipeline::footprint(ChunkKernel::VectorAdd, &plan, 4);
+        let chunking = Chunking::new(20 << 30, 16, 4).unwrap();
+        let f = Pipeline::footprint(ChunkKernel::VectorAdd, &chunking, 4);
         assert!(f.pinned >= 240 * GIB && f.device >= 160 * GIB, "{f:?}");
         // Many buffers of big chunks outweigh the bound's scratch.
-        let plan = ChunkPlan::new(1 << 20, 4, 4).unwrap();
-        let f = Pipeline::footprint(ChunkKernel::VectorAdd, &plan, 4);
+        let chunking = Chunking::new(1 << 20, 4, 4).unwrap();
+        let f = Pipeline::footprint(ChunkKernel::VectorAdd, &chunking, 4);
         assert_eq!(f.device, (4 * 3 * (1 << 18) + 2 * (1 << 18)) * 4);
     }
 }

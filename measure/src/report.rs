@@ -244,7 +244,7 @@ impl Output {
 
     /// Names every copy of a sweep by kind, direction and size (`pinned H2D 4 KiB`), in the series of its
     /// kind and direction, for [`Output::rate_chart`]: `times[i][k]` is kind `kinds[k]` at `sizes[i]`,
-    /// each way (`fit::BothWays`, `{"htod": Stats, "dtoh": Stats}`).
+    /// each direction (`fit::DirectionTimes`, `{"htod": Stats, "dtoh": Stats}`).
     pub fn sweep(&self, sizes: &[usize], kinds: &[&str], times: &impl Serialize) {
         let times = serde_json::to_value(times).unwrap_or_default();
         for (bytes, row) in sizes.iter().zip(times.as_array().into_iter().flatten()) {
@@ -551,14 +551,17 @@ mod tests {
 
     #[test]
     fn a_sweep_is_named_by_kind_direction_and_size_and_drawn() {
-        use crate::fit::BothWays;
+        use crate::fit::DirectionTimes;
         let sizes = [4096, 1 << 20];
         let times = vec![
             vec![
-                BothWays { htod: stats(0.007), dtoh: stats(0.0065) },
-                BothWays { htod: stats(0.010), dtoh: stats(0.011) },
+                DirectionTimes { htod: stats(0.007), dtoh: stats(0.0065) },
+                DirectionTimes { htod: stats(0.010), dtoh: stats(0.011) },
             ],
-            vec![BothWays { htod: stats(0.025), dtoh: stats(0.024) }, BothWays { htod: stats(0.2), dtoh: stats(0.25) }],
+            vec![
+                DirectionTimes { htod: stats(0.025), dtoh: stats(0.024) },
+                DirectionTimes { htod: stats(0.2), dtoh: stats(0.25) },
+            ],
         ];
         let out = Output::new(true);
         out.sweep(&sizes, &["pinned", "pageable"], &times);

@@ -25,23 +25,23 @@ thread_local! {
 }
 
 /// A named phase of a lesson, until dropped.
-pub struct Phase {
+pub struct PhaseGuard {
     previous: String,
     #[cfg(feature = "nvtx")]
     _range: nvtx::LocalRange,
 }
 
 /// Starts a phase; it ends when the returned guard is dropped.
-pub fn phase(name: &str) -> Phase {
+pub fn phase(name: &str) -> PhaseGuard {
     let previous = PHASE.with(|p| std::mem::replace(&mut *p.borrow_mut(), name.to_string()));
-    Phase {
+    PhaseGuard {
         previous,
         #[cfg(feature = "nvtx")]
         _range: nvtx::LocalRange::new(nvtx::Str::from_str_lossy(name)),
     }
 }
 
-impl Drop for Phase {
+impl Drop for PhaseGuard {
     fn drop(&mut self) {
         PHASE.with(|p| *p.borrow_mut() = std::mem::take(&mut self.previous));
     }

@@ -89,26 +89,26 @@ pub fn within(got: &[f32], stride: usize, tolerance: f64, expected: impl Fn(usiz
     compare(got, (0..got.len()).step_by(stride.max(1)).collect(), None, tolerance, expected)
 }
 
-/// Compares every chunk of `plan` where a chunking mistake would show (its first and last elements)
+/// Compares every chunk of `chunking` where a chunking mistake would show (its first and last elements)
 /// and at `spread` more places spread evenly across it: a check whose cost does not grow with the data,
 /// for references that cost the CPU far more than the GPU. `tolerance` 0 means bit for bit.
 pub fn chunks(
     got: &[f32],
-    plan: &crate::ChunkPlan,
+    chunking: &crate::Chunking,
     spread: usize,
     tolerance: f64,
     expected: impl Fn(usize) -> f32 + Sync,
 ) -> Check {
-    assert_eq!(got.len(), plan.elements, "the results do not match the plan");
-    let mut indices = Vec::with_capacity(plan.chunks * (spread + 2));
-    for c in plan.iter() {
+    assert_eq!(got.len(), chunking.elements, "the results do not match the plan");
+    let mut indices = Vec::with_capacity(chunking.chunks * (spread + 2));
+    for c in chunking.iter() {
         let (first, last) = (c.offset, c.offset + c.len - 1);
         indices.push(first);
         indices.extend((1..=spread).map(|k| first + k * (c.len - 1) / (spread + 1)));
         indices.push(last);
     }
     indices.dedup();
-    let per_chunk = format!("the first, the last and {spread} spread between, of each of {} chunks", plan.chunks);
+    let per_chunk = format!("the first, the last and {spread} spread between, of each of {} chunks", chunking.chunks);
     compare(got, indices, Some(per_chunk), tolerance, expected)
 }
 
@@ -205,15 +205,15 @@ mod tests {
 
     #[test]
     fn chunk_checks_see_every_chunks_edges() {
-        let plan = crate::ChunkPlan::new(1_000_003, 7, 3).unwrap();
-        let good: Vec<f32> = (0..plan.elements).map(|i| i as f32).collect();
-        let c = chunks(&good, &plan, 10, 0.0, |i| i as f32);
+        let chunking = crate::Chunking::new(1_000_003, 7, 3).unwrap();
+        let good: Vec<f32> = (0..chunking.elements).map(|i| i as f32).collect();
+        let c = chunks(&good, &chunking, 10, 0.0, |i| i as f32);
         assert!(c.passed() && c.checked <= 7 * 12 && c.checked >= 7 * 2, "{c:?}");
         assert!(c.summary().contains("of each of 7 chunks"), "{}", c.summary());
         for edge in [0, 142_857, 142_858, 571_431, 571_432, 1_000_002] {
             let mut bad = good.clone();
             bad[edge] = -1.0;
-            assert!(!chunks(&bad, &plan, 10, 0.0, |i| i as f32).passed(), "a wrong element at {edge} is missed");
+            assert!(!chunks(&bad, &chunking, 10, 0.0, |i| i as f32).passed(), "a wrong element at {edge} is missed");
         }
     }
 

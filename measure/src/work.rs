@@ -4,7 +4,7 @@
 use cuda_scope::{Dev, ScopeStream};
 use kernels::{cpu, Kernels};
 
-use crate::{verify, ChunkPlan};
+use crate::{verify, Chunking};
 
 /// The kernel run on each chunk in place.
 #[derive(Clone, Copy, Debug, serde::Serialize)]
@@ -14,9 +14,13 @@ pub enum Work {
     User,
     /// [`Kernels::process`] with this many iterations: checked bit for bit.
     Process(u32),
-    /// overlap_pattern.cu's sin * cos kernel with this many rounds: the CPU's sin/cos differ from CUDA's in
-    /// the last bits, so it is checked within a tolerance, on a sample (the reference is slow).
-    SinCos(u32),
+    /// [`Kernels::process_sincos`], the sin * cos of overlap_pattern.cu's kernel with this many rounds: the
+    /// CPU's sin/cos differ from CUDA's in the last bits, so it is checked within a tolerance, on a sample
+    /// (the reference is slow).
+    ProcessSincos(u32),
+    /// overlap_pattern.cu's own kernel ([`Kernels::overlap_pattern_process`]): its fixed
+    /// [`kernels::OVERLAP_PATTERN_ROUNDS`] rounds of sin * cos, checked as [`Work::ProcessSincos`] is.
+    OverlapPattern,
 }
 
 impl Work {
@@ -24,7 +28,8 @@ impl Work {
     pub fn run<'s>(self, kernels: &Kernels, on: ScopeStream<'s, '_>, data: Dev<'s, f32>) -> cuda_scope::Result<()> {
         match self {
             Work::Process(i) => kernels.process(on, data, i),
-            Work::SinCos(i) => kernels.process_sincos(on, data, i),
+            Work::ProcessSincos(i) => kernels.process_sincos(on, data, i),
+            Work::OverlapPattern => kernels.overlap_pattern_process(on, data),
             Work::User => kernels.user(on, data),
         }
     }
@@ -33,30 +38,35 @@ impl Work {
     pub fn cpu(self, x: f32) -> f32 {
         match self {
             Work::Process(i) => cpu::process(x, i),
-            Work::SinCos(i) => cpu::process_sincos(x, i),
+            Work::ProcessSincos(i) => cpu::process_sincos(x, i),
+            Work::OverlapPattern => cpu::overlap_pattern_process(x),
             Work::User => f32::NAN,
         }
     }
 
-    /// Checks `got`, the result of `plan`'s chunks, against this work applied to [`verify::input`] on
+    /// Checks `got`, the result of `chunking`'s chunks, against this work applied to [`verify::input`] on
     /// the CPU: every chunk's first and last elements and 62 between, bit for bit for
     /// [`Work::Process`]; within 1e-4 for the sin/cos kernel, whose math library differs from the
     /// CPU's in the last bits.
-    pub fn check(self, got: &[f32], plan: &ChunkPlan) -> verify::Check {
+    pub fn check(self, got: &[f32], chunking: &Chunking) -> verify::Check {
         let expected = |i| self.cpu(verify::input(i));
         let tolerance = match self {
             Work::Process(_) => 0.0,
-            Work::SinCos(_) => 1e-4,
+            Work::ProcessSincos(_) | Work::OverlapPattern => 1e-4,
             Work::User => return verify::Check::unchecked(got.len(), "a kernel of your own has no CPU twin"),
         };
-        verify::chunks(got, plan, 62, tolerance, expected)
+        verify::chunks(got, chunking, 62, tolerance, expected)
     }
 
     /// The work in words.
     pub fn describe(self) -> String {
         match self {
             Work::Process(i) => format!("process: {i} rounds of x = x*a + b per element"),
-            Work::SinCos(i) => format!("overlap_pattern.cu's kernel: {i} rounds of sin(x)*cos(x) + 1 per element"),
+            Work::ProcessSincos(i) => format!("process_sincos: {i} rounds of sin(x)*cos(x) + 1 per element"),
+            Work::OverlapPattern => format!(
+                "overlap_pattern.cu's kernel: {} rounds of sin(x)*cos(x) + 1 per element",
+                kernels::OVERLAP_PATTERN_ROUNDS
+            ),
             Work::User => "a kernel of your own, in place".into(),
         }
     }
@@ -84,7 +94,7 @@ pub enum Steps {
 }
 
 impl Steps {
-    /// H2D copies per chunk: the input vectors, each of the plan's length, one after another in the input.
+    /// H2D copies per chunk: the input vectors, each of the chunking's length, one after another in the input.
     pub fn htod_copies(self) -> usize {
         match self {
             Steps::InPlace(_) => 1,
@@ -144,12 +154,12 @@ impl Steps {
         }
     }
 
-    /// Checks `got`, the output of `plan`'s chunks, against the CPU ([`Work::check`]; `c = a + b` bit
+    /// Checks `got`, the output of `chunking`'s chunks, against the CPU ([`Work::check`]; `c = a + b` bit
     /// for bit, at the same places of each chunk).
-    pub fn check(self, got: &[f32], plan: &ChunkPlan) -> verify::Check {
+    pub fn check(self, got: &[f32], chunking: &Chunking) -> verify::Check {
         match self {
-            Steps::InPlace(work) => work.check(got, plan),
-            Steps::VectorAdd => verify::chunks(got, plan, 62, 0.0, |i| self.cpu(i, plan.elements)),
+            Steps::InPlace(work) => work.check(got, chunking),
+            Steps::VectorAdd => verify::chunks(got, chunking, 62, 0.0, |i| self.cpu(i, chunking.elements)),
         }
     }
 

@@ -80,9 +80,9 @@ pub fn model(s: &Summary) -> f64 {
     s.htod.max(s.kernel).max(s.dtoh)
 }
 
-/// The work a stretch does: bytes each way, bytes set and copied otherwise, and kernels by name.
+/// The work a stretch does: bytes in each direction, bytes set and copied otherwise, and kernels by name.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Work {
+pub struct StretchWork {
     htod: u64,
     dtoh: u64,
     memset: u64,
@@ -91,8 +91,8 @@ pub struct Work {
 }
 
 /// The work `ops` do, to compare with another stretch's.
-pub fn work(ops: &[&Op]) -> Work {
-    let mut w = Work::default();
+pub fn work(ops: &[&Op]) -> StretchWork {
+    let mut w = StretchWork::default();
     for o in ops {
         match o.kind {
             Kind::H2D => w.htod += o.bytes,
@@ -112,7 +112,7 @@ pub fn speedups(rows: &[(String, Vec<&Op>)]) -> Vec<String> {
         .filter_map(|w| {
             let ((a, ops_a), (b, ops_b)) = (&w[0], &w[1]);
             let work_a = work(ops_a);
-            if work_a == Work::default() || work_a != work(ops_b) {
+            if work_a == StretchWork::default() || work_a != work(ops_b) {
                 return None;
             }
             let (sa, sb) = (summarize(ops_a).span, summarize(ops_b).span);

@@ -7,11 +7,11 @@ use std::collections::BTreeMap;
 use anyhow::Context as _;
 
 /// One row of a CSV export: column name to value.
-pub type Row = BTreeMap<String, String>;
+pub type CsvRow = BTreeMap<String, String>;
 
 /// The rows of a CSV with a header (nsys stats output), as maps from column name to value. Quoted
 /// fields may hold commas (kernel names do); lines before the header that are blank are skipped.
-pub fn rows(text: &str) -> anyhow::Result<Vec<Row>> {
+pub fn rows(text: &str) -> anyhow::Result<Vec<CsvRow>> {
     let text = text.trim_start_matches('\u{feff}');
     let mut reader = csv::ReaderBuilder::new().flexible(true).from_reader(text.trim_start().as_bytes());
     let header: Vec<String> = reader.headers().context("reading the CSV header")?.iter().map(str::to_string).collect();
@@ -27,7 +27,7 @@ pub fn rows(text: &str) -> anyhow::Result<Vec<Row>> {
 
 /// The value of the first of `names` that the row has, by name or prefix, ignoring ASCII case (nsys
 /// spells the correlation id "CorrId" in one report and "CorrID" in another).
-pub fn column<'a>(row: &'a Row, names: &[&str]) -> Option<&'a str> {
+pub fn column<'a>(row: &'a CsvRow, names: &[&str]) -> Option<&'a str> {
     let lower = |s: &str| s.to_ascii_lowercase();
     names.iter().find_map(|n| {
         let n = lower(n);

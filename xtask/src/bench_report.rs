@@ -4,8 +4,8 @@
 //! direction, the link's raw rate across (`rates.svg` beside criterion's reports). The picture is the
 //! one `pinned_memory --svg` draws, by the same code (the `chart` crate, std only).
 //!
-//! A run stopped early is reported as far as it got: the benchmark writes its plan
-//! (`gpu-bench-plan.json`) and its limits before any benchmark, so the report says which planned
+//! A run stopped early is reported as far as it got: the benchmark writes its schedule
+//! (`gpu-bench-plan.json`) and its limits before any benchmark, so the report says which scheduled
 //! benchmarks it lacks, and leaves out results of earlier runs still in the folder.
 
 use std::{
@@ -25,7 +25,7 @@ const BEATEN_ABOVE: f64 = 1.02;
 
 /// One benchmark's result: where it is, its median time, its bytes, and when it was written.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Result {
+pub struct BenchResult {
     pub group: String,
     pub function: String,
     pub value: String,
@@ -35,12 +35,12 @@ pub struct Result {
     pub unix: u64,
 }
 
-impl Result {
+impl BenchResult {
     pub fn gbps(&self) -> f64 {
         self.bytes as f64 / self.median_ns
     }
 
-    /// Its name as criterion and the plan give it: `htod/pinned/4 KiB`, `buffering/single`.
+    /// Its name as criterion and the schedule give it: `htod/pinned/4 KiB`, `buffering/single`.
     pub fn id(&self) -> String {
         [self.group.as_str(), &self.function, &self.value]
             .iter()
@@ -51,17 +51,17 @@ impl Result {
     }
 }
 
-/// The benchmarks a run planned (`gpu-bench-plan.json`), and when it started.
+/// The benchmarks a run scheduled (`gpu-bench-plan.json`), and when it started.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Plan {
+pub struct Schedule {
     pub started_unix: u64,
     pub benchmarks: Vec<String>,
     pub full: bool,
 }
 
-impl Plan {
-    pub fn parse(v: &Value) -> Option<Plan> {
-        Some(Plan {
+impl Schedule {
+    pub fn parse(v: &Value) -> Option<Schedule> {
+        Some(Schedule {
             started_unix: v["started_unix"].as_u64()?,
             benchmarks: v["benchmarks"].as_array()?.iter().filter_map(|b| b.as_str().map(String::from)).collect(),
             full: v["full"].as_bool().unwrap_or(false),
@@ -86,7 +86,7 @@ pub fn run(flags: BenchReportFlags) -> anyhow::Result<()> {
             Err(_) => Ok(None),
         }
     };
-    let plan = read_json("gpu-bench-plan.json")?.as_ref().and_then(Plan::parse);
+    let schedule = read_json("gpu-bench-plan.json")?.as_ref().and_then(Schedule::parse);
     let limits = read_json("gpu-limits.json")?;
     let results = read_results(&dir)?;
     if results.is_empty() && limits.is_none() {
@@ -100,8 +100,8 @@ pub fn run(flags: BenchReportFlags) -> anyhow::Result<()> {
         }
         bail!("no benchmark results in {}: run `cargo bench` first", dir.display());
     }
-    print!("{}", report(&results, limits.as_ref(), plan.as_ref()));
-    let (current, _) = this_run(&results, plan.as_ref());
+    print!("{}", report(&results, limits.as_ref(), schedule.as_ref()));
+    let (current, _) = this_run(&results, schedule.as_ref());
     let series = rate_series(&current);
     if !series.is_empty() {
         let none = Value::Null;
@@ -115,19 +115,19 @@ pub fn run(flags: BenchReportFlags) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The results of the run `plan` started (written since it started), and how many are older; all of
-/// them where there is no plan (a run before plans were written).
-pub fn this_run(results: &[Result], plan: Option<&Plan>) -> (Vec<Result>, usize) {
-    let Some(plan) = plan else { return (results.to_vec(), 0) };
-    // A result written in the second the plan was, or after (file times and the clock may differ by a
+/// The results of the run `schedule` started (written since it started), and how many are older; all of
+/// them where there is no schedule (a run before schedules were written).
+pub fn this_run(results: &[BenchResult], schedule: Option<&Schedule>) -> (Vec<BenchResult>, usize) {
+    let Some(schedule) = schedule else { return (results.to_vec(), 0) };
+    // A result written in the second the schedule was, or after (file times and the clock may differ by a
     // second).
-    let (current, earlier): (Vec<Result>, Vec<Result>) =
-        results.iter().cloned().partition(|r| r.unix == 0 || r.unix + 1 >= plan.started_unix);
+    let (current, earlier): (Vec<BenchResult>, Vec<BenchResult>) =
+        results.iter().cloned().partition(|r| r.unix == 0 || r.unix + 1 >= schedule.started_unix);
     (current, earlier.len())
 }
 
 /// The lines of the picture: each kind of host memory in the `htod` and `dtoh` groups, GB/s at each size.
-pub fn rate_series(results: &[Result]) -> Vec<chart::Series> {
+pub fn rate_series(results: &[BenchResult]) -> Vec<chart::Series> {
     let mut kinds: Vec<&str> = results.iter().filter(|r| r.bytes > 0).map(|r| r.function.as_str()).collect();
     kinds
         .sort_by_key(|k| (["pageable", "pinned", "write-combined", "pinned in place"].iter().position(|x| x == k), *k));
@@ -162,8 +162,8 @@ pub fn ceilings(limits: &Value) -> Vec<chart::Ceiling> {
 }
 
 /// Every `*/new/benchmark.json` with its `estimates.json` under `dir`.
-pub fn read_results(dir: &Path) -> anyhow::Result<Vec<Result>> {
-    let mut out: Vec<Result> = walkdir::WalkDir::new(dir)
+pub fn read_results(dir: &Path) -> anyhow::Result<Vec<BenchResult>> {
+    let mut out: Vec<BenchResult> = walkdir::WalkDir::new(dir)
         .into_iter()
         .flatten()
         .filter(|e| e.path().ends_with("new/benchmark.json"))
@@ -173,7 +173,7 @@ pub fn read_results(dir: &Path) -> anyhow::Result<Vec<Result>> {
     Ok(out)
 }
 
-fn read_one(benchmark: &Path) -> Option<Result> {
+fn read_one(benchmark: &Path) -> Option<BenchResult> {
     let b: Value = serde_json::from_str(&fs::read_to_string(benchmark).ok()?).ok()?;
     let estimates = benchmark.with_file_name("estimates.json");
     let e: Value = serde_json::from_str(&fs::read_to_string(&estimates).ok()?).ok()?;
@@ -183,7 +183,7 @@ fn read_one(benchmark: &Path) -> Option<Result> {
         .ok()
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .map_or(0, |d| d.as_secs());
-    Some(Result {
+    Some(BenchResult {
         group: b["group_id"].as_str()?.to_string(),
         function: b["function_id"].as_str().unwrap_or("").to_string(),
         value: b["value_str"].as_str().unwrap_or("").to_string(),
@@ -193,9 +193,14 @@ fn read_one(benchmark: &Path) -> Option<Result> {
     })
 }
 
-/// What a run stopped early has and lacks: its limits, and the planned benchmarks it did not measure,
+/// What a run stopped early has and lacks: its limits, and the scheduled benchmarks it did not measure,
 /// by group; lines for the report's top.
-pub fn missing(results: &[Result], limits: Option<&Value>, plan: Option<&Plan>, earlier: usize) -> Vec<String> {
+pub fn missing(
+    results: &[BenchResult],
+    limits: Option<&Value>,
+    schedule: Option<&Schedule>,
+    earlier: usize,
+) -> Vec<String> {
     let mut lines = Vec::new();
     match limits {
         None => lines.push(
@@ -226,9 +231,9 @@ pub fn missing(results: &[Result], limits: Option<&Value>, plan: Option<&Plan>, 
     if earlier > 0 {
         lines.push(format!("{earlier} results of earlier runs in the folder left out"));
     }
-    let Some(plan) = plan else { return lines };
-    let have: Vec<String> = results.iter().map(Result::id).collect();
-    let lacking: Vec<&String> = plan.benchmarks.iter().filter(|b| !have.contains(b)).collect();
+    let Some(schedule) = schedule else { return lines };
+    let have: Vec<String> = results.iter().map(BenchResult::id).collect();
+    let lacking: Vec<&String> = schedule.benchmarks.iter().filter(|b| !have.contains(b)).collect();
     if lacking.is_empty() {
         return lines;
     }
@@ -238,10 +243,10 @@ pub fn missing(results: &[Result], limits: Option<&Value>, plan: Option<&Plan>, 
     }
     let groups: Vec<String> = by_group.iter().map(|(g, n)| format!("{g} ({n})")).collect();
     lines.push(format!(
-        "measured {} of {} planned benchmarks; not measured: {} (the run stopped before them, or a filter left \
+        "measured {} of {} scheduled benchmarks; not measured: {} (the run stopped before them, or a filter left \
          them out); the first: {}",
-        plan.benchmarks.len() - lacking.len(),
-        plan.benchmarks.len(),
+        schedule.benchmarks.len() - lacking.len(),
+        schedule.benchmarks.len(),
         groups.join(", "),
         lacking[0]
     ));
@@ -250,14 +255,14 @@ pub fn missing(results: &[Result], limits: Option<&Value>, plan: Option<&Plan>, 
 
 /// The report: what is missing, then per copy group and host-memory kind, the best rate against the
 /// copy-engine limit; the device-memory copy against its peak; the pipeline's times against their
-/// bounds. Results older than `plan`'s run are left out.
-pub fn report(results: &[Result], limits: Option<&Value>, plan: Option<&Plan>) -> String {
-    let (results, earlier) = this_run(results, plan);
+/// bounds. Results older than `schedule`'s run are left out.
+pub fn report(results: &[BenchResult], limits: Option<&Value>, schedule: Option<&Schedule>) -> String {
+    let (results, earlier) = this_run(results, schedule);
     let results = &results[..];
     let none = Value::Null;
     let limits_or_none = limits.unwrap_or(&none);
     let mut s = String::new();
-    for line in missing(results, limits, plan, earlier) {
+    for line in missing(results, limits, schedule, earlier) {
         s += &format!("note: {line}\n");
     }
     if results.is_empty() {
@@ -278,7 +283,7 @@ pub fn report(results: &[Result], limits: Option<&Value>, plan: Option<&Plan>) -
         ("dtoh", lim(&["copy_engine_gbps", "dtoh"])),
         ("both", lim(&["copy_engine_gbps", "both_total"])),
     ] {
-        let mut best: BTreeMap<&str, &Result> = BTreeMap::new();
+        let mut best: BTreeMap<&str, &BenchResult> = BTreeMap::new();
         for r in results.iter().filter(|r| r.group == group && r.bytes > 0) {
             let e = best.entry(&r.function).or_insert(r);
             if r.gbps() > e.gbps() {
@@ -306,7 +311,7 @@ pub fn report(results: &[Result], limits: Option<&Value>, plan: Option<&Plan>) -
             100.0 * m / p
         );
     }
-    let mut overlap: Vec<&Result> = results.iter().filter(|r| r.group == "overlap").collect();
+    let mut overlap: Vec<&BenchResult> = results.iter().filter(|r| r.group == "overlap").collect();
     let count = |s: &str| s.split_whitespace().next().and_then(|n| n.parse::<u32>().ok()).unwrap_or(0);
     overlap.sort_by_key(|r| (count(&r.function), count(&r.value)));
     if !overlap.is_empty() {
@@ -340,7 +345,7 @@ pub fn report(results: &[Result], limits: Option<&Value>, plan: Option<&Plan>) -
         }
     }
     for group in ["buffering", "zero_copy"] {
-        let mut rs: Vec<&Result> = results.iter().filter(|r| r.group == group).collect();
+        let mut rs: Vec<&BenchResult> = results.iter().filter(|r| r.group == group).collect();
         rs.sort_by_key(|r| (r.function.clone(), r.bytes));
         if !rs.is_empty() {
             s += &format!("\n{group}\n");
@@ -429,7 +434,7 @@ mod tests {
         l
     }
 
-    fn plan(started_unix: u64) -> Plan {
+    fn schedule(started_unix: u64) -> Schedule {
         let benchmarks = [
             "htod/pinned/4 KiB",
             "htod/pinned/256 MiB",
@@ -439,7 +444,7 @@ mod tests {
             "buffering/single",
             "zero_copy/mapped/64 KiB",
         ];
-        Plan { started_unix, benchmarks: benchmarks.map(String::from).into(), full: false }
+        Schedule { started_unix, benchmarks: benchmarks.map(String::from).into(), full: false }
     }
 
     /// A run stopped in the middle of the pipelines: the copies and one overlap run measured, the
@@ -460,15 +465,15 @@ mod tests {
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
         let results = read_results(&dir).unwrap();
         assert_eq!(results.len(), 5);
-        let plan = plan(now - 60);
-        let (current, earlier) = this_run(&results, Some(&plan));
+        let schedule = schedule(now - 60);
+        let (current, earlier) = this_run(&results, Some(&schedule));
         assert_eq!((current.len(), earlier), (4, 1));
-        let text = report(&results, Some(&limits(&["32"])), Some(&plan));
+        let text = report(&results, Some(&limits(&["32"])), Some(&schedule));
         assert!(text.contains("note: the pipelines' bounds are missing for 1 of 2 chunk counts"), "{text}");
         assert!(text.contains("note: 1 results of earlier runs in the folder left out"), "{text}");
         assert!(
             text.contains(
-                "note: measured 4 of 7 planned benchmarks; not measured: buffering (1), overlap (1), zero_copy (1)"
+                "note: measured 4 of 7 scheduled benchmarks; not measured: buffering (1), overlap (1), zero_copy (1)"
             ),
             "{text}"
         );
@@ -480,29 +485,29 @@ mod tests {
         );
         assert!(!text.contains("zero_copy") || !text.contains("1 GiB"), "the earlier run's result is left out: {text}");
         // Without limits: the figures alone, and why.
-        let text = report(&results, None, Some(&plan));
+        let text = report(&results, None, Some(&schedule));
         assert!(text.contains("note: no gpu-limits.json: no limits to hold the figures against"), "{text}");
         assert!(text.contains("htod     pinned                54.00    256 MiB              -        -"), "{text}");
         assert!(text.contains("32 chunks on 4 streams          6.200          -               -  -"), "{text}");
         // Stopped before any benchmark: the limits alone.
-        let text = report(&[], Some(&limits(&[])), Some(&plan));
+        let text = report(&[], Some(&limits(&[])), Some(&schedule));
         assert!(text.contains("no benchmark results from this run yet"), "{text}");
-        assert!(text.contains("measured 0 of 7 planned benchmarks"), "{text}");
+        assert!(text.contains("measured 0 of 7 scheduled benchmarks"), "{text}");
         assert!(text.contains("htod     not measured              -          -          55.00        -"), "{text}");
         assert!(text.contains("4000 GB/s of a 4800 GB/s peak"), "{text}");
-        // Without a plan (a run before plans were written), every result counts and nothing is missing.
+        // Without a schedule (a run before schedules were written), every result counts and nothing is missing.
         let text = report(&results, Some(&limits(&["32", "128"])), None);
         assert!(!text.contains("note:"), "{text}");
-        assert_eq!(Result { value: String::new(), ..results[0].clone() }.id(), "dtoh/pinned");
+        assert_eq!(BenchResult { value: String::new(), ..results[0].clone() }.id(), "dtoh/pinned");
         let parsed =
-            Plan::parse(&serde_json::json!({ "started_unix": 5, "benchmarks": ["a/b"], "full": true })).unwrap();
+            Schedule::parse(&serde_json::json!({ "started_unix": 5, "benchmarks": ["a/b"], "full": true })).unwrap();
         assert_eq!((parsed.started_unix, parsed.benchmarks, parsed.full), (5, vec!["a/b".to_string()], true));
         let _ = fs::remove_dir_all(dir);
     }
 
     #[test]
     fn the_picture_has_a_line_per_kind_and_direction_and_the_link_across() {
-        let r = |group: &str, function: &str, bytes: u64, gbps: f64| Result {
+        let r = |group: &str, function: &str, bytes: u64, gbps: f64| BenchResult {
             group: group.into(),
             function: function.into(),
             value: String::new(),

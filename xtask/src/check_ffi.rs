@@ -37,7 +37,7 @@ use std::{
 use anyhow::{bail, Context as _};
 
 use crate::{
-    decls::{self, Alias, Const, Decls, Func, Header, Struct, Ty, Value, FFI_RS},
+    decls::{self, Alias, Const, ConstValue, Decls, Func, Header, Struct, Ty, FFI_RS},
     setup, tools,
 };
 
@@ -138,8 +138,8 @@ fn check(decls: &Decls, include: &Path, dir: &Path) -> anyhow::Result<Passed> {
             release(headers.version)
         );
     }
-    let plan = plan(decls, &headers).map_err(|errors| anyhow::anyhow!(report(&errors, &headers, include)))?;
-    let source = plan.source();
+    let checklist = checklist(decls, &headers).map_err(|errors| anyhow::anyhow!(report(&errors, &headers, include)))?;
+    let source = checklist.source();
     fs::create_dir_all(dir)?;
     let c_file = dir.join("ffi.c");
     fs::write(&c_file, &source.text).with_context(|| format!("writing {}", c_file.display()))?;
@@ -152,13 +152,13 @@ fn check(decls: &Decls, include: &Path, dir: &Path) -> anyhow::Result<Passed> {
         .with_context(|| format!("check-ffi: cannot run the C compiler `{cc}` (set CC to one)"))?;
     if !out.status.success() {
         let stderr = String::from_utf8_lossy(&out.stderr);
-        let errors = source.failures(&plan, &stderr, &c_file);
+        let errors = source.failures(&checklist, &stderr, &c_file);
         if errors.is_empty() {
             bail!("check-ffi: {cc} failed on {} ({}): {}", c_file.display(), out.status, stderr.trim());
         }
         bail!(report(&errors, &headers, include));
     }
-    Ok(Passed { version: headers.version, counts: plan.counts, newer: plan.newer, cc, c_file })
+    Ok(Passed { version: headers.version, counts: checklist.counts, newer: checklist.newer, cc, c_file })
 }
 
 fn release(version: u32) -> String {
@@ -466,7 +466,7 @@ fn symbol_of(base: &str, k: usize, suffix: &str) -> String {
 
 /// One thing held against the headers: what it is, what a failure means, and its C.
 #[derive(Debug)]
-pub struct Check {
+pub struct HeaderCheck {
     /// The declaration, as a failure names it: `fn cuInit`, `struct CUmemLocation, field id`.
     decl: String,
     /// What a failure means, in one line.
@@ -475,8 +475,10 @@ pub struct Check {
     c: Vec<String>,
 }
 
-pub struct Plan {
-    checks: Vec<Check>,
+/// Every check of the declarations, in order, with how many of each kind there are and what is left
+/// unchecked.
+pub struct Checklist {
+    checks: Vec<HeaderCheck>,
     /// Entry points, types (aliases, function pointers), structs, constants.
     counts: [usize; 4],
     /// Declarations of a CUDA newer than the headers, not checked.
@@ -502,7 +504,7 @@ const PRELUDE: &str =
 _Static_assert(sizeof(void *) == 8 && sizeof(long) == 8 && sizeof(int) == 4, \"ffi.rs is for LP64 (Linux x86-64)\");
 ";
 
-impl Plan {
+impl Checklist {
     pub fn source(&self) -> Source {
         let mut text = PRELUDE.to_string();
         let mut owner = vec![None; PRELUDE.lines().count()];
@@ -522,7 +524,7 @@ impl Plan {
 impl Source {
     /// Each failing check's line, from the compiler's errors (`file:line:col: error: ...`); an error in
     /// no check's lines as the compiler gave it.
-    pub fn failures(&self, plan: &Plan, stderr: &str, c_file: &Path) -> Vec<String> {
+    pub fn failures(&self, checklist: &Checklist, stderr: &str, c_file: &Path) -> Vec<String> {
         let prefix = format!("{}:", c_file.display());
         let mut seen = HashSet::new();
         let mut out = Vec::new();
@@ -535,7 +537,7 @@ impl Source {
             let msg = msg.trim();
             match n.parse::<usize>().ok().and_then(|n| self.owner.get(n.checked_sub(1)?).copied().flatten()) {
                 Some(i) if seen.insert(i) => {
-                    let check = &plan.checks[i];
+                    let check = &checklist.checks[i];
                     if msg.starts_with("static assertion failed") {
                         out.push(check.what.clone());
                     } else {
@@ -551,13 +553,13 @@ impl Source {
 }
 
 /// Every check of every declaration, or every declaration that cannot be checked, each in a line.
-pub fn plan(d: &Decls, h: &Headers) -> Result<Plan, Vec<String>> {
+pub fn checklist(d: &Decls, h: &Headers) -> Result<Checklist, Vec<String>> {
     let names = Names { d, h };
     let mut checks = Vec::new();
     let mut errors = Vec::new();
     let mut counts = [0; 4];
     let mut newer = Vec::new();
-    let mut add = |r: anyhow::Result<Vec<Check>>| match r {
+    let mut add = |r: anyhow::Result<Vec<HeaderCheck>>| match r {
         Ok(c) => checks.extend(c),
         Err(e) => errors.push(format!("{e:#}")),
     };
@@ -594,7 +596,7 @@ pub fn plan(d: &Decls, h: &Headers) -> Result<Plan, Vec<String>> {
         add(names.func(f).map(|c| vec![c]));
     }
     if errors.is_empty() {
-        Ok(Plan { checks, counts, newer })
+        Ok(Checklist { checks, counts, newer })
     } else {
         Err(errors)
     }
@@ -711,7 +713,7 @@ impl Names<'_> {
         Ok(spellings.into_iter().map(|s| tidy_c(&s)).collect())
     }
 
-    fn alias(&self, a: &Alias) -> anyhow::Result<Check> {
+    fn alias(&self, a: &Alias) -> anyhow::Result<HeaderCheck> {
         let c = self.counterpart("type", &a.name, &a.docs)?;
         let decl = format!("type {}", a.name);
         let int32 = matches!(&a.ty, Ty::Named(n) if ["c_int", "c_uint", "i32", "u32"].contains(&n.as_str()));
@@ -727,10 +729,10 @@ impl Names<'_> {
                 format!("{decl} = {} ({} in C) is not cuda.h's {}", a.ty, ours[0], self.h.described(&c)),
             )
         };
-        Ok(Check { c: vec![assert(&cond, &decl)], decl, what })
+        Ok(HeaderCheck { c: vec![assert(&cond, &decl)], decl, what })
     }
 
-    fn strukt(&self, i: usize, s: &Struct) -> anyhow::Result<Vec<Check>> {
+    fn strukt(&self, i: usize, s: &Struct) -> anyhow::Result<Vec<HeaderCheck>> {
         let c = self.counterpart("struct", &s.name, &s.docs)?;
         let mirror = format!("struct check_ffi_{i}");
         let mut body = Vec::new();
@@ -739,7 +741,7 @@ impl Names<'_> {
             body.push(format!("{};", field[0]));
         }
         let decl = format!("struct {}", s.name);
-        let mut checks = vec![Check {
+        let mut checks = vec![HeaderCheck {
             c: vec![
                 format!("{mirror} {{ {} }};", body.join(" ")),
                 assert(&format!("sizeof({mirror}) == sizeof({c}) && _Alignof({mirror}) == _Alignof({c})"), &decl),
@@ -752,7 +754,7 @@ impl Names<'_> {
             let decl = format!("struct {}, field {name}", s.name);
             let ours = self.declare(t, false, "").with_context(|| decl.clone())?;
             let same = any(&ours, |o| format!("SAME(__typeof__((({c} *)0)->{cfield}), {o})"));
-            checks.push(Check {
+            checks.push(HeaderCheck {
                 c: vec![assert(&format!("offsetof({mirror}, f{j}) == offsetof({c}, {cfield}) && ({same})"), &decl)],
                 what: format!("{decl}: {t} ({} in C) differs in offset or type from cuda.h's {c}.{cfield}", ours[0]),
                 decl,
@@ -779,7 +781,7 @@ impl Names<'_> {
         }
     }
 
-    fn constant(&self, k: &Const) -> anyhow::Result<Vec<Check>> {
+    fn constant(&self, k: &Const) -> anyhow::Result<Vec<HeaderCheck>> {
         let decl = format!("const {}", k.name);
         let named = decls::named(&k.docs, &decl)?;
         if let Some((Header::Typedefs, pfn)) = &named {
@@ -787,10 +789,10 @@ impl Names<'_> {
             let Some((_, version, _)) = split_pfn(pfn).filter(|_| self.h.pfns.contains_key(pfn)) else {
                 bail!("{decl}: its doc names {pfn}, which cudaTypedefs.h does not declare")
             };
-            if k.value != Value::Int(version.into()) {
+            if k.value != ConstValue::Int(version.into()) {
                 bail!("{decl}: its doc names {pfn}, so it should be {version}");
             }
-            return Ok(vec![Check {
+            return Ok(vec![HeaderCheck {
                 c: vec![assert(&format!("sizeof({pfn}) == sizeof(void (*)(void))"), &decl)],
                 what: format!("{decl}: cudaTypedefs.h's {pfn} is not a function pointer"),
                 decl,
@@ -799,31 +801,31 @@ impl Names<'_> {
         let c = match &named {
             Some((_, c)) if self.h.values.contains_key(c) => c.clone(),
             Some((_, c)) => bail!("{decl}: its doc names {c}, which cuda.h does not define"),
-            None if !matches!(k.value, Value::Array(_)) => self.value_name(&k.name, &decl)?,
+            None if !matches!(k.value, ConstValue::Array(_)) => self.value_name(&k.name, &decl)?,
             None => String::new(),
         };
-        let check = |c: &str, v: &Value, decl: String, shown: &str| -> Check {
+        let check = |c: &str, v: &ConstValue, decl: String, shown: &str| -> HeaderCheck {
             let cond = match v {
-                Value::Ptr(p) => format!(
+                ConstValue::Ptr(p) => format!(
                     "__builtin_classify_type({c}) == __builtin_classify_type((void *)0) && (uintptr_t)({c}) == (uintptr_t){p}ULL"
                 ),
-                Value::Int(i) => format!(
+                ConstValue::Int(i) => format!(
                     "__builtin_classify_type({c}) == __builtin_classify_type(0) && ({c}) == {i}{}",
                     if *i > i64::MAX as i128 { "ULL" } else { "LL" }
                 ),
-                Value::Array(_) => unreachable!("checked element by element"),
+                ConstValue::Array(_) => unreachable!("checked element by element"),
             };
-            Check {
+            HeaderCheck {
                 c: vec![assert(&cond, &decl)],
                 what: format!("{decl} = {shown} is not cuda.h's {}", self.h.described(c)),
                 decl,
             }
         };
-        let Value::Array(items) = &k.value else {
+        let ConstValue::Array(items) = &k.value else {
             let shown = match k.value {
-                Value::Ptr(p) => format!("{p} as {}", k.ty),
-                Value::Int(i) => i.to_string(),
-                Value::Array(_) => unreachable!(),
+                ConstValue::Ptr(p) => format!("{p} as {}", k.ty),
+                ConstValue::Int(i) => i.to_string(),
+                ConstValue::Array(_) => unreachable!(),
             };
             return Ok(vec![check(&c, &k.value, decl, &shown)]);
         };
@@ -846,12 +848,12 @@ impl Names<'_> {
             .enumerate()
             .map(|(i, (name, v))| {
                 let decl = format!("{decl}[{i}], {name}");
-                Ok(check(&self.value_name(name, &decl)?, &Value::Int(*v), decl, &v.to_string()))
+                Ok(check(&self.value_name(name, &decl)?, &ConstValue::Int(*v), decl, &v.to_string()))
             })
             .collect()
     }
 
-    fn func(&self, f: &Func) -> anyhow::Result<Check> {
+    fn func(&self, f: &Func) -> anyhow::Result<HeaderCheck> {
         let decl = format!("fn {}", f.name);
         let Some((Header::Typedefs, pfn)) = decls::named(&f.docs, &decl)? else {
             bail!("{decl}: its doc has no `cudaTypedefs.h: PFN_<name>_v<N>` line: {}", self.suggest(&f.symbol));
@@ -895,7 +897,7 @@ impl Names<'_> {
             );
         }
         let ours = self.declare(&Ty::Fn(Box::new(f.sig.clone())), false, "").with_context(|| decl.clone())?;
-        Ok(Check {
+        Ok(HeaderCheck {
             c: vec![assert(&any(&ours, |o| format!("SAME({o}, {pfn})")), &decl)],
             what: format!("{decl}{} ({} in C) is not cudaTypedefs.h's {pfn}: {}", f.sig, ours[0], found.text),
             decl,
@@ -1026,26 +1028,26 @@ typedef CUresult (CUDAAPI *PFN_cuMemPrefetchAsync_v12020)(CUdeviceptr_v2 devPtr,
         );
         let e = errors_of(&rust);
         assert!(e.contains("PFN_cuMissing_v13020") && !e.contains("PFN_cuNewer"), "{e}");
-        let ok = plan_of(
+        let ok = checklist_of(
             &rust.replace("pub type PFN_cuMissing_v13020 = unsafe extern \"C\" fn(x: *mut usize) -> CuResult;", ""),
         )
         .unwrap();
         assert_eq!(ok.newer, ["type PFN_cuNewer_v13020", "const NEWER_VERSION"]);
     }
 
-    fn plan_of(rust: &str) -> Result<Plan, Vec<String>> {
-        plan(&decls::parse(rust).unwrap(), &headers())
+    fn checklist_of(rust: &str) -> Result<Checklist, Vec<String>> {
+        checklist(&decls::parse(rust).unwrap(), &headers())
     }
 
     fn c_of(rust: &str) -> String {
-        match plan_of(rust) {
+        match checklist_of(rust) {
             Ok(p) => p.source().text,
             Err(e) => panic!("{e:?}"),
         }
     }
 
     fn errors_of(rust: &str) -> String {
-        plan_of(rust).err().expect("should not be checkable").join("\n")
+        checklist_of(rust).err().expect("should not be checkable").join("\n")
     }
 
     const TYPES: &str = "
@@ -1191,7 +1193,7 @@ typedef CUresult (CUDAAPI *PFN_cuMemPrefetchAsync_v12020)(CUdeviceptr_v2 devPtr,
 
     #[test]
     fn compiler_errors_are_told_as_the_declarations_they_check() {
-        let p = plan_of(&format!(
+        let p = checklist_of(&format!(
             "{TYPES} entry_points! {{ extern \"C\" {{ /// cudaTypedefs.h: PFN_cuInit_v2000
             pub fn cuInit(flags: c_uint) -> CuResult; }} }}"
         ))

@@ -11,7 +11,7 @@
 //!   dynamic loader;
 //! - `lift`: a user's crate that depends on `common` alone, by path (`lift/`, outside the workspace),
 //!   builds in a clean clone with nothing set and without CUDA, and its tests pass; its dependencies
-//!   hold nothing of the lessons' apparatus;
+//!   hold nothing of the lessons' rig;
 //! - `package`: the core crate as the registry takes it. `cargo package -p cuda-scope` packs it and
 //!   builds the packed copy alone (the core has no path dependencies, so no other crate is packed with
 //!   it; CI's stable toolchain does it), and `cargo doc -p cuda-scope --no-deps` builds its
@@ -180,7 +180,7 @@ fn run_directly(bin: &Path) -> anyhow::Result<String> {
     Ok(format!("{name} run directly: exit 3, \"{}\"", lines[0]))
 }
 
-/// What a crate that depends on `common` must not bring in: the lessons' apparatus and its tools.
+/// What a crate that depends on `common` must not bring in: the lessons' rig and its tools.
 const NOT_IN_COMMON: [&str; 8] =
     ["measure", "kernels", "clap", "indicatif", "nvml-wrapper", "serde_json", "cust", "nvtx"];
 

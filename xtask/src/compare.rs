@@ -53,7 +53,7 @@ use anyhow::{bail, Context as _};
 use serde_json::Value;
 
 use crate::{
-    drift::{Clock, Kind, Move, Table},
+    drift::{DriftTable, FigureClock, FigureKind, Move},
     flags::CompareFlags,
     tools,
 };
@@ -85,7 +85,7 @@ pub struct Reading {
     pub lo_ms: f64,
     pub hi_ms: f64,
     /// The clock that timed it, where the run says.
-    pub clock: Option<Clock>,
+    pub clock: Option<FigureClock>,
     /// The bytes each of its transfers moves, where the run says.
     pub transfer_bytes: Option<usize>,
     /// The CPU's side moves its bytes page by page (pageable or managed memory), where the run says.
@@ -131,14 +131,14 @@ impl Reading {
 
     /// The clock: as the run says, else from the name's last part (`... / host`, `... / wall`,
     /// `...: host in the calls`, `caller waits`, a place's `host_fill`).
-    fn timed_by(&self) -> Clock {
+    fn timed_by(&self) -> FigureClock {
         self.clock.unwrap_or_else(|| {
             let last = self.name.rsplit(['/', ':', '.']).next().unwrap_or("").trim().to_lowercase();
             let host = ["host", "wall"].iter().any(|w| last.starts_with(w)) || last.contains("caller waits");
             if host {
-                Clock::Host
+                FigureClock::Host
             } else {
-                Clock::Gpu
+                FigureClock::Gpu
             }
         })
     }
@@ -188,7 +188,7 @@ pub struct Change {
     pub name: String,
     /// `lesson: name`, as the drift table names a restless figure.
     pub figure: String,
-    pub kind: Kind,
+    pub kind: FigureKind,
     /// Whether its drift is its own (a restless figure's) rather than its kind's.
     pub own: bool,
     pub measure: Measure,
@@ -200,7 +200,14 @@ pub struct Change {
 }
 
 impl Change {
-    fn new(name: String, lesson: &str, measure: Measure, a: &Reading, b: &Reading, table: &Table) -> Option<Change> {
+    fn new(
+        name: String,
+        lesson: &str,
+        measure: Measure,
+        a: &Reading,
+        b: &Reading,
+        table: &DriftTable,
+    ) -> Option<Change> {
         let side = |r: &Reading| -> Option<Side> {
             let over = match measure {
                 Measure::Time => 1.0,
@@ -217,12 +224,12 @@ impl Change {
         // figure's quiet one.
         let fast = a.ms.min(b.ms);
         let kind = match measure {
-            Measure::OverBound => Kind::OverBound,
-            Measure::OverModel => Kind::OverModel,
+            Measure::OverBound => FigureKind::OverBound,
+            Measure::OverModel => FigureKind::OverModel,
             Measure::Time => {
                 let pageable = [a, b].iter().any(|r| r.cpu_paged || r.name.to_lowercase().contains("pageable"));
                 let clock = a.clock.or(b.clock).unwrap_or_else(|| a.timed_by());
-                Kind::of(clock, pageable, a.transfer_size().or(b.transfer_size()), fast)
+                FigureKind::of(clock, pageable, a.transfer_size().or(b.transfer_size()), fast)
             }
         };
         let resolution = if measure == Measure::Time { RESOLVED_MS / fast } else { 0.0 };
@@ -369,7 +376,7 @@ pub fn run(flags: CompareFlags) -> anyhow::Result<u8> {
         bail!("compare needs two runs (A.json B.json, or two folders of them), or --calibrate DIR")
     };
     let table = match &flags.drift {
-        Some(path) => Table::read(path)?,
+        Some(path) => DriftTable::read(path)?,
         None => default_table()?,
     };
     let pairs = pairs(a, b)?;
@@ -507,15 +514,15 @@ fn default_table_path() -> PathBuf {
 
 /// The table compare uses without `--drift`: in a bundle, a `drift.json` written there by
 /// `--calibrate`, else the one compiled in.
-fn default_table() -> anyhow::Result<Table> {
+fn default_table() -> anyhow::Result<DriftTable> {
     let path = default_table_path();
     if tools::in_bundle() && path.is_file() {
-        return Table::read(&path);
+        return DriftTable::read(&path);
     }
-    Ok(Table::shipped())
+    Ok(DriftTable::shipped())
 }
 
-fn describe_table(table: &Table, path: Option<&Path>) -> String {
+fn describe_table(table: &DriftTable, path: Option<&Path>) -> String {
     let from = path.map_or("the shipped table, xtask/drift.json".to_string(), |p| p.display().to_string());
     if table.provisional_only() {
         format!(
@@ -528,7 +535,7 @@ fn describe_table(table: &Table, path: Option<&Path>) -> String {
 }
 
 /// Compares two lessons' documents (`{"result", "figures"}`; a bare result is read as one without names).
-pub fn compare(a: &Value, b: &Value, table: &Table) -> Comparison {
+pub fn compare(a: &Value, b: &Value, table: &DriftTable) -> Comparison {
     let (ra, rb) = (learned_settings(a.get("result").unwrap_or(a)), learned_settings(b.get("result").unwrap_or(b)));
     let (ra, rb) = (&ra, &rb);
     let lesson = lesson_in(a).or_else(|| lesson_in(b)).unwrap_or_default();
@@ -761,8 +768,8 @@ fn named(doc: &Value) -> Vec<Reading> {
         .filter_map(|f| {
             let mut r = Reading::of(renamed(f["name"].as_str()?), &f["stats"])?;
             r.clock = match f["clock"].as_str() {
-                Some("host") => Some(Clock::Host),
-                Some("gpu") => Some(Clock::Gpu),
+                Some("host") => Some(FigureClock::Host),
+                Some("gpu") => Some(FigureClock::Gpu),
                 _ => None,
             };
             r.transfer_bytes = f["transfer_bytes"].as_u64().map(|b| b as usize);
@@ -782,7 +789,7 @@ fn named(doc: &Value) -> Vec<Reading> {
 /// `.host` is `... / caller waits`; `reads[i].launch` is `mapped host memory, chase of 4096 reads / gpu`).
 pub fn learned(result: &Value) -> Vec<Reading> {
     let mut out = Vec::new();
-    let mut add = |name: String, stats: &Value, clock: Clock, bytes: Option<usize>| {
+    let mut add = |name: String, stats: &Value, clock: FigureClock, bytes: Option<usize>| {
         if let Some(mut r) = Reading::of(name, stats) {
             (r.clock, r.transfer_bytes) = (Some(clock), bytes);
             out.push(r);
@@ -797,7 +804,7 @@ pub fn learned(result: &Value) -> Vec<Reading> {
         };
         for w in ways {
             let Some(way) = w["name"].as_str() else { continue };
-            for (what, clock) in [("wall", Clock::Host), ("gpu", Clock::Gpu), ("host", Clock::Host)] {
+            for (what, clock) in [("wall", FigureClock::Host), ("gpu", FigureClock::Gpu), ("host", FigureClock::Host)] {
                 add(format!("{set} / {way} / {what}"), &w[what], clock, each);
             }
         }
@@ -809,13 +816,13 @@ pub fn learned(result: &Value) -> Vec<Reading> {
             continue;
         };
         let name = format!("{memory} {dir} {}", fmt_bytes(bytes as usize));
-        add(format!("{name} / gpu"), &c["gpu"], Clock::Gpu, Some(bytes as usize));
-        add(format!("{name} / caller waits"), &c["host"], Clock::Host, Some(bytes as usize));
+        add(format!("{name} / gpu"), &c["gpu"], FigureClock::Gpu, Some(bytes as usize));
+        add(format!("{name} / caller waits"), &c["host"], FigureClock::Host, Some(bytes as usize));
     }
     for r in result["reads"].as_array().into_iter().flatten() {
         let (Some(memory), Some(n)) = (r["memory"].as_str(), r["accesses"].as_u64()) else { continue };
-        add(format!("{memory} memory, chase of {n} reads / gpu"), &r["launch"], Clock::Gpu, None);
-        add(format!("{memory} memory, chase of {} reads / gpu", n / 2), &r["half_launch"], Clock::Gpu, None);
+        add(format!("{memory} memory, chase of {n} reads / gpu"), &r["launch"], FigureClock::Gpu, None);
+        add(format!("{memory} memory, chase of {} reads / gpu", n / 2), &r["half_launch"], FigureClock::Gpu, None);
     }
     out
 }
@@ -867,7 +874,7 @@ fn walk(v: &Value, path: String, out: &mut Vec<Reading>) {
 /// `--json` output, two runs of it or more), and what it was fitted from, in words. Runs of a lesson are
 /// told apart from others by their command line (`machine.command`: the program's name and its flags),
 /// else by their file's name without its number (`latency-2.json`).
-pub fn calibrate(dir: &Path) -> anyhow::Result<(Table, String)> {
+pub fn calibrate(dir: &Path) -> anyhow::Result<(DriftTable, String)> {
     let mut files: Vec<PathBuf> = walkdir::WalkDir::new(dir)
         .into_iter()
         .flatten()
@@ -912,7 +919,7 @@ pub fn calibrate(dir: &Path) -> anyhow::Result<(Table, String)> {
             gpus.iter().cloned().collect::<Vec<_>>().join(", ")
         );
     }
-    let base = Table::provisional();
+    let base = DriftTable::provisional();
     let (mut moves, mut lessons, mut runs) = (Vec::new(), serde_json::Map::new(), 0);
     for (lesson, docs) in &groups {
         if docs.len() < 2 {
@@ -966,7 +973,8 @@ fn lesson_of(doc: &Value, path: &Path) -> String {
 }
 
 /// A run's settings named as its lesson names them now: a pipeline lesson's kernel, `work` before it
-/// was `steps` (`{"Process": 812}` is `{"InPlace": {"Process": 812}}`).
+/// was `steps` (`{"Process": 812}` is `{"InPlace": {"Process": 812}}`), and the sin * cos work by the
+/// kernel that ran ([`sincos_by_kernel`]).
 fn learned_settings(result: &Value) -> Value {
     let mut r = result.clone();
     let pipeline = result.get("report").is_some() || result.get("points").is_some(); // overlap_sweep's
@@ -975,7 +983,23 @@ fn learned_settings(result: &Value) -> Value {
             o.insert("steps".into(), serde_json::json!({ "InPlace": work }));
         }
     }
+    for key in ["work", "steps"] {
+        if let Some(v) = r.get_mut(key) {
+            sincos_by_kernel(v);
+        }
+    }
     r
+}
+
+/// `{"SinCos": N}`, in `v` or its `InPlace`, as the kernel it ran is named now: 500 rounds ran
+/// overlap_pattern.cu's own kernel (`"OverlapPattern"`), any other count `process_sincos`
+/// (`{"ProcessSincos": N}`). A run writes neither name under `SinCos`, so only an older run is renamed.
+fn sincos_by_kernel(v: &mut Value) {
+    if let Some(inner) = v.get_mut("InPlace") {
+        sincos_by_kernel(inner);
+    }
+    let Some(rounds) = v.get("SinCos").and_then(Value::as_u64) else { return };
+    *v = if rounds == 500 { Value::from("OverlapPattern") } else { serde_json::json!({ "ProcessSincos": rounds }) };
 }
 
 /// Which lesson, run how, a document says it is: its command line without the program's folder and

@@ -80,11 +80,11 @@ pub struct Const {
     pub name: String,
     pub docs: Vec<String>,
     pub ty: Ty,
-    pub value: Value,
+    pub value: ConstValue,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Value {
+pub enum ConstValue {
     Int(i128),
     /// A pointer made from an address (`1 as *mut c_void`, `ptr::null_mut()`): cuda.h's `((void*)1)`.
     Ptr(u64),
@@ -348,30 +348,32 @@ pub fn ty(t: &Type) -> anyhow::Result<Ty> {
 
 /// A constant's value: an integer literal (any base, negative), an address made a pointer, or an array
 /// of integers. Anything computed is an error: write the literal.
-fn value(e: &Expr) -> anyhow::Result<Value> {
+fn value(e: &Expr) -> anyhow::Result<ConstValue> {
     let int = |e: &Expr| match value(e)? {
-        Value::Int(v) => Ok(v),
+        ConstValue::Int(v) => Ok(v),
         _ => bail!("`{}` is not an integer", e.to_token_stream()),
     };
     Ok(match e {
-        Expr::Lit(syn::ExprLit { lit: Lit::Int(i), .. }) => Value::Int(i.base10_parse()?),
-        Expr::Unary(u) if matches!(u.op, UnOp::Neg(_)) => Value::Int(-int(&u.expr)?),
+        Expr::Lit(syn::ExprLit { lit: Lit::Int(i), .. }) => ConstValue::Int(i.base10_parse()?),
+        Expr::Unary(u) if matches!(u.op, UnOp::Neg(_)) => ConstValue::Int(-int(&u.expr)?),
         Expr::Paren(p) => value(&p.expr)?,
         Expr::Group(g) => value(&g.expr)?,
         Expr::Cast(c) => match &*c.ty {
-            Type::Ptr(_) => Value::Ptr(u64::try_from(int(&c.expr)?)?),
-            _ => Value::Int(int(&c.expr)?),
+            Type::Ptr(_) => ConstValue::Ptr(u64::try_from(int(&c.expr)?)?),
+            _ => ConstValue::Int(int(&c.expr)?),
         },
         Expr::Call(call) => {
             let Expr::Path(p) = &*call.func else { bail!("cannot read the value `{}`", e.to_token_stream()) };
             let f = p.path.segments.last().map(|s| s.ident.to_string()).unwrap_or_default();
             match (f.as_str(), call.args.len()) {
-                ("null" | "null_mut", 0) => Value::Ptr(0),
-                ("without_provenance" | "without_provenance_mut", 1) => Value::Ptr(u64::try_from(int(&call.args[0])?)?),
+                ("null" | "null_mut", 0) => ConstValue::Ptr(0),
+                ("without_provenance" | "without_provenance_mut", 1) => {
+                    ConstValue::Ptr(u64::try_from(int(&call.args[0])?)?)
+                }
                 _ => bail!("cannot read the value `{}`: write a literal", e.to_token_stream()),
             }
         }
-        Expr::Array(a) => Value::Array(a.elems.iter().map(int).collect::<anyhow::Result<_>>()?),
+        Expr::Array(a) => ConstValue::Array(a.elems.iter().map(int).collect::<anyhow::Result<_>>()?),
         _ => bail!("cannot read the value `{}`: write a literal", e.to_token_stream()),
     })
 }
@@ -609,15 +611,15 @@ mod tests {
         let thing = d.alias("PFN_thing").unwrap();
         assert_eq!(thing.ty.to_string(), "unsafe extern \"C\" fn(a: *mut usize, b: CUstream) -> c_int");
 
-        let values: Vec<(&str, &Value)> = d.consts.iter().map(|c| (c.name.as_str(), &c.value)).collect();
+        let values: Vec<(&str, &ConstValue)> = d.consts.iter().map(|c| (c.name.as_str(), &c.value)).collect();
         assert_eq!(
             values,
             [
-                ("CU_DEVICE_ATTRIBUTE_X", &Value::Int(16)),
-                ("DEVICE_CPU", &Value::Int(-1)),
-                ("CU_LAUNCH_PARAM_END", &Value::Ptr(0)),
-                ("CU_LAUNCH_PARAM_BUFFER_POINTER", &Value::Ptr(1)),
-                ("KILLED", &Value::Array(vec![700, 719])),
+                ("CU_DEVICE_ATTRIBUTE_X", &ConstValue::Int(16)),
+                ("DEVICE_CPU", &ConstValue::Int(-1)),
+                ("CU_LAUNCH_PARAM_END", &ConstValue::Ptr(0)),
+                ("CU_LAUNCH_PARAM_BUFFER_POINTER", &ConstValue::Ptr(1)),
+                ("KILLED", &ConstValue::Array(vec![700, 719])),
             ]
         );
     }

@@ -27,7 +27,7 @@
 //!
 //! A kind's drift `d` says that a quiet second process's median lands within a factor `1 + d` of the
 //! first's interval (its fastest run to its third quartile), either way. It is fitted from
-//! back-to-back runs ([`Table::fit`]): every ordered pair of runs of a lesson, every figure the two
+//! back-to-back runs ([`DriftTable::fit`]): every ordered pair of runs of a lesson, every figure the two
 //! have in common, gives one movement, `|ln(B / q3_A)|` or `|ln(B / min_A)|` where B's median lands
 //! beyond A's interval and 0 within it (`Comparison::moves`), and a kind's drift is
 //! `exp(t) - 1` with `t` the larger of [`MARGIN`] times the largest movement seen and [`SIGMAS`] times
@@ -55,16 +55,16 @@ pub const FLOOR: f64 = 0.005;
 
 /// The clock that timed a figure.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Clock {
+pub enum FigureClock {
     Gpu,
     Host,
 }
 
 /// A figure's kind (see the module's doc).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Kind {
+pub enum FigureKind {
     Time {
-        clock: Clock,
+        clock: FigureClock,
         pageable: bool,
         small: bool,
         scale: Scale,
@@ -105,44 +105,44 @@ impl Scale {
 
 const SCALES: [Scale; 3] = [Scale::Short, Scale::Mid, Scale::Long];
 
-impl Kind {
+impl FigureKind {
     /// The kind of a figure timed by `clock`, of `pageable` memory or not, whose transfers move
     /// `transfer_bytes` each (`None`: no transfer named), that took `ms`.
-    pub fn of(clock: Clock, pageable: bool, transfer_bytes: Option<usize>, ms: f64) -> Kind {
+    pub fn of(clock: FigureClock, pageable: bool, transfer_bytes: Option<usize>, ms: f64) -> FigureKind {
         let small = transfer_bytes.is_some_and(|b| b < SMALL_BYTES);
-        Kind::Time { clock, pageable, small, scale: Scale::of(ms) }
+        FigureKind::Time { clock, pageable, small, scale: Scale::of(ms) }
     }
 
     /// Every kind, in the table's order.
-    pub fn all() -> Vec<Kind> {
+    pub fn all() -> Vec<FigureKind> {
         let mut v = Vec::new();
-        for clock in [Clock::Gpu, Clock::Host] {
+        for clock in [FigureClock::Gpu, FigureClock::Host] {
             for pageable in [false, true] {
                 for small in [false, true] {
-                    v.extend(SCALES.map(|scale| Kind::Time { clock, pageable, small, scale }));
+                    v.extend(SCALES.map(|scale| FigureKind::Time { clock, pageable, small, scale }));
                 }
             }
         }
-        v.push(Kind::OverBound);
-        v.push(Kind::OverModel);
+        v.push(FigureKind::OverBound);
+        v.push(FigureKind::OverModel);
         v
     }
 
-    pub fn parse(label: &str) -> Option<Kind> {
-        Kind::all().into_iter().find(|k| k.to_string() == label)
+    pub fn parse(label: &str) -> Option<FigureKind> {
+        FigureKind::all().into_iter().find(|k| k.to_string() == label)
     }
 }
 
-impl fmt::Display for Kind {
+impl fmt::Display for FigureKind {
     /// `gpu, pinned, large, 0.1-2 ms`; `over its bound`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Kind::OverBound => write!(f, "over its bound"),
-            Kind::OverModel => write!(f, "over its model"),
-            Kind::Time { clock, pageable, small, scale } => write!(
+            FigureKind::OverBound => write!(f, "over its bound"),
+            FigureKind::OverModel => write!(f, "over its model"),
+            FigureKind::Time { clock, pageable, small, scale } => write!(
                 f,
                 "{}, {}, {}, {}",
-                if *clock == Clock::Gpu { "gpu" } else { "host" },
+                if *clock == FigureClock::Gpu { "gpu" } else { "host" },
                 if *pageable { "pageable" } else { "pinned" },
                 if *small { "small" } else { "large" },
                 scale.label()
@@ -154,8 +154,8 @@ impl fmt::Display for Kind {
 /// The provisional drift of a kind, before any fit from runs: set wide from what two quiet default runs
 /// of each lesson on the H200 showed (see the module's doc), so that quiet runs stay quiet, while large
 /// copies from pinned memory, kernels and pipelines stay near the few percent they move.
-pub fn provisional(kind: Kind) -> f64 {
-    let Kind::Time { clock, pageable, small, scale } = kind else { return 0.05 };
+pub fn provisional(kind: FigureKind) -> f64 {
+    let FigureKind::Time { clock, pageable, small, scale } = kind else { return 0.05 };
     let by_scale = |short, mid, long| match scale {
         Scale::Short => short,
         Scale::Mid => mid,
@@ -163,25 +163,25 @@ pub fn provisional(kind: Kind) -> f64 {
     };
     match (clock, pageable, small) {
         // Large pinned copies, kernels, pipelines: microsecond work settles on one of two times.
-        (Clock::Gpu, false, false) => by_scale(0.6, 0.10, 0.05),
+        (FigureClock::Gpu, false, false) => by_scale(0.6, 0.10, 0.05),
         // Many small copies: the GPU waits on the host that queues them.
-        (Clock::Gpu, false, true) => by_scale(1.0, 1.0, 1.0),
+        (FigureClock::Gpu, false, true) => by_scale(1.0, 1.0, 1.0),
         // Pageable copies: the driver stages them on the CPU; 64 MiB moved by 35% between quiet runs.
-        (Clock::Gpu, true, false) => by_scale(1.0, 0.6, 0.6),
+        (FigureClock::Gpu, true, false) => by_scale(1.0, 0.6, 0.6),
         // Batched copies of small buffers from pageable memory: 19.5 ms, then 48.8.
-        (Clock::Gpu, true, true) => 2.5,
+        (FigureClock::Gpu, true, true) => 2.5,
         // The host's time in the calls does not depend on the bytes: the host rules it at any size.
-        (Clock::Host, false, false) => by_scale(1.0, 1.0, 0.6),
+        (FigureClock::Host, false, false) => by_scale(1.0, 1.0, 0.6),
         // One memcpy per buffer of 1000 x 4 KiB held the host 5.4 ms, then 8.6.
-        (Clock::Host, false, true) => by_scale(1.5, 1.0, 1.0),
-        (Clock::Host, true, _) => 2.5,
+        (FigureClock::Host, false, true) => by_scale(1.5, 1.0, 1.0),
+        (FigureClock::Host, true, _) => 2.5,
     }
 }
 
 /// One kind's row of the table.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Row {
-    pub kind: Kind,
+pub struct DriftRow {
+    pub kind: FigureKind,
     /// A quiet second process's median lands within a factor `1 + drift` of the first's.
     pub drift: f64,
     /// Whether `drift` was fitted from runs (else it is provisional).
@@ -195,8 +195,8 @@ pub struct Row {
 
 /// The drift of every kind, and where it came from.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Table {
-    pub rows: Vec<Row>,
+pub struct DriftTable {
+    pub rows: Vec<DriftRow>,
     /// Figures that move more than their kind (`lesson: figure`, the lesson as its command line names
     /// it), each with a drift of its own: a batch of small copies settles, process by process, on one of
     /// two times three times apart on an H200.
@@ -220,7 +220,7 @@ pub struct Restless {
 /// terms (`Comparison::moves`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Move {
-    pub kind: Kind,
+    pub kind: FigureKind,
     /// `lesson: figure`.
     pub figure: String,
     pub beyond: f64,
@@ -233,37 +233,37 @@ pub const SETTLED: f64 = 0.9;
 /// The table shipped with this xtask: `xtask/drift.json`, which `--calibrate` writes.
 pub const SHIPPED: &str = include_str!("../drift.json");
 
-impl Table {
+impl DriftTable {
     /// Every kind at its provisional drift.
-    pub fn provisional() -> Table {
-        let rows = Kind::all()
+    pub fn provisional() -> DriftTable {
+        let rows = FigureKind::all()
             .into_iter()
-            .map(|kind| Row { kind, drift: provisional(kind), fitted: false, pairs: 0, largest: None, rms: None })
+            .map(|kind| DriftRow { kind, drift: provisional(kind), fitted: false, pairs: 0, largest: None, rms: None })
             .collect();
-        Table { rows, restless: BTreeMap::new(), source: "provisional".into(), fitted_from: Value::Null }
+        DriftTable { rows, restless: BTreeMap::new(), source: "provisional".into(), fitted_from: Value::Null }
     }
 
     /// The table shipped with this xtask.
-    pub fn shipped() -> Table {
-        Table::parse(SHIPPED).unwrap_or_else(|e| panic!("xtask/drift.json: {e:#}"))
+    pub fn shipped() -> DriftTable {
+        DriftTable::parse(SHIPPED).unwrap_or_else(|e| panic!("xtask/drift.json: {e:#}"))
     }
 
-    pub fn read(path: &Path) -> anyhow::Result<Table> {
+    pub fn read(path: &Path) -> anyhow::Result<DriftTable> {
         let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        Table::parse(&text).with_context(|| format!("{} is not a drift table", path.display()))
+        DriftTable::parse(&text).with_context(|| format!("{} is not a drift table", path.display()))
     }
 
-    /// A table as [`Table::to_json`] writes it; a kind it lacks gets its provisional drift.
-    pub fn parse(text: &str) -> anyhow::Result<Table> {
+    /// A table as [`DriftTable::to_json`] writes it; a kind it lacks gets its provisional drift.
+    pub fn parse(text: &str) -> anyhow::Result<DriftTable> {
         let v: Value = serde_json::from_str(text)?;
-        let mut table = Table::provisional();
+        let mut table = DriftTable::provisional();
         for r in v["kinds"].as_array().context("no \"kinds\" list")? {
             let label = r["kind"].as_str().context("a row without \"kind\"")?;
-            let Some(kind) = Kind::parse(label) else { bail!("unknown kind {label:?}") };
+            let Some(kind) = FigureKind::parse(label) else { bail!("unknown kind {label:?}") };
             let drift = r["drift"].as_f64().filter(|d| d.is_finite() && *d >= 0.0);
             let Some(drift) = drift else { bail!("{label}: \"drift\" is not a number of 0 or more") };
             let row = table.rows.iter_mut().find(|x| x.kind == kind).expect("every kind has a row");
-            *row = Row {
+            *row = DriftRow {
                 kind,
                 drift,
                 fitted: r["fitted"].as_bool().unwrap_or(false),
@@ -289,21 +289,21 @@ impl Table {
         self.rows.iter().all(|r| !r.fitted)
     }
 
-    pub fn row(&self, kind: Kind) -> &Row {
+    pub fn row(&self, kind: FigureKind) -> &DriftRow {
         self.rows.iter().find(|r| r.kind == kind).expect("every kind has a row")
     }
 
-    pub fn drift(&self, kind: Kind) -> f64 {
+    pub fn drift(&self, kind: FigureKind) -> f64 {
         self.row(kind).drift
     }
 
     /// The drift `figure` (`lesson: figure`) of `kind` is held to: its own where it is restless (and
     /// wider than its kind's: a figure fitted under another kind, before its run said what it is, may
     /// have a narrower own drift than the kind it is now), else its kind's; and whether it is its own.
-    pub fn drift_of(&self, kind: Kind, figure: &str) -> (f64, bool) {
+    pub fn drift_of(&self, kind: FigureKind, figure: &str) -> (f64, bool) {
         let of_kind = self.drift(kind);
         match self.restless.get(figure) {
-            Some(r) if matches!(kind, Kind::Time { .. }) && r.drift > of_kind => (r.drift, true),
+            Some(r) if matches!(kind, FigureKind::Time { .. }) && r.drift > of_kind => (r.drift, true),
             _ => (of_kind, false),
         }
     }
@@ -371,8 +371,8 @@ impl Table {
     /// root mean square of their movements; a figure that moved beyond that gets a drift of its own, by
     /// the same margin. Where `replace` is false (a single baseline run), the fit can only widen a drift:
     /// the few runs it came from say little of a spread.
-    pub fn fit(&self, moves: &[Move], replace: bool) -> Table {
-        let mut by_figure: BTreeMap<(Kind, &str), Vec<f64>> = BTreeMap::new();
+    pub fn fit(&self, moves: &[Move], replace: bool) -> DriftTable {
+        let mut by_figure: BTreeMap<(FigureKind, &str), Vec<f64>> = BTreeMap::new();
         for m in moves.iter().filter(|m| m.beyond.is_finite()) {
             by_figure.entry((m.kind, m.figure.as_str())).or_default().push(m.beyond.abs());
         }
@@ -396,7 +396,7 @@ impl Table {
             let t = (MARGIN * settled).max(SIGMAS * rms);
             let drift = (t.exp() - 1.0).max(FLOOR);
             let drift = if replace { drift } else { drift.max(row.drift) };
-            *row = Row {
+            *row = DriftRow {
                 kind: row.kind,
                 drift,
                 fitted: true,
@@ -404,7 +404,7 @@ impl Table {
                 largest: Some(settled.exp() - 1.0),
                 rms: Some(rms.exp() - 1.0),
             };
-            if !matches!(row.kind, Kind::Time { .. }) {
+            if !matches!(row.kind, FigureKind::Time { .. }) {
                 continue;
             }
             for (figure, m, most) in figures.iter().filter(|f| (MARGIN * f.2).exp() - 1.0 > drift) {
@@ -455,54 +455,60 @@ mod tests {
 
     #[test]
     fn every_kind_has_one_label_and_reads_back() {
-        let all = Kind::all();
+        let all = FigureKind::all();
         assert_eq!(all.len(), 26);
         for k in &all {
-            assert_eq!(Kind::parse(&k.to_string()), Some(*k), "{k}");
+            assert_eq!(FigureKind::parse(&k.to_string()), Some(*k), "{k}");
         }
-        assert_eq!(Kind::of(Clock::Gpu, false, Some(64 << 20), 1.2).to_string(), "gpu, pinned, large, 0.1-2 ms");
-        assert_eq!(Kind::of(Clock::Host, true, Some(4096), 19.5).to_string(), "host, pageable, small, >=2 ms");
-        assert_eq!(Kind::of(Clock::Gpu, false, None, 0.006).to_string(), "gpu, pinned, large, <0.1 ms");
+        assert_eq!(
+            FigureKind::of(FigureClock::Gpu, false, Some(64 << 20), 1.2).to_string(),
+            "gpu, pinned, large, 0.1-2 ms"
+        );
+        assert_eq!(
+            FigureKind::of(FigureClock::Host, true, Some(4096), 19.5).to_string(),
+            "host, pageable, small, >=2 ms"
+        );
+        assert_eq!(FigureKind::of(FigureClock::Gpu, false, None, 0.006).to_string(), "gpu, pinned, large, <0.1 ms");
     }
 
     #[test]
     fn the_shipped_table_reads_and_says_whether_it_is_provisional() {
-        let shipped = Table::shipped();
+        let shipped = DriftTable::shipped();
         assert_eq!(shipped.rows.len(), 26);
         let text = shipped.to_json();
-        assert_eq!(Table::parse(&text).unwrap(), shipped, "it reads back as written");
+        assert_eq!(DriftTable::parse(&text).unwrap(), shipped, "it reads back as written");
         if shipped.provisional_only() {
             // XTASK_BLESS=1 cargo test -p xtask drift: writes drift.rs's provisional values into the file.
             if std::env::var_os("XTASK_BLESS").is_some() {
                 let path = crate::tools::root().join("xtask/drift.json");
-                std::fs::write(path, Table::provisional().to_json()).unwrap();
+                std::fs::write(path, DriftTable::provisional().to_json()).unwrap();
                 return;
             }
             assert!(SHIPPED.contains("\"provisional\": true") && SHIPPED.contains("PROVISIONAL"));
             assert_eq!(
                 shipped,
-                Table::provisional(),
+                DriftTable::provisional(),
                 "xtask/drift.json holds other values than drift.rs's provisional ones: XTASK_BLESS=1 cargo test -p \
                  xtask drift writes them"
             );
         }
-        assert!(Table::parse("{\"kinds\": [{\"kind\": \"gpu, warm\", \"drift\": 1}]}").is_err());
-        assert!(Table::parse("{\"kinds\": [{\"kind\": \"over its bound\", \"drift\": -1}]}").is_err());
+        assert!(DriftTable::parse("{\"kinds\": [{\"kind\": \"gpu, warm\", \"drift\": 1}]}").is_err());
+        assert!(DriftTable::parse("{\"kinds\": [{\"kind\": \"over its bound\", \"drift\": -1}]}").is_err());
     }
 
-    fn mv(kind: Kind, figure: &str, beyond: f64) -> Move {
+    fn mv(kind: FigureKind, figure: &str, beyond: f64) -> Move {
         Move { kind, figure: figure.into(), beyond }
     }
 
     #[test]
     fn a_fit_covers_the_settled_figures_and_the_tail_and_keeps_kinds_it_has_too_few_for() {
-        let big = Kind::of(Clock::Gpu, false, Some(64 << 20), 1.2);
-        let host = Kind::of(Clock::Host, false, Some(4096), 5.4);
+        let big = FigureKind::of(FigureClock::Gpu, false, Some(64 << 20), 1.2);
+        let host = FigureKind::of(FigureClock::Host, false, Some(4096), 5.4);
         // 20 figures that move by 0 to 0.8%, one of them 5% once.
         let mut moves: Vec<Move> = (0..20).map(|i| mv(big, &format!("l: f{i}"), 0.002 * (i % 5) as f64)).collect();
         moves.push(mv(big, "l: f0", -0.05));
         moves.extend([mv(host, "l: h", (8.6f64 / 5.4).ln()), mv(host, "l: h", 0.01)]);
-        let t = Table::provisional().fit(&moves, true);
+        let t = DriftTable::provisional().fit(&moves, true);
         let row = t.row(big);
         assert!(row.fitted && row.pairs == 21);
         // 90% of the 20 figures moved 0.8% or less: 1.25 x 0.8% against 4 x the rms of their movements.
@@ -516,17 +522,17 @@ mod tests {
         assert_eq!(t.drift_of(big, "l: f0"), (own.drift, true));
         assert_eq!(t.drift_of(big, "l: f1"), (row.drift, false));
         // Held as a kind wider than its own drift (its run now says it is pageable), the kind's applies.
-        let wide = Kind::of(Clock::Gpu, true, Some(64 << 20), 1.2);
+        let wide = FigureKind::of(FigureClock::Gpu, true, Some(64 << 20), 1.2);
         assert!(t.drift(wide) > own.drift);
         assert_eq!(t.drift_of(wide, "l: f0"), (t.drift(wide), false));
-        assert_eq!(t.row(host), Table::provisional().row(host), "two movements are too few");
+        assert_eq!(t.row(host), DriftTable::provisional().row(host), "two movements are too few");
         assert!(!t.provisional_only());
         // With replace off (a single baseline run), a fit only widens.
-        let narrow = Table::provisional().fit(&moves, false);
+        let narrow = DriftTable::provisional().fit(&moves, false);
         assert_eq!(narrow.drift(big), provisional(big));
         let text = t.to_json();
         assert!(text.contains("\"provisional\": false") && !text.contains("PROVISIONAL"), "{text}");
-        let back = Table::parse(&text).unwrap().restless;
+        let back = DriftTable::parse(&text).unwrap().restless;
         assert!(back.keys().eq(t.restless.keys()) && (back["l: f0"].drift - own.drift).abs() < 1e-4, "{back:?}");
         assert!(t.describe().contains("gpu, pinned, large, 0.1-2 ms"), "{}", t.describe());
         assert!(t.describe().contains("l: f0"), "{}", t.describe());
@@ -534,11 +540,11 @@ mod tests {
 
     #[test]
     fn a_figure_on_two_times_gets_its_own_drift_and_leaves_its_kind_tight() {
-        let small = Kind::of(Clock::Gpu, false, Some(4096), 0.2);
+        let small = FigureKind::of(FigureClock::Gpu, false, Some(4096), 0.2);
         // 30 steady figures (0.5%), and a batch that lands at 0.09 or 0.35 ms process by process.
         let mut moves: Vec<Move> = (0..30).map(|i| mv(small, &format!("s: f{i}"), 0.005)).collect();
         moves.extend([mv(small, "s: batch", (0.35f64 / 0.09).ln()), mv(small, "s: batch", 0.0)]);
-        let t = Table::provisional().fit(&moves, true);
+        let t = DriftTable::provisional().fit(&moves, true);
         assert!(t.drift(small) < 0.03, "the kind stays tight: {:?}", t.row(small));
         assert!(t.drift_of(small, "s: batch").0 > 3.0, "{:?}", t.restless);
     }

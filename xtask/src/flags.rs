@@ -185,7 +185,7 @@ pub enum CiStep {
     /// release binary it built run directly (no cargo, no LD_LIBRARY_PATH): one line, exit 3
     FirstCommand,
     /// In a clean clone, with nothing set: a crate outside the workspace on the core crate alone (lift/)
-    /// builds and passes its tests, and brings in nothing of the lessons' apparatus
+    /// builds and passes its tests, and brings in nothing of the lessons' rig
     Lift,
     /// The core crate as the registry would take it: `cargo package` (which builds what it packed), and
     /// its documentation with rustdoc's warnings denied, as docs.rs builds it

@@ -1,8 +1,8 @@
 //! The files that nvcc makes and the repository commits, so that a build needs no nvcc:
 //! - `kernels/ptx/<stem>.ptx`: what nvcc 13.0 makes of `kernels/<stem>.cu` (the build falls back to
 //!   them where it finds no nvcc), `common/tests/ptx/<stem>.ptx` of `common/tests/<stem>.cu` (the
-//!   kernels of common's front page and GPU tests) and `examples/ptx/<stem>.ptx` of `examples/<stem>.cu`
-//!   (a kernel of one's own, for the example that shows how to launch one).
+//!   kernels of common's front page and GPU tests) and `examples/NAME/<stem>.ptx` beside
+//!   `examples/NAME/<stem>.cu` (a lesson's kernel of its own: the example that shows how to launch one).
 //!
 //! `cargo xtask generate` remakes them; `check` (part of `cargo xtask test`) fails where a committed
 //! file differs from what the tools make now.
@@ -58,13 +58,12 @@ fn make() -> anyhow::Result<Vec<Generated>> {
     let root = tools::root();
     let scratch = tools::target_dir().join("generate");
     fs::create_dir_all(&scratch)?;
+    let lessons: Vec<PathBuf> =
+        fs::read_dir(root.join("examples"))?.flatten().map(|e| e.path()).filter(|p| p.is_dir()).collect();
     let mut sources: Vec<PathBuf> = Vec::new();
-    for dir in ["kernels", "common/tests", "examples"] {
+    for dir in [root.join("kernels"), root.join("common/tests")].into_iter().chain(lessons) {
         sources.extend(
-            fs::read_dir(root.join(dir))?
-                .flatten()
-                .map(|e| e.path())
-                .filter(|p| p.extension().is_some_and(|e| e == "cu")),
+            fs::read_dir(dir)?.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == "cu")),
         );
     }
     sources.sort();
@@ -76,9 +75,19 @@ fn make() -> anyhow::Result<Vec<Generated>> {
         let made = fs::read_to_string(&ptx)?;
         let source = fs::read(&src)?;
         out.push(Generated {
-            path: cuda_find::committed_ptx_path(&src),
+            path: committed_path(&root, &src),
             text: cuda_find::committed_ptx(&made, &root, &relative, &source),
         });
     }
     Ok(out)
+}
+
+/// Where the PTX of `src` is committed: beside a lesson's own kernel (`examples/NAME/<stem>.ptx`), in
+/// the `ptx/` folder beside the source otherwise.
+fn committed_path(root: &std::path::Path, src: &std::path::Path) -> PathBuf {
+    if src.starts_with(root.join("examples")) {
+        src.with_extension("ptx")
+    } else {
+        cuda_find::committed_ptx_path(src)
+    }
 }

@@ -6,7 +6,7 @@ use anyhow::{bail, Context as _};
 
 use crate::tools;
 
-/// A lesson: its name (`examples/NAME.rs` or `examples/NAME/main.rs`), arguments that keep a run short
+/// A lesson: its name (`examples/NAME/main.rs`), arguments that keep a run short
 /// (for the sanitizer), arguments for the profiler, whose pictures should show the real workload and
 /// whose built-in timeline is accurate only for operations of some length, and for a lesson that follows
 /// a CUDA C++ program (`seeds/`), the function that is that program in Rust, which the lesson opens with.

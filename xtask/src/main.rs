@@ -35,7 +35,7 @@ fn main() -> ExitCode {
     let flags = flags::Xtask::parse();
     let result = match flags.task {
         flags::Task::Setup => setup::run().map(|_| ()),
-        flags::Task::Test(f) => test::run(f),
+        flags::Task::Test(f) => return test::main(f),
         flags::Task::Doctor => doctor::run(),
         flags::Task::Generate => generate::run(),
         flags::Task::CheckFfi => check_ffi::run(),

@@ -22,31 +22,23 @@ fn no_locked_dependency_needs_a_newer_rust() {
     assert!(newer.is_empty(), "rust-version {msrv} is too old: {}", newer.join(", "));
 }
 
-/// The lessons in `examples/`: `NAME.rs`, or a folder `NAME/` with its `main.rs` (a lesson with
-/// apparatus of its own beside it).
+/// The lessons in `examples/`: a folder `NAME/` each, with its `main.rs` (and the lesson's own modules,
+/// kernels and PTX beside it).
 fn lesson_files() -> Vec<String> {
     let dir = tools::root().join("examples");
     let mut names: Vec<String> = std::fs::read_dir(&dir)
         .unwrap()
         .flatten()
-        .filter_map(|e| {
-            let name = e.file_name().to_str()?.to_string();
-            match name.strip_suffix(".rs") {
-                Some(stem) => Some(stem.to_string()),
-                None => e.path().join("main.rs").exists().then_some(name),
-            }
-        })
+        .filter(|e| e.path().join("main.rs").exists())
+        .filter_map(|e| e.file_name().to_str().map(String::from))
         .collect();
     names.sort();
     names
 }
 
-/// A lesson's source files, relative to the root: its `main.rs` (or its one file) first.
+/// A lesson's source files, relative to the root: its `main.rs` first.
 fn lesson_sources(name: &str) -> Vec<String> {
     let root = tools::root();
-    if root.join(format!("examples/{name}.rs")).exists() {
-        return vec![format!("examples/{name}.rs")];
-    }
     let mut files: Vec<String> = walkdir::WalkDir::new(root.join("examples").join(name))
         .into_iter()
         .flatten()
@@ -55,6 +47,21 @@ fn lesson_sources(name: &str) -> Vec<String> {
         .collect();
     files.sort_by_key(|f| (!f.ends_with("/main.rs"), f.clone()));
     files
+}
+
+/// `examples/` holds one folder per lesson and nothing else: no lesson as a flat `NAME.rs`, and no
+/// kernel or PTX outside its lesson's folder.
+#[test]
+fn every_lesson_is_a_folder() {
+    let dir = tools::root().join("examples");
+    let mut loose: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| !e.path().join("main.rs").exists())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    loose.sort();
+    assert!(loose.is_empty(), "examples/ holds more than lesson folders (NAME/main.rs): {}", loose.join(", "));
 }
 
 /// Every lesson is registered once, in `lessons::LESSONS`, and README.md's lesson table names each.
@@ -108,7 +115,7 @@ fn functions(lines: &[&str]) -> Vec<(String, usize, usize, usize)> {
 
 /// A lesson reads as its seed first: a lesson that follows a CUDA C++ program opens (right after
 /// `main`) with one function that is that program in Rust, short, naming the program in the lesson's
-/// doc, and at least [`SEED_SHARE`] of its `main.rs`: the measuring apparatus follows it in one call to
+/// doc, and at least [`SEED_SHARE`] of its `main.rs`: the measuring rig follows it in one call to
 /// a rig. No function of a lesson runs past [`LESSON_FUNCTION_LINES`] lines, and no line of a lesson
 /// is wider than rustfmt's 120 columns. Every offender is listed at once.
 #[test]
@@ -175,7 +182,7 @@ fn lessons_read_as_their_seed_first() {
 }
 
 /// The modules of `measure` a text names: `measure::MODULE`, and `use measure::{...}` lists, the crate
-/// root's re-exports (`ChunkPlan`, `Stats`) resolved to their modules.
+/// root's re-exports (`Chunking`, `Stats`) resolved to their modules.
 fn measure_modules_named(text: &str, modules: &[String], reexports: &[(String, String)]) -> Vec<String> {
     let as_crate = text.replace("measure::", "crate::");
     let named = uses(&as_crate, reexports);
@@ -274,7 +281,7 @@ const UNSAFE_OUTSIDE_COMMON: [&str; 9] = [
     "kernels/src/lib.rs",
     "examples/every_gpu/numa.rs",
     "examples/planner/child.rs",
-    "examples/your_kernel.rs",
+    "examples/your_kernel/main.rs",
     "lift/src/main.rs",
     "measure/src/args.rs",
     "measure/src/machine.rs",
@@ -454,15 +461,15 @@ fn no_module_uses_one_above_it() {
     assert!(offences.is_empty(), "{} imports break the layers:\n  {}", offences.len(), offences.join("\n  "));
 }
 
-/// `common` is the core a user lifts: it depends on nothing of the lessons (their kernels, apparatus,
+/// `common` is the core a user lifts: it depends on nothing of the lessons (their kernels, rig,
 /// flags, progress bars or NVML), and names none of it.
 #[test]
 fn common_knows_nothing_of_the_lessons() {
     let root = tools::root();
     let manifest = std::fs::read_to_string(root.join("common/Cargo.toml")).unwrap();
     let deps = manifest.split("[dependencies]").nth(1).unwrap().split("\n[").next().unwrap();
-    for apparatus in ["measure", "kernels", "clap", "indicatif", "nvml", "serde_json", "cust"] {
-        assert!(!deps.contains(apparatus), "common depends on {apparatus}");
+    for lessons_crate in ["measure", "kernels", "clap", "indicatif", "nvml", "serde_json", "cust"] {
+        assert!(!deps.contains(lessons_crate), "common depends on {lessons_crate}");
     }
     let files =
         walkdir::WalkDir::new(root.join("common/src")).into_iter().flatten().filter(|e| e.file_type().is_file());
@@ -720,4 +727,70 @@ fn common_hides_nothing_from_its_docs() {
         .map(|e| e.path().strip_prefix(&root).unwrap().display().to_string())
         .collect();
     assert!(hidden.is_empty(), "doc(hidden) in {}", hidden.join(", "));
+}
+
+/// The folders whose public types [`no_two_public_types_share_a_name`] holds to one name each: the
+/// library crates and the tools. `common/src/ffi.rs`, the mirror of cuda.h's types, is left out, and so
+/// are a library's private modules (`mod NAME;` in its `lib.rs`) and every file's tests.
+const TYPE_FOLDERS: [&str; 6] = ["measure/src", "xtask/src", "profiler/src", "kernels/src", "chart/src", "common/src"];
+
+/// The names of `pub struct|enum|trait|type NAME` in a Rust text, before its tests (`#[cfg(test)]`):
+/// `pub` alone, not `pub(crate)`, at the start of its line, `unsafe` allowed before the word.
+fn public_types(text: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    for line in text.lines().take_while(|l| l.trim() != "#[cfg(test)]") {
+        let Some(rest) = line.trim_start().strip_prefix("pub ") else { continue };
+        let rest = rest.strip_prefix("unsafe ").unwrap_or(rest);
+        let Some(rest) = ["struct ", "enum ", "trait ", "type "].iter().find_map(|k| rest.strip_prefix(k)) else {
+            continue;
+        };
+        let name: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+        if !name.is_empty() {
+            names.push(name);
+        }
+    }
+    names
+}
+
+#[test]
+fn public_types_are_read_from_their_declarations() {
+    let text = "pub struct A {\n    pub(crate) enum B;\npub trait C<T> {}\n    pub type D = u8;\nstruct E;\n\
+                pub fn f() {}\npub unsafe trait F {}\n// pub struct G\n#[cfg(test)]\nmod tests {\npub struct H;\n";
+    assert_eq!(public_types(text), ["A", "C", "D", "F"]);
+}
+
+/// One name, one type: no two public types of the workspace's library crates and tools share a name
+/// ([`TYPE_FOLDERS`]), so that a name in prose or in an error says which one. Every name declared twice
+/// is listed, with where.
+#[test]
+fn no_two_public_types_share_a_name() {
+    let root = tools::root();
+    let mut by_name: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for folder in TYPE_FOLDERS {
+        let lib = std::fs::read_to_string(root.join(folder).join("lib.rs")).unwrap_or_default();
+        let private: Vec<String> = lib
+            .lines()
+            .filter_map(|l| l.strip_prefix("mod ")?.strip_suffix(';'))
+            .map(|m| format!("{folder}/{m}"))
+            .collect();
+        for entry in walkdir::WalkDir::new(root.join(folder)).into_iter().flatten() {
+            let rel = entry.path().strip_prefix(&root).unwrap().to_string_lossy().into_owned();
+            let in_private = private.iter().any(|m| rel == format!("{m}.rs") || rel.starts_with(&format!("{m}/")));
+            if entry.path().extension().is_none_or(|x| x != "rs") || rel == "common/src/ffi.rs" || in_private {
+                continue;
+            }
+            let text = std::fs::read_to_string(entry.path()).unwrap();
+            for name in public_types(&text) {
+                by_name.entry(name).or_default().push(rel.clone());
+            }
+        }
+    }
+    let shared: Vec<String> =
+        by_name.iter().filter(|(_, at)| at.len() > 1).map(|(name, at)| format!("{name}: {}", at.join(", "))).collect();
+    assert!(
+        shared.is_empty(),
+        "{} public type names are declared more than once:\n  {}",
+        shared.len(),
+        shared.join("\n  ")
+    );
 }

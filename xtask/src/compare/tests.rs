@@ -3,7 +3,7 @@
 use serde_json::json;
 
 use super::*;
-use crate::drift::{Scale, Table};
+use crate::drift::{DriftTable, Scale};
 
 /// A `Stats` object: `median` ms, runs spread by `spread` (relative) around it: the fastest
 /// `spread` below, the third quartile half of it above.
@@ -23,8 +23,8 @@ fn doc(result: Value, figures: Vec<Value>) -> Value {
 }
 
 /// The provisional table: what these tests hold changes against, whatever the shipped table becomes.
-fn table() -> Table {
-    Table::provisional()
+fn table() -> DriftTable {
+    DriftTable::provisional()
 }
 
 fn verdicts(c: &Comparison) -> Vec<(&str, Verdict)> {
@@ -388,7 +388,7 @@ fn kinds_come_from_the_run_or_from_the_name() {
     );
     // The run's word wins over the name's.
     let mut r = reading("mapped host memory, chase of 4096 reads / host?", 1.0);
-    r.clock = Some(Clock::Gpu);
+    r.clock = Some(FigureClock::Gpu);
     r.transfer_bytes = Some(4);
     let c = Change::new("x".into(), "lesson", Measure::Time, &r, &r, &table()).unwrap();
     assert_eq!(c.kind.to_string(), "gpu, pinned, small, 0.1-2 ms");
@@ -608,7 +608,7 @@ fn calibration_fits_each_kind_from_back_to_back_runs() {
         "{text}"
     );
     assert!(text.contains("overlap: one run only: left out") && text.contains("error.json has no result"), "{text}");
-    let small = t.row(Kind::of(Clock::Gpu, false, Some(4096), 0.006));
+    let small = t.row(FigureKind::of(FigureClock::Gpu, false, Some(4096), 0.006));
     assert!(small.fitted && small.pairs == 48, "every ordered pair of 3 runs, 8 figures: {small:?}");
     assert!(small.drift < 0.9, "{small:?}");
     // Fitted to them, the runs it came from are quiet: in no pair is a figure slower or faster.
@@ -621,21 +621,21 @@ fn calibration_fits_each_kind_from_back_to_back_runs() {
             assert_eq!(c.count(Verdict::Slower) + c.count(Verdict::Faster), 0, "{i} against {j}: {:?}", verdicts(&c));
         }
     }
-    let mid = t.row(Kind::of(Clock::Gpu, false, Some(64 << 20), 1.2));
-    let long = t.row(Kind::of(Clock::Gpu, false, Some(128 << 20), 2.4));
+    let mid = t.row(FigureKind::of(FigureClock::Gpu, false, Some(64 << 20), 1.2));
+    let long = t.row(FigureKind::of(FigureClock::Gpu, false, Some(128 << 20), 2.4));
     assert!(!mid.fitted && long.fitted, "one figure of 1.2 ms (6 movements) is too few: {mid:?}");
     assert!(long.drift < 0.07 && long.drift > 0.02, "{long:?}");
     assert!(t.source.starts_with("fitted from 6 runs of 2 lessons on NVIDIA H200 (driver 580.1)"), "{}", t.source);
     assert_eq!(t.fitted_from["lessons"]["latency"], 3);
     // What it writes reads back, and holds changes against it.
-    let back = Table::parse(&t.to_json()).unwrap();
-    assert_eq!(back.drift(Kind::OverBound), t.drift(Kind::OverBound));
+    let back = DriftTable::parse(&t.to_json()).unwrap();
+    assert_eq!(back.drift(FigureKind::OverBound), t.drift(FigureKind::OverBound));
     assert!(!back.provisional_only());
     let out = dir.join("fitted.json");
     let mut f = flags(&dir, &dir, &out);
     (f.a, f.b, f.drift, f.calibrate, f.out) = (None, None, None, Some(dir.clone()), Some(out.clone()));
     assert_eq!(run(f).unwrap(), 0);
-    assert_eq!(Table::read(&out).unwrap(), back);
+    assert_eq!(DriftTable::read(&out).unwrap(), back);
     let a = doc(json!({}), vec![figure("pinned H2D 4 KiB / gpu", 0.006, 0.02)]);
     let b = doc(json!({}), vec![figure("pinned H2D 4 KiB / gpu", 0.0119, 0.02)]);
     assert_eq!(compare(&a, &b, &table()).changes[0].verdict, Verdict::Same, "2x is within the provisional 100%");
@@ -683,7 +683,7 @@ fn a_run_from_before_a_rename_still_compares() {
     });
     let new = json!({
         "machine": { "command": ["./lessons/overlap", "--original", "--json"] },
-        "result": { "plan": {"chunks": 4}, "steps": {"InPlace": {"SinCos": 500}}, "report": {} },
+        "result": { "plan": {"chunks": 4}, "steps": {"InPlace": "OverlapPattern"}, "report": {} },
         "figures": [
             { "name": "bound part: H2D copies, best", "stats": stats(5.0, 0.01), "clock": "gpu",
               "depends_on": ["plan"], "calibrated": ["steps"] },
@@ -699,8 +699,18 @@ fn a_run_from_before_a_rename_still_compares() {
     assert_eq!(lesson_in(&old), lesson_in(&new));
     // A kernel that did change is still seen, under its new key.
     let mut other = new.clone();
-    other["result"]["steps"] = json!({"InPlace": {"SinCos": 600}});
+    other["result"]["steps"] = json!({"InPlace": {"ProcessSincos": 600}});
     assert_eq!(compare(&old, &other, &table()).differing.len(), 1);
+    // The sin * cos work was named `SinCos` by its rounds, 500 meaning overlap_pattern.cu's own kernel:
+    // the same as `OverlapPattern` now, and not the 500 rounds of process_sincos that `--iters 500` runs.
+    let mut sincos = new.clone();
+    sincos["result"]["steps"] = json!({"InPlace": {"SinCos": 500}});
+    assert!(compare(&sincos, &new, &table()).differing.is_empty());
+    other["result"]["steps"] = json!({"InPlace": {"ProcessSincos": 500}});
+    assert_eq!(compare(&sincos, &other, &table()).differing.len(), 1);
+    sincos["result"]["steps"] = json!({"InPlace": {"SinCos": 600}});
+    other["result"]["steps"] = json!({"InPlace": {"ProcessSincos": 600}});
+    assert!(compare(&sincos, &other, &table()).differing.is_empty());
 }
 
 /// The planner's runs, its kernel calibrated anew in each run: each run held against the model's

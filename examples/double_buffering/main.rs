@@ -19,7 +19,7 @@ use measure::{
     report::Output,
     rig::{PipelineRig, PipelineSetup},
     verify::Check,
-    ChunkPlan,
+    Chunking,
 };
 
 /// Two device buffers, alternating, against one buffer and against one buffer per stream (--streams).
@@ -38,14 +38,14 @@ fn main() -> ExitCode {
 /// the scope found said.
 fn double_buffering_exercise(
     p: &mut Pipeline,
-    plan: ChunkPlan,
+    chunking: Chunking,
     out: &Output,
 ) -> anyhow::Result<(PipelineRun, Check, Waits)> {
     let (gpu, kernels, r) = (p.gpu(), p.kernels(), p.repeats);
     let measure::work::Steps::InPlace(work) = p.steps else { anyhow::bail!("the exercise runs a kernel in place") };
     let (h_in, h_out) = (&p.h_in[..], &mut p.h_out[..]);
     h_out.fill(f32::NAN);
-    let mut d_buf = gpu.alloc_each::<f32>(2, plan.max_chunk())?; // cudaMalloc(&buf[0]), cudaMalloc(&buf[1])
+    let mut d_buf = gpu.alloc_each::<f32>(2, chunking.max_chunk())?; // cudaMalloc(&buf[0]), cudaMalloc(&buf[1])
     let three = gpu.streams(3)?; //                                 H2D, compute and D2H streams
     let _range = measure::timeline::phase("double buffering"); //  nvtxRangePush("double buffering")
     let mut waits = Waits::default();
@@ -54,7 +54,7 @@ fn double_buffering_exercise(
             let [copy_in, compute, copy_out] = [s.stream(0), s.stream(1), s.stream(2)];
             let d = s.devices(&mut d_buf);
             let mut freed: [Option<ScopeEvent>; 2] = [None, None];
-            for (c, chunk) in plan.iter().zip(plan.split_mut(h_out)) {
+            for (c, chunk) in chunking.iter().zip(chunking.split_mut(h_out)) {
                 let (b, buf) = (c.index % 2, d[c.index % 2].slice(0..c.len));
                 if let Some(done) = freed[b] {
                     copy_in.wait_event(done)?; //                cudaStreamWaitEvent(copyIn, freed[b]): chunk i-2 is out
@@ -72,7 +72,7 @@ fn double_buffering_exercise(
             Ok(())
         })
     })?;
-    let check = p.check(&plan);
+    let check = p.check(&chunking);
     out.say(format!("double buffering: {}\ndouble buffering: {}", check.summary(), waits.summary()));
     check.ensure()?;
     Ok((PipelineRun { name: "2 buffers, 3 streams".into(), time, buffering: Buffering::by_engine(2) }, check, waits))
@@ -80,12 +80,12 @@ fn double_buffering_exercise(
 
 fn double_buffering(args: &Args, out: &Output) -> anyhow::Result<()> {
     let setup = PipelineSetup::from_flags(&args.flags, (64 << 20, 32, 4))?;
-    let (plan, k) = (setup.plan, setup.plan.streams.max(2));
+    let (chunking, k) = (setup.chunking, setup.chunking.streams.max(2));
     let rig = PipelineRig::start(out, setup, k)?;
     let mut p = rig.pipeline(out)?;
-    let (exercise, check, waits) = double_buffering_exercise(&mut p, plan, out)?;
+    let (exercise, check, waits) = double_buffering_exercise(&mut p, chunking, out)?;
     // For comparison: one buffer per stream, chunk i on stream i % k (k = 1: everything in turn).
-    let one = p.time("1 buffer", &plan, Buffering::per_stream(1))?;
-    let per_stream = p.time(&format!("{k} buffers, {k} streams"), &plan, Buffering::per_stream(k))?;
+    let one = p.time("1 buffer", &chunking, Buffering::per_stream(1))?;
+    let per_stream = p.time(&format!("{k} buffers, {k} streams"), &chunking, Buffering::per_stream(k))?;
     rig.against_bounds(out, p, vec![one, exercise, per_stream], check, waits)
 }

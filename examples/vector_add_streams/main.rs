@@ -59,9 +59,9 @@ fn async_memory_copy_example_cu(gpu: &Gpu, kernels: &Kernels, out: &Output) -> a
 }
 
 fn vector_add(args: &Args, out: &Output) -> anyhow::Result<()> {
-    let plan = args.pipeline.plan(32 << 20, 16, 4)?;
-    let setup = rig::PipelineSetup { plan, kernel: ChunkKernel::VectorAdd, repeats: args.run.repeats() };
-    let rig = rig::PipelineRig::start(out, setup, plan.streams)?;
+    let chunking = args.pipeline.chunking(32 << 20, 16, 4)?;
+    let setup = rig::PipelineSetup { chunking, kernel: ChunkKernel::VectorAdd, repeats: args.run.repeats() };
+    let rig = rig::PipelineRig::start(out, setup, chunking.streams)?;
     let kernel_ms = async_memory_copy_example_cu(&rig.gpu, &rig.kernels, out)?;
     // As the program means it: all three vectors in chunks over streams, so that copies and additions
     // overlap. The bound counts two H2D copies per chunk.

@@ -17,7 +17,7 @@ use measure::{
     pipeline::{Buffering, Pipeline},
     report::{fmt_bytes, fmt_ms, Figure, Output, Table},
     rig::{PipelineRig, PipelineSetup},
-    ChunkPlan,
+    Chunking,
 };
 
 /// The overlap loop over stream and chunk counts, each run against its bound (-n sets the data).
@@ -43,13 +43,13 @@ fn main() -> ExitCode {
 fn sweep(args: &Args, out: &Output) -> anyhow::Result<()> {
     // The kernel is balanced at 32 chunks, the lesson's default.
     let setup = PipelineSetup::from_flags(&args.flags, (16 << 20, 32, 4))?;
-    let (plan, rig) = (setup.plan, PipelineRig::start(out, setup, 32)?);
+    let (chunking, rig) = (setup.chunking, PipelineRig::start(out, setup, 32)?);
     let mut p = rig.pipeline(out)?;
-    let chunk_counts: Vec<usize> = CHUNKS.into_iter().filter(|c| *c <= plan.elements).collect();
+    let chunk_counts: Vec<usize> = CHUNKS.into_iter().filter(|c| *c <= chunking.elements).collect();
     let bar = out.progress_bar((chunk_counts.len() * STREAMS.len()) as u64, "sweep");
     let mut points = Vec::new();
     for &chunks in &chunk_counts {
-        points.push(Point { chunks, report: chunk_count(&mut p, plan.elements, chunks, &bar)? });
+        points.push(Point { chunks, report: chunk_count(&mut p, chunking.elements, chunks, &bar)? });
         for run in &points.last().unwrap().report.runs {
             // `32 chunks / 4 streams` against its bound, for `cargo xtask compare`
             let figure = Figure::new(format!("{chunks} chunks / {}", run.name), &run.against_bound.measured);
@@ -57,8 +57,8 @@ fn sweep(args: &Args, out: &Output) -> anyhow::Result<()> {
         }
     }
     bar.finish();
-    print_table(out, &points, plan.elements, p.repeats.repeats);
-    let json = serde_json::json!({ "device": rig.gpu.info, "elements": plan.elements, "steps": p.steps,
+    print_table(out, &points, chunking.elements, p.repeats.repeats);
+    let json = serde_json::json!({ "device": rig.gpu.info, "elements": chunking.elements, "steps": p.steps,
                                    "repeats": p.repeats, "points": points });
     out.finish(&json)
 }
@@ -73,13 +73,13 @@ fn chunk_count(
     let mut runs = Vec::new();
     for &k in STREAMS.iter().filter(|k| **k <= chunks) {
         bar.step(format!("{chunks} chunks on {k} streams"));
-        let plan = ChunkPlan::new(n, chunks, k)?;
-        let mut run = p.time(&format!("{chunks} chunks on {k} streams"), &plan, Buffering::per_stream(k))?;
+        let chunking = Chunking::new(n, chunks, k)?;
+        let mut run = p.time(&format!("{chunks} chunks on {k} streams"), &chunking, Buffering::per_stream(k))?;
         run.name = format!("{k} streams");
         runs.push(run);
         bar.done();
     }
-    PipelineReport::measure(p, &ChunkPlan::new(n, chunks, 1)?, &runs)
+    PipelineReport::measure(p, &Chunking::new(n, chunks, 1)?, &runs)
 }
 
 /// Overlapped time (efficiency against its bound) by chunk and stream count, and the fastest.

@@ -26,7 +26,7 @@ use measure::{
     report::Output,
     rig,
     work::{ChunkKernel, Work},
-    ChunkPlan,
+    Chunking,
 };
 
 /// N elements in chunks over K streams: one stream against K, each against its bound.
@@ -62,7 +62,7 @@ fn overlap_pattern_cu(gpu: &Gpu, kernels: &Kernels, out: &Output) -> anyhow::Res
             let offset = i * CHUNK_SIZE;
             stream.htod(&h_input[offset..offset + CHUNK_SIZE], d[i])?; //    cudaMemcpy(d_data[i], ...)
             stream.synchronize()?;
-            kernels.process_sincos(stream, d[i], 500)?; //                   process<<<(CHUNK+255)/256, 256>>>
+            kernels.overlap_pattern_process(stream, d[i])?; //               process<<<(CHUNK+255)/256, 256>>>
             stream.dtoh(d[i], chunk)?; //                                    cudaMemcpy(h_output + offset, ...)
             stream.synchronize()?;
         }
@@ -74,7 +74,7 @@ fn overlap_pattern_cu(gpu: &Gpu, kernels: &Kernels, out: &Output) -> anyhow::Res
         for (i, chunk) in h_output.chunks_mut(CHUNK_SIZE).enumerate() {
             let (offset, stream) = (i * CHUNK_SIZE, s.stream(i));
             stream.htod(&h_input[offset..offset + CHUNK_SIZE], d[i])?; //    cudaMemcpyAsync(..., streams[i])
-            kernels.process_sincos(stream, d[i], 500)?; //                   process<<<..., 0, streams[i]>>>
+            kernels.overlap_pattern_process(stream, d[i])?; //               process<<<..., 0, streams[i]>>>
             stream.dtoh(d[i], chunk)?; //                                    cudaMemcpyAsync(..., streams[i])
         }
         Ok(()) //                                                         cudaStreamSynchronize(streams[i])
@@ -82,7 +82,7 @@ fn overlap_pattern_cu(gpu: &Gpu, kernels: &Kernels, out: &Output) -> anyhow::Res
     out.say(format!("overlap_pattern.cu: Without overlap: {no_overlap:.2} ms"));
     out.say(format!("overlap_pattern.cu: With overlap:    {overlap:.2} ms"));
     out.say(format!("overlap_pattern.cu: Speedup:         {:.2}x\n", no_overlap / overlap));
-    Work::SinCos(500).check(&h_output, &ChunkPlan::new(N, NUM_STREAMS, NUM_STREAMS)?).ensure()?;
+    Work::OverlapPattern.check(&h_output, &Chunking::new(N, NUM_STREAMS, NUM_STREAMS)?).ensure()?;
     Ok([no_overlap, overlap])
 }
 
@@ -90,11 +90,13 @@ fn overlap(args: &Args, out: &Output) -> anyhow::Result<()> {
     let defaults = if args.original { (16 << 20, 4, 4) } else { (64 << 20, 32, 4) };
     let mut setup = rig::PipelineSetup::from_flags(&args.flags, defaults)?;
     if args.original {
-        setup.kernel = ChunkKernel::Given(Work::SinCos(args.flags.work.iters.unwrap_or(500)));
+        // The program's own kernel, or the same sin * cos for the rounds `--iters` gives.
+        let work = args.flags.work.iters.map_or(Work::OverlapPattern, Work::ProcessSincos);
+        setup.kernel = ChunkKernel::Given(work);
     }
-    let rig = rig::PipelineRig::start(out, setup, setup.plan.streams)?;
+    let rig = rig::PipelineRig::start(out, setup, setup.chunking.streams)?;
     let [without_overlap, with_overlap] = overlap_pattern_cu(&rig.gpu, &rig.kernels, out)?;
-    // The same loop for this plan, over several runs, each held against its bound.
+    // The same loop for this chunking, over several runs, each held against its bound.
     let original = serde_json::json!({ "without_overlap_ms": without_overlap, "with_overlap_ms": with_overlap });
     rig.one_stream_against_many(out, original)
 }

@@ -3,7 +3,8 @@
 //! A kernel written in CUDA C++ (`your_kernel.cu`, compiled with `nvcc -ptx`), loaded from its PTX, and
 //! run as CUDA C++ would run it with two streams: stream 0 uploads, stream 1 waits for that upload,
 //! smooths, and downloads. The scope borrows every buffer until the GPU is done with it, holds the
-//! launch's arguments against the kernel's signature in the PTX, and orders the streams by the event
+//! launch's arguments against the kernel's signature in the PTX and its prototype in `your_kernel.cu`
+//! (which parameters are pointers), and orders the streams by the event
 //! the program records (it would add the wait itself if the program forgot). Then the CPU checks every
 //! element.
 //!
@@ -12,11 +13,14 @@
 use cuda_scope::{Gpu, LaunchConfig};
 
 // extern "C" __global__ void smooth(const float* in, float* out, unsigned long long n)
-const PTX: &str = include_str!("ptx/your_kernel.ptx");
+const PTX: &str = include_str!("your_kernel.ptx");
 
 fn main() -> anyhow::Result<()> {
     let gpu = Gpu::init()?; //                                 cudaSetDevice(0), with a clear error without one
-    let smooth = gpu.load_ptx(PTX)?.kernel("smooth")?; //      cuModuleLoadData, cuModuleGetFunction
+
+    // cuModuleLoadData and cuModuleGetFunction; the prototype in the .cu says which parameters are pointers,
+    // so a count passed for a buffer (or a buffer for the count) is refused at launch.
+    let smooth = gpu.load_ptx_with_prototypes(PTX, include_str!("your_kernel.cu"))?.kernel("smooth")?;
     let n = 10_000_000;
     let h_in = gpu.pinned_from_fn(n, |i| ((i * 7919) % 1000) as f32)?; // cudaMallocHost, filled
     let mut h_out = gpu.pinned::<f32>(n)?; //                             cudaMallocHost
