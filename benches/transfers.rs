@@ -181,9 +181,9 @@ const KINDS: [&str; 4] = ["pageable", "pinned", "write-combined", "pinned in pla
 const BUFFERING: [(&str, usize, bool); 3] = [("single", 1, false), ("double", 2, true), ("4 streams", 4, false)];
 
 /// Criterion's analysis and report of one benchmark, s, at most: a bootstrap of 10,000 resamples and the
-/// pictures of its distributions. At criterion's default of 100,000 they took 4 to 7 s per benchmark (on
-/// 2 cores, for a benchmark measured in 0.5 s), which is how the suite came to run past 440 s on the
-/// H200; at 10,000, 0.15 to 0.3 s.
+/// pictures of its distributions. At criterion's default of 100,000 they take 4 to 7 s per benchmark (on
+/// 2 cores, for a benchmark measured in 0.5 s), enough to run the suite past 440 s; at 10,000, 0.15 to
+/// 0.3 s.
 const ANALYSIS_S: f64 = 0.4;
 /// Measuring the limits before the benchmarks, s, at most: the kernel's calibration, the copy engines,
 /// device memory and each chunk count's bound.

@@ -5,9 +5,9 @@
 //!
 //! With `--processes N` it runs itself N times, one process after another, and reports each case's
 //! ratio in every process and their median. A process lays out its code and its memory anew (address
-//! space layout randomization), and that alone moves a ratio by several per cent: on one H100 the scope
-//! on one stream read 1.07x-1.14x over four processes, and 1.16x-1.22x in each of four with the layout
-//! fixed (`setarch -R`). One process's figure is one draw; the median over processes is the figure.
+//! space layout randomization), and that alone moves a ratio by several per cent: in this project's runs
+//! the scope on one stream read 1.07x-1.14x over four processes, and 1.16x-1.22x in each of four with the
+//! layout fixed (`setarch -R`). One process's figure is one draw; the median over processes is the figure.
 //!
 //! Every case is a batch of operations queued on the host clock (synchronized outside the timed part);
 //! the cases run in turn, round after round, so that the scope and the bare calls it is held against

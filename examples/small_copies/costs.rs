@@ -289,9 +289,9 @@ impl ModelCosts {
     /// plan does right before `way` runs: a round trip's fork, join and synchronization (every way pays
     /// it), then its calls' lines (one memcpy per buffer, a batch, a graph; with the first, a queued
     /// copy's host time), for the packed way the crew's rates, alone and beside the copies, and what it
-    /// takes beyond its parts (one look at each size), or zero-copy's kernels over mapped memory. On a KVM
-    /// guest of an H100 every driver call of a process ran 1.6x to 2.4x slower for hundreds of
-    /// milliseconds at a time, whichever CPU it was held to.
+    /// takes beyond its parts (one look at each size), or zero-copy's kernels over mapped memory. On a
+    /// virtualized host every driver call of a process can run 1.6x to 2.4x slower for hundreds of
+    /// milliseconds at a time, whichever CPU it is held to.
     pub fn again_for(
         &mut self,
         rig: &mut SmallCopiesRig,
@@ -439,10 +439,10 @@ impl ModelCosts {
                 (gpu, host, gpu.max(host) + scope)
             }
             TransferWay::Batch { .. } => {
-                // A batch's copies start once its call returns: over 15 plans on H100s the GPU took the
-                // calls' host time and the copies down, or the call up and the copies up, then down,
-                // within 4% (the calls' time and every copy's, as before, said 1.2-1.3x on the model-like
-                // set, where the copies up ran beside the call down).
+                // A batch's copies start once its call returns: the GPU takes the calls' host time and
+                // the copies down, or the call up and the copies up, then down, within 4% in this
+                // project's runs (the calls' time and every copy's said 1.2-1.3x on the model-like set,
+                // where the copies up run beside the call down).
                 let host = self.batch_host.ms(n);
                 let gpu = self.batch_calls_then_copies(host, bytes) + self.batch_beyond.ms(n);
                 (gpu, host, gpu.max(host) + scope)
@@ -747,9 +747,9 @@ pub(crate) mod tests {
         CopyCost { alpha_us, beta_gbps, half_rate_bytes: alpha_us * 1e-6 * beta_gbps * 1e9, worst_miss: 0.0 }
     }
 
-    /// ModelCosts like the H200's: 6 µs per copy at 55 GB/s, 4 µs to queue one, a batch 10 µs + 1 µs a buffer,
-    /// a graph 5 µs + 2.5 µs a buffer, packing 0.05 µs a buffer at 10 GB/s, kernels 8 µs at 400 GB/s,
-    /// zero-copy 8 µs at 25 GB/s.
+    /// ModelCosts of the sizes this project's runs measure: 6 µs per copy at 55 GB/s, 4 µs to queue one,
+    /// a batch 10 µs + 1 µs a buffer, a graph 5 µs + 2.5 µs a buffer, packing 0.05 µs a buffer at 10 GB/s,
+    /// kernels 8 µs at 400 GB/s, zero-copy 8 µs at 25 GB/s.
     pub(crate) fn h200() -> ModelCosts {
         ModelCosts {
             htod: cost(6.0, 55.0),

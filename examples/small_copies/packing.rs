@@ -5,107 +5,56 @@
 //! caller's among them, and into pieces (runs of items, 512 KiB or more) that the copies move. A piece goes up as
 //! soon as its items are packed, and its items are unpacked, by every thread, as soon as it has landed,
 //! while the next is on its way. So even the first piece and the last are shared by the threads: with a
-//! piece to a thread, as before, the link waited for one thread to pack the first and the caller for one
-//! to unpack the last (on the H100's host, 65-75 µs each of a 450-530 µs round trip of 1000 x 4 KiB).
+//! piece to a thread, the link waits for one thread to pack the first and the caller for one to unpack
+//! the last (65-75 µs each of a 450-530 µs round trip of 1000 x 4 KiB in this project's runs).
 //!
 //! The two directions take turns: every piece up, then every piece back. The kernels run in two parts
 //! on a stream of their own ([`PackLayout::kernel_parts`]): those of every piece but the last while the
 //! last goes up, and the last piece's while the others come back, so the copies back follow the last
-//! copy up at once instead of waiting for the kernels over the whole buffer. (A set of one piece has one
-//! part, on the copies' stream.) Bringing each piece back as soon as it is up, while later ones go up and
-//! are packed (the kernels piece by piece, on streams of their own), was tried on the H100 lent in
-//! November 2026 and was no faster: with the CPU packing, unpacking and both copies at once, the host's
-//! memory was the limit, and the copies slowed from 42-45 GB/s to 9-17 GB/s each while they overlapped
-//! (1000 x 4 KiB took 366-398 µs either way on eight threads; 10 x 1 MiB 674 µs against 607). Packing
-//! alone on eight threads moved 38 GB/s there, and unpacking 45: the CPU's side alone takes longer than
-//! one copy of the bytes each way.
+//! copy up at once instead of waiting for the kernels over the whole buffer (the first copy back starts
+//! 4-8 µs after the last copy up lands, not 11-21 µs). The last part's kernels are queued between the
+//! copies back, not before them, where the first copy back would wait for the caller to queue them. (A
+//! set of one piece has one part, on the copies' stream.) Bringing each piece back as soon as it is up,
+//! while later ones go up and are packed, is no faster: with the CPU packing, unpacking and both copies
+//! at once, the host's memory is the limit, and the copies slowed from 42-45 GB/s to 9-17 GB/s each while
+//! they overlapped in this project's runs. The CPU's side alone takes longer than one copy of the bytes
+//! each way.
 //!
-//! Where the time goes, from timestamps of 12 round trips of 1000 x 4 KiB on an H100's host (November
-//! 2026): the first piece of 576 KiB is packed 43-66 µs after the call, the crew there from 16-40 µs;
-//! the last 103-148 µs after it; the first piece lands 75-108 µs later (the last copies up, which the
-//! crew outran, then the kernels); the other six take 96-147 µs to land, about 30 GB/s, as the crew
-//! unpacks them beside the copies; 345-445 µs in all. Each byte crosses the host's memory three times
-//! each way (the crew reads it and writes it, the copy reads or writes it), and the host moved 70-110
-//! GB/s of that as the pieces came down: its memory, not the link, decides the packed way there. Tried
-//! there and left out:
-//! - plain stores in place of streaming ones, packing, or packing and unpacking: 430-500 µs against
-//!   355-395 (6 runs of the lesson each, interleaved);
-//! - a first piece of one item, doubling to 512 KiB (and the mirror of that down), with the crew kept
-//!   spinning from packing to unpacking rather than woken twice: 362-386 µs, and the model-like set
-//!   697-761 against 682-706. Its three pieces more cost a copy's fixed time each, and the crew, which
-//!   could then be woken only inside the scope, came 30-40 µs later to pack;
-//! - items of 32 or 128 KiB, pieces of 256 KiB or 1 MiB (8 runs each, with six threads): medians of
-//!   342, 375, 356 and 383 µs against 353 for 64 and 512 KiB, and of 754, 780, 758 and 743 for the
-//!   model-like set against 739. Only items of 32 KiB were faster for 1000 x 4 KiB, and slower for the
-//!   model-like set.
+//! Where the time goes in a round trip of 1000 x 4 KiB, in this project's runs: the first piece, of 576 KiB,
+//! is packed 43-66 µs after the call, the last 103-148 µs after it; the pieces go up back to back, 1.3 µs
+//! apart, at about 42 GB/s (the copies, not the crew, set the pace once the first is up); the two kernels
+//! take about 7 µs; the pieces come down at 27-40 GB/s as the crew unpacks them beside the copies.
+//! Each byte crosses the host's memory three times each way (the crew reads it and writes it, the copy
+//! reads or writes it), and the host moved 70-110 GB/s of that as the pieces came down: its memory, not
+//! the link, decides the packed way.
 //!
-//! The GPU's side, from a trace of 12 round trips of 1000 x 4 KiB under Nsight Systems (the same H100s,
-//! November 2026): the pieces go up back to back, 1.3 µs apart, at 42 GB/s beside the packing (the copies,
-//! not the crew, set the pace once the first is up); the scatter starts 2-10 µs after the last lands, and
-//! the two kernels take 7.4 µs; the first piece starts down 1-6 µs later, and the seven come down at 27-40
-//! GB/s beside the unpacking. The GPU's span is 237-286 µs (10 of the 12; in two the pieces went up late),
-//! where the lesson, untraced, reads 320-350 µs of wall time. Also tried there and left out, interleaved with
-//! the build as it is:
-//! - pieces up that start at one item and double, and pieces down that halve to one, with the crew as it
-//!   is (so the first copy starts sooner): medians of 355-361 µs against 352-354 (8 runs each);
-//! - each piece's kernels on a stream of their own as soon as it is up, over its part of a table cut at
-//!   the pieces, so that only the last piece's kernels were left when the last piece was up: a median of
-//!   396 µs against 372 (10 runs each). The caller, which queues the copies up, then queued 14 kernels too,
-//!   and the copies up waited for it; queued instead between the copies back, a piece's two kernels and
-//!   its copy took the caller longer than the GPU took over the copy (372 µs against 349, 12 runs each).
+//! The crew is woken to unpack before the last part's kernels and the pieces back are queued, not after
+//! them, so that it is there before the first piece lands; what it unpacks is cut in two allocations, not
+//! one an item (which took 40 µs for 1000 buffers), at the scope's start while the crew wakes, not in the
+//! caller's time between the last piece up and the kernels.
 //!
-//! What stayed (the same day, 12 runs each, interleaved): the kernels in two parts, four launches in all,
-//! the last part's queued between the copies back. The first copy back starts 4-8 µs after the last copy
-//! up lands, where it started 11-21 µs after it (the scatter's wait for the copy, then both kernels), and
-//! the GPU's span fell to 215-254 µs (11 traced round trips of 12); the round trip of 1000 x 4 KiB took
-//! a median of 333 µs against 347 (1.96x one copy each way, wall against wall, against 2.04x), the
-//! model-like set 669-701 µs against 712-782 (4 runs each). With the last part's kernels queued as soon
-//! as the last piece was up, before the copies back, the first copy back waited for the caller to queue
-//! them: 336 µs against 344.
-//!
-//! Also: the crew is woken to unpack before the last part's kernels and the pieces back are queued, not
-//! after them, and is there 10-30 µs after the last piece is packed, before the first lands; what it
-//! unpacks is cut in two allocations, not one an item (which took 40 µs for 1000 buffers), at the
-//! scope's start while the crew wakes, no longer in the caller's time between the last piece up and the
-//! kernels. The last piece is unpacked 9-26 µs after it lands (15-103 before); the wall time did not
-//! move (375-436 µs against 378-509, 8 runs of the lesson each, interleaved).
-//!
-//! Tried on the H100s lent later (interleaved with the build as it is, 8-14 runs each; MEASURED.md, "Six more
-//! tries at the packed way") and left out: a ring of a few pinned slots each way, reused once a copy had
-//! read or an unpacking had emptied one, so that the staging stays in the caches (464-578 µs against 353:
-//! the wait before a slot is reused costs more than the cache saves); prefetching the next buffers while
-//! packing or unpacking; the caller unpacking between polls of the pending downloads; one item last up and first
-//! back; the crew kept spinning between round trips; every thread woken by the caller. None moved the
-//! median by more than the noise, 2-4%, in the better direction.
-//!
-//! How the crew stores its bytes (2026-11-27, on H100s' hosts; MEASURED.md, "How the crew stores its bytes"):
-//! - Packing streams past the cache. Plain stores were slower (above), and so were plain stores with a
-//!   `cldemote` after each line, meant to move it to the shared cache where a copy up reads it: packing
-//!   alone took 180-220 µs against 100-130, and the round trip 2.3x-2.6x one copy's wall against
-//!   1.9x-2.3x (8 runs each). A whole line in one streaming store (AVX-512) in place of four changed
-//!   nothing that runs could tell apart (faster in 5 of 8 pairs, by 1.6% in the median).
+//! How the crew stores its bytes:
+//! - Packing streams past the cache. Plain stores were slower, and so were plain stores with a `cldemote`
+//!   after each line, meant to move it to the shared cache where a copy up reads it. A whole line in one
+//!   streaming store (AVX-512) in place of four could not be told apart.
 //! - Unpacking stores parts smaller than an item through the cache, where the program reads them next,
-//!   and streams larger ones. Interleaved with streaming every part, 1000 x 4 KiB took 3% less in the
-//!   median of paired runs (8 of 12 faster). With every part through the cache it was faster in 20 of 28
-//!   pairs on two hosts (by 1.4% and 4.5% in the median), and the model-like set 6-7% slower. Kept, and
-//!   run in turn with the build before it on five more hosts, 12 pairs each: 1000 x 4 KiB 0.92x-1.00x in
-//!   the median (43 of 60 faster), the model-like set 0.98x-1.04x (25 of 60 faster): a trade for small
-//!   buffers, which the packed way serves, against large ones, which the copies serve.
+//!   and streams larger ones: a trade for small buffers, which the packed way serves (1000 x 4 KiB
+//!   0.92x-1.00x of streaming every part), against large ones, which the copies serve (the model-like set
+//!   0.98x-1.04x).
 //! - Packing fences once an item, not once a buffer (`cuda_scope::staging::stream_gather`). A store fence
-//!   waits until the streaming stores before it have left the core: with one every 4 KiB, six threads
-//!   packing 1000 x 4 KiB alone took medians of 112, 88 and 99 µs on three H100s' hosts, and 84, 64 and
-//!   70 with one an item (2026-11-27, 10-12 runs each, in turn with the build before). The round trip
-//!   did not follow: 1000 x 4 KiB was faster in 15 of 32 pairs (medians of the pairs' ratios 0.982, 1.035
-//!   and 0.992 on the three hosts), the model-like set in 20 of 32 (0.996, 0.982, 0.978). Packing alone
-//!   is not what the round trip waits for; the host's memory, shared with the copies, is. On the third
-//!   host, with packing so, 4, 5, 6 and 8 threads read medians of 1.80x, 1.70x, 1.68x and 1.93x one
-//!   copy's wall: six are still the most that pay. Unpacking every part with streaming stores and one
-//!   fence an item was slower than plain stores below an item (3 of 10 pairs faster, 1.028 in the median).
+//!   waits until the streaming stores before it have left the core, so packing alone takes about a quarter
+//!   less time; the round trip does not follow, since it waits for the host's memory, shared with the
+//!   copies, not for the packing alone.
 //!
-//! Nor did 2 MiB pages (every pinned buffer of the rig mapped with `MADV_HUGEPAGE`, then pinned with
-//! `cuMemHostRegister`; the kernel gave it huge pages): 12 runs of each, interleaved, on an H100's host,
-//! 1000 x 4 KiB took a median of 357 µs against 358 with `cuMemHostAlloc`'s pages, the model-like set 704
-//! against 722. The lesson's grid holds the packed way against its parts measured alone in the same run
+//! Left out, being no faster beyond the noise or slower (see docs/design.md, Many small copies): a first
+//! piece of one item doubling to 512 KiB (its extra pieces cost a copy's fixed time each); items of 32 or
+//! 128 KiB, pieces of 256 KiB or 1 MiB; each piece's kernels on a stream of its own (the caller, queueing
+//! them, held up the copies going up); a ring of a few pinned slots each way, reused to keep the staging
+//! in the caches (the wait before a slot is reused costs more than the cache saves); prefetching the next
+//! buffers; the caller unpacking between polls of the pending downloads; the crew kept spinning between
+//! round trips, or every thread woken by the caller; 2 MiB pages for the pinned buffers.
+//!
+//! The lesson's grid holds the packed way against its parts measured alone in the same run
 //! ([`crate::results::packed_table`]), so that each run says what limits it on the host it ran on.
 
 use std::{
@@ -141,15 +90,11 @@ pub const ITEM_BYTES: usize = 64 << 10;
 pub const PIECE_BYTES: usize = 512 << 10;
 pub const MAX_PIECES: usize = 16;
 /// The most threads that pack and unpack (the caller's and the pool's): the host's memory, not its
-/// cores, limits them beyond that (on the H200's host 16 threads wrote memory at 67 GB/s, a little more
-/// than the link moves). Six rather than eight: on an H100's host in November 2026, interleaved, 14
-/// runs of the lesson each, 1000 x 4 KiB took 324-358 µs on six and 355-408 on eight (medians 344 and
-/// 374), the model-like set 689-784 and 713-853 (medians 712 and 735). Seven and five (8 runs each)
-/// read medians of 355 and 351 µs, and 715 and 770 for the model-like set; four took 386-431 µs. On
-/// another H100's host (8 runs of each, interleaved, 2026-11-27), 4, 6, 8, 10, 12 and 16 threads read
-/// medians of 2.45x, 2.02x, 2.09x, 2.13x, 2.15x and 2.15x one copy's wall for 1000 x 4 KiB, while the CPU's
-/// side alone fell from 338 µs to 278, 233, 209, 218 and 198: more threads pack faster alone, and slow the
-/// copies they run beside more than that.
+/// cores, limits them beyond that (16 threads wrote memory at about 67 GB/s in this project's runs, a
+/// little more than the link moves). Six rather than eight: for 1000 x 4 KiB, 4, 6, 8, 10, 12 and 16
+/// threads took medians of 2.45x, 2.02x, 2.09x, 2.13x, 2.15x and 2.15x one copy's wall in this project's
+/// runs, while the CPU's side alone fell from 338 µs to 278, 233, 209, 218 and 198: more threads pack
+/// faster alone, and slow the copies they run beside more than that (see docs/design.md, Many small copies).
 pub const MOST_THREADS: usize = 6;
 
 /// One part of a host buffer an item fills: where it starts in the item, and its bytes; taken once, by
@@ -409,8 +354,8 @@ impl<'s, 'o, 'w> Unpacking<'s, 'o, 'w> {
     }
 }
 
-/// Waits a moment for another thread: spinning, which notices at once (a sleeping thread took tens of
-/// microseconds to wake on the H100's and H200's hosts), and after a while yielding the core, should
+/// Waits a moment for another thread: spinning, which notices at once (a sleeping thread takes tens of
+/// microseconds to wake), and after a while yielding the core, should
 /// the threads outnumber the cores.
 fn pause(spins: &mut u32) {
     *spins += 1;
@@ -481,8 +426,7 @@ pub fn packed_round_trip(
 }
 
 /// `work` on `helpers` of the pool's threads. One task wakes the rest, so that the caller pays for
-/// waking one sleeping thread, not each (a sleeping pool took 20-100 µs to wake on the H100's and the
-/// H200's hosts).
+/// waking one sleeping thread, not each (a sleeping pool took 20-100 µs to wake in this project's runs).
 fn on_helpers<'s>(pool: &rayon::Scope<'s>, helpers: usize, work: impl Fn() + Send + Sync + Copy + 's) {
     if helpers > 0 {
         pool.spawn(move |pool| {

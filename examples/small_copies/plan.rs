@@ -2,15 +2,15 @@
 //! from costs measured in the same run, recommends the way it predicts fastest, then every rival is run
 //! on the set and held against what the model said.
 //!
-//! The host's speed is not one figure a process keeps: on the KVM guests of H100s, every driver call of a
-//! process ran 1.6x (one memcpy) to 2.4x (a batched call's buffer) slower for hundreds of milliseconds at a
-//! time, then fast again, whichever CPU the process was held to. A model whose calls were measured in one
-//! spell and a run in another misses by that much. So the plan makes [`PASSES`] passes, in each of which
-//! every rival runs right after what the host's speed moves of its costs is measured again (a round trip's
-//! fork, join and synchronization; its calls' lines; for the packed way, the crew's rates and what it takes
-//! beyond its parts; zero-copy's kernels), and holds each pass's run against its own prediction. It shows
-//! each rival's pass whose achieved over predicted is the median, every pass's ratio beside it, and
-//! recommends the rival whose median prediction is the least.
+//! The host's speed is not one figure a process keeps: on virtualized hosts, every driver call of a process
+//! can run 1.6x (one memcpy) to 2.4x (a batched call's buffer) slower for hundreds of milliseconds at a
+//! time, then fast again, whichever CPU the process is held to (see docs/design.md, Many small copies). A
+//! model whose calls were measured in one spell and a run in another misses by that much. So the plan
+//! makes [`PASSES`] passes, in each of which every rival runs right after what the host's speed moves of
+//! its costs is measured again (a round trip's fork, join and synchronization; its calls' lines; for the
+//! packed way, the crew's rates and what it takes beyond its parts; zero-copy's kernels), and holds each
+//! pass's run against its own prediction. It shows each rival's pass whose achieved over predicted is the
+//! median, every pass's ratio beside it, and recommends the rival whose median prediction is the least.
 
 use serde::Serialize;
 

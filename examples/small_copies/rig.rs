@@ -32,9 +32,9 @@ pub const BUDGET_MS: f64 = 15.0;
 const PRICED_FROM: usize = 100;
 
 /// Round trips of each of the scope and the bare calls, in turn, for the scope's price (even: each goes
-/// first as often as the other). With eight, the median moved by a few hundredths from one set to the
-/// next on a busy host: in a default run on H100s' hosts (2026-11-27) one or two sets of six read
-/// 1.10x-1.20x where four runs of one set read 1.03x-1.10x. Thirty-two take longer than the host's
+/// first as often as the other). With eight, the median moves by a few hundredths from one set to the
+/// next on a busy host: in this project's runs one or two sets of six read 1.10x-1.20x where four runs
+/// of one set read 1.03x-1.10x. Thirty-two take longer than the host's
 /// moments last (a quarter of a second for 1000 buffers), and cost a default run under a second.
 const PAIRS: usize = 32;
 
@@ -237,8 +237,8 @@ impl SmallCopiesRig {
             runs.push(run);
         }
         // One copy each way again after the ways, and the better of the two: a copy measured while the
-        // host or the link was slow for a moment (an H100's copies once took 224 µs in place of 158 for the
-        // 30 runs before the ways, which then ran at full speed) would make every way look faster than it is.
+        // host or the link was slow for a moment (the copies have taken 224 µs in place of 158 for the 30
+        // runs before the ways, which then ran at full speed) would make every way look faster than it is.
         let after = self.one_copy(places.bytes())?;
         let (one_copy_ms, one_copy_wall_ms) = (before.0.min(after.0), before.1.min(after.1));
         for run in &mut runs {

@@ -126,8 +126,8 @@ impl PartCosts {
     /// parts spread over 8 to 64 streams, at least the chunking's, and again over as many streams as each of
     /// `runs` takes: each part's best, on the pipeline's own streams (the first of them the runs'), so
     /// that no layout of streams the runs had, nor any stream of theirs, makes the parts slower than
-    /// the runs (on the H100 lent in November 2026, all the H2D copies at once on 8 streams took 25% longer
-    /// in some processes than on the 4 streams of the run they bound).
+    /// the runs (all the H2D copies at once on 8 streams have taken 25% longer in some processes than on
+    /// the 4 streams of the run they bound; see docs/design.md, Bounds and models).
     pub fn measure(p: &mut Pipeline<'_>, chunking: &Chunking, runs: &[Buffering]) -> anyhow::Result<PartCosts> {
         anyhow::ensure!(chunking.elements <= p.elements(), "a plan of {} elements over less data", chunking.elements);
         let _phase = crate::timeline::phase("bound");
@@ -378,11 +378,11 @@ impl Bound {
     }
 }
 
-/// The efficiency above which a run is said to have beaten its bound: timing noise took runs of
-/// milliseconds to 1.004 at most on the H200, over every configuration tried there. A run beyond it ran
-/// faster than its parts alone did, which happens where the machine's copy rates move from one moment to
-/// the next (on the H100 lent in November 2026, pinned copies of 64 MiB took 1.2 ms in one process and
-/// 2.4 ms in the next): the bound, measured alone after the runs, does not hold for that run.
+/// The efficiency above which a run is said to have beaten its bound: on quiet hosts, timing noise took
+/// runs of milliseconds to 1.004 at most in this project's runs. A run beyond it ran faster than its parts
+/// alone did, which happens where the machine's copy rates move from one moment to the next (pinned copies
+/// of 64 MiB have taken 1.2 ms in one process and 2.4 ms in the next): the bound, measured alone after the
+/// runs, does not hold for that run (see docs/design.md, Bounds and models).
 pub const BEATEN_ABOVE: f64 = 1.02;
 
 /// The note under a table where `which` (runs, in words) beat the bound: what it means and what to do.
@@ -390,7 +390,7 @@ pub fn beaten_note(which: &str) -> String {
     format!(
         "beaten: {which} ran faster than its bound's parts did alone, measured after the runs (efficiency above \
          {BEATEN_ABOVE}): this machine's copy rates moved from one moment to the next, so there the bound does not \
-         hold (run again on a quiet machine; on the H200 no run of milliseconds passed 1.004)"
+         hold (run again on a quiet machine; on quiet machines no run of milliseconds passed 1.004)"
     )
 }
 
@@ -463,9 +463,9 @@ impl PipelineReport {
     /// first), then holds each of `runs` against its bound.
     ///
     /// Where a run comes out faster than its bound, the parts are measured once more and each part's
-    /// best of the two looks is taken: a bound is believed only after a second look (on the H100 lent in
-    /// November 2026, one pipeline's busiest buffer, the whole one-stream run timed apart, took 19.7 ms
-    /// at every one of its runs, against 16.1 ms for the run itself a moment before).
+    /// best of the two looks is taken: a bound is believed only after a second look (one pipeline's
+    /// busiest buffer, the whole one-stream run timed apart, has taken 19.7 ms at every one of its runs,
+    /// against 16.1 ms for the run itself a moment before).
     pub fn measure(p: &mut Pipeline<'_>, chunking: &Chunking, runs: &[PipelineRun]) -> anyhow::Result<PipelineReport> {
         let bufferings: Vec<Buffering> = runs.iter().map(|r| r.buffering).collect();
         let mut costs = PartCosts::measure(p, chunking, &bufferings)?;

@@ -77,7 +77,7 @@ pub fn measure(r: Repeats, mut f: impl FnMut() -> anyhow::Result<f64>) -> anyhow
 
 /// The best (least) time of `f` for a lower bound's parts: [`measure`]'s runs, and more while they add
 /// up to less than `until_ms`, up to `most` in all. Short GPU work takes one of two or more times from
-/// run to run (on the H200 the same 64 KiB round trip took 18 or 28 µs), so a best of five can miss the
+/// run to run (the same 64 KiB round trip took 18 or 28 µs in this project's runs), so a best of five can miss the
 /// fast one that a run's median lands on; long work stops where [`measure`] does.
 pub fn measure_best(
     r: Repeats,

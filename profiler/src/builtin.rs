@@ -122,8 +122,8 @@ mod tests {
         assert!((n.span - b.span).abs() / n.span < 0.01, "span: nsys {}, built-in {}", n.span, b.span);
     }
 
-    /// The default overlap workload (8 MiB chunks, ~160 us operations), profiled on an H200: nsys and the
-    /// built-in timeline of the same run, phase by phase.
+    /// The default overlap workload (8 MiB chunks, ~160 us operations), profiled once and kept as fixtures:
+    /// nsys and the built-in timeline of the same run, phase by phase.
     #[test]
     fn on_the_default_workload_the_timelines_agree() {
         let nsys = Trace {

@@ -5,7 +5,7 @@
 //! The legacy default stream is found, never assumed. Synchronous copy and memset calls (names with
 //! Memcpy or Memset and without Async: `cudaMemcpy`, `cudaMemset`, `cuMemcpyHtoD_v2`, `cuMemsetD8_v2`...)
 //! take no stream argument, so their GPU work runs on the legacy stream, and the stream id nsys gives that
-//! work is the legacy stream's (7 in the traces seen on the H200). Their per-thread-default-stream forms
+//! work is the legacy stream's (7 in the traces this project has seen). Their per-thread-default-stream forms
 //! (`_ptds`, `_ptsz`) run on the calling thread's own stream and are left out. Where a program makes no
 //! such call, the legacy stream stays unknown and no check rests on it.
 

@@ -163,7 +163,7 @@ mod tests {
             words(summary(10.0, 6.0, 6.0, 0.5, 4.0, 0.0, 1.0)),
             "mixed: no engine busy 80% of the span (H2D 60%, kernels 60%, D2H 5%, idle 10%)"
         );
-        // The overlap lesson's overlapped phase on the H200: every engine near saturation.
+        // The overlap lesson's overlapped phase as profiled: every engine near saturation.
         assert_eq!(
             words(summary(26.382, 22.205, 22.985, 21.595, 39.0, 18.667, 0.989)),
             "bound by H2D, kernels and D2H together: each busy 80% of the span or more (H2D 84%, kernels 87%, \

@@ -4,10 +4,10 @@
 //!
 //! # Kinds
 //!
-//! One run's spread says little about the next process for figures the host rules: on an H200, one
-//! memcpy per buffer of 1000 x 4 KiB held the host 5.4 ms in one run and 8.6 ms in the next, each run
-//! within 1% of itself, and a batched copy from pageable memory took 19.5 ms then 48.8; a 64 MiB copy
-//! from pinned memory moves by well under 1%. So each figure is put in a kind, by four things a run
+//! One run's spread says little about the next process for figures the host rules: in this project's
+//! runs, one memcpy per buffer of 1000 x 4 KiB held the host 5.4 ms in one run and 8.6 ms in the next,
+//! each run within 1% of itself, and a batched copy from pageable memory took 19.5 ms then 48.8; a 64 MiB
+//! copy from pinned memory moves by well under 1%. So each figure is put in a kind, by four things a run
 //! says of it, and each kind gets its own drift:
 //!
 //! - the **clock** that timed it: `gpu` (CUDA events) or `host` (the time in the calls, the caller's wait);
@@ -19,7 +19,7 @@
 //!   by the host and the copy engine, and it moves most), else `large` (also a figure that names no
 //!   transfer: kernels, pipelines);
 //! - its **time**: under 0.1 ms, 0.1 to 2 ms, 2 ms and more (work of microseconds settles on one of two
-//!   times 10 µs apart, 18 or 28 µs for the same 64 KiB round trip on an H200).
+//!   times 10 µs apart, such as 18 or 28 µs for the same 64 KiB round trip).
 //!
 //! A pipeline's run compared by its time over its own bound is a kind of its own.
 //!
@@ -33,7 +33,8 @@
 //! `exp(t) - 1` with `t` the larger of [`MARGIN`] times the largest movement seen and [`SIGMAS`] times
 //! their root mean square: wide enough for the worst pair seen and for the tail of many (a kind needs
 //! [`MIN_PAIRS`] movements; with fewer it keeps the value it had). Until fitted from runs on a GPU, the
-//! table holds provisional values, set wide from what the H200 showed ([`PROVISIONAL`]), and says so.
+//! table holds provisional values, set wide from what two quiet runs of each lesson showed
+//! ([`provisional`]), and says so (see docs/design.md, How figures are taken and compared).
 
 use std::{collections::BTreeMap, fmt, path::Path};
 
@@ -41,7 +42,7 @@ use anyhow::{bail, Context as _};
 use serde_json::{json, Value};
 
 /// Transfers of fewer bytes than this are small: under it the per-copy cost is most of a copy's time
-/// (a pinned copy reaches half its rate at about 300 KiB on an H200).
+/// (a pinned copy reaches half its rate at about 300 KiB in this project's runs).
 pub const SMALL_BYTES: usize = 256 << 10;
 /// A kind's drift covers this many times the largest movement seen (in log terms)...
 pub const MARGIN: f64 = 1.25;
@@ -152,7 +153,7 @@ impl fmt::Display for FigureKind {
 }
 
 /// The provisional drift of a kind, before any fit from runs: set wide from what two quiet default runs
-/// of each lesson on the H200 showed (see the module's doc), so that quiet runs stay quiet, while large
+/// of each lesson showed (see the module's doc), so that quiet runs stay quiet, while large
 /// copies from pinned memory, kernels and pipelines stay near the few percent they move.
 pub fn provisional(kind: FigureKind) -> f64 {
     let FigureKind::Time { clock, pageable, small, scale } = kind else { return 0.05 };
@@ -199,7 +200,7 @@ pub struct DriftTable {
     pub rows: Vec<DriftRow>,
     /// Figures that move more than their kind (`lesson: figure`, the lesson as its command line names
     /// it), each with a drift of its own: a batch of small copies settles, process by process, on one of
-    /// two times three times apart on an H200.
+    /// two times three times apart.
     pub restless: BTreeMap<String, Restless>,
     /// Where the table came from, in words.
     pub source: String,
@@ -313,7 +314,7 @@ impl DriftTable {
         let provisional = self.provisional_only();
         let about = if provisional {
             "PROVISIONAL: not fitted from runs yet. Each kind's drift is set wide from what two quiet default runs of \
-             each lesson showed on an H200 (xtask/src/drift.rs, `provisional`). Fit it from back-to-back runs of every \
+             each lesson showed (xtask/src/drift.rs, `provisional`). Fit it from back-to-back runs of every \
              lesson: `cargo xtask compare --calibrate DIR` (README, Measured)."
         } else {
             "Fitted from back-to-back runs by `cargo xtask compare --calibrate`: a quiet second process's median of a \

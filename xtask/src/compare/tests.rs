@@ -1,4 +1,4 @@
-//! compare on synthetic runs shaped as the lessons write them, with an H200's times and spreads.
+//! compare on synthetic runs shaped as the lessons write them, with times and spreads like this project's runs.
 
 use serde_json::json;
 
@@ -31,9 +31,9 @@ fn verdicts(c: &Comparison) -> Vec<(&str, Verdict)> {
     c.changes.iter().filter(|c| c.verdict != Verdict::Same).map(|c| (c.name.as_str(), c.verdict)).collect()
 }
 
-/// pinned_memory's 64 figures: four kinds, both ways, 4 KiB to 64 MiB, with an H200's times (a pinned
-/// copy 5.9 µs + n / 55 GB/s; pageable 9 µs + n / 10 GB/s) and spreads; `wobble(kind, dir, bytes)` is
-/// B's time over A's.
+/// pinned_memory's 64 figures: four kinds, both ways, 4 KiB to 64 MiB, with times like this project's
+/// runs (a pinned copy 5.9 µs + n / 55 GB/s; pageable 9 µs + n / 10 GB/s) and their spreads;
+/// `wobble(kind, dir, bytes)` is B's time over A's.
 fn pinned_sweep(wobble: impl Fn(&str, &str, usize) -> f64) -> [Value; 2] {
     let mut figures = [Vec::new(), Vec::new()];
     for p in 0..8 {
@@ -64,7 +64,7 @@ fn jiggle(name: &str) -> f64 {
     ((h % 1000) as f64 / 999.0) * 2.0 - 1.0
 }
 
-/// How two quiet runs of pinned_memory moved on the H200: large pinned copies by about a percent,
+/// How two quiet runs of pinned_memory moved in this project's runs: large pinned copies by about a percent,
 /// microsecond copies by up to 30% (one of two times), pageable copies by up to 35% (D2H at 64 MiB).
 fn quiet(kind: &str, dir: &str, bytes: usize) -> f64 {
     let name = format!("{kind}{dir}{bytes}");
@@ -133,7 +133,7 @@ fn two_quiet_runs_stay_quiet() {
     assert_eq!(verdicts(&c), [], "{}", report(&c, true));
     assert_eq!(summary(&c), "0 of 64 figures changed; 0 ambiguous");
     assert_eq!(report(&c, false), "", "a quiet pair lists nothing");
-    // small_copies, as the H200 showed it: one memcpy per buffer held the host 5.4 ms then 8.6, a batch
+    // small_copies, as two quiet runs showed it: one memcpy per buffer held the host 5.4 ms then 8.6, a batch
     // from pageable memory took 19.5 ms then 48.8, the rest moved by up to 20%.
     let a = small_named(small_result(&SETS, |_, _, _, ms| ms));
     let b = small_named(small_result(&SETS, |set, way, what, ms| {
