@@ -512,7 +512,8 @@ mod tests {
     fn nvbandwidth_and_seed_lines_are_read() {
         let nvb = "Running host_to_device_memcpy_ce.\nmemcpy CE CPU(row) -> GPU(column) bandwidth (GB/s)\n          0\n 0     55.15\n\nSUM host_to_device_memcpy_ce 55.15\n";
         assert_eq!(nvbandwidth_sums(nvb), vec![("host_to_device_memcpy_ce".to_string(), 55.15)]);
-        let seed = "Without overlap: 13.66 ms\nWith overlap:    5.12 ms\nSpeedup: 2.67x\nPinned H2D:   2.51 ms (26.7 GB/s)\n";
+        let seed =
+            "Without overlap: 13.66 ms\nWith overlap:    5.12 ms\nSpeedup: 2.67x\nPinned H2D:   2.51 ms (26.7 GB/s)\n";
         let lines = [("Without overlap".into(), 13.66), ("With overlap".into(), 5.12), ("Pinned H2D".into(), 2.51)];
         assert_eq!(ms_lines(seed), lines);
     }
