@@ -108,10 +108,12 @@ pub struct Reference {
 pub struct ScopeCase {
     pub case: String,
     pub us_per_op: f64,
+    #[serde(default)]
     pub against: Option<String>,
     /// The median over processes of the case's ratio to what it is held against.
     pub ratio: Option<f64>,
     /// Each process's ratio.
+    #[serde(rename = "ratio_in_each_process", default)]
     pub ratios: Vec<f64>,
 }
 
@@ -126,6 +128,8 @@ pub fn run(flags: ResultsFlags) -> anyhow::Result<()> {
     let mut docs: BTreeMap<&str, Vec<serde_json::Value>> = BTreeMap::new();
     let mut lesson_results: BTreeMap<String, LessonResults> = BTreeMap::new();
     let started = Instant::now();
+    let raw = lessons::output_dir("results").join("runs");
+    fs::create_dir_all(&raw).with_context(|| format!("creating {}", raw.display()))?;
     for round in 0..runs {
         for l in &selected {
             let t = Instant::now();
@@ -136,6 +140,9 @@ pub fn run(flags: ResultsFlags) -> anyhow::Result<()> {
             let wall = t.elapsed().as_secs_f64();
             let entry = lesson_results.entry(l.name.to_string()).or_default();
             entry.wall_s.push(wall);
+            // Each run's own document is kept beside the task's output, so that nothing measured is lost
+            // where a later step fails.
+            let _ = fs::write(raw.join(format!("{}-{}.json", l.name, round + 1)), &out.stdout);
             let doc: Option<serde_json::Value> = serde_json::from_slice(&out.stdout).ok();
             match doc {
                 Some(doc) if out.status.success() => docs.entry(l.name).or_default().push(doc),
@@ -169,7 +176,13 @@ pub fn run(flags: ResultsFlags) -> anyhow::Result<()> {
     for seed in &flags.seed {
         references.push(seed_program(seed, runs)?);
     }
-    let scope_price = if flags.no_benches { Vec::new() } else { scope_bench(flags.processes)? };
+    let scope_price = match flags.no_benches {
+        true => Vec::new(),
+        false => scope_bench(flags.processes).unwrap_or_else(|e| {
+            eprintln!("results: benches/scope gave nothing to record: {e:#}");
+            Vec::new()
+        }),
+    };
     let results = MachineResults {
         machine_id: machine_id(&gpu, gpus),
         driver: machine["gpus"][0]["driver"].as_str().map(String::from).or_else(driver_version),
@@ -501,6 +514,15 @@ pub fn replace_block(text: &str, block: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_scope_benchmarks_json_is_read() {
+        let json = r#"[{"case":"memset: bare","us_per_op":0.7443,"processes":5},
+{"case":"memset: scope, one stream","us_per_op":0.7988,"against":"memset: bare","ratio":1.0766,"ratio_in_each_process":[1.0766,1.0661],"processes":5}]"#;
+        let cases: Vec<ScopeCase> = serde_json::from_str(json).unwrap();
+        assert_eq!((cases[0].ratio, cases[0].ratios.len()), (None, 0));
+        assert_eq!((cases[1].ratio, cases[1].ratios.clone()), (Some(1.0766), vec![1.0766, 1.0661]));
+    }
 
     #[test]
     fn machine_ids_are_folder_names() {
