@@ -4,38 +4,53 @@
 
 use crate::results::{FigureResult, MachineResults};
 
-/// What a lesson shows, in a line, and which of its figures the table quotes.
+/// What a lesson shows, in a line, and which of its figures the table quotes, by name.
 struct Row {
     lesson: &'static str,
     shows: &'static str,
-    /// The first figure whose name contains every one of these words (the largest such copy, where
-    /// `largest`), else none.
-    pick: &'static [&'static str],
-    largest: bool,
+    /// The figures quoted, each by its exact name.
+    quote: &'static [&'static str],
+    /// Whether to quote a rate (GB/s, over the bytes the figure moved) rather than a time.
+    rate: bool,
 }
 
-const fn row(lesson: &'static str, shows: &'static str, pick: &'static [&'static str], largest: bool) -> Row {
-    Row { lesson, shows, pick, largest }
+const fn row(lesson: &'static str, shows: &'static str, quote: &'static [&'static str], rate: bool) -> Row {
+    Row { lesson, shows, quote, rate }
 }
 
 /// Every lesson, in the order a reader meets them.
 #[rustfmt::skip]
 const ROWS: [Row; 15] = [
-    row("pinned_memory", "pageable against pinned (and write-combined, pinned in place) memory, both ways, over sizes; each fitted as t = α + n/β", &["pinned H2D"], true),
-    row("async_memcpy", "cudaMemcpy against cudaMemcpyAsync: the same GPU time, the host free meanwhile", &["async", "GPU time"], false),
-    row("overlap", "one stream against K streams of upload, kernel, download; each held against a bound measured on the same data", &["streams"], false),
-    row("overlap_sweep", "the overlap loop over 1-32 streams and 4-128 chunks, each against its bound", &["chunks"], false),
-    row("vector_add_streams", "a copy-bound pipeline (C = A + B): why overlap gives about 1.4x here, from its bound", &["streams"], false),
-    row("zero_copy", "kernels on mapped host memory against copy in, compute, copy out", &["zero-copy"], true),
-    row("double_buffering", "two device buffers used in turn, ordered by the program's own events", &["buffers"], false),
-    row("staged_copy", "a pageable Vec at near-pinned speed through a ring of pinned buffers", &["staged"], true),
-    row("bidirectional", "both directions at once against each alone", &["both"], true),
-    row("managed_memory", "managed memory on demand, prefetched, and pinned with copies", &["prefetched"], false),
-    row("every_gpu", "every GPU alone, then all at once", &["GPU 0"], false),
-    row("latency", "one small copy each way, and one read of mapped and device memory", &["pinned", "gpu"], false),
-    row("planner", "the best chunk and stream counts for a kernel, predicted (a model) and run", &[], false),
-    row("small_copies", "many small buffers every way there is: a copy each, batched, packed, a graph, zero-copy", &["1000 x 4 KiB", "packed", "wall"], false),
-    row("your_kernel", "a kernel of your own through the scope, checked against the CPU: the program to copy", &[], false),
+    row("pinned_memory", "pageable against pinned (and write-combined, pinned in place) memory, both ways, over sizes; each fitted as t = α + n/β",
+        &["pageable H2D 64 MiB", "pinned H2D 64 MiB"], true),
+    row("async_memcpy", "cudaMemcpy against cudaMemcpyAsync: the same GPU time, the host free meanwhile",
+        &["synchronous: host in the calls", "asynchronous: host in the calls"], false),
+    row("overlap", "one stream against K streams of upload, kernel, download, each against a bound measured on the same data",
+        &["one stream", "4 streams"], false),
+    row("overlap_sweep", "the overlap loop over 1-32 streams and 4-128 chunks, each against its bound",
+        &["16 chunks / 1 streams", "16 chunks / 4 streams"], false),
+    row("vector_add_streams", "a copy-bound pipeline (C = A + B): what overlap can give here, from its bound",
+        &["one stream", "4 streams"], false),
+    row("zero_copy", "kernels on mapped host memory against copy in, compute, copy out",
+        &["zero-copy, one pass, 64 MiB", "copy+kernel+copy, one pass, 64 MiB"], false),
+    row("double_buffering", "two device buffers used in turn, ordered by the program's own events",
+        &["1 buffer", "2 buffers, 3 streams"], false),
+    row("staged_copy", "a pageable Vec at near-pinned speed through a ring of pinned buffers",
+        &["pageable H2D 64 MiB", "staged from pageable H2D 64 MiB", "pinned H2D 64 MiB"], true),
+    row("bidirectional", "both directions at once against each alone",
+        &["H2D alone 1 GiB", "both at once 1 GiB"], true),
+    row("managed_memory", "managed memory on demand, prefetched, and pinned with copies",
+        &["64 MiB / on demand / gpu", "64 MiB / prefetched / gpu", "64 MiB / explicit copies / gpu"], false),
+    row("every_gpu", "every GPU alone, then all at once",
+        &["GPU 0 alone: H2D", "GPU 0 alone: both"], true),
+    row("latency", "one small copy each way, and one read of mapped and device memory",
+        &["pinned H2D 4 B / gpu", "pinned H2D 4 B / caller waits"], false),
+    row("planner", "the best chunk and stream counts for a kernel, predicted by a model and run",
+        &[], false),
+    row("small_copies", "many small buffers every way there is: a copy each, batched, packed, a graph, zero-copy",
+        &["1000 x 4 KiB / memcpy each / wall", "1000 x 4 KiB / packed + scatter kernel / wall"], false),
+    row("your_kernel", "a kernel of your own through the scope, checked against the CPU: the program to copy",
+        &[], false),
 ];
 
 /// The block README.md holds between its markers.
@@ -58,41 +73,41 @@ pub fn block(r: &MachineResults) -> String {
     }
     s += "| lesson | what it shows | a figure it printed |\n| --- | --- | --- |\n";
     for row in &ROWS {
-        let figure = r.lessons.get(row.lesson).and_then(|l| pick(&l.figures, row)).map_or_else(
-            || match r.lessons.get(row.lesson) {
-                Some(l) if !l.errors.is_empty() => format!("failed: {}", l.errors[0]),
-                Some(_) => "(checks its result; times nothing it names)".to_string(),
-                None => "not run".to_string(),
-            },
-            quote,
-        );
-        s += &format!("| `{}` | {} | {} |\n", row.lesson, row.shows, figure);
+        let figures = match r.lessons.get(row.lesson) {
+            None => "not run".to_string(),
+            Some(l) if !l.errors.is_empty() => format!("failed: {}", l.errors[0]),
+            Some(l) => {
+                let quoted: Vec<String> = picks(&l.figures, row).iter().map(|f| quote(f, row.rate)).collect();
+                match quoted.is_empty() {
+                    true => "(its result checked against the CPU; see its page)".to_string(),
+                    false => quoted.join("; "),
+                }
+            }
+        };
+        s += &format!("| `{}` | {} | {} |\n", row.lesson, row.shows, figures);
     }
     s
 }
 
-/// The figure a row quotes.
-fn pick<'a>(figures: &'a [FigureResult], row: &Row) -> Option<&'a FigureResult> {
-    if row.pick.is_empty() {
-        return None;
+/// The figures a row quotes, in its order; the first figure where it names none.
+fn picks<'a>(figures: &'a [FigureResult], row: &Row) -> Vec<&'a FigureResult> {
+    if row.quote.is_empty() {
+        return figures.first().filter(|_| row.lesson == "planner").into_iter().collect();
     }
-    let matching = figures.iter().filter(|f| row.pick.iter().all(|w| f.name.contains(w)));
-    if row.largest {
-        matching.max_by_key(|f| f.bytes.unwrap_or(0))
-    } else {
-        matching.into_iter().next()
-    }
+    row.quote.iter().filter_map(|name| figures.iter().find(|f| f.name == *name)).collect()
 }
 
-/// `pinned H2D 64 MiB: 54.6 GB/s (54.5-54.7)`, or in ms where no bytes are given.
-fn quote(f: &FigureResult) -> String {
+/// `pinned H2D 64 MiB: 54.6 GB/s (54.5-54.7)`, or a time with the runs' range; a bound where it was
+/// held against one.
+fn quote(f: &FigureResult, rate: bool) -> String {
     let (lo, hi) = f.range_ms();
-    match f.bytes {
+    let bound = f.bound_ms.map_or(String::new(), |b| format!(", bound {}", ms(b)));
+    match f.bytes.filter(|_| rate) {
         Some(b) => {
             let g = |ms: f64| b as f64 / (ms * 1e-3) / 1e9;
-            format!("{}: {:.2} GB/s ({:.2}-{:.2})", f.name, g(f.median_ms), g(hi), g(lo))
+            format!("{}: {:.2} GB/s ({:.2}-{:.2}{bound})", f.name, g(f.median_ms), g(hi), g(lo))
         }
-        None => format!("{}: {} ({}-{})", f.name, ms(f.median_ms), ms(lo), ms(hi)),
+        None => format!("{}: {} ({}-{}{bound})", f.name, ms(f.median_ms), ms(lo), ms(hi)),
     }
 }
 
@@ -120,13 +135,14 @@ fn headlines(r: &MachineResults) -> Vec<String> {
             let (lo, hi) = range(v);
             out.push(format!(
                 "- Pinned copies {dir}: {} against NVIDIA's nvbandwidth ({test}) {lo:.2}-{hi:.2} GB/s in the same call.",
-                quote(f)
+                quote(f, true)
             ));
         }
     }
     for (case, what) in [
-        ("memset / scope, one stream", "one operation on one stream"),
-        ("memset / scope, 4 streams, one range", "an operation the scope must order after another stream's"),
+        ("memset: scope, one stream", "one operation on one stream"),
+        ("memset: scope, 4 streams, one range", "an operation the scope must order after another stream's"),
+        ("memcpy each: 1000 x 4 KiB, scope, 1 stream", "a copy a buffer, 1000 buffers of 4 KiB up and back"),
     ] {
         if let Some(c) = r.scope_price.iter().find(|c| c.case == case) {
             if let Some(ratio) = c.ratio {
@@ -134,6 +150,33 @@ fn headlines(r: &MachineResults) -> Vec<String> {
                 out.push(format!(
                     "- The scope's price, {what}: {ratio:.3}x the bare driver calls made in the same run \
                      (processes {lo:.3}-{hi:.3}; `benches/scope`)."
+                ));
+            }
+        }
+    }
+    if let Some(l) = r.lessons.get("small_copies") {
+        let find = |way: &str| l.figures.iter().find(|f| f.name == format!("1000 x 4 KiB / {way} / wall"));
+        if let (Some(each), Some(packed)) = (find("memcpy each"), find("packed + scatter kernel")) {
+            out.push(format!(
+                "- Many small copies, 1000 buffers of 4 KiB up and back, wall time: a copy a buffer {}, packed \
+                 {}: {:.1}x faster, in the same run (`small_copies`).",
+                ms(each.median_ms),
+                ms(packed.median_ms),
+                each.median_ms / packed.median_ms
+            ));
+        }
+    }
+    if let Some(l) = r.lessons.get("overlap") {
+        let find = |name: &str| l.figures.iter().find(|f| f.name == name);
+        if let (Some(one), Some(four)) = (find("one stream"), find("4 streams")) {
+            if let Some(bound) = four.bound_ms {
+                out.push(format!(
+                    "- Copies overlapped with kernels on 4 streams: {} against {} on one, and {:.2} of the bound \
+                     the same run measured ({}; `overlap`).",
+                    ms(four.median_ms),
+                    ms(one.median_ms),
+                    four.median_ms / bound,
+                    ms(bound)
                 ));
             }
         }
@@ -159,7 +202,7 @@ mod tests {
     }
 
     #[test]
-    fn a_row_quotes_the_largest_matching_copy() {
+    fn a_row_quotes_its_figures_by_name() {
         let f = |name: &str, bytes, ms| FigureResult {
             name: name.into(),
             clock: "gpu".into(),
@@ -173,8 +216,10 @@ mod tests {
             f("pinned H2D 64 MiB", 64 << 20, 1.25),
             f("pageable H2D 64 MiB", 64 << 20, 9.0),
         ];
-        let picked = pick(&figures, &ROWS[0]).unwrap();
-        assert_eq!(picked.name, "pinned H2D 64 MiB");
-        assert!(quote(picked).starts_with("pinned H2D 64 MiB: 53.69 GB/s"), "{}", quote(picked));
+        let picked = picks(&figures, &ROWS[0]);
+        let names: Vec<&str> = picked.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(names, ["pageable H2D 64 MiB", "pinned H2D 64 MiB"]);
+        assert!(quote(picked[1], true).starts_with("pinned H2D 64 MiB: 53.69 GB/s"), "{}", quote(picked[1], true));
+        assert!(quote(picked[1], false).starts_with("pinned H2D 64 MiB: 1.25 ms"), "{}", quote(picked[1], false));
     }
 }
