@@ -96,10 +96,13 @@ fn cu_beside(ptx: &std::path::Path) -> Option<std::path::PathBuf> {
 }
 
 impl Gpu {
-    /// Starts the GPU named by `CUDA_DEVICE` (default 0) with errors a person can act on.
+    /// Starts a GPU, with errors a person can act on: the one whose ordinal the environment variable
+    /// `CUDA_DEVICE` gives (`CUDA_DEVICE=1`), else device 0. The ordinal counts the devices the driver
+    /// shows this process, after `CUDA_VISIBLE_DEVICES`. A value that is not a number is
+    /// [`crate::Error::Input`]; an ordinal past the devices there are is [`crate::Error::NoGpu`], which
+    /// says how many there are. [`Gpu::init_device`] takes the ordinal from the program instead.
     ///
     /// ```no_run
-    ///
     /// # fn main() -> cuda_scope::Result<()> {
     /// match cuda_scope::Gpu::init() {
     ///     Ok(gpu) => println!("{} ({})", gpu.info.name, gpu.info.pci_bus_id),
