@@ -512,11 +512,14 @@ impl Stream {
     /// - `raw` is a live stream (`CUstream`, or the runtime's `cudaStream_t`, the same handle) and stays
     ///   alive, not destroyed by its owner, for as long as the returned `Stream` lives: the owner
     ///   outlives it. Its context is not destroyed or reset either (`cuDevicePrimaryCtxReset`).
-    /// - While the returned `Stream` is lent to a scope ([`crate::Gpu::scope`]), no other code uses
-    ///   the stream: queues work on it, or begins a capture on it. The scope's promise that the GPU is
-    ///   done with borrowed memory when it ends rests on synchronizing every stream it queued on; work
-    ///   another thread slips in between, or a capture that turns the scope's copies into a graph to be
-    ///   launched later, would break it. Before and after a scope, its owner may use it as before.
+    /// - While the returned `Stream` is lent to a scope ([`crate::Gpu::scope`]), or any other call of
+    ///   this crate queues work on it, no other code uses the stream: queues work on it, or begins or
+    ///   ends a capture on it. The scope's promise that the GPU is done with borrowed memory when it
+    ///   ends rests on synchronizing every stream it queued on; work another thread slips in between, or
+    ///   a capture that turns the scope's copies into a graph to be launched later, would break it. A
+    ///   capture already begun when a scope starts is refused (`cuStreamIsCapturing`), and
+    ///   [`crate::probe::bare_round_trip`] refuses borrowed streams. Between scopes, its owner may use
+    ///   it as before.
     ///
     /// What is checked is refused rather than trusted; what cannot be checked (that the handle is a
     /// stream at all, and live) is this promise. Borrowing one stream twice is allowed: the two values
@@ -548,7 +551,8 @@ impl<T: Element> DeviceBuffer<T> {
     ///
     /// Refused, with the reason, rather than trusted where the driver can tell: a null pointer, zero
     /// elements, a pointer not aligned for `T`, a byte count past `usize`; memory the driver does not
-    /// know as device memory (host memory, pinned or not); memory of another context than `gpu`'s (or,
+    /// know as device memory (host memory, pinned or not, and managed memory, which the host can
+    /// touch); memory of another context than `gpu`'s (or,
     /// for memory no context owns, such as stream-ordered pools (`cudaMallocAsync`, which cudarc uses)
     /// and `cuMemMap`, of another device); and a range that runs past the allocation holding `ptr`
     /// (`cuMemGetAddressRange`). `ptr` may point inside an allocation.
@@ -561,8 +565,9 @@ impl<T: Element> DeviceBuffer<T> {
     /// - The `len * size_of::<T>()` bytes at `ptr` stay allocated, not freed by their owner, for as long
     ///   as the returned buffer lives: the owner outlives it. (A stream-ordered allocation's free is
     ///   queued after its owner's work: the returned buffer must be gone before that free is queued.)
-    /// - For as long as the returned buffer lives, nothing else reads or writes those bytes while a
-    ///   scope may: no other code touches them while the buffer is lent to a scope, and what other code
+    /// - For as long as the returned buffer lives, nothing else reads or writes those bytes while this
+    ///   crate may (a scope it is lent to, [`crate::Stager`]'s copies, [`crate::probe::bare_round_trip`]):
+    ///   no other code touches them meanwhile, and what other code
     ///   queued on them before has finished (or is ordered before the scope's work: queued on a stream
     ///   that is borrowed into the scope, ahead of it). In particular no other `DeviceBuffer`, borrowed
     ///   or ours, covers any of those bytes: the scope orders work by buffer, and could not see that two

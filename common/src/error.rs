@@ -546,8 +546,12 @@ pub enum Refusal {
     },
     /// An address the driver knows no memory at (not allocated by CUDA, or freed).
     UnknownMemory,
-    /// Memory that is not device memory (host memory, pinned or mapped).
+    /// Memory that is not device memory (host memory, pinned, mapped or managed).
     NotDeviceMemory,
+    /// A borrowed stream where only one of the crate's own will do ([`crate::probe::bare_round_trip`]).
+    BorrowedStream,
+    /// A borrowed stream its owner is capturing into a graph.
+    Capturing,
     /// A timed scope in which nothing was measured.
     NothingTimed,
 }
@@ -594,7 +598,13 @@ impl fmt::Display for Refusal {
             Refusal::UnknownMemory => {
                 f.write_str("the driver knows no memory at that address (not allocated by CUDA, or freed)")
             }
-            Refusal::NotDeviceMemory => f.write_str("not device memory (host memory, pinned or mapped, is refused)"),
+            Refusal::NotDeviceMemory => {
+                f.write_str("not device memory (host memory, pinned, mapped or managed, is refused)")
+            }
+            Refusal::BorrowedStream => {
+                f.write_str("a borrowed stream, which its owner may use meanwhile: this needs a stream of the crate's")
+            }
+            Refusal::Capturing => f.write_str("a borrowed stream its owner is capturing into a graph"),
             Refusal::NothingTimed => f.write_str("the timed scope measured nothing"),
         }
     }

@@ -4,7 +4,7 @@
 //! and receiving a value an enum does not declare is undefined behaviour. Declaring the few calls we
 //! make also keeps the crate free of any binding's build script: it builds wherever Rust does.
 //!
-//! Not part of the API: public only for this crate's tests and benchmarks.
+//! A private module: the crate's own types are the API; these declarations serve them.
 //!
 //! # Loaded at run time
 //!
@@ -113,6 +113,10 @@ pub const CU_EVENT_DISABLE_TIMING: c_uint = 2;
 pub const CU_LAUNCH_PARAM_END: *mut c_void = std::ptr::null_mut();
 pub const CU_LAUNCH_PARAM_BUFFER_POINTER: *mut c_void = std::ptr::without_provenance_mut(1);
 pub const CU_LAUNCH_PARAM_BUFFER_SIZE: *mut c_void = std::ptr::without_provenance_mut(2);
+/// `CUstreamCaptureStatus`: whether a stream is capturing.
+pub type CUstreamCaptureStatus = c_int;
+/// `CU_STREAM_CAPTURE_STATUS_NONE`: the stream is not capturing.
+pub const CU_STREAM_CAPTURE_STATUS_NONE: CUstreamCaptureStatus = 0;
 /// `CU_STREAM_CAPTURE_MODE_RELAXED`: a capture that prohibits no call on any thread (the stream it
 /// captures is one nothing else knows of).
 pub const CU_STREAM_CAPTURE_MODE_RELAXED: CUstreamCaptureMode = 2;
@@ -135,6 +139,8 @@ pub const CU_JIT_INPUT_PTX: CUjitInputType = 1;
 /// `CU_POINTER_ATTRIBUTE_CONTEXT`: the context the memory was allocated in (a `CUcontext`); null for
 /// memory no context owns (stream-ordered pools, `cuMemMap`).
 pub const CU_POINTER_ATTRIBUTE_CONTEXT: CUpointer_attribute = 1;
+/// `CU_POINTER_ATTRIBUTE_IS_MANAGED`: whether the memory is managed (an `unsigned int`, 0 or 1).
+pub const CU_POINTER_ATTRIBUTE_IS_MANAGED: CUpointer_attribute = 8;
 /// `CU_POINTER_ATTRIBUTE_MEMORY_TYPE`: a `CUmemorytype` (an `unsigned int`).
 pub const CU_POINTER_ATTRIBUTE_MEMORY_TYPE: CUpointer_attribute = 2;
 /// `CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL`: the device the memory was allocated on (an `int`).
@@ -286,7 +292,9 @@ macro_rules! entry_points {
             /// Opens `name` and looks up every entry point in it: the first one missing is the error.
             fn open(name: &'static str) -> Result<Driver, LoadError> {
                 // SAFETY: opening a library runs its initializers; the driver's library is made to be
-                // opened so (it is how the CUDA runtime loads it), and any other is one a test names.
+                // opened so (it is how the CUDA runtime loads it), and any other is one a test names. What
+                // the dynamic loader resolves `libcuda.so.1` to (LD_LIBRARY_PATH decides) is trusted to be
+                // NVIDIA's driver or ABI-compatible with it: the same trust as linking against it.
                 let library = unsafe { libloading::Library::new(name) }
                     .map_err(|e| LoadError { library: name, symbol: None, message: e.to_string() })?;
                 Ok(Driver {
@@ -516,6 +524,9 @@ entry_points! {
         /// `cuStreamGetCtx_v2`, with green contexts).
         /// cudaTypedefs.h: PFN_cuStreamGetCtx_v9020
         pub fn cuStreamGetCtx(stream: CUstream, ctx: *mut CUcontext) -> CuResult;
+        /// Whether a stream is capturing (CUDA 10.0's entry point).
+        /// cudaTypedefs.h: PFN_cuStreamIsCapturing_v10000
+        pub fn cuStreamIsCapturing(stream: CUstream, status: *mut CUstreamCaptureStatus) -> CuResult;
         /// One attribute of the memory at `ptr`: `data` points to the attribute's type.
         /// cudaTypedefs.h: PFN_cuPointerGetAttribute_v4000
         pub fn cuPointerGetAttribute(data: *mut c_void, attribute: CUpointer_attribute, ptr: CUdeviceptr) -> CuResult;

@@ -413,13 +413,14 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         // SAFETY: the graph captured above, destroyed once; the executable graph is independent of it.
         unsafe { ffi::cuGraphDestroy(graph) };
         made?;
+        let exec = Rc::new(Exec { raw, ctx }); // destroyed on every way out from here
         let mut normalized = Vec::new();
         if let Err(why) = normalize(&accesses.into_inner(), true, &mut normalized) {
             return Ok(refused("graph", Refusal::Overlap(why))?);
         }
         let accesses = normalized;
         Ok(Graph {
-            exec: Rc::new(Exec { raw, ctx }),
+            exec,
             scope: self.id,
             accesses,
             modules: modules.into_inner(),

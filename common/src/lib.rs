@@ -141,7 +141,12 @@
 //!
 //! The crate links against nothing of CUDA and has no build script: it loads the NVIDIA driver's
 //! library, `libcuda.so.1`, when a program first calls the driver, so that programs build anywhere and
-//! start anywhere, and say in one line at run time ([`Gpu::init`]) that there is no driver.
+//! start anywhere, and say in one line at run time ([`Gpu::init`]) that there is no driver. It looks up
+//! every entry point it calls at once, by its versioned symbol, so it needs a driver of CUDA 12.4 or
+//! newer (driver 550 on Linux); an older one is [`Error::NoDriver`] naming the entry point it lacks.
+//! The batched copy (`cuMemcpyBatchAsync`, CUDA 12.8) is looked up apart, where it is used
+//! ([`batch_support`]). Kernels come as PTX, which the driver compiles: PTX of a newer ISA than the
+//! driver knows is refused when it is loaded ([`Error::Module`]).
 
 #![deny(missing_docs)]
 

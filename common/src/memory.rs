@@ -184,6 +184,20 @@ impl<T: Element> DeviceBuffer<T> {
         if memory_type != sys::CU_MEMORYTYPE_DEVICE {
             return refused(what(), Refusal::NotDeviceMemory);
         }
+        // Managed memory may say it is device memory, and the host can touch it: refused too.
+        let mut managed: std::ffi::c_uint = 0;
+        // SAFETY: a valid out-pointer of the attribute's type (an unsigned int).
+        let code = unsafe {
+            ffi::cuPointerGetAttribute(
+                (&mut managed as *mut std::ffi::c_uint).cast(),
+                sys::CU_POINTER_ATTRIBUTE_IS_MANAGED,
+                ptr,
+            )
+        };
+        check(code, || format!("{}: asking whether it is managed memory", what()))?;
+        if managed != 0 {
+            return refused(what(), Refusal::NotDeviceMemory);
+        }
         let mut owner: sys::CUcontext = std::ptr::null_mut();
         // SAFETY: a valid out-pointer of the attribute's type (CUcontext).
         check(

@@ -47,6 +47,11 @@ pub fn bare_round_trip(
     back: &mut PinnedBuffer<u8>,
     pieces: &[(Range<usize>, usize)],
 ) -> crate::Result<f64> {
+    // A borrowed stream's owner may use it, or capture it, while these copies run: only a stream of the
+    // crate's own is known to run them now.
+    if stream.is_borrowed() {
+        return refused("bare copies", Refusal::BorrowedStream);
+    }
     let ctx = stream.context();
     let same = |other: &std::sync::Arc<crate::context::Context>| ctx.is(other);
     if !(same(src.context()) && same(dst.context()) && same(back.context())) {
@@ -136,6 +141,7 @@ impl BookkeepingProbe {
     /// probe.reset();
     /// ```
     pub fn new(streams: usize, one_range: bool) -> BookkeepingProbe {
+        let streams = streams.max(1);
         let mut probe = BookkeepingProbe { book: Book::default(), streams, one_range, buffer: 0 };
         probe.reset();
         probe
@@ -164,7 +170,8 @@ impl BookkeepingProbe {
     #[inline(never)]
     pub fn step(&mut self, i: usize) {
         let (book, j) = (&mut self.book, i % self.streams);
-        let bytes = if self.one_range { 0..4 } else { i * 4096..(i + 1) * 4096 };
+        let at = (i % (1 << 40)) * 4096; // far past any scope's count of operations, and no overflow
+        let bytes = if self.one_range { 0..4 } else { at..at + 4096 };
         let a = [DevAccess { scope: 1, buffer: self.buffer, bytes, write: true }];
         let info = OpInfo::copy(&Op { kind: "H2D", what: "memcpy HtoD" }, 4096);
         // The short way where the scope takes it.

@@ -708,8 +708,10 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         }
         let stream = self.streams[j].raw();
         // The observer's label first: its code may make another context current.
+        // Borrowed mutably while the observer speaks, so that a scope its code runs finds it busy and
+        // goes unobserved rather than asking it again, without end.
         let label = match self.observed {
-            true => self.env.observer.borrow().as_ref().map(|o| o.observer.label()),
+            true => self.env.observer.try_borrow_mut().ok().and_then(|o| o.as_ref().map(|o| o.observer.label())),
             false => None,
         };
         // Whether the driver has said the scope's context is current, for this operation.
@@ -1400,13 +1402,21 @@ pub(crate) fn run<'env, R, E: From<Error>>(
         return Ok(refused(format!("scope: stream {i}"), Refusal::Foreign(Foreign::Context))?);
     }
     env.ctx.make_current()?;
+    // A borrowed stream's owner may have begun a capture on it, which would take the scope's work into
+    // a graph to run later, after the scope has let its borrows go.
+    for (i, s) in streams.iter().enumerate().filter(|(_, s)| s.is_borrowed()) {
+        if s.is_capturing()? {
+            return Ok(refused(format!("scope: stream {i}"), Refusal::Capturing)?);
+        }
+    }
     let mut state = env.spare.borrow_mut().take().unwrap_or_default();
     state.book.reset(streams.len());
     let scope = Scope {
         env,
         streams,
         id: NEXT_SCOPE.fetch_add(1, Atomic::Relaxed),
-        observed: env.observer.try_borrow().map_or(true, |o| o.is_some()),
+        // An observer's own code (inside `record` or `label`) holds it: a scope it runs goes unobserved.
+        observed: env.observer.try_borrow().is_ok_and(|o| o.is_some()),
         state: RefCell::new(*state),
         _scope: PhantomData,
         _env: PhantomData,

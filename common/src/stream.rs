@@ -83,6 +83,18 @@ impl Stream {
         !self.owned
     }
 
+    /// Whether the stream is capturing into a graph (`cuStreamIsCapturing`): asked of a borrowed stream
+    /// before a scope queues on it, since its owner may have begun a capture that would take the scope's
+    /// work into a graph to run later.
+    pub(crate) fn is_capturing(&self) -> crate::Result<bool> {
+        let mut status = sys::CU_STREAM_CAPTURE_STATUS_NONE;
+        // SAFETY: a live stream (ours, or borrowed under its owner's promise) and a valid out-pointer.
+        check(unsafe { ffi::cuStreamIsCapturing(self.raw, &mut status) }, || {
+            "asking whether a stream captures".into()
+        })?;
+        Ok(status != sys::CU_STREAM_CAPTURE_STATUS_NONE)
+    }
+
     /// Whether this stream waits for the legacy default stream and it for this one (`cudaStreamCreate`
     /// without flags), rather than running independently of it (`cudaStreamNonBlocking`).
     ///

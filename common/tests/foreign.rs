@@ -251,3 +251,87 @@ fn default_streams_and_another_contexts_stream_and_memory_are_refused() {
     // stream and memory.
     unsafe { ok(ffi::cuCtxDestroy_v2(ctx), "destroying the context") };
 }
+
+/// A borrowed stream its owner is capturing into a graph is refused by a scope before anything is
+/// queued (the capture would take the scope's copies into a graph to run after the borrows end), and
+/// the bare copies of `probe` refuse borrowed streams outright; once the capture ends, a scope runs.
+#[test]
+#[ignore = "needs an NVIDIA GPU; cargo xtask test runs it where a driver is found"]
+fn a_borrowed_stream_being_captured_is_refused_and_bare_copies_refuse_borrowed_streams() {
+    let (gpu, _lock) = gpu();
+    let theirs = Foreign::new(1024);
+    // SAFETY: the foreign stream lives until `theirs` drops, after `streams`; this test is its owner and
+    // touches it only between scopes (the capture is begun and ended with no scope running).
+    let streams = [unsafe { Stream::borrow_raw(&gpu, theirs.raw_stream()) }.unwrap()];
+    let host = vec![1f32; 1024];
+    let mut d = gpu.alloc::<f32>(1024).unwrap();
+    // SAFETY: a live stream of ours (as its owner), relaxed capture.
+    ok(unsafe { ffi::cuStreamBeginCapture_v2(theirs.stream, ffi::CU_STREAM_CAPTURE_MODE_RELAXED) }, "capturing");
+    let e = gpu.scope(&streams, |s| s.stream(0).htod(&host, s.device(&mut d))).unwrap_err();
+    assert!(matches!(&e, Error::Refused(Refused { why: Refusal::Capturing, .. })), "{e}");
+    let mut graph = std::ptr::null_mut();
+    // SAFETY: the capture begun above, nothing captured into it; the graph destroyed once.
+    unsafe {
+        ok(ffi::cuStreamEndCapture(theirs.stream, &mut graph), "ending the capture");
+        ok(ffi::cuGraphDestroy(graph), "destroying the empty graph");
+    }
+    gpu.scope(&streams, |s| s.stream(0).htod(&host, s.device(&mut d))).unwrap();
+    let (src, mut back) = (gpu.pinned::<u8>(4096).unwrap(), gpu.pinned::<u8>(4096).unwrap());
+    let mut dst = gpu.alloc::<u8>(4096).unwrap();
+    let e = cuda_scope::probe::bare_round_trip(&streams[0], &src, &mut dst, &mut back, &[(0..16, 0)]).unwrap_err();
+    assert!(matches!(&e, Error::Refused(Refused { why: Refusal::BorrowedStream, .. })), "{e}");
+    drop(streams);
+}
+
+/// Managed memory is refused by `DeviceBuffer::borrow_raw` (the host can touch it, and the scope would
+/// track it as device memory), also where the driver calls it device memory.
+#[test]
+#[ignore = "needs an NVIDIA GPU; cargo xtask test runs it where a driver is found"]
+fn managed_memory_is_not_borrowed_as_device_memory() {
+    let (gpu, _lock) = gpu();
+    let Ok(m) = gpu.managed::<f32>(1024) else { return eprintln!("no managed memory here: not checked") };
+    // SAFETY: refused before any promise matters.
+    let e = unsafe { DeviceBuffer::<f32>::borrow_raw(&gpu, m.as_ptr() as u64, 1024) }.unwrap_err();
+    assert!(matches!(&e, Error::Refused(Refused { why: Refusal::NotDeviceMemory, .. })), "{e}");
+}
+
+/// An observer whose own code runs a scope of its GPU (in `label` or in `record`) makes that scope go
+/// unobserved, rather than asking itself again without end or panicking on a borrow.
+#[test]
+#[ignore = "needs an NVIDIA GPU; cargo xtask test runs it where a driver is found"]
+fn an_observer_that_runs_a_scope_of_its_own_gpu_neither_panics_nor_recurses() {
+    use std::cell::Cell;
+    thread_local! {
+        static GPU: Cell<*const Gpu> = const { Cell::new(std::ptr::null()) };
+        static RAN: Cell<usize> = const { Cell::new(0) };
+    }
+    /// Runs a small scope of the thread's GPU from each of its callbacks.
+    struct Reentrant;
+    fn inner_scope() {
+        let gpu = GPU.with(Cell::get);
+        // SAFETY: the pointer is to the Gpu the test holds alive for the whole test, set before any
+        // scope runs and read only on this thread.
+        let gpu = unsafe { &*gpu };
+        let (streams, host) = (gpu.streams(1).unwrap(), [1f32; 16]);
+        let mut d = gpu.alloc::<f32>(16).unwrap();
+        gpu.scope(&streams, |s| s.stream(0).htod(&host, s.device(&mut d))).unwrap();
+        RAN.with(|r| r.set(r.get() + 1));
+    }
+    impl cuda_scope::Observer for Reentrant {
+        fn label(&self) -> String {
+            inner_scope();
+            "outer".into()
+        }
+        fn record(&mut self, _: cuda_scope::TimedOp) {
+            inner_scope();
+        }
+    }
+    let (mut gpu, _lock) = gpu();
+    gpu.observe(Box::new(Reentrant)).unwrap();
+    GPU.with(|g| g.set(&gpu as *const Gpu));
+    let (streams, host) = (gpu.streams(1).unwrap(), [2f32; 16]);
+    let mut d = gpu.alloc::<f32>(16).unwrap();
+    gpu.scope(&streams, |s| s.stream(0).htod(&host, s.device(&mut d))).unwrap();
+    assert!(RAN.with(Cell::get) >= 2, "the observer's label and record each ran a scope");
+    GPU.with(|g| g.set(std::ptr::null()));
+}

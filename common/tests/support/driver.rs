@@ -11,6 +11,9 @@ pub type CUstream = *mut c_void;
 pub type CUcontext = *mut c_void;
 pub type CUdevice = c_int;
 pub type CUdeviceptr = u64;
+pub type CUgraph = *mut c_void;
+/// `CU_STREAM_CAPTURE_MODE_RELAXED`.
+pub const CU_STREAM_CAPTURE_MODE_RELAXED: c_int = 2;
 pub const SUCCESS: CuResult = 0;
 pub const CU_STREAM_NON_BLOCKING: c_uint = 1;
 
@@ -64,6 +67,9 @@ entry_points! {
     cuMemcpyHtoD_v2(dst: CUdeviceptr, src: *const c_void, bytes: usize);
     cuMemcpyHtoDAsync_v2(dst: CUdeviceptr, src: *const c_void, bytes: usize, stream: CUstream);
     cuMemcpyDtoHAsync_v2(dst: *mut c_void, src: CUdeviceptr, bytes: usize, stream: CUstream);
+    cuStreamBeginCapture_v2(stream: CUstream, mode: c_int);
+    cuStreamEndCapture(stream: CUstream, graph: *mut CUgraph);
+    cuGraphDestroy(graph: CUgraph);
 }
 
 /// The driver's name for a result code.
