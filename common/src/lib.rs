@@ -3,6 +3,46 @@
 //! what they touch until the GPU is done with it, as `std::thread::scope` does for threads. Your own
 //! kernels launch through the same scope, from PTX.
 //!
+//! # A first program
+//!
+//! ```no_run
+//! use cuda_scope::{Gpu, LaunchConfig};
+//!
+//! // extern "C" __global__ void saxpy(const float* x, float* y, float a, unsigned long long n)
+//! // Your kernel's PTX (nvcc -ptx kernels.cu) and its source, whose prototypes say which parameters
+//! // are pointers, so that a count passed for a buffer is refused.
+//! const PTX: &str = include_str!("../tests/ptx/kernels.ptx");
+//! const CU: &str = include_str!("../tests/kernels.cu");
+//!
+//! fn main() -> cuda_scope::Result<()> {
+//!     let gpu = Gpu::init()?;                                  // Error::NoDriver or Error::NoGpu without one
+//!     let saxpy = gpu.load_ptx_with_prototypes(PTX, CU)?.kernel("saxpy")?; // as the driver compiled it
+//!     let n = 1 << 20;
+//!     let x = gpu.pinned_from_fn(n, |i| i as f32)?;            // cudaMallocHost, filled on every core
+//!     let y = gpu.pinned_from_fn(n, |_| 1.0f32)?;
+//!     let mut out = gpu.pinned::<f32>(n)?;                     // where the result comes back
+//!     let (mut d_x, mut d_y) = (gpu.alloc::<f32>(n)?, gpu.alloc::<f32>(n)?); // cudaMalloc, zeroed
+//!     let streams = gpu.streams(2)?;                           // cudaStreamNonBlocking
+//!     gpu.scope(&streams, |s| {
+//!         let (dx, dy) = (s.device(&mut d_x), s.device(&mut d_y)); // lent to the scope until it ends
+//!         let (copy, work) = (s.stream(0), s.stream(1));      // the scope's streams
+//!         copy.htod(&x, dx)?;                                  // cudaMemcpyAsync on stream 0
+//!         work.htod(&y, dy)?;                                  // ... and on stream 1
+//!         let cfg = LaunchConfig::for_elements(n, 256);
+//!         // SAFETY: saxpy reads x[0..n) and writes y[0..n), nothing else.
+//!         unsafe { work.kernel(&saxpy, cfg).read(dx).write(dy).value(2.0f32).value(n as u64).launch()? };
+//!         work.dtoh(dy, &mut out)                              // waits for stream 0's copy of x by itself
+//!     })?;                                                     // every stream synchronized: out is ready
+//!     assert!(out.iter().enumerate().all(|(i, v)| *v == 2.0 * i as f32 + 1.0));
+//!     Ok(())
+//! }
+//! ```
+//!
+//! Every fallible call returns [`Result`], whose [`Error`] is one enum with data in its variants
+//! (`match` on [`Error::NoGpu`], [`Error::TooLarge`], [`Error::LaunchRefused`], [`Error::Driver`]...);
+//! the closures of [`Gpu::scope`], [`Gpu::timed`] and [`Scope::graph`] return your own error type,
+//! any `E: From<Error>`.
+//!
 //! # Words
 //!
 //! Each word below names one thing, wherever the API and these docs use it.
@@ -31,38 +71,6 @@
 //! - **pending download**: a download queued by [`ScopeStream::dtoh_pending`] ([`PendingDownload`]),
 //!   whose destination [`PendingDownload::wait`] hands back to the host before the scope ends, once
 //!   its copy has finished.
-//!
-//! # A first program
-//!
-//! ```no_run
-//! use cuda_scope::{Gpu, LaunchConfig};
-//!
-//! // extern "C" __global__ void saxpy(const float* x, float* y, float a, unsigned long long n)
-//! const PTX: &str = include_str!("../tests/ptx/kernels.ptx");
-//!
-//! fn main() -> cuda_scope::Result<()> {
-//!     let gpu = Gpu::init()?;                                  // one clear error line without a GPU
-//!     let saxpy = gpu.load_ptx(PTX)?.kernel("saxpy")?;         // as the driver compiled it, checked
-//!     let n = 1 << 20;
-//!     let x = gpu.pinned_from_fn(n, |i| i as f32)?;            // cudaMallocHost, filled on every core
-//!     let y = gpu.pinned_from_fn(n, |_| 1.0f32)?;
-//!     let mut out = gpu.pinned::<f32>(n)?;                     // y is lent to its upload: the result comes back here
-//!     let (mut d_x, mut d_y) = (gpu.alloc::<f32>(n)?, gpu.alloc::<f32>(n)?); // cudaMalloc, zeroed
-//!     let streams = gpu.streams(2)?;                           // cudaStreamNonBlocking
-//!     gpu.scope(&streams, |s| {
-//!         let (dx, dy) = (s.device(&mut d_x), s.device(&mut d_y)); // lent to the scope until it ends
-//!         let (copy, work) = (s.stream(0), s.stream(1));      // the scope's streams
-//!         copy.htod(&x, dx)?;                                  // cudaMemcpyAsync on stream 0
-//!         work.htod(&y, dy)?;                                  // ... and on stream 1
-//!         let cfg = LaunchConfig::for_elements(n, 256);
-//!         // SAFETY: saxpy reads x[0..n) and writes y[0..n), nothing else.
-//!         unsafe { work.kernel(&saxpy, cfg).read(dx).write(dy).value(2.0f32).value(n as u64).launch()? };
-//!         work.dtoh(dy, &mut out)                              // waits for stream 0's copy of x by itself
-//!     })?;                                                     // every stream synchronized: y is ready
-//!     assert!(out.iter().enumerate().all(|(i, v)| *v == 2.0 * i as f32 + 1.0));
-//!     Ok(())
-//! }
-//! ```
 //!
 //! # What the types guarantee, with no `unsafe` in your code but the launch's promise
 //!
