@@ -38,7 +38,7 @@ fn async_memory_copy_example_cu(gpu: &Gpu, kernels: &Kernels, out: &Output) -> a
     let mut h_c = gpu.pinned::<f32>(N)?;
     let (mut d_a, mut d_b, mut d_c) = (gpu.alloc::<f32>(N)?, gpu.alloc::<f32>(N)?, gpu.alloc::<f32>(N)?); // cudaMalloc
     let streams = gpu.streams(2)?; //                              cudaStreamCreate(&stream1), (&stream2)
-    let ms = gpu.scope(&streams, |s| {
+    let ms = gpu.scope(&streams, |s| -> cuda_scope::Result<f64> {
         let (a, b, c) = (s.device(&mut d_a), s.device(&mut d_b), s.device(&mut d_c));
         let stream1 = s.stream(0);
         stream1.htod(&h_a, a)?; //                                 cudaMemcpyAsync(d_A, h_A, size, H2D, stream1)
@@ -49,7 +49,7 @@ fn async_memory_copy_example_cu(gpu: &Gpu, kernels: &Kernels, out: &Output) -> a
         stream1.synchronize()?; //                                 cudaStreamSynchronize(stream1)
         let ms = s.elapsed_ms(start, stop)?; //                    cudaEventElapsedTime(&ms, start, stop)
         stream1.dtoh(c, &mut h_c)?; //                             cudaMemcpyAsync(h_C, d_C, size, D2H, stream1)
-        Ok::<_, anyhow::Error>(ms)
+        Ok(ms)
     })?; //                                                        cudaStreamSynchronize(stream1)
     out.say(format!("asyncMemoryCopyExample.cu: Kernel Execution Time (Stream1): {ms:.6} ms"));
     let first: Vec<String> = h_c[..10].iter().map(|c| format!("{c:.6}")).collect();
