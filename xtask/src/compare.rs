@@ -259,6 +259,17 @@ impl Change {
         }
     }
 
+    /// The smallest changes this comparison would have called a change, as fractions of A's median:
+    /// (slower, faster). A slower B must pass both its drift (`1 + drift`) and A's third quartile times
+    /// it; a faster one both its drift and A's fastest run over it ([`Change::judge`]). A change under
+    /// these reads "same" however real it is.
+    pub fn detectable(&self) -> (f64, f64) {
+        let up = 1.0 + self.drift;
+        let slower = (self.a.hi / self.a.center).max(1.0) * up - 1.0;
+        let faster = 1.0 - (self.a.lo / self.a.center).min(1.0) / up;
+        (slower, faster)
+    }
+
     /// (B - A) / A, of the medians.
     pub fn change(&self) -> f64 {
         self.b.center / self.a.center - 1.0
@@ -274,7 +285,10 @@ impl Change {
             Measure::OverModel => ("slower: further over its model", "faster: nearer its model"),
         };
         match self.verdict {
-            Verdict::Same => "same: within its drift".into(),
+            Verdict::Same => {
+                let (slower, faster) = self.detectable();
+                format!("same: a change under +{:.1}% / -{:.1}% would not show here", 100.0 * slower, 100.0 * faster)
+            }
             Verdict::Slower => format!("{further}, past its drift and A's runs (q3 {})", pct(q3)),
             Verdict::Faster => format!("{nearer}, past its drift and A's runs (fastest {})", pct(min)),
             Verdict::Ambiguous if self.change() > 0.0 => {
@@ -385,6 +399,7 @@ pub fn run(flags: CompareFlags) -> anyhow::Result<u8> {
     }
     println!("{}", describe_table(&table, flags.drift.as_deref()));
     let (mut slower, mut totals, mut compared) = (0, [0usize; 4], 0);
+    let mut every: Vec<Change> = Vec::new();
     for (pa, pb) in &pairs {
         let label = label(pa, pb);
         if pairs.len() > 1 {
@@ -442,6 +457,8 @@ pub fn run(flags: CompareFlags) -> anyhow::Result<u8> {
         compared += 1;
         print!("{}", report(&cmp, flags.all));
         println!("{label}: {}", summary(&cmp));
+        println!("{label}: {}", detectable_summary(&cmp.changes));
+        every.extend(cmp.changes.iter().cloned());
         slower += cmp.count(Verdict::Slower);
         for (i, v) in [Verdict::Slower, Verdict::Faster, Verdict::Ambiguous, Verdict::Same].iter().enumerate() {
             totals[i] += cmp.count(*v);
@@ -457,6 +474,7 @@ pub fn run(flags: CompareFlags) -> anyhow::Result<u8> {
             totals[1],
             totals[2]
         );
+        println!("in all, {}", detectable_summary(&every));
     }
     Ok(if slower > 0 { 1 } else { 0 })
 }
@@ -728,6 +746,32 @@ pub fn summary(cmp: &Comparison) -> String {
     };
     let left_out = if cmp.left_out.is_empty() { String::new() } else { format!("; {} left out", cmp.left_out.len()) };
     format!("{changed}; {ambiguous} ambiguous{left_out}")
+}
+
+/// What "same" means for compared figures, in one line: the median figure's smallest detectable change
+/// each way, and how many figures would show a change of 5% each way.
+pub fn detectable_summary(changes: &[Change]) -> String {
+    let mut slower: Vec<f64> = changes.iter().map(|c| c.detectable().0).collect();
+    let mut faster: Vec<f64> = changes.iter().map(|c| c.detectable().1).collect();
+    if slower.is_empty() {
+        return "same: no figure compared".into();
+    }
+    slower.sort_by(f64::total_cmp);
+    faster.sort_by(f64::total_cmp);
+    let n = slower.len();
+    let five = |v: &[f64]| v.iter().filter(|x| **x <= 0.05).count();
+    format!(
+        "same means: a change under +{:.1}% / -{:.1}% would not show for the median figure (from +{:.1}% / -{:.1}% \
+         to +{:.1}% / -{:.1}%); {} of {n} figures would show 5% slower, {} of {n} 5% faster (`--all` lists each)",
+        100.0 * slower[n / 2],
+        100.0 * faster[n / 2],
+        100.0 * slower[0],
+        100.0 * faster[0],
+        100.0 * slower[n - 1],
+        100.0 * faster[n - 1],
+        five(&slower),
+        five(&faster),
+    )
 }
 
 /// A document's figures by name, and whether they were named here from an older form ([`learned`]);

@@ -769,3 +769,30 @@ fn a_setting_one_run_lacks_is_not_taken_as_the_same() {
     assert_eq!(c.changes[0].measure, Measure::OverBound, "{c:?}");
     assert!(report(&c, false).contains("work is {\"Process\":1209} in A and absent in B"), "{}", report(&c, false));
 }
+
+/// What "same" means: the smallest change each figure would have shown, each way. A change just past
+/// it is called a change; one just under it is the same; and the summary says it for the median figure.
+#[test]
+fn same_says_the_smallest_change_it_would_have_shown() {
+    let [a, b] = pinned_sweep(quiet);
+    let c = compare(&a, &b, &table());
+    for ch in &c.changes {
+        let (slower, faster) = ch.detectable();
+        assert!(slower >= ch.drift - 1e-12 && faster > 0.0 && faster < 1.0, "{}: {slower} {faster}", ch.name);
+        let at = |factor: f64| {
+            let mut x = ch.clone();
+            x.b.center = x.a.center * factor;
+            x.judge()
+        };
+        assert_eq!(at(1.0 + slower * 1.001 + 1e-9), Verdict::Slower, "{}: just past +{slower}", ch.name);
+        assert_ne!(at(1.0 + slower * 0.999), Verdict::Slower, "{}: just under +{slower}", ch.name);
+        assert_eq!(at(1.0 - faster * 1.001 - 1e-9), Verdict::Faster, "{}: just past -{faster}", ch.name);
+        assert_ne!(at(1.0 - faster * 0.999), Verdict::Faster, "{}: just under -{faster}", ch.name);
+    }
+    assert!(report(&c, true).contains("would not show here"), "{}", report(&c, true));
+    let line = detectable_summary(&c.changes);
+    assert!(
+        line.starts_with("same means: a change under +") && line.contains(" of 64 figures would show 5% slower"),
+        "{line}"
+    );
+}
