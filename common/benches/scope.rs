@@ -37,69 +37,10 @@ use cuda_scope::Gpu;
 
 /// The driver's entry points the bare cases call, looked up once in `libcuda.so.1` (as the crate does,
 /// and as a C program's loader does at its start) and called through their pointers: nothing of the
-/// crate's between the benchmark and the driver.
-#[allow(non_snake_case)]
-mod ffi {
-    use std::{ffi::c_void, sync::OnceLock};
-
-    pub type CUstream = *mut c_void;
-    pub type CUevent = *mut c_void;
-    pub type CUcontext = *mut c_void;
-    pub const SUCCESS: i32 = 0;
-    pub const CU_STREAM_NON_BLOCKING: u32 = 1;
-    pub const CU_EVENT_DISABLE_TIMING: u32 = 2;
-
-    macro_rules! entry_points {
-        ($($name:ident($($arg:ident: $t:ty),*);)*) => {
-            struct Api {
-                $($name: unsafe extern "C" fn($($t),*) -> i32,)*
-                _lib: libloading::Library,
-            }
-
-            fn api() -> &'static Api {
-                static API: OnceLock<Api> = OnceLock::new();
-                // SAFETY: the NVIDIA driver's library, whose initializers are safe to run; each symbol
-                // has the signature cuda.h declares for it (the crate's check-ffi holds the crate's own
-                // declarations of these same symbols against the headers); the library stays loaded
-                // with the table.
-                API.get_or_init(|| unsafe {
-                    let lib = libloading::Library::new("libcuda.so.1").expect("the benchmark needs the driver");
-                    Api {
-                        $($name: *lib.get(concat!(stringify!($name), "\0").as_bytes()).expect(stringify!($name)),)*
-                        _lib: lib,
-                    }
-                })
-            }
-
-            $(
-                /// The driver's entry point of this name.
-                ///
-                /// # Safety
-                /// As the driver's documentation says for it.
-                pub unsafe fn $name($($arg: $t),*) -> i32 {
-                    // SAFETY: as the caller promises.
-                    unsafe { (api().$name)($($arg),*) }
-                }
-            )*
-        };
-    }
-
-    entry_points! {
-        cuStreamWaitEvent(stream: CUstream, event: CUevent, flags: u32);
-        cuMemsetD32Async(dst: u64, value: u32, n: usize, stream: CUstream);
-        cuEventRecord(event: CUevent, stream: CUstream);
-        cuCtxGetCurrent(ctx: *mut CUcontext);
-        cuMemcpyHtoDAsync_v2(dst: u64, src: *const c_void, bytes: usize, stream: CUstream);
-        cuMemcpyDtoHAsync_v2(dst: *mut c_void, src: u64, bytes: usize, stream: CUstream);
-        cuStreamCreate(stream: *mut CUstream, flags: u32);
-        cuMemAlloc_v2(ptr: *mut u64, bytes: usize);
-        cuEventCreate(event: *mut CUevent, flags: u32);
-        cuStreamSynchronize(stream: CUstream);
-        cuEventDestroy_v2(event: CUevent);
-        cuMemFree_v2(ptr: u64);
-        cuStreamDestroy_v2(stream: CUstream);
-    }
-}
+/// crate's between the benchmark and the driver. The tests that play another library use the same file.
+#[allow(dead_code)]
+#[path = "../tests/support/driver.rs"]
+mod ffi;
 
 /// Operations per memset batch.
 const BATCH: usize = 512;

@@ -1,5 +1,6 @@
 //! The driver's entry points as another library calls them: looked up in `libcuda.so.1` by the tests
-//! themselves, nothing of the crate's between, for the tests that play a library other than ours.
+//! themselves, nothing of the crate's between, for the tests that play a library other than ours and
+//! for the benchmark's bare calls (`benches/scope.rs` includes this file).
 
 use std::{
     ffi::{c_char, c_int, c_uint, c_void, CStr},
@@ -8,6 +9,7 @@ use std::{
 
 pub type CuResult = c_int;
 pub type CUstream = *mut c_void;
+pub type CUevent = *mut c_void;
 pub type CUcontext = *mut c_void;
 pub type CUdevice = c_int;
 pub type CUdeviceptr = u64;
@@ -16,6 +18,7 @@ pub type CUgraph = *mut c_void;
 pub const CU_STREAM_CAPTURE_MODE_RELAXED: c_int = 2;
 pub const SUCCESS: CuResult = 0;
 pub const CU_STREAM_NON_BLOCKING: c_uint = 1;
+pub const CU_EVENT_DISABLE_TIMING: c_uint = 2;
 
 macro_rules! entry_points {
     ($($name:ident($($arg:ident: $t:ty),*);)*) => {
@@ -31,7 +34,7 @@ macro_rules! entry_points {
             // the signature cuda.h declares for it (cudaTypedefs.h's PFN_ of its version); the library
             // stays loaded with the table.
             API.get_or_init(|| unsafe {
-                let lib = libloading::Library::new("libcuda.so.1").expect("these tests need the driver");
+                let lib = libloading::Library::new("libcuda.so.1").expect("this needs the NVIDIA driver");
                 Api {
                     $($name: *lib.get(concat!(stringify!($name), "\0").as_bytes()).expect(stringify!($name)),)*
                     _lib: lib,
@@ -68,6 +71,12 @@ entry_points! {
     cuMemcpyHtoDAsync_v2(dst: CUdeviceptr, src: *const c_void, bytes: usize, stream: CUstream);
     cuMemcpyDtoHAsync_v2(dst: *mut c_void, src: CUdeviceptr, bytes: usize, stream: CUstream);
     cuStreamBeginCapture_v2(stream: CUstream, mode: c_int);
+    cuCtxGetCurrent(ctx: *mut CUcontext);
+    cuStreamWaitEvent(stream: CUstream, event: CUevent, flags: c_uint);
+    cuMemsetD32Async(dst: CUdeviceptr, value: c_uint, n: usize, stream: CUstream);
+    cuEventCreate(event: *mut CUevent, flags: c_uint);
+    cuEventRecord(event: CUevent, stream: CUstream);
+    cuEventDestroy_v2(event: CUevent);
     cuStreamEndCapture(stream: CUstream, graph: *mut CUgraph);
     cuGraphDestroy(graph: CUgraph);
 }
