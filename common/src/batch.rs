@@ -290,9 +290,8 @@ impl<'scope> ScopeStream<'scope, '_> {
 /// The error of a batch, with the copy the driver said failed, where it said.
 fn with_failed_copy(queued: crate::Result<()>, failed: Option<usize>) -> crate::Result<()> {
     match (queued, failed) {
-        (Err(crate::Error::Driver(mut e)), Some(i)) => {
-            e.doing = format!("{}: copy {i} of the batch (among those with bytes to copy) failed", e.doing);
-            Err(crate::Error::Driver(e))
+        (Err(e), Some(i)) => {
+            Err(e.doing_also(format!("copy {i} of the batch (among those with bytes to copy) failed")))
         }
         (r, _) => r,
     }

@@ -638,7 +638,7 @@ impl DeviceInfo {
             async_engines: attr(sys::CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT)? as u32,
             can_map_host_memory: attr(sys::CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY)? != 0,
             unified_addressing: attr(sys::CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING)? != 0,
-            managed_memory: crate::memory::managed_support(device).is_ok(),
+            managed_memory: crate::memory::managed_support(device, "managed memory").is_ok(),
             driver_version: (version / 1000, version % 1000 / 10),
             pci_bus_id,
             memory_gbps,

@@ -67,6 +67,18 @@ pub enum Error {
 }
 
 impl Error {
+    /// A driver's error with `after` added to what was being done (`memcpy HtoD: queued, but ...`);
+    /// any other error as it is.
+    pub(crate) fn doing_also(self, after: impl std::fmt::Display) -> Error {
+        match self {
+            Error::Driver(mut e) => {
+                e.doing = format!("{}: {after}", e.doing);
+                Error::Driver(e)
+            }
+            other => other,
+        }
+    }
+
     /// Whether this says that the machine has no usable GPU ([`Error::NoDriver`], [`Error::NoGpu`]),
     /// rather than that a GPU or a call failed.
     ///
@@ -102,34 +114,26 @@ impl std::error::Error for Error {
 }
 
 macro_rules! into_error {
-    ($($t:ident),*) => {$(
+    ($($variant:ident($t:ident)),*) => {$(
         impl From<$t> for Error {
             fn from(e: $t) -> Error {
-                Error::$t(e)
+                Error::$variant(e)
             }
         }
         impl std::error::Error for $t {}
     )*};
 }
-into_error!(NoDriver, NoGpu, TooLarge, LaunchRefused, Refused, Unsupported);
-
-impl From<DriverError> for Error {
-    fn from(e: DriverError) -> Error {
-        Error::Driver(e)
-    }
-}
-
-impl From<ModuleError> for Error {
-    fn from(e: ModuleError) -> Error {
-        Error::Module(e)
-    }
-}
-
-impl From<InputError> for Error {
-    fn from(e: InputError) -> Error {
-        Error::Input(e)
-    }
-}
+into_error!(
+    NoDriver(NoDriver),
+    NoGpu(NoGpu),
+    Driver(DriverError),
+    TooLarge(TooLarge),
+    LaunchRefused(LaunchRefused),
+    Refused(Refused),
+    Unsupported(Unsupported),
+    Module(ModuleError),
+    Input(InputError)
+);
 
 /// Why no NVIDIA driver could be used ([`Error::NoDriver`]).
 ///
@@ -256,8 +260,6 @@ impl fmt::Display for DriverError {
         write!(f, "{}: {}", self.doing, self.name())
     }
 }
-
-impl std::error::Error for DriverError {}
 
 /// Which memory is short ([`TooLarge`]).
 ///
@@ -663,8 +665,6 @@ impl fmt::Display for ModuleError {
     }
 }
 
-impl std::error::Error for ModuleError {}
-
 /// A file that could not be read, or a setting that cannot be used ([`Error::Input`]).
 ///
 /// ```
@@ -701,8 +701,6 @@ impl fmt::Display for InputError {
     }
 }
 
-impl std::error::Error for InputError {}
-
 /// A driver result as a [`Result`]: [`Error::Driver`] saying what was being done, made (out of line)
 /// only where the call failed.
 #[inline]
@@ -720,9 +718,14 @@ pub(crate) fn driver_error(code: crate::ffi::CuResult, what: impl FnOnce() -> St
     Error::Driver(DriverError { code, doing: what() })
 }
 
-/// `Err(Error::Refused)` for operation `op`.
+/// [`Error::Refused`] of operation `op`.
+pub(crate) fn refusal(op: impl Into<String>, why: Refusal) -> Error {
+    Error::Refused(Refused { op: op.into(), why })
+}
+
+/// `Err(Error::Refused)` of operation `op`.
 pub(crate) fn refused<T>(op: impl Into<String>, why: Refusal) -> Result<T> {
-    Err(Error::Refused(Refused { op: op.into(), why }))
+    Err(refusal(op, why))
 }
 
 /// `Err(Error::TooLarge)`.

@@ -46,13 +46,8 @@ element!(u8, u16, u32, u64, i8, i16, i32, i64, f32, f64);
 pub(crate) fn overflow<T, R>(len: usize) -> crate::Result<R> {
     let size = std::mem::size_of::<T>();
     let line = format!("{len} elements of {size} bytes are more bytes than a pointer can hold");
-    too_large(Memory::Addressable, usize::MAX, None, line).map_err(|e| match e {
-        crate::Error::TooLarge(mut t) => {
-            t.needed = (len as u128 * size as u128).min(u64::MAX as u128) as u64;
-            crate::Error::TooLarge(t)
-        }
-        other => other,
-    })
+    let needed = (len as u128 * size as u128).min(u64::MAX as u128) as u64;
+    Err(TooLarge::new(Memory::Addressable, needed, None, line).into())
 }
 
 /// A byte count that prints as a person reads it: `64 MiB`, `1.5 GiB`, `300 B`.
@@ -574,8 +569,8 @@ fn room_holding(ctx: &Context, held: &Held) -> crate::Result<DeviceRoom> {
 
 /// Whether `device` can hold managed memory that the CPU may touch while the GPU works on other
 /// things: without concurrent managed access, any host access while any kernel runs faults the CPU.
-pub(crate) fn managed_support(device: sys::CUdevice) -> crate::Result<()> {
-    let what = || "managed memory".to_string();
+pub(crate) fn managed_support(device: sys::CUdevice, what: &str) -> crate::Result<()> {
+    let what = || what.to_string();
     if device_attribute(device, sys::CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY)? == 0 {
         return Err(Unsupported { what: what(), why: "this GPU does not support it (cudaMallocManaged)".into() }.into());
     }
@@ -631,13 +626,7 @@ impl<T: Element> ManagedBuffer<T> {
         let Some(bytes) = len.checked_mul(std::mem::size_of::<T>()) else {
             return overflow::<T, _>(len);
         };
-        managed_support(ctx.device()).map_err(|e| match e {
-            crate::Error::Unsupported(mut u) => {
-                u.what = format!("managed memory on {name}");
-                crate::Error::Unsupported(u)
-            }
-            other => other,
-        })?;
+        managed_support(ctx.device(), &format!("managed memory on {name}"))?;
         let mut held = managed_held();
         let room = room_holding(ctx, &held)?;
         if let Err(why) = room.check(bytes) {

@@ -64,7 +64,7 @@ use serde::Serialize;
 use crate::{
     context::Context,
     error::{check, driver_error},
-    error::{refused, Error, Foreign, Refusal},
+    error::{refusal, refused, Error, Foreign, Refusal},
     ffi::{self, error_name, CuResult},
     host::PinnedBuffer,
     launch::{Checked, Enqueue, LaunchBuilder, LaunchConfig},
@@ -316,7 +316,7 @@ thread_local! {
 #[inline(never)]
 fn foreign(info: &OpInfo, other_scope: bool) -> Error {
     let why = Refusal::Foreign(if other_scope { Foreign::Scope } else { Foreign::Context });
-    refused::<()>(info.label(), why).unwrap_err()
+    refusal(info.label(), why)
 }
 
 /// An operation whose ranges the book refused.
@@ -325,7 +325,7 @@ fn foreign(info: &OpInfo, other_scope: bool) -> Error {
 fn unplanned(info: &OpInfo, why: crate::Overlap) -> Error {
     match &info.kernel {
         Some(k) => crate::LaunchRefused { kernel: k.to_string(), why: crate::LaunchRefusal::Overlap(why) }.into(),
-        None => refused::<()>(info.label(), Refusal::Overlap(why)).unwrap_err(),
+        None => refusal(info.label(), Refusal::Overlap(why)),
     }
 }
 
@@ -859,13 +859,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         if let Some(raw) = fence {
             if let Err(err) = recorded {
                 st.taken -= 1;
-                let err = match err {
-                    Error::Driver(mut e) => {
-                        e.doing = format!("{}: queued, but the event after it could not be recorded", e.doing);
-                        Error::Driver(e)
-                    }
-                    other => other,
-                };
+                let err = err.doing_also("queued, but the event after it could not be recorded");
                 return Err((err, true));
             }
             st.add_fence(raw, j);

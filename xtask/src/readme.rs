@@ -2,7 +2,7 @@
 //! headline comparisons, each against its reference measured in the same call, and the lessons' table
 //! with the figure each prints. A tidy test holds README.md to what this makes from the committed file.
 
-use crate::results::{FigureResult, MachineResults};
+use crate::results::{range, FigureResult, MachineResults};
 
 /// What a lesson shows, in a line, and which of its figures the table quotes, by name.
 struct Row {
@@ -182,10 +182,6 @@ fn headlines(r: &MachineResults) -> Vec<String> {
         }
     }
     out
-}
-
-fn range(v: &[f64]) -> (f64, f64) {
-    (v.iter().copied().fold(f64::INFINITY, f64::min), v.iter().copied().fold(f64::NEG_INFINITY, f64::max))
 }
 
 #[cfg(test)]

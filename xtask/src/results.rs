@@ -86,10 +86,13 @@ impl FigureResult {
 
     /// The runs' spread: (lowest, highest) of their medians, ms.
     pub fn range_ms(&self) -> (f64, f64) {
-        let lo = self.runs_ms.iter().copied().fold(f64::INFINITY, f64::min);
-        let hi = self.runs_ms.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        (lo, hi)
+        range(&self.runs_ms)
     }
+}
+
+/// The lowest and the highest of `v`.
+pub fn range(v: &[f64]) -> (f64, f64) {
+    (v.iter().copied().fold(f64::INFINITY, f64::min), v.iter().copied().fold(f64::NEG_INFINITY, f64::max))
 }
 
 /// A program outside the repository, run in the same call.
