@@ -20,7 +20,10 @@
 //!   after the last) and bare with what the scope must do (wait for the last one's event, the call,
 //!   an event without timing).
 //! - "memcpy each": 100 and 1000 buffers of 4 KiB up from pinned memory into one device arena and back,
-//!   one copy per buffer, on one stream and on four, bare and through the scope.
+//!   one copy per buffer, on one stream and on four, bare and through the scope with coalescing off
+//!   (`Coalescing::Off`: every copy issued as queued, as the bare calls are), the host's calls timed;
+//!   and the same loop coalesced by the scope (the default) against the bare calls, the wall time to
+//!   the streams' end timed for both, since the scope issues its held copies as the loop ends.
 //! - Probes: the bare memsets (one stream; four, one range) with one part of the scope's work between
 //!   the calls, its bookkeeping or a check of the current context: what each part costs amid the
 //!   driver's calls, where caches and predictors are shared.
@@ -147,8 +150,9 @@ fn scope_memsets<'a>(
     })
 }
 
-/// memcpy each, bare: buffer i up from its pinned slice into the arena and back, on stream i % lanes.
-fn bare_copies(raw: &Raw, (up, down): (u64, u64), n: usize, lanes: usize) -> Run<'_> {
+/// memcpy each, bare: buffer i up from its pinned slice into the arena and back, on stream i % lanes;
+/// `wall`: timed to the streams' end, else the calls alone.
+fn bare_copies(raw: &Raw, (up, down): (u64, u64), n: usize, lanes: usize, wall: bool) -> Run<'_> {
     Box::new(move || {
         let t = Instant::now();
         for i in 0..n {
@@ -162,24 +166,30 @@ fn bare_copies(raw: &Raw, (up, down): (u64, u64), n: usize, lanes: usize) -> Run
             // SAFETY: as above.
             unsafe { ffi::cuMemcpyDtoHAsync_v2((down + at) as *mut _, raw.mem + at, 4096, s) };
         }
-        let dt = t.elapsed();
+        let calls = t.elapsed();
         raw.sync();
-        (dt, 2 * n)
+        (if wall { t.elapsed() } else { calls }, 2 * n)
     })
 }
 
-/// memcpy each through the scope.
+/// memcpy each through the scope: coalescing off, the calls timed; or on (`coalesced`), timed to the
+/// scope's end.
 fn scope_copies<'a>(
     (gpu, streams): (&'a Gpu, &'a [cuda_scope::Stream]),
     arena: &'a RefCell<cuda_scope::DeviceBuffer<u8>>,
     (h_up, h_down): (&'a [u8], &'a RefCell<cuda_scope::PinnedBuffer<u8>>),
     n: usize,
     lanes: usize,
+    coalesced: bool,
 ) -> Run<'a> {
     Box::new(move || {
         let (mut arena, mut h_down) = (arena.borrow_mut(), h_down.borrow_mut());
+        let start = Instant::now();
         let t = gpu
             .scope(streams, |s| {
+                if !coalesced {
+                    s.set_coalescing(cuda_scope::Coalescing::Off)?;
+                }
                 let a = s.device(&mut arena);
                 let t = Instant::now();
                 for (i, src) in h_up.chunks_exact(4096).take(n).enumerate() {
@@ -191,7 +201,7 @@ fn scope_copies<'a>(
                 Ok::<_, cuda_scope::Error>(t.elapsed())
             })
             .unwrap();
-        (t, 2 * n)
+        (if coalesced { start.elapsed() } else { t }, 2 * n)
     })
 }
 
@@ -331,10 +341,15 @@ fn main() {
         for lanes in [1, 4] {
             let streams_word = if lanes == 1 { "1 stream" } else { "4 streams" };
             let bare_name = format!("memcpy each: {n} x 4 KiB, bare, {streams_word}");
-            add(&mut cases, &bare_name, None, bare_copies(&raw, (up_ptr, down_ptr), n, lanes));
+            add(&mut cases, &bare_name, None, bare_copies(&raw, (up_ptr, down_ptr), n, lanes, false));
             let scope_name = format!("memcpy each: {n} x 4 KiB, scope, {streams_word}");
-            let run = scope_copies((&gpu, &streams), &arena, (&h_up, &h_down), n, lanes);
+            let run = scope_copies((&gpu, &streams), &arena, (&h_up, &h_down), n, lanes, false);
             add(&mut cases, &scope_name, Some(&bare_name), run);
+            let bare_wall = format!("memcpy each: {n} x 4 KiB, bare, {streams_word}, wall");
+            add(&mut cases, &bare_wall, None, bare_copies(&raw, (up_ptr, down_ptr), n, lanes, true));
+            let coalesced = format!("memcpy each: {n} x 4 KiB, scope coalesced, {streams_word}, wall");
+            let run = scope_copies((&gpu, &streams), &arena, (&h_up, &h_down), n, lanes, true);
+            add(&mut cases, &coalesced, Some(&bare_wall), run);
         }
     }
     // The parts of the scope's cost.

@@ -123,8 +123,8 @@ impl Context {
         }
     }
 
-    /// The handle, for tests that make this context current behind `common`'s back.
-    #[cfg(test)]
+    /// The handle: for tests that make this context current behind `common`'s back, and to name the
+    /// context that pinned a buffer.
     pub fn raw(&self) -> sys::CUcontext {
         self.raw
     }

@@ -5,6 +5,7 @@ use std::{cell::RefCell, sync::Arc};
 use serde::Serialize;
 
 use crate::{
+    coalesce::{Coalescer, CopyModel},
     context::Context,
     error::check,
     error::{refused, Error, InputError, Refusal},
@@ -39,6 +40,8 @@ pub struct Gpu {
     observer: RefCell<Option<Observing>>,
     /// What the last scope allocated for its bookkeeping, for the next to reuse.
     spare: RefCell<Option<Box<State>>>,
+    /// The kernel and model of coalesced copies, made at first need.
+    coalescer: Coalescer,
     ctx: Arc<Context>,
 }
 
@@ -134,7 +137,14 @@ impl Gpu {
     pub fn init_device(ordinal: u32) -> crate::Result<Gpu> {
         let ctx = Context::primary(ordinal)?;
         let info = DeviceInfo::query(ordinal, ctx.device())?;
-        Ok(Gpu { info, events: EventPool::new(&ctx), observer: RefCell::new(None), spare: RefCell::new(None), ctx })
+        Ok(Gpu {
+            info,
+            events: EventPool::new(&ctx),
+            observer: RefCell::new(None),
+            spare: RefCell::new(None),
+            coalescer: Coalescer::default(),
+            ctx,
+        })
     }
 
     /// Loads a PTX module (the text of a `.ptx` file, or `include_str!` of one) into this GPU's context:
@@ -343,7 +353,28 @@ impl Gpu {
     /// ```
     pub fn check_footprint(&self, need: &Footprint) -> crate::Result<()> {
         let host = crate::memory::meminfo();
+        // The staging scopes keep for coalesced copies, at its most, is held too.
+        let need = need.pinned::<u8>(crate::coalesce::STAGING_AT_MOST);
         Ok(need.check(&self.room()?, host)?)
+    }
+
+    /// The model by which scopes choose how to issue the small copies they hold (see
+    /// [`crate::coalesce`]), fitted on this GPU now if no scope has fitted it yet (a few milliseconds,
+    /// once). Where the crate's copy kernel could not be loaded, [`Error::Unsupported`] says why, and
+    /// scopes issue every copy each way.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// let gpu = cuda_scope::Gpu::init()?;
+    /// let m = gpu.copy_model()?;
+    /// println!("{:.1} µs a copy, or {:.1} µs a launch for them all", m.each_up_us, m.kernel_us);
+    /// # Ok(()) }
+    /// ```
+    pub fn copy_model(&self) -> crate::Result<CopyModel> {
+        match self.coalescer.model(&self.ctx, || Ok(()))? {
+            Ok(model) => Ok(model),
+            Err(why) => Err(crate::Unsupported { what: "the copy kernel".into(), why }.into()),
+        }
     }
 
     /// Pinned host memory for `len` elements, zeroed (`cudaMallocHost`).
@@ -488,7 +519,13 @@ impl Gpu {
     }
 
     fn env(&self) -> Env<'_> {
-        Env { ctx: &self.ctx, events: &self.events, observer: &self.observer, spare: &self.spare }
+        Env {
+            ctx: &self.ctx,
+            coalescer: &self.coalescer,
+            events: &self.events,
+            observer: &self.observer,
+            spare: &self.spare,
+        }
     }
 
     pub(crate) fn context(&self) -> &Arc<Context> {

@@ -383,6 +383,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         &self,
         build: impl for<'s> FnOnce(&'s GraphBuilder<'s, 'scope, 'env>) -> Result<(), E>,
     ) -> Result<Graph<'scope>, E> {
+        self.flush()?; // the copies held go out before a capture begins
         self.env.ctx.ensure_current()?;
         let ctx = self.streams[0].context().clone();
         let mut capture = Capture::begin(&ctx)?;

@@ -9,9 +9,13 @@
 //! | pinned in place | [`Registered`] and [`crate::Gpu::pin_in_place`] (`cuMemHostRegister`) | an existing allocation (a `Vec`) locked while it is lent |
 
 use std::{
+    collections::BTreeMap,
     ops::{BitOr, Deref, DerefMut},
     ptr::NonNull,
-    sync::Arc,
+    sync::{
+        atomic::{AtomicUsize, Ordering::Relaxed},
+        Arc, RwLock,
+    },
 };
 
 use crate::ffi as sys;
@@ -162,9 +166,11 @@ impl<T: Element> PinnedBuffer<T> {
         host_room(bytes, Memory::Pinned)?;
         ctx.make_current()?;
         let mut p = std::ptr::null_mut();
+        // Mapped always, whatever the flags say (the flags the buffer reports are the caller's): with one
+        // address space that costs nothing, and it lets a scope's coalesced copies reach it in place.
         // SAFETY: valid out-pointer, nonzero size; the flags are the driver's own constants; the
         // context is current.
-        let code = unsafe { ffi::cuMemHostAlloc(&mut p, bytes, flags.0) };
+        let code = unsafe { ffi::cuMemHostAlloc(&mut p, bytes, flags.0 | sys::CU_MEMHOSTALLOC_DEVICEMAP) };
         if code != ffi::SUCCESS || p.is_null() {
             let line = format!(
                 "the host refused to pin {} ({}); free memory or raise the locked-memory limit (ulimit -l)",
@@ -176,6 +182,15 @@ impl<T: Element> PinnedBuffer<T> {
         let ptr = NonNull::new(p.cast::<T>()).unwrap();
         // SAFETY: the allocation holds `bytes` writable bytes; all-zero is a valid T (Element).
         unsafe { std::ptr::write_bytes(ptr.as_ptr(), 0, len) };
+        let mut device = 0;
+        // SAFETY: the start of the live allocation just made, mapped; a valid out-pointer; flags 0.
+        if unsafe { ffi::cuMemHostGetDevicePointer_v2(&mut device, p, 0) } == ffi::SUCCESS {
+            let start = p as usize;
+            let place = Mapped { end: start + bytes, device, context: ctx.raw() as usize };
+            PINNED.write().unwrap_or_else(|e| e.into_inner()).insert(start, place);
+            PINNED_LOW.fetch_min(start, Relaxed);
+            PINNED_HIGH.fetch_max(start + bytes, Relaxed);
+        }
         Ok(PinnedBuffer { ptr, len, flags, ctx: ctx.clone() })
     }
 
@@ -240,10 +255,46 @@ impl<T: Element> std::fmt::Debug for PinnedBuffer<T> {
 
 impl<T: Element> Drop for PinnedBuffer<T> {
     fn drop(&mut self) {
+        PINNED.write().unwrap_or_else(|e| e.into_inner()).remove(&(self.ptr.as_ptr() as usize));
         // SAFETY: allocated by cuMemHostAlloc in self.ctx (alive: self holds it) and freed once; no GPU
         // work can still use it, because every scope that lent it synchronized before its borrow ended.
         self.ctx.with_current(|| unsafe { ffi::cuMemFreeHost(self.ptr.as_ptr().cast()) });
     }
+}
+
+/// Where a live [`PinnedBuffer`] lies, for the kernel of a scope's coalesced copies.
+struct Mapped {
+    /// One past its last byte.
+    end: usize,
+    /// The device address of its first byte.
+    device: u64,
+    /// The context it was pinned in (its handle, as a number).
+    context: usize,
+}
+
+/// Every live [`PinnedBuffer`], by its first byte's address: entered as it is allocated, removed before
+/// it is freed. A forgotten buffer (`mem::forget`) is never freed, so its entry stays true.
+static PINNED: RwLock<BTreeMap<usize, Mapped>> = RwLock::new(BTreeMap::new());
+
+/// The lowest first byte and the highest end of every [`PinnedBuffer`] allocated so far (never narrowed
+/// as buffers are freed): an address outside them is in no pinned buffer, known without the lock.
+static PINNED_LOW: AtomicUsize = AtomicUsize::new(usize::MAX);
+static PINNED_HIGH: AtomicUsize = AtomicUsize::new(0);
+
+/// The live [`PinnedBuffer`] of context `ctx` that holds the host range `start..start + bytes`, where
+/// one does: its first byte's and its end's host addresses, and its first byte's device address, what a
+/// kernel of that context reads or writes in place of it. `None` for any other memory (pageable, pinned
+/// by another library, of another context). The answer stays true while the range is borrowed: the
+/// buffer cannot be freed meanwhile.
+pub(crate) fn pinned_buffer_of(ctx: &Context, start: usize, bytes: usize) -> Option<(usize, usize, u64)> {
+    // Entered before the bounds widen: a buffer whose bounds a thread sees is in the map it then reads.
+    if start < PINNED_LOW.load(Relaxed) || start >= PINNED_HIGH.load(Relaxed) {
+        return None;
+    }
+    let map = PINNED.read().unwrap_or_else(|e| e.into_inner());
+    let (&first, m) = map.range(..=start).next_back()?;
+    let inside = start.checked_add(bytes).is_some_and(|end| end <= m.end);
+    (inside && m.context == ctx.raw() as usize).then_some((first, m.end, m.device))
 }
 
 /// A `Vec` pinned in place with `cuMemHostRegister` (`cudaHostRegister`). It owns the `Vec`, so the

@@ -143,6 +143,7 @@
 //! | [`scope`] | stream scopes and their streams: copies, prefetches and events that borrow their buffers |
 //! | [`launch`] | launches of any kernel: arguments held against its parameters, one `unsafe` call |
 //! | [`batch`] | batches of copies in one call (`cuMemcpyBatchAsync`), each buffer borrowed as a single copy's is |
+//! | [`coalesce`] | small copies a scope holds and issues together, one launch for many, chosen by a model fitted on the machine |
 //! | [`graph`] | CUDA graphs of a scope's copies and launches, captured once and replayed inside the scope |
 //! | [`module`] | PTX modules and their kernels |
 //! | [`staging`] | pageable memory at near-pinned speed through pinned buffers; packing on several threads |
@@ -159,6 +160,7 @@
 #![deny(missing_docs)]
 
 pub mod batch;
+pub mod coalesce;
 mod context;
 mod cubin;
 pub mod device;
@@ -183,6 +185,7 @@ pub mod stream;
 pub mod view;
 
 pub use batch::{batch_support, SrcOrder};
+pub use coalesce::{Coalescing, CopyCounts, CopyModel, CopyWay};
 pub use device::{DeviceInfo, Gpu};
 pub use error::{
     DriverError, Error, Foreign, InputError, LaunchRefusal, LaunchRefused, Memory, ModuleError, NoDriver, NoGpu,

@@ -1889,3 +1889,31 @@ mod tests {
 
     mod oracle;
 }
+
+#[cfg(test)]
+mod timing_probe {
+    use super::*;
+    use crate::view::DevAccess;
+
+    #[test]
+    #[ignore = "a timing probe, run by hand"]
+    fn how_long_the_book_takes_for_the_natural_loop() {
+        let mut book = Book::default();
+        let n = 1000;
+        let op = &Op { kind: "H2D", what: "memcpy HtoD" };
+        let t = std::time::Instant::now();
+        for _ in 0..200 {
+            book.reset(1);
+            let b = book.lend(false, false);
+            for write in [true, false] {
+                for i in 0..n {
+                    let a = DevAccess { scope: 1, buffer: b, bytes: i * 256..(i + 1) * 256, write };
+                    let plan = book.plan_one(0, &a).expect("the short way");
+                    assert!(plan.wait.is_none());
+                    book.queued(0, Some(&a), OpInfo::copy(op, 256), false);
+                }
+            }
+        }
+        eprintln!("plan_one + queued: {:.1} ns an op", t.elapsed().as_secs_f64() * 1e9 / (200 * 2 * n) as f64);
+    }
+}

@@ -62,6 +62,7 @@ use std::{
 use serde::Serialize;
 
 use crate::{
+    coalesce::{self, Coalescer, Coalescing, CopyWay, Group, Held, Staging},
     context::Context,
     error::{check, driver_error},
     error::{refusal, refused, Error, Foreign, Refusal},
@@ -241,6 +242,9 @@ pub struct Scope<'scope, 'env: 'scope> {
     /// mutably ([`crate::Gpu::observe`]).
     observed: bool,
     state: RefCell<State>,
+    /// The pinned buffer the last copy held reached (first byte, end, device address), or none (0, 0, 0):
+    /// the next one is likely in it too.
+    pinned: std::cell::Cell<(usize, usize, u64)>,
     _scope: PhantomData<&'scope mut &'scope ()>,
     _env: PhantomData<&'env mut &'env ()>,
 }
@@ -248,7 +252,9 @@ pub struct Scope<'scope, 'env: 'scope> {
 /// What a scope needs of its GPU.
 #[derive(Clone, Copy)]
 pub(crate) struct Env<'env> {
-    pub ctx: &'env Context,
+    pub ctx: &'env Arc<Context>,
+    /// The kernel and model the scope's coalesced copies take.
+    pub coalescer: &'env Coalescer,
     pub events: &'env EventPool,
     pub observer: &'env RefCell<Option<Observing>>,
     /// The state of the last scope that ended, kept for the next so that its vectors need not grow again.
@@ -269,6 +275,10 @@ pub(crate) struct State {
     /// the next reads eight bytes next to the last.
     untimed_raw: Vec<ffi::CUevent>,
     taken: usize,
+    /// How many copies are held, on every stream: none, the commonest case, is one look beside `taken`.
+    holding: usize,
+    /// Whether small copies are held ([`Scope::set_coalescing`]).
+    coalescing: Coalescing,
     book: Book,
     /// The events behind `untimed_raw`, owned: destroyed with the state.
     untimed: Vec<Event>,
@@ -282,6 +292,17 @@ pub(crate) struct State {
     pending: Vec<Pending>,
     /// The events of a timed scope's join, kept until every stream is synchronized.
     joins: Vec<Event>,
+    /// The copies held on each stream.
+    groups: Vec<Group>,
+    /// A group's copies as it is flushed, and its table: allocations kept from one flush to the next.
+    flushing: Vec<Held>,
+    table: Vec<u64>,
+    /// Pinned staging for the kernel way, kept for the next scope; what lands in it for pageable
+    /// destinations, as (staging, destination, bytes), unpacked as the scope ends.
+    staging: Staging,
+    unpack: Vec<(usize, usize, usize)>,
+    /// A group's pageable uploads as (source, staging, bytes), as it is flushed.
+    pack: Vec<(usize, usize, usize)>,
 }
 
 impl State {
@@ -327,6 +348,12 @@ fn unplanned(info: &OpInfo, why: crate::Overlap) -> Error {
         Some(k) => crate::LaunchRefused { kernel: k.to_string(), why: crate::LaunchRefusal::Overlap(why) }.into(),
         None => refusal(info.label(), Refusal::Overlap(why)),
     }
+}
+
+/// What an operation does on its stream: a driver call now, or a copy held to coalesce.
+pub(crate) enum Call<'a> {
+    Now(&'a mut dyn FnMut(ffi::CUstream) -> CuResult),
+    Hold(Held),
 }
 
 struct Pending {
@@ -590,6 +617,8 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     /// # Ok(()) }
     /// ```
     pub fn waits(&self) -> Waits {
+        // The copies held go out first: their waits are counted already, and this settles the stream.
+        let _ = self.flush_all();
         self.state.borrow().book.waits.clone()
     }
 
@@ -610,7 +639,9 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     /// # Ok(()) }
     /// ```
     pub fn synchronize(&self) -> crate::Result<()> {
-        synchronize_all(self.env.ctx, self.streams)
+        let flushed = self.flush_all();
+        synchronize_all(self.env.ctx, self.streams)?;
+        flushed
     }
 
     /// Whether every stream has finished its work, without blocking (`cudaStreamQuery`).
@@ -631,6 +662,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     /// # Ok(()) }
     /// ```
     pub fn is_idle(&self) -> crate::Result<bool> {
+        self.flush_all()?;
         self.env.ctx.ensure_current()?;
         for s in self.streams {
             // SAFETY: a live stream.
@@ -661,7 +693,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         info: OpInfo,
         mut op: impl FnMut(ffi::CUstream) -> CuResult,
     ) -> crate::Result<()> {
-        self.enqueue_dyn(j, accesses, sequential, info, &mut op)
+        self.enqueue_dyn(j, accesses, sequential, info, Call::Now(&mut op))
     }
 
     /// [`Scope::enqueue`], the driver call behind a pointer: the checks and the waits the operation
@@ -691,7 +723,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         accesses: &[DevAccess],
         sequential: bool,
         info: OpInfo,
-        op: &mut dyn FnMut(ffi::CUstream) -> CuResult,
+        op: Call<'_>,
     ) -> crate::Result<()> {
         // The short way, for the commonest operations: one access, of a buffer used whole or of one part
         // of it, no observer, and the scope's context known current. The same calls follow.
@@ -741,7 +773,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
                 Some(f) => f,
                 None => self.fence(st, k, &mut asked)?,
             };
-            self.wait_fence(st, &mut asked, stream, f, &info)?;
+            self.wait_fence(st, &mut asked, j, f, &info)?;
             st.book.waited(j, f, Some((i, &|| info.label())));
         }
         let observed = match label {
@@ -783,28 +815,22 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         a: &DevAccess,
         plan: PlanOne,
         info: OpInfo,
-        op: &mut dyn FnMut(ffi::CUstream) -> CuResult,
+        op: Call<'_>,
     ) -> crate::Result<()> {
         let stream = self.streams[j].raw();
         let mut asked = false;
         if let Some(f) = plan.wait {
-            self.wait_fence(st, &mut asked, stream, f, &info)?;
+            self.wait_fence(st, &mut asked, j, f, &info)?;
         }
         let planned = Planned { one: Some(a), waited: plan.wait, shared: plan.shared };
         self.finish(st, (j, stream), planned, info, &mut asked, op).map(drop).map_err(|(err, _)| err)
     }
 
-    /// `cudaStreamWaitEvent(stream, fence f)`, through [`Scope::call`].
+    /// `cudaStreamWaitEvent(stream j, fence f)`, through [`Scope::call`], after the copies held on `j`.
     #[inline(always)]
-    fn wait_fence(
-        &self,
-        st: &State,
-        asked: &mut bool,
-        stream: ffi::CUstream,
-        f: usize,
-        info: &OpInfo,
-    ) -> crate::Result<()> {
-        let event = st.fences[f];
+    fn wait_fence(&self, st: &mut State, asked: &mut bool, j: usize, f: usize, info: &OpInfo) -> crate::Result<()> {
+        self.flush_stream(st, j, asked)?;
+        let (stream, event) = (self.streams[j].raw(), st.fences[f]);
         // SAFETY: a live stream and an event recorded on another stream of this scope.
         let code = self.call(asked, &mut || unsafe { ffi::cuStreamWaitEvent(stream, event, 0) })?;
         check(code, || format!("{}: waiting for another stream", info.label()))
@@ -824,7 +850,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         planned: Planned<'_>,
         info: OpInfo,
         asked: &mut bool,
-        op: &mut dyn FnMut(ffi::CUstream) -> CuResult,
+        op: Call<'_>,
     ) -> Result<usize, (crate::Error, bool)> {
         let note_wait = |st: &mut State| {
             if let Some(f) = planned.waited {
@@ -841,7 +867,10 @@ impl<'scope, 'env> Scope<'scope, 'env> {
             },
             false => None,
         };
-        let queued = self.call(asked, &mut || op(stream));
+        let queued = match op {
+            Call::Now(op) => self.flush_stream(st, j, asked).and_then(|()| self.call(asked, &mut || op(stream))),
+            Call::Hold(held) => self.hold_copy(st, j, held, asked).map(|()| ffi::SUCCESS),
+        };
         if let Err(e) = queued.and_then(|code| check(code, || format!("{} on stream {j}", info.label()))) {
             st.taken -= fence.is_some() as usize;
             note_wait(st);
@@ -850,7 +879,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         // Another stream touched these bytes before, so one is likely to again: a fence now spares it
         // waiting for whatever this stream queues next.
         let recorded = match fence {
-            Some(raw) => self.record(asked, raw, stream),
+            Some(raw) => self.record(st, asked, raw, j),
             None => Ok(()),
         };
         // Queued: from here on the book knows it, whatever fails.
@@ -902,9 +931,12 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         Ok(f())
     }
 
-    /// `cudaEventRecord(raw, stream)`, for a fence's event, through [`Scope::call`].
+    /// `cudaEventRecord(raw, stream k)`, for a fence's event, through [`Scope::call`], after the copies
+    /// held on `k`.
     #[inline(always)]
-    fn record(&self, asked: &mut bool, raw: ffi::CUevent, stream: ffi::CUstream) -> crate::Result<()> {
+    fn record(&self, st: &mut State, asked: &mut bool, raw: ffi::CUevent, k: usize) -> crate::Result<()> {
+        self.flush_stream(st, k, asked)?;
+        let stream = self.streams[k].raw();
         // SAFETY: an event of the scope's state, which outlives every use of it (the state is dropped or
         // kept for the next scope only once every stream is synchronized), and a stream of the scope.
         let code = self.call(asked, &mut || unsafe { ffi::cuEventRecord(raw, stream) })?;
@@ -914,7 +946,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     /// Records a fence on stream `k` now: its index in the book.
     fn fence(&self, st: &mut State, k: usize, asked: &mut bool) -> crate::Result<usize> {
         let raw = self.take_untimed(st)?;
-        if let Err(err) = self.record(asked, raw, self.streams[k].raw()) {
+        if let Err(err) = self.record(st, asked, raw, k) {
             st.taken -= 1;
             return Err(err);
         }
@@ -940,6 +972,231 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         st.untimed_raw.push(e.raw());
         st.untimed.push(e);
         Ok(())
+    }
+
+    /// Holds a copy on stream `j` to coalesce it (its waits are queued already): after the group held
+    /// there, unless the group cannot take it, which is then flushed first.
+    #[inline(always)]
+    fn hold_copy(&self, st: &mut State, j: usize, mut held: Held, asked: &mut bool) -> crate::Result<()> {
+        if !st.groups[j].admits(&held) {
+            self.flush_stream(st, j, asked)?;
+        }
+        held.op = st.book.ops.len();
+        st.groups[j].push(held);
+        st.holding += 1;
+        Ok(())
+    }
+
+    /// Whether a copy of `bytes` would be held now: coalescing is on, nothing watches, and it is small.
+    #[inline(always)]
+    fn holds(&self, bytes: usize) -> bool {
+        !self.observed
+            && bytes > 0
+            && bytes <= coalesce::HELD_AT_MOST
+            && self.state.borrow().coalescing != Coalescing::Off
+    }
+
+    /// A copy to hold: `host` its host side, `access` and `device` its device side.
+    #[inline(always)]
+    fn held(&self, up: bool, host: usize, access: &DevAccess, device: u64, bytes: usize) -> Held {
+        let (first, end, at) = self.pinned.get();
+        let mapped = match host >= first && host + bytes <= end {
+            true => Some(at + (host - first) as u64),
+            false => crate::host::pinned_buffer_of(self.env.ctx, host, bytes).map(|(first, end, at)| {
+                // Kept while the scope lives: the range is borrowed until it ends, so the buffer lives.
+                self.pinned.set((first, end, at));
+                at + (host - first) as u64
+            }),
+        };
+        let (buffer, range) = (access.buffer, (access.bytes.start, access.bytes.end));
+        Held { up, host, mapped, device, bytes, buffer, range, op: 0 }
+    }
+
+    /// Issues the copies held on stream `j`, if any: the way the model (or the setting) says. See the
+    /// [`coalesce`] module.
+    #[inline(always)]
+    fn flush_stream(&self, st: &mut State, j: usize, asked: &mut bool) -> crate::Result<()> {
+        match st.holding == 0 || st.groups[j].held.is_empty() {
+            true => Ok(()),
+            false => self.flush_group(st, j, asked),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn flush_group(&self, st: &mut State, j: usize, asked: &mut bool) -> crate::Result<()> {
+        let mut held = std::mem::take(&mut st.flushing);
+        st.groups[j].take(&mut held);
+        st.holding -= held.len();
+        let issued = self.issue(st, j, &held, asked);
+        st.flushing = held;
+        issued
+    }
+
+    /// Issues a group's copies on stream `j`.
+    fn issue(&self, st: &mut State, j: usize, held: &[Held], asked: &mut bool) -> crate::Result<()> {
+        let way = match (st.coalescing, held.len()) {
+            (Coalescing::Forced(way), _) => way,
+            (_, 1) => CopyWay::Each,
+            _ => {
+                let streams = self.streams;
+                let ctx = self.env.ctx;
+                match self.env.coalescer.model(ctx, || synchronize_all(ctx, streams))? {
+                    Ok(model) => {
+                        let (up, down) = Group::counts(held);
+                        model.choose(up, down)
+                    }
+                    Err(_) => CopyWay::Each,
+                }
+            }
+        };
+        if way == CopyWay::Kernel && self.issue_kernel(st, j, held, asked)? {
+            return Ok(());
+        }
+        let stream = self.streams[j].raw();
+        for h in held {
+            let code = self.call(asked, &mut || {
+                // SAFETY: a copy held by `htod` or `dtoh`, whose host side is borrowed for the whole scope
+                // (which synchronizes before the borrow ends) and whose device side is a live range of
+                // `bytes` that this scope orders; issued on its stream before anything queued after it.
+                unsafe {
+                    match h.up {
+                        true => ffi::cuMemcpyHtoDAsync_v2(h.device, h.host as *const _, h.bytes, stream),
+                        false => ffi::cuMemcpyDtoHAsync_v2(h.host as *mut _, h.device, h.bytes, stream),
+                    }
+                }
+            })?;
+            check(code, || {
+                let op = &st.book.ops[h.op];
+                format!(
+                    "{} (operation {} of the scope) on stream {j}, issued as its group was flushed",
+                    op.label(),
+                    h.op
+                )
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Issues a group's copies on stream `j` by one launch of the copy kernel; `false` where it cannot
+    /// (no kernel, or no staging left), and nothing was issued.
+    fn issue_kernel(&self, st: &mut State, j: usize, held: &[Held], asked: &mut bool) -> crate::Result<bool> {
+        let Some(kernel) = coalesce::kernel(self.env.coalescer, self.env.ctx) else { return Ok(false) };
+        let staged: usize = held.iter().filter(|h| h.mapped.is_none()).map(|h| h.bytes.div_ceil(16) * 16).sum();
+        let entries: usize = held.iter().map(|h| h.bytes.div_ceil(64 << 10)).sum();
+        let taken = st.staging.take(self.env.ctx, entries * 24 + staged).map_err(|e| {
+            let (first, last) = (held[0].op, held[held.len() - 1].op);
+            e.doing_also(format!("staging {} held copies (operations {first} to {last}) on stream {j}", held.len()))
+        });
+        let Some((host, device)) = taken? else { return Ok(false) };
+        let mut at = entries * 24; // the table first, then the staged bytes
+        let (mut unpack, mut pack) = (std::mem::take(&mut st.unpack), std::mem::take(&mut st.pack));
+        let mark = unpack.len();
+        pack.clear();
+        coalesce::table(
+            held,
+            |h| {
+                let (place, off) = (host + at, at as u64);
+                match h.up {
+                    true => pack.push((h.host, place, h.bytes)),
+                    false => unpack.push((place, h.host, h.bytes)),
+                }
+                at += h.bytes.div_ceil(16) * 16;
+                device + off
+            },
+            &mut st.table,
+        );
+        // SAFETY: each upload's source is borrowed for the whole scope and nothing writes it; the staging
+        // taken for this group holds each at its own place, used by nothing else.
+        unsafe { coalesce::copy_all(&pack) };
+        st.pack = pack;
+        // SAFETY: the table's `entries * 24` bytes were taken above for this group, and nothing reads
+        // them until the kernel runs.
+        unsafe { std::ptr::copy_nonoverlapping(st.table.as_ptr(), host as *mut u64, st.table.len()) };
+        let stream = self.streams[j].raw();
+        // SAFETY: each entry is a copy held by `htod` or `dtoh`: its device side a live range this scope
+        // orders, its host side borrowed for the whole scope (read in place where it is a pinned buffer,
+        // else through this group's own staging); no two copies of a group touch bytes another writes
+        // (`Group::admits`); the table and staging stay untouched until the scope has synchronized.
+        let code = self.call(asked, &mut || unsafe { coalesce::launch(kernel, device, entries, stream) });
+        let issued = code.and_then(|code| {
+            check(code, || {
+                let (first, last) = (held[0].op, held[held.len() - 1].op);
+                format!(
+                    "{} copies (operations {first} to {last} of the scope) on stream {j}, issued as one launch as                      their group was flushed",
+                    held.len()
+                )
+            })
+        });
+        if issued.is_err() {
+            unpack.truncate(mark);
+        }
+        st.unpack = unpack;
+        issued.map(|()| true)
+    }
+
+    /// Issues every held copy, on every stream.
+    fn flush_all(&self) -> crate::Result<()> {
+        let st = &mut *self.state.borrow_mut();
+        let mut asked = false;
+        (0..self.streams.len()).try_for_each(|j| self.flush_stream(st, j, &mut asked))
+    }
+
+    /// Issues every copy the scope holds to coalesce now, on every stream (see the [`coalesce`]
+    /// module): before the host computes for a while, so that the copies run meanwhile.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// # let streams = gpu.streams(1)?;
+    /// # let (host, mut d) = (vec![1f32; 1024], gpu.alloc::<f32>(1024)?);
+    /// gpu.scope(&streams, |s| -> cuda_scope::Result<()> {
+    ///     s.stream(0).htod(&host, s.device(&mut d))?; // held
+    ///     s.flush()?; // issued: it runs while the host works
+    ///     let _busy: f64 = (0..1_000_000).map(|i| i as f64).sum();
+    ///     Ok(())
+    /// })?;
+    /// # Ok(()) }
+    /// ```
+    pub fn flush(&self) -> crate::Result<()> {
+        self.flush_all()
+    }
+
+    /// Whether the scope holds small copies to coalesce from here on ([`Coalescing::On`], the default),
+    /// issues each as it is queued ([`Coalescing::Off`]: for code that measures single copies), or
+    /// issues every group one way ([`Coalescing::Forced`]). The copies held so far are issued first.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// # let gpu = cuda_scope::Gpu::init()?;
+    /// # let streams = gpu.streams(1)?;
+    /// # let (host, mut d) = (vec![1f32; 1024], gpu.alloc::<f32>(1024)?);
+    /// gpu.scope(&streams, |s| -> cuda_scope::Result<()> {
+    ///     s.set_coalescing(cuda_scope::Coalescing::Off)?;
+    ///     let start = s.stream(0).record_event()?;
+    ///     s.stream(0).htod(&host, s.device(&mut d))?; // one cuMemcpyAsync, as queued
+    ///     let end = s.stream(0).record_event()?;
+    ///     s.synchronize()?;
+    ///     println!("one copy of 4 KiB: {:.1} µs", 1e3 * s.elapsed_ms(start, end)?);
+    ///     Ok(())
+    /// })?;
+    /// # Ok(()) }
+    /// ```
+    pub fn set_coalescing(&self, coalescing: Coalescing) -> crate::Result<()> {
+        self.flush_all()?;
+        self.state.borrow_mut().coalescing = coalescing;
+        Ok(())
+    }
+
+    /// Unpacks what landed in the staging for pageable destinations: once every stream is synchronized.
+    fn unpack(&self) {
+        let st = &mut *self.state.borrow_mut();
+        // SAFETY: every stream is synchronized, so the kernels that wrote the staging have run and nothing
+        // of the GPU touches either side; each destination is borrowed mutably for the whole scope (a
+        // `&mut [T]` of an Element, for which any bytes are valid, apart from every other), the staging
+        // is this scope's, and the two are apart.
+        unsafe { coalesce::copy_all(&st.unpack) };
+        st.unpack.clear();
     }
 
     /// Holds a kernel's module loaded until every stream is synchronized (once for a run of launches).
@@ -994,6 +1251,10 @@ impl<'scope, 'env> ScopeStream<'scope, 'env> {
         }
         let bytes = std::mem::size_of_val(src);
         let info = OpInfo::copy(&Op { kind: "H2D", what: "memcpy HtoD" }, bytes);
+        if self.scope.holds(bytes) {
+            let held = self.scope.held(true, src.as_ptr() as usize, &dst.access(true), dst.ptr(), bytes);
+            return self.scope.enqueue_dyn(self.index, &[dst.access(true)], false, info, Call::Hold(held));
+        }
         self.scope.enqueue(self.index, &[dst.access(true)], false, info, |s| {
             // SAFETY: `src` is borrowed for the whole scope, which synchronizes before the borrow ends;
             // `dst` is a live device range of `bytes` bytes (checked above) that this scope orders.
@@ -1014,12 +1275,26 @@ impl<'scope, 'env> ScopeStream<'scope, 'env> {
     /// # Ok(()) }
     /// ```
     pub fn dtoh<T: Element>(self, src: impl Into<DevRead<'scope, T>>, dst: &'scope mut [T]) -> crate::Result<()> {
+        self.download(src, dst, true)
+    }
+
+    /// [`ScopeStream::dtoh`], held to coalesce where `may_hold` and the scope holds copies of its size.
+    fn download<T: Element>(
+        self,
+        src: impl Into<DevRead<'scope, T>>,
+        dst: &'scope mut [T],
+        may_hold: bool,
+    ) -> crate::Result<()> {
         let src = *src.into().view();
         if src.len != dst.len() {
             return refused("dtoh", Refusal::Lengths { source: src.len, destination: dst.len() });
         }
         let bytes = std::mem::size_of_val(dst);
         let info = OpInfo::copy(&Op { kind: "D2H", what: "memcpy DtoH" }, bytes);
+        if may_hold && self.scope.holds(bytes) {
+            let held = self.scope.held(false, dst.as_mut_ptr() as usize, &src.access(false), src.ptr(), bytes);
+            return self.scope.enqueue_dyn(self.index, &[src.access(false)], false, info, Call::Hold(held));
+        }
         self.scope.enqueue(self.index, &[src.access(false)], false, info, |s| {
             // SAFETY: `dst` is borrowed mutably for the whole scope, which synchronizes before the borrow
             // ends, so nothing else reads or writes it meanwhile; `src` is a live device range of `bytes`;
@@ -1054,7 +1329,7 @@ impl<'scope, 'env> ScopeStream<'scope, 'env> {
         dst: &'scope mut [T],
     ) -> crate::Result<PendingDownload<'scope, 'env, T>> {
         let (ptr, len) = (dst.as_mut_ptr(), dst.len());
-        self.dtoh(src, dst)?;
+        self.download(src, dst, false)?; // never held: its destination is handed back when the copy is done
         let st = &mut *self.scope.state.borrow_mut();
         // The fence after the copy, if it has one already (its bytes were shared), else one now.
         let fence = match st.book.fence_after(self.index, st.book.clocks.seq(self.index)) {
@@ -1209,6 +1484,7 @@ impl<'scope, 'env> ScopeStream<'scope, 'env> {
         let scope = self.scope;
         scope.env.ctx.ensure_current()?;
         let mut st = scope.state.borrow_mut();
+        scope.flush_stream(&mut st, self.index, &mut false)?;
         let event = scope.env.events.timed()?;
         if let Err(e) = event.record_raw(scope.streams[self.index].raw()) {
             scope.env.events.give([event]);
@@ -1244,6 +1520,7 @@ impl<'scope, 'env> ScopeStream<'scope, 'env> {
             return refused("wait_event", Refusal::Foreign(Foreign::Scope));
         }
         let mut st = scope.state.borrow_mut();
+        scope.flush_stream(&mut st, self.index, &mut false)?;
         let (stream, raw) = (scope.streams[self.index].raw(), st.fences[event.index]);
         // SAFETY: a live stream and an event recorded in this scope.
         let code = scope.call(&mut false, &mut || unsafe { ffi::cuStreamWaitEvent(stream, raw, 0) })?;
@@ -1269,7 +1546,9 @@ impl<'scope, 'env> ScopeStream<'scope, 'env> {
     /// # Ok(()) }
     /// ```
     pub fn synchronize(self) -> crate::Result<()> {
-        synchronize_all(self.scope.env.ctx, std::iter::once(&self.scope.streams[self.index]))
+        let flushed = self.scope.flush_stream(&mut self.scope.state.borrow_mut(), self.index, &mut false);
+        synchronize_all(self.scope.env.ctx, std::iter::once(&self.scope.streams[self.index]))?;
+        flushed
     }
 }
 
@@ -1405,6 +1684,8 @@ pub(crate) fn run<'env, R, E: From<Error>>(
     }
     let mut state = env.spare.borrow_mut().take().unwrap_or_default();
     state.book.reset(streams.len());
+    state.coalescing = Coalescing::default();
+    state.groups.resize_with(streams.len(), Group::default);
     let scope = Scope {
         env,
         streams,
@@ -1412,6 +1693,7 @@ pub(crate) fn run<'env, R, E: From<Error>>(
         // An observer's own code (inside `record` or `label`) holds it: a scope it runs goes unobserved.
         observed: env.observer.try_borrow().is_ok_and(|o| o.is_some()),
         state: RefCell::new(*state),
+        pinned: std::cell::Cell::new((0, 0, 0)),
         _scope: PhantomData,
         _env: PhantomData,
     };
@@ -1423,7 +1705,8 @@ pub(crate) fn run<'env, R, E: From<Error>>(
     }
     impl Drop for Finish<'_, '_> {
         fn drop(&mut self) {
-            let synced = self.synced.unwrap_or_else(|| self.scope.synchronize().is_ok());
+            let scope = self.scope;
+            let synced = self.synced.unwrap_or_else(|| synchronize_all(scope.env.ctx, scope.streams).is_ok());
             let env = self.scope.env;
             let mut st = self.scope.state.borrow_mut();
             let pending = std::mem::take(&mut st.pending);
@@ -1460,6 +1743,14 @@ pub(crate) fn run<'env, R, E: From<Error>>(
             // Every stream is idle (or the process has aborted): nothing queued needs these any more.
             st.modules.clear();
             st.held.clear();
+            // Copies still held (the closure panicked) are dropped, never issued; the staging is free.
+            let mut dropped = std::mem::take(&mut st.flushing);
+            st.groups.iter_mut().for_each(|g| g.take(&mut dropped));
+            dropped.clear();
+            st.flushing = dropped;
+            st.holding = 0;
+            st.unpack.clear();
+            st.staging.reset();
             let state = std::mem::take(st);
             if let Ok(mut spare) = env.spare.try_borrow_mut() {
                 *spare = Some(Box::new(state));
@@ -1471,15 +1762,21 @@ pub(crate) fn run<'env, R, E: From<Error>>(
     // first stream waits for every other stream and records `stop` (join), so stop - start spans all.
     let start = if timed { Some(fork(env.events, first, &streams[1..])?) } else { None };
     let result = f(&scope);
+    // The copies still held go out, also where the closure returned an error (as they would have, issued
+    // as queued); an error of theirs is the scope's where the closure's is not.
+    let flushed = scope.flush_all();
     if start.is_some() {
         // `f` may have left another context current (another library's): the join's calls need the scope's.
         let _ = env.ctx.ensure_current();
     }
     let stop = match start {
-        Some(_) if result.is_ok() => Some(join(&scope, first)?),
+        Some(_) if result.is_ok() && flushed.is_ok() => Some(join(&scope, first)?),
         _ => None,
     };
-    let synced = scope.synchronize();
+    let synced = synchronize_all(env.ctx, streams);
+    if synced.is_ok() {
+        scope.unpack();
+    }
     finish.synced = Some(synced.is_ok());
     let elapsed = match (start, stop) {
         (Some(start), Some(stop)) if synced.is_ok() => {
@@ -1491,6 +1788,7 @@ pub(crate) fn run<'env, R, E: From<Error>>(
     };
     drop(finish);
     let r = result?;
+    flushed?;
     synced?;
     Ok((r, elapsed))
 }
@@ -1682,6 +1980,101 @@ mod tests {
             assert!(from_managed == host && (!batches || batched == host), "with {current:?} current");
         }
         drop((gpu, d, managed));
+    }
+
+    /// Each trigger the `coalesce` module lists issues the copies held on the stream: two uploads held on
+    /// stream 0 are gone from its group after it (or, for a copy that cannot join them, replaced by that
+    /// copy alone), and land.
+    #[test]
+    #[ignore = "needs an NVIDIA GPU; cargo xtask test runs it where a driver is found"]
+    fn every_trigger_issues_the_copies_held() {
+        const TRIGGERS: [&str; 16] = [
+            "another operation on the stream",
+            "a copy that overlaps a held one",
+            "an event recorded on the stream",
+            "a wait queued on the stream",
+            "a conflict on another stream",
+            "a pending download on the stream",
+            "a graph capture",
+            "Scope::synchronize",
+            "ScopeStream::synchronize",
+            "Scope::is_idle",
+            "Scope::waits",
+            "Scope::flush",
+            "Scope::set_coalescing",
+            "a group past GROUP_BYTES",
+            "a group past GROUP_COPIES",
+            "the scope's end",
+        ];
+        let gpu = crate::Gpu::init().unwrap();
+        let streams = gpu.streams(2).unwrap();
+        let host: Vec<f32> = (0..1 << 20).map(|i| i as f32).collect();
+        let mut d = gpu.alloc::<f32>(1 << 21).unwrap();
+        let mut out = vec![0f32; 1 << 16];
+        for (t, trigger) in TRIGGERS.iter().enumerate() {
+            let held = |s: &Scope<'_, '_>| s.state.borrow().groups[0].held.len();
+            let left = gpu
+                .scope(&streams, |s| -> crate::Result<usize> {
+                    s.set_coalescing(Coalescing::Forced(CopyWay::Kernel))?;
+                    let dv = s.device(&mut d);
+                    let (zero, one) = (s.stream(0), s.stream(1));
+                    zero.htod(&host[..1024], dv.slice(0..1024))?;
+                    zero.htod(&host[1024..2048], dv.slice(1024..2048))?;
+                    assert_eq!(held(s), 2, "two uploads held");
+                    let (head, rest) = out.split_at_mut(16);
+                    match t {
+                        0 => zero.fill(dv.slice(8192..8200), 1.0)?,
+                        1 => zero.htod(&host[100..110], dv.slice(100..110))?,
+                        2 => drop(zero.record_event()?),
+                        3 => zero.wait_event(one.record_event()?)?,
+                        4 => one.dtoh(dv.slice(0..16), head)?,
+                        5 => drop(zero.dtoh_pending(dv.slice(5000..5016), head)?),
+                        6 => drop(s.graph(|g| g.htod(&host[..4], dv.slice(9000..9004)))?),
+                        7 => s.synchronize()?,
+                        8 => zero.synchronize()?,
+                        9 => drop(s.is_idle()?),
+                        10 => drop(s.waits()),
+                        11 => s.flush()?,
+                        12 => s.set_coalescing(Coalescing::Off)?,
+                        13 => {
+                            let big = 64 << 10; // 256 KiB of f32: the most one held copy takes
+                            for i in 0..16 {
+                                zero.htod(&host[..big], dv.slice(65536 + i * big..65536 + (i + 1) * big))?;
+                            }
+                        }
+                        14 => {
+                            for (i, x) in rest.iter_mut().take(coalesce::GROUP_COPIES).enumerate() {
+                                zero.dtoh(dv.slice(4096 + i..4097 + i), std::slice::from_mut(x))?;
+                            }
+                        }
+                        _ => return Ok(held(s)),
+                    }
+                    Ok(held(s))
+                })
+                .unwrap();
+            let want = match t {
+                1 | 13 => 1, // the copy that could not join is held alone
+                14 => 2,     // 2 + 16384 copies: a group of 16,384 went out, two are held
+                15 => 2,     // issued as the scope ended
+                _ => 0,
+            };
+            assert_eq!(left, want, "{trigger}: copies still held");
+            let mut back = vec![0f32; 2048];
+            gpu.scope(&streams, |s| s.stream(0).dtoh(s.device(&mut d).slice(0..2048), &mut back)).unwrap();
+            assert!(back.iter().enumerate().all(|(i, &x)| x == i as f32), "{trigger}: the held uploads landed");
+            eprintln!("{trigger}: issued the copies held");
+        }
+        // A timed scope's join comes after the copies held, which it times.
+        let ms = gpu
+            .timed(&streams, |s| {
+                s.set_coalescing(Coalescing::Forced(CopyWay::Kernel))?;
+                let dv = s.device(&mut d);
+                (0..64).try_for_each(|i| {
+                    s.stream(1).htod(&host[i * 1024..(i + 1) * 1024], dv.slice(i * 1024..(i + 1) * 1024))
+                })
+            })
+            .unwrap();
+        assert!(ms > 0.0);
     }
 
     /// Managed memory of another context is refused like its device buffers: by kernels and by prefetches.

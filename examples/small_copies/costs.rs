@@ -38,6 +38,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
+use cuda_scope::{coalesce, CopyCounts, CopyModel, CopyWay};
 use kernels::TableCopy;
 use measure::{
     fit::CopyCost,
@@ -158,6 +159,9 @@ pub struct ModelCosts {
     pub kernels: CopyCost,
     /// Zero-copy's two kernels, over mapped host memory: α their launches, β their rate.
     pub zero_copy: CopyCost,
+    /// The scope's own model of its coalesced copies (`Gpu::copy_model`, fitted once by the scope), where
+    /// its kernel loaded.
+    pub coalescing: Option<CopyModel>,
 }
 
 /// Rates with the copies and the CPU's packing at once, GB/s, measured over 16 MiB: a copy up while the
@@ -169,6 +173,42 @@ pub struct BusyRates {
     pub pack_gbps: f64,
     pub dtoh_gbps: f64,
     pub unpack_gbps: f64,
+}
+
+/// The natural loop over buffers of `sizes`, dealt round-robin to `streams` streams, up and back,
+/// coalesced by the scope, as the scope's own model predicts it (ms): each stream's copies held in groups
+/// as the scope holds them (a new group past its limits; a copy past `HELD_AT_MOST` issued alone), each
+/// group the way the model chooses, the groups one after another as the host issues them.
+pub fn coalesced_ms(model: &CopyModel, sizes: &[usize], streams: usize, pageable: bool) -> f64 {
+    let none = CopyCounts::default();
+    let mut us = 0.0;
+    for up in [true, false] {
+        for k in 0..streams.max(1) {
+            let mut group = CopyCounts::default();
+            let mut flush = |group: &mut CopyCounts| {
+                if group.copies > 0 {
+                    let (u, d) = if up { (*group, none) } else { (none, *group) };
+                    let way = if group.copies == 1 { CopyWay::Each } else { model.choose(u, d) };
+                    us += model.predict(way, u, d);
+                }
+                *group = CopyCounts::default();
+            };
+            for &size in sizes.iter().skip(k).step_by(streams.max(1)) {
+                let alone = CopyCounts::default().add(size, pageable);
+                if size > coalesce::HELD_AT_MOST {
+                    flush(&mut group);
+                    flush(&mut alone.clone());
+                    continue;
+                }
+                if group.copies + 1 > coalesce::GROUP_COPIES || group.bytes + size > coalesce::GROUP_BYTES {
+                    flush(&mut group);
+                }
+                group = group.add(size, pageable);
+            }
+            flush(&mut group);
+        }
+    }
+    us * 1e-3
 }
 
 /// One way's predicted round trip, ms.
@@ -261,8 +301,9 @@ impl ModelCosts {
             packed_beyond: ByteCurve::zero(),
             kernels: rates.kernels,
             zero_copy: unknown,
+            coalescing: rig.gpu.copy_model().ok(),
         };
-        costs.measure_calls(rig, sets, TransferWay::Each { streams: 1, pageable: false })?;
+        costs.measure_calls(rig, sets, TransferWay::Each { streams: 1, pageable: false, coalesced: false })?;
         Ok(costs)
     }
 
@@ -307,6 +348,8 @@ impl ModelCosts {
                 self.packed_beyond = self.packed_beyond_over(rig, sets)?;
             }
             TransferWay::ZeroCopy => self.zero_copy = zero_copy_cost(rig, sets)?,
+            // The scope fits its model once per GPU; nothing of it is measured again.
+            TransferWay::Each { coalesced: true, .. } => {}
             way => self.measure_calls(rig, sets, way)?,
         }
         Ok(())
@@ -431,6 +474,11 @@ impl ModelCosts {
         let (n, bytes, scope) = (set.count(), set.bytes(), self.scope_us * 1e-3);
         let call = self.call_us * 1e-3;
         let (gpu_ms, host_ms, wall_ms) = match way {
+            TransferWay::Each { streams, pageable, coalesced: true } => {
+                // The scope's model predicts what the caller waits for, GPU and host together.
+                let wall = self.coalescing.map_or(f64::NAN, |m| coalesced_ms(&m, &set.sizes, streams, pageable));
+                (wall, wall, wall + scope)
+            }
             TransferWay::Each { .. } => {
                 // Copies back to back on one stream overlap part of each one's fixed cost: a line through
                 // the run's own, not a copy's α taken n times.
@@ -749,7 +797,8 @@ pub(crate) mod tests {
 
     /// ModelCosts of the sizes this project's runs measure: 6 µs per copy at 55 GB/s, 4 µs to queue one,
     /// a batch 10 µs + 1 µs a buffer, a graph 5 µs + 2.5 µs a buffer, packing 0.05 µs a buffer at 10 GB/s,
-    /// kernels 8 µs at 400 GB/s, zero-copy 8 µs at 25 GB/s.
+    /// kernels 8 µs at 400 GB/s, zero-copy 8 µs at 25 GB/s; the scope's coalesced copies 4 µs a copy each
+    /// way (7 from pageable memory), or a launch of 9 µs and 40-45 GB/s.
     pub(crate) fn h200() -> ModelCosts {
         ModelCosts {
             htod: cost(6.0, 55.0),
@@ -771,7 +820,45 @@ pub(crate) mod tests {
             packed_beyond: ByteCurve::zero(),
             kernels: cost(8.0, 400.0),
             zero_copy: cost(8.0, 25.0),
+            coalescing: Some(coalescing()),
         }
+    }
+
+    fn coalescing() -> CopyModel {
+        CopyModel {
+            each_up_us: 4.0,
+            each_down_us: 4.0,
+            each_up_pageable_us: 7.0,
+            each_down_pageable_us: 7.0,
+            engine_gbps: 50.0,
+            kernel_us: 9.0,
+            kernel_up_gbps: 40.0,
+            kernel_down_gbps: 45.0,
+            pack_gbps: 10.0,
+            fit_ms: 2.0,
+        }
+    }
+
+    /// The coalesced loop as the scope holds it: one launch a direction for 1000 x 4 KiB on one stream (a
+    /// group of 4 MiB), one a stream on four; copies past what the scope holds each on its own.
+    #[test]
+    fn the_coalesced_loop_is_a_launch_a_group_as_the_scope_holds_them() {
+        let m = coalescing();
+        let us = |sizes: &[usize], streams: usize| coalesced_ms(&m, sizes, streams, false) * 1e3;
+        let launch = |bytes: usize, gbps: f64| 9.0 + bytes as f64 / (gbps * 1e3);
+        let one = us(&[4096; 1000], 1);
+        assert!((one - launch(4096 * 1000, 40.0) - launch(4096 * 1000, 45.0)).abs() < 1e-6, "{one}");
+        let four = us(&[4096; 1000], 4);
+        assert!((four - 4.0 * (launch(4096 * 250, 40.0) + launch(4096 * 250, 45.0))).abs() < 1e-6, "{four}");
+        let big = us(&[1 << 20; 2], 1);
+        let each = 4.0 + (1 << 20) as f64 / 50e3;
+        assert!((big - 4.0 * each).abs() < 1e-6, "two copies of 1 MiB, each alone, up and down: {big}");
+        let c = h200();
+        let p = c.predict(
+            TransferWay::Each { streams: 1, pageable: false, coalesced: true },
+            &BufferSet::uniform(1000, 4096),
+        );
+        assert!((p.wall_ms - (one * 1e-3 + c.scope_us * 1e-3)).abs() < 1e-9, "{p:?}");
     }
 
     #[test]
@@ -802,7 +889,7 @@ pub(crate) mod tests {
             p.into_iter().min_by(|a, b| a.wall_ms.total_cmp(&b.wall_ms)).unwrap()
         };
         let tiny = BufferSet::uniform(1000, 256);
-        let each = c.predict(TransferWay::Each { streams: 1, pageable: false }, &tiny);
+        let each = c.predict(TransferWay::Each { streams: 1, pageable: false, coalesced: false }, &tiny);
         assert!((each.gpu_ms - (4e-3 + 1000.0 * (6e-3 + 512.0 / 55e6))).abs() < 1e-9, "{each:?}");
         assert!(
             (each.host_ms - (2e-3 + 8.0)).abs() < 1e-9 && each.wall_ms > each.host_ms,
@@ -812,7 +899,8 @@ pub(crate) mod tests {
         // Four buffers of 16 MiB: the per-copy cost is lost in the bytes; one memcpy each is within 10%
         // of the best.
         let large = BufferSet::uniform(4, 16 << 20);
-        let (b, e) = (best(&large), c.predict(TransferWay::Each { streams: 1, pageable: false }, &large));
+        let (b, e) =
+            (best(&large), c.predict(TransferWay::Each { streams: 1, pageable: false, coalesced: false }, &large));
         assert!(e.wall_ms / b.wall_ms < 1.1, "{b:?} {e:?}");
     }
 

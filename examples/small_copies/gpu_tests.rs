@@ -131,7 +131,7 @@ fn the_planner_predicts_and_runs_every_rival() {
 fn the_scopes_price_is_held_against_the_same_calls_made_bare() {
     let set = BufferSet::uniform(100, 4096);
     let (_lock, mut rig, places) = rig_for(&set);
-    let run = rig.run_set(&set, &[TransferWay::Each { streams: 1, pageable: false }]).unwrap();
+    let run = rig.run_set(&set, &[TransferWay::Each { streams: 1, pageable: false, coalesced: false }]).unwrap();
     assert!(run.scope_price.is_none(), "run_set alone does not price the scope");
     let price = rig.scope_price(&set).unwrap();
     assert_eq!(price.copies, 200);
@@ -141,7 +141,7 @@ fn the_scopes_price_is_held_against_the_same_calls_made_bare() {
     rig.poison(&places, &mut none).unwrap();
     let pieces: Vec<_> = (0..100).map(|i| (places.host_range(i), places.device_range(i).start)).collect();
     assert!(rig.bare_round_trip(&pieces).unwrap() > 0.0);
-    let check = rig.check(&places, TransferWay::Each { streams: 1, pageable: false }, &none);
+    let check = rig.check(&places, TransferWay::Each { streams: 1, pageable: false, coalesced: false }, &none);
     check.ensure("the bare calls").unwrap();
     eprintln!("{price:?}");
 }

@@ -30,7 +30,10 @@ use crate::{
 
 /// The ways the planner chooses among.
 pub fn rivals(zero_copy: bool, batch: bool) -> Vec<TransferWay> {
-    let mut v = vec![TransferWay::Each { streams: 1, pageable: false }];
+    let mut v = vec![
+        TransferWay::Each { streams: 1, pageable: false, coalesced: false },
+        TransferWay::Each { streams: 1, pageable: false, coalesced: true },
+    ];
     if batch {
         v.push(TransferWay::Batch { order: SrcOrder::StreamOrder, pageable: false });
     }

@@ -207,13 +207,79 @@ impl SetRun {
     }
 
     /// The fastest of the ways whose name starts with `family` (`memcpy each`, `batch`), pinned ones
-    /// only, by wall time.
+    /// only, and not coalesced by the scope, by wall time.
     pub fn best_of(&self, family: &str) -> Option<&WayRun> {
         self.ways
             .iter()
-            .filter(|w| w.name.starts_with(family) && !w.name.ends_with("pageable"))
+            .filter(|w| w.name.starts_with(family) && !w.way.pageable() && !w.way.coalesced())
             .min_by(|a, b| a.wall.median_ms.total_cmp(&b.wall.median_ms))
     }
+
+    /// The way named `name`.
+    pub fn way(&self, name: &str) -> Option<&WayRun> {
+        self.ways.iter().find(|w| w.name == name)
+    }
+}
+
+/// The scope's model of its coalesced copies, as it fitted it in this run, in one line.
+pub fn describe_copy_model(m: &cuda_scope::CopyModel) -> String {
+    format!(
+        "the scope's model, fitted in this run in {:.1} ms: a copy each way {:.2} µs up, {:.2} down ({:.2} and {:.2} \
+         from pageable memory) + n / {:.1} GB/s; the kernel {:.1} µs + n / {:.1} GB/s up, {:.1} down; packing \
+         pageable memory {:.1} GB/s",
+        m.fit_ms,
+        m.each_up_us,
+        m.each_down_us,
+        m.each_up_pageable_us,
+        m.each_down_pageable_us,
+        m.engine_gbps,
+        m.kernel_us,
+        m.kernel_up_gbps,
+        m.kernel_down_gbps,
+        m.pack_gbps
+    )
+}
+
+/// The natural loop coalesced by the scope, from pinned and pageable memory, on one stream and on
+/// several, against the packed way and the same loop with coalescing off (wall µs, medians): the
+/// table, where the run has the coalesced ways.
+pub fn coalesced_table(runs: &[SetRun]) -> Option<Table> {
+    let ways: Vec<&str> = runs.first()?.ways.iter().filter(|w| w.way.coalesced()).map(|w| w.name.as_str()).collect();
+    if ways.is_empty() {
+        return None;
+    }
+    let short: Vec<String> = ways
+        .iter()
+        .map(|w| w.trim_start_matches("memcpy each").trim_start_matches(", ").replace(", coalesced", ""))
+        .collect();
+    let mut headers = vec!["buffers", "packed"];
+    headers.extend(short.iter().map(|s| if s.is_empty() { "1 stream" } else { s.as_str() }));
+    headers.extend(["coalesced / packed", "memcpy each / coalesced"]);
+    let mut t = Table::new(&headers);
+    for run in runs {
+        let packed = run.way("packed + scatter kernel").map(|w| w.wall.median_ms);
+        let mut cells = vec![run.set.clone(), packed.map_or("-".into(), us)];
+        let mut ratios = Vec::new();
+        for name in &ways {
+            let w = run.way(name);
+            cells.push(w.map_or("-".into(), |w| us(w.wall.median_ms)));
+            if let (Some(w), Some(p)) = (w, packed) {
+                ratios.push(w.wall.median_ms / p);
+            }
+        }
+        ratios.sort_by(f64::total_cmp);
+        cells.push(match (ratios.first(), ratios.last()) {
+            (Some(a), Some(b)) => format!("{a:.2}-{b:.2}x"),
+            _ => "-".into(),
+        });
+        let (each, coalesced) = (run.way("memcpy each"), run.way("memcpy each, coalesced"));
+        cells.push(match (each, coalesced) {
+            (Some(e), Some(c)) => format!("{:.1}x", e.wall.median_ms / c.wall.median_ms),
+            _ => "-".into(),
+        });
+        t.row(cells);
+    }
+    Some(t)
 }
 
 impl SetRun {
@@ -248,7 +314,10 @@ pub fn us(ms: f64) -> String {
 /// pinned memory), one copy each way for scale, and the fastest way.
 pub fn grid_table(runs: &[SetRun]) -> Table {
     let mut families: Vec<&str> = vec!["memcpy each"];
-    let spread = runs.iter().flat_map(|r| &r.ways).find(|w| matches!(w.way, TransferWay::Each { streams: 2.., .. }));
+    let spread = runs
+        .iter()
+        .flat_map(|r| &r.ways)
+        .find(|w| matches!(w.way, TransferWay::Each { streams: 2.., coalesced: false, .. }));
     let spread_name = spread.map(|w| w.name.clone());
     if let Some(name) = &spread_name {
         families.push(name);
@@ -270,9 +339,10 @@ pub fn grid_table(runs: &[SetRun]) -> Table {
         let mut cells = vec![run.set.clone(), fmt_bytes(run.bytes), us(run.one_copy_ms)];
         for f in &families {
             let found = match *f {
-                "memcpy each" => {
-                    run.ways.iter().find(|w| matches!(w.way, TransferWay::Each { streams: 1, pageable: false }))
-                }
+                "memcpy each" => run
+                    .ways
+                    .iter()
+                    .find(|w| matches!(w.way, TransferWay::Each { streams: 1, pageable: false, coalesced: false })),
                 f if f.starts_with("memcpy each, ") => run.ways.iter().find(|w| w.name == f),
                 f => run.best_of(f),
             };
@@ -459,8 +529,8 @@ pub(crate) mod tests {
         let n = count as f64;
         let link = bytes / 55e6; // ms each way
         let times = [
-            (TransferWay::Each { streams: 1, pageable: false }, n * 0.012 + 2.0 * link),
-            (TransferWay::Each { streams: 4, pageable: false }, n * 0.010 + 2.0 * link),
+            (TransferWay::Each { streams: 1, pageable: false, coalesced: false }, n * 0.012 + 2.0 * link),
+            (TransferWay::Each { streams: 4, pageable: false, coalesced: false }, n * 0.010 + 2.0 * link),
             (TransferWay::Batch { order: SrcOrder::StreamOrder, pageable: false }, 0.02 + n * 0.0015 + 2.0 * link),
             (TransferWay::Batch { order: SrcOrder::Any, pageable: true }, 0.02 + n * 0.001 + 2.0 * bytes / 10e6),
             (TransferWay::Packed, 0.02 + n * 0.002 + 2.0 * link + bytes / 5e6),

@@ -256,7 +256,7 @@ impl SmallCopiesRig {
     /// goes first alternating, so that neither always follows the other).
     pub fn scope_price(&mut self, set: &BufferSet) -> anyhow::Result<ScopePrice> {
         let places = BufferPlacement::new(set);
-        let each = TransferWay::Each { streams: 1, pageable: false };
+        let each = TransferWay::Each { streams: 1, pageable: false, coalesced: false };
         let pieces: Vec<_> =
             (0..places.count()).map(|i| (places.host_range(i), places.device_range(i).start)).collect();
         let mut none = PageableCopies { ins: vec![], outs: vec![] };
@@ -462,6 +462,18 @@ impl SmallCopiesRig {
             out.table(&t);
         }
         say_packed(runs, out);
+        if let Some(t) = results::coalesced_table(runs) {
+            out.say(
+                "\nThe loop everyone writes first, one memcpy per buffer, coalesced by the scope \
+                 (cuda_scope::coalesce): it holds the copies and issues each stream's together, by one launch of \
+                 its copy kernel or one call each, as its model fitted on this machine chooses. Wall µs, against \
+                 the packed way and against the same loop with coalescing off",
+            );
+            out.table(&t);
+            if let Ok(m) = self.gpu.copy_model() {
+                out.say(results::describe_copy_model(&m));
+            }
+        }
         let model = runs.last().expect("a set at least"); // the model-like set, unless left out
         out.say(format!("\n{}, every way", model.set));
         out.table(&results::detail_table(model));

@@ -7,7 +7,7 @@ use std::time::Instant;
 use anyhow::{bail, Context as _};
 use serde::Serialize;
 
-use cuda_scope::{DeviceBuffer, PinnedBuffer, Scope, SrcOrder};
+use cuda_scope::{Coalescing, DeviceBuffer, PinnedBuffer, Scope, SrcOrder};
 use kernels::TableCopy;
 use measure::timing::{measure_parts_within, Repeats, Stats};
 
@@ -22,8 +22,10 @@ use crate::{
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub enum TransferWay {
     /// One `cudaMemcpyAsync` per buffer each way, dealt round-robin to `streams` streams; from and into
-    /// `Vec`s where `pageable`, else pinned memory.
-    Each { streams: usize, pageable: bool },
+    /// `Vec`s where `pageable`, else pinned memory. The same loop either way; `coalesced`: the scope holds
+    /// the copies and issues each stream's as a group, the way its model chooses (`cuda_scope::coalesce`),
+    /// else it issues each as it is queued (`Coalescing::Off`), as C++ does.
+    Each { streams: usize, pageable: bool, coalesced: bool },
     /// One `cuMemcpyBatchAsync` up, its sources read in `order`, and one back.
     Batch { order: SrcOrder, pageable: bool },
     /// Packed by the CPU into one pinned buffer, one copy, a kernel that scatters the buffers into the
@@ -40,11 +42,19 @@ impl TransferWay {
     /// Every way, with one memcpy per buffer spread over `streams`, and the batched ones where the driver
     /// has them.
     pub fn all(streams: usize, batch: bool, zero_copy: bool) -> Vec<TransferWay> {
-        let mut v = vec![TransferWay::Each { streams: 1, pageable: false }];
+        let mut v = vec![TransferWay::Each { streams: 1, pageable: false, coalesced: false }];
         if streams > 1 {
-            v.push(TransferWay::Each { streams, pageable: false });
+            v.push(TransferWay::Each { streams, pageable: false, coalesced: false });
         }
-        v.push(TransferWay::Each { streams: 1, pageable: true });
+        v.push(TransferWay::Each { streams: 1, pageable: true, coalesced: false });
+        // The same loops, coalesced by the scope: from pinned and pageable memory, on one stream and on all.
+        for pageable in [false, true] {
+            v.extend([1, streams].into_iter().take(1 + (streams > 1) as usize).map(|streams| TransferWay::Each {
+                streams,
+                pageable,
+                coalesced: true,
+            }));
+        }
         if batch {
             for pageable in [false, true] {
                 v.extend(SrcOrder::ALL.map(|order| TransferWay::Batch { order, pageable }));
@@ -60,14 +70,24 @@ impl TransferWay {
     /// `memcpy each, 4 streams`, `batch, any order, pageable`.
     pub fn name(&self) -> String {
         let from = |pageable: bool| if pageable { ", pageable" } else { "" };
+        let how = |coalesced: bool| if coalesced { ", coalesced" } else { "" };
         match self {
-            TransferWay::Each { streams: 1, pageable } => format!("memcpy each{}", from(*pageable)),
-            TransferWay::Each { streams, pageable } => format!("memcpy each, {streams} streams{}", from(*pageable)),
+            TransferWay::Each { streams: 1, pageable, coalesced } => {
+                format!("memcpy each{}{}", from(*pageable), how(*coalesced))
+            }
+            TransferWay::Each { streams, pageable, coalesced } => {
+                format!("memcpy each, {streams} streams{}{}", from(*pageable), how(*coalesced))
+            }
             TransferWay::Batch { order, pageable } => format!("batch, {}{}", order.describe(), from(*pageable)),
             TransferWay::Packed => "packed + scatter kernel".into(),
             TransferWay::Graph => "graph, replayed".into(),
             TransferWay::ZeroCopy => "zero-copy kernel".into(),
         }
+    }
+
+    /// Whether the scope coalesces its copies.
+    pub fn coalesced(&self) -> bool {
+        matches!(self, TransferWay::Each { coalesced: true, .. })
     }
 
     /// Whether it moves the buffers from and into `Vec`s (pageable memory).
@@ -79,9 +99,10 @@ impl TransferWay {
     /// beyond timing noise, since it moves the same bytes through the same copies with at least one
     /// copy's fixed cost each way. Copies from pageable memory (which the driver may write inline for
     /// small copies), the batched call and the graph's copies (other paths to the copy engines) and
-    /// zero-copy (no copy engine at all) can; for them it is a reference.
+    /// zero-copy (no copy engine at all, nor has the scope's coalesced copies' kernel) can; for them it
+    /// is a reference.
     pub fn bounded(&self) -> bool {
-        matches!(self, TransferWay::Each { pageable: false, .. } | TransferWay::Packed)
+        matches!(self, TransferWay::Each { pageable: false, coalesced: false, .. } | TransferWay::Packed)
     }
 }
 
@@ -121,7 +142,9 @@ impl SmallCopiesRig {
         };
         let t0 = Instant::now();
         let (gpu_ms, host_ms) = match way {
-            TransferWay::Each { streams, .. } => memcpy_each(on.first(streams), places, data, &mut device.arena)?,
+            TransferWay::Each { streams, coalesced, .. } => {
+                memcpy_each(on.first(streams), places, data, &mut device.arena, coalesced)?
+            }
             TransferWay::Batch { order, .. } => batched(on.first(1), places, data, &mut device.arena, order)?,
             TransferWay::Packed => {
                 (packed_round_trip(on.first(2), places, data, (packed_htod, packed_dtoh), device)?, 0.0)
@@ -192,14 +215,17 @@ impl SmallCopiesRig {
 
 /// One `cudaMemcpyAsync` per buffer each way, dealt round-robin over the streams of `on`, with a
 /// barrier between the way up and the way back where there are several: (GPU, host in the calls) ms.
+/// `coalesced`: the same loop, the scope holding the copies and issuing each stream's together.
 fn memcpy_each(
     on: GpuSide,
     places: &BufferPlacement,
     data: RoundTripBuffers,
     arena: &mut DeviceBuffer<u8>,
+    coalesced: bool,
 ) -> anyhow::Result<(f64, f64)> {
     let k = on.streams.len();
     on.timed_calls(|s| {
+        s.set_coalescing(if coalesced { Coalescing::On } else { Coalescing::Off })?;
         let arena = s.device(arena);
         for (i, src) in data.srcs.iter().enumerate() {
             s.stream(i % k).htod(src, arena.slice(places.device_range(i)))?; //       cudaMemcpyAsync, H2D
@@ -269,12 +295,15 @@ mod tests {
     #[test]
     fn ways_name_themselves_and_know_what_bounds_them() {
         let all = TransferWay::all(4, true, true);
-        assert_eq!(all.len(), 12);
+        assert_eq!(all.len(), 16);
         let names: Vec<String> = all.iter().map(TransferWay::name).collect();
         assert!(names.contains(&"memcpy each, 4 streams".to_string()));
         assert!(names.contains(&"batch, during the call, pageable".to_string()));
-        assert_eq!(TransferWay::all(1, false, false).len(), 4, "no batches where the driver has none");
-        let each_pageable = TransferWay::Each { streams: 1, pageable: true };
+        assert!(names.contains(&"memcpy each, 4 streams, pageable, coalesced".to_string()));
+        assert_eq!(TransferWay::all(1, false, false).len(), 6, "no batches where the driver has none");
+        let each_pageable = TransferWay::Each { streams: 1, pageable: true, coalesced: false };
+        let coalesced = TransferWay::Each { streams: 1, pageable: false, coalesced: true };
+        assert!(!coalesced.bounded(), "the kernel of coalesced copies has no copy engine's fixed cost");
         assert!(TransferWay::Packed.bounded() && !TransferWay::ZeroCopy.bounded() && !each_pageable.bounded());
         assert!(each_pageable.pageable() && !TransferWay::Graph.pageable());
     }

@@ -240,12 +240,17 @@ impl<'a> Parts<'a> {
         let c = Chunk { len: self.chunking.elements / self.chunking.chunks, ..self.chunking.chunk(0) };
         let (one, out) = (&self.streams[..1], &mut out[c.range()]);
         let (gpu, r, h_in) = (self.gpu, self.r, &self.h_in[c.range()]);
-        let htod = part(r, || Ok(gpu.timed(one, |s| s.stream(0).htod(h_in, s.device(d).slice(c.range())))?))?;
-        let kernel = part(r, || Ok(gpu.timed(one, |s| self.kernel(s.stream(0), s.device(d), &c))?))?;
-        let dtoh = part(r, || Ok(gpu.timed(one, |s| s.stream(0).dtoh(s.device(d).slice(c.range()), &mut *out))?))?;
+        let htod = part(r, || {
+            Ok(gpu.timed(one, |s| crate::pipeline::each(s)?.stream(0).htod(h_in, s.device(d).slice(c.range())))?)
+        })?;
+        let kernel =
+            part(r, || Ok(gpu.timed(one, |s| self.kernel(crate::pipeline::each(s)?.stream(0), s.device(d), &c))?))?;
+        let dtoh = part(r, || {
+            Ok(gpu.timed(one, |s| crate::pipeline::each(s)?.stream(0).dtoh(s.device(d).slice(c.range()), &mut *out))?)
+        })?;
         let chain = part(r, || {
             Ok(gpu.timed(one, |s| {
-                let (d, s0) = (s.device(d), s.stream(0));
+                let (d, s0) = (s.device(d), crate::pipeline::each(s)?.stream(0));
                 self.htod(s0, d, &c)?;
                 self.kernel(s0, d, &c)?;
                 s0.dtoh(d.slice(c.range()), &mut *out)
@@ -259,7 +264,7 @@ impl<'a> Parts<'a> {
         let last = self.chunking.chunk(self.chunking.chunks - 1);
         part(self.r, || {
             Ok(self.gpu.timed(self.streams, |s| {
-                let d = s.device(d);
+                let d = crate::pipeline::each(s)?.device(d);
                 self.chunking.iter().try_for_each(|c| self.htod(self.on(s, &c), d, &c))?;
                 self.kernel(self.on(s, &last), d, &last)?;
                 self.on(s, &last).dtoh(d.slice(last.range()), &mut out[last.range()])
@@ -273,7 +278,7 @@ impl<'a> Parts<'a> {
         let (first, n) = (self.chunking.chunk(0), self.chunking.elements);
         part(self.r, || {
             self.gpu.timed(self.streams, |s| {
-                let (d, s0) = (s.device(d), s.stream(0));
+                let (d, s0) = (crate::pipeline::each(s)?.device(d), s.stream(0));
                 self.htod(s0, d, &first)?;
                 self.kernel(s0, d, &first)?;
                 self.fan_out(s, s0.record_event()?)?;
@@ -301,7 +306,7 @@ impl<'a> Parts<'a> {
         let half = (k / 2).max(1);
         part(self.r, || {
             self.gpu.timed(self.streams, |s| {
-                let d = s.device(d);
+                let d = crate::pipeline::each(s)?.device(d);
                 for (c, out) in self.chunking.iter().zip(self.chunking.split_mut(out)) {
                     let down = s.stream((half + c.index % (k - half).max(1)).min(k - 1));
                     self.htod(s.stream(c.index % half), d, &c)?;
@@ -317,7 +322,7 @@ impl<'a> Parts<'a> {
         let (first, last) = (self.chunking.chunk(0), self.chunking.chunk(self.chunking.chunks - 1));
         part(self.r, || {
             Ok(self.gpu.timed(self.streams, |s| {
-                let (d, s0) = (s.device(d), s.stream(0));
+                let (d, s0) = (crate::pipeline::each(s)?.device(d), s.stream(0));
                 self.htod(s0, d, &first)?;
                 self.fan_out(s, s0.record_event()?)?;
                 self.chunking.iter().try_for_each(|c| self.kernel(self.on(s, &c), d, &c))?;
@@ -330,7 +335,7 @@ impl<'a> Parts<'a> {
     fn busiest_buffer(&self, buffers: usize, d: &mut Scratch, out: &mut [f32]) -> anyhow::Result<f64> {
         part(self.r, || {
             self.gpu.timed(&self.streams[..1], |s| {
-                let (d, s0) = (s.device(d), s.stream(0));
+                let (d, s0) = (crate::pipeline::each(s)?.device(d), s.stream(0));
                 let busiest = self
                     .chunking
                     .iter()

@@ -142,7 +142,7 @@ impl<'g> Pipeline<'g> {
         let RunBuffers { buffering, bufs } = on;
         anyhow::ensure!(self.streams.len() >= buffering.streams(), "run buffers of another pipeline");
         self.gpu.timed(&self.streams[..buffering.streams()], |s| {
-            let d = s.devices(bufs);
+            let d = each(s)?.devices(bufs);
             for (c, out) in chunking.iter().zip(chunking.split_mut(h_out)) {
                 let (buf, own) = (d[c.index % buffering.buffers], s.stream(c.index % buffering.buffers));
                 let (copy_in, compute, copy_out) =
@@ -276,6 +276,13 @@ pub fn in_place(gpu: &Gpu, kernels: &Kernels, kernel: ChunkKernel, chunk: usize,
         ChunkKernel::Given(work) => Ok(work),
         ChunkKernel::VectorAdd => anyhow::bail!("c = a + b is not a kernel in place"),
     }
+}
+
+/// The scope, set to issue every copy as it is queued (`Coalescing::Off`): a pipeline moves one copy
+/// per chunk, as the seeds' C++ does, and so do the parts of its bound.
+pub fn each<'s, 'e>(s: &'s cuda_scope::Scope<'s, 'e>) -> cuda_scope::Result<&'s cuda_scope::Scope<'s, 'e>> {
+    s.set_coalescing(cuda_scope::Coalescing::Off)?;
+    Ok(s)
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! The files that nvcc makes and the repository commits, so that a build needs no nvcc:
 //! - `kernels/ptx/<stem>.ptx`: what nvcc 13.0 makes of `kernels/<stem>.cu` (the build falls back to
-//!   them where it finds no nvcc), `common/tests/ptx/<stem>.ptx` of `common/tests/<stem>.cu` (the
+//!   them where it finds no nvcc), `common/src/ptx/<stem>.ptx` of `common/src/<stem>.cu` (the core
+//!   crate's own kernel, which it embeds), `common/tests/ptx/<stem>.ptx` of `common/tests/<stem>.cu` (the
 //!   kernels of common's front page and GPU tests) and `examples/NAME/<stem>.ptx` beside
 //!   `examples/NAME/<stem>.cu` (a lesson's kernel of its own: the example that shows how to launch one).
 //!
@@ -61,7 +62,7 @@ fn make() -> anyhow::Result<Vec<Generated>> {
     let lessons: Vec<PathBuf> =
         fs::read_dir(root.join("examples"))?.flatten().map(|e| e.path()).filter(|p| p.is_dir()).collect();
     let mut sources: Vec<PathBuf> = Vec::new();
-    for dir in [root.join("kernels"), root.join("common/tests")].into_iter().chain(lessons) {
+    for dir in [root.join("kernels"), root.join("common/src"), root.join("common/tests")].into_iter().chain(lessons) {
         sources.extend(
             fs::read_dir(dir)?.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == "cu")),
         );

@@ -346,6 +346,7 @@ const LAYERS: [(&str, &[&str]); 3] = [
             "order",
             "module",
             "launch",
+            "coalesce",
             "scope",
             "probe",
             "batch",
