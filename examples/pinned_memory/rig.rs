@@ -9,7 +9,7 @@ use cuda_scope::{DeviceBuffer, DeviceInfo, Footprint, Gpu, HostAlloc, PinnedBuff
 use measure::{
     fit::{fit_table, unseen_notes, DirectionTimes, KindFit, Sweep},
     machine::{numa_node_of, Health},
-    report::{fmt_bytes, fmt_ms, verdict, Output, Table},
+    report::{fmt_bytes, fmt_ms, verdict, MemoryKind, Output, Table},
     timeline::phase,
     timing::{gbps, host_ms, measure, Repeats},
     verify::{self, input, Check},
@@ -18,8 +18,10 @@ use serde::Serialize;
 
 use crate::Args;
 
-/// The kinds of host memory, in the order of the tables.
+/// The kinds of host memory, in the order of the tables, and what each is in the figures' schema.
 const KINDS: [&str; 4] = ["pageable", "pinned", "write-combined", "pinned in place"];
+const MEMORY: [MemoryKind; 4] =
+    [MemoryKind::Pageable, MemoryKind::Pinned, MemoryKind::WriteCombined, MemoryKind::Registered];
 
 /// What pinned_memory.cu measured: 256 MiB up from `malloc`'d memory and from pinned memory.
 #[derive(Clone, Copy, Debug, Serialize)]
@@ -106,7 +108,8 @@ impl<'a> PinnedRig<'a> {
         let link_gbps = self.health.link_gbps(&self.gpu);
         let sweep = Sweep { sizes: &self.sizes, kinds: &KINDS, times: &copies, link_gbps, host_copy_gbps };
         let fits = sweep.fits()?;
-        out.sweep(&self.sizes, &KINDS, &copies); // names every copy (`pinned H2D 4 KiB`) for `cargo xtask compare`
+        let named: Vec<(&str, MemoryKind)> = KINDS.into_iter().zip(MEMORY).collect();
+        out.sweep(&self.sizes, &named, &copies); // names every copy (`pinned H2D 4 KiB`) for `cargo xtask compare`
         self.rates(out, &sweep, &fits, &kinds.pinned);
         let alloc = self.alloc_costs(out)?;
         let cpu_read_gbps = kinds.cpu_read(out, probe);
