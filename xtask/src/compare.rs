@@ -152,6 +152,18 @@ pub enum Verdict {
     Same,
 }
 
+impl Verdict {
+    /// As nvbench's robust compare writes it: `SLOW`, `FAST`, `AMBG`, `SAME`.
+    pub fn tag(self) -> &'static str {
+        match self {
+            Verdict::Slower => "SLOW",
+            Verdict::Faster => "FAST",
+            Verdict::Ambiguous => "AMBG",
+            Verdict::Same => "SAME",
+        }
+    }
+}
+
 /// One figure in both runs.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Change {
@@ -340,8 +352,11 @@ pub fn main(flags: CompareFlags) -> ExitCode {
     }
 }
 
-/// Compares, or calibrates; 1 where a figure was found slower, else 0.
+/// Compares, or calibrates, or runs two builds in turn; 1 where a figure was found slower, else 0.
 pub fn run(flags: CompareFlags) -> anyhow::Result<u8> {
+    if flags.interleave.interleave {
+        return interleave::run(&flags);
+    }
     if let Some(dir) = &flags.calibrate {
         let (table, text) = calibrate(dir)?;
         let out = flags.out.clone().unwrap_or_else(default_table_path);
@@ -1030,3 +1045,6 @@ fn lesson_in(doc: &Value) -> Option<String> {
 
 #[cfg(test)]
 mod tests;
+
+pub mod interleave;
+pub mod paired;

@@ -277,6 +277,7 @@ fn flags(a: &Path, b: &Path, drift: &Path) -> CompareFlags {
         drift: Some(drift.into()),
         calibrate: None,
         out: None,
+        interleave: Default::default(),
     }
 }
 
