@@ -237,8 +237,8 @@ pub fn report(l: &LessonJudged, all: bool) -> String {
     for e in &l.errors {
         s += &format!("note: a run failed: {e}\n");
     }
-    if !l.planted.is_null() {
-        s += &format!("note: B says it planted a change: {}\n", l.planted);
+    if let Some(line) = planted_line(l) {
+        s += &line;
     }
     let (gpu, host): (Vec<&Judged>, Vec<&Judged>) = l.figures.iter().partition(|f| f.on_the_gpu());
     for (title, group) in [(GPU_GROUP, &gpu), (HOST_GROUP, &host)] {
@@ -296,6 +296,24 @@ fn table<const N: usize>(headers: [&str; N], rows: &[[String; N]]) -> String {
         s += &line(r);
     }
     s
+}
+
+/// Where B says it planted a change (`{"percent", "figures"}`): how many of the figures it touches are
+/// SLOW, and how many others are not SAME.
+fn planted_line(l: &LessonJudged) -> Option<String> {
+    let touched: Vec<&str> = l.planted["figures"].as_array()?.iter().filter_map(|f| f.as_str()).collect();
+    let percent = l.planted["percent"].as_u64().map_or("a".into(), |p| format!("a {p}%"));
+    let (mine, others): (Vec<&Judged>, Vec<&Judged>) =
+        l.figures.iter().partition(|f| touched.contains(&f.name.as_str()));
+    let slow = mine.iter().filter(|f| f.paired.verdict == Verdict::Slower).count();
+    let moved = others.iter().filter(|f| f.paired.verdict != Verdict::Same).count();
+    Some(format!(
+        "planted: B says it made {percent} change to {} figures: {slow} of {} judged are SLOW; {moved} of the {} others \
+         are not SAME\n",
+        touched.len(),
+        mine.len(),
+        others.len()
+    ))
 }
 
 fn ms(v: f64) -> String {

@@ -41,6 +41,15 @@ fn a_lesson_against_itself_is_the_same_and_a_planted_change_is_slow() {
     let copy = &slow.figures[0];
     assert!(copy.lo > 1.0 && copy.hi > 1.05 && (copy.ratio - 1.05).abs() < 0.01, "{copy:?}");
     assert!((copy.a_ms - 1.23).abs() < 0.01 && (copy.b_ms / copy.a_ms - 1.05).abs() < 0.01, "{copy:?}");
+    let mut planted = slow.clone();
+    planted.planted = serde_json::json!({ "percent": 5, "figures": ["pinned H2D 64 MiB", "pinned D2H 64 MiB"] });
+    let text = report(&planted, false);
+    assert!(
+        text.contains(
+            "planted: B says it made a 5% change to 2 figures: 1 of 1 judged are SLOW; 0 of the 2 others are not SAME"
+        ),
+        "{text}"
+    );
     let text = report(&slow, true);
     assert!(text.contains("pinned H2D 64 MiB") && text.contains("SLOW"), "{text}");
     let json = serde_json::to_value(&slow).unwrap();
