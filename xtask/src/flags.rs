@@ -122,6 +122,10 @@ pub struct InterleaveFlags {
     /// Where to write every figure's pairs and judgement as JSON
     #[arg(long, value_name = "FILE", requires = "interleave")]
     pub json: Option<std::path::PathBuf>,
+    /// Keep every run's document as DIR/pair-N/a/LESSON.json and DIR/pair-N/b/LESSON.json (two folders
+    /// that the two-process compare takes)
+    #[arg(long, value_name = "DIR", requires = "interleave")]
+    pub keep: Option<std::path::PathBuf>,
 }
 
 #[derive(Args)]

@@ -101,6 +101,8 @@ fn interleaved_runs_of_two_settings_find_the_planted_change() {
         "PLANT=1",
         "--json",
         json.to_str().unwrap(),
+        "--keep",
+        dir.join("kept").to_str().unwrap(),
     ]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "a SLOW figure exits 1: {stdout}{}", String::from_utf8_lossy(&out.stderr));
@@ -111,6 +113,12 @@ fn interleaved_runs_of_two_settings_find_the_planted_change() {
     assert_eq!(figures[1]["verdict"], "SAME", "{stdout}");
     let ratio = figures[0]["ratio"].as_f64().unwrap();
     assert!((ratio - 1.05).abs() < 0.01, "{ratio}");
+    // Each run kept: a pair of them is two processes for the two-process compare, which cannot see 5%.
+    let kept = |side: &str| dir.join("kept/pair-12").join(side).to_str().unwrap().to_string();
+    let out = xtask(&["compare", &kept("a"), &kept("b")]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("0 of 2 figures changed") && text.contains("same means"), "{text}");
     // The same build against itself: nothing, exit 0.
     let out = xtask(&["compare", "--interleave", d, d, "--lesson", "async_memcpy", "--pairs", "12"]);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));

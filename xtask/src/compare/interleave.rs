@@ -455,6 +455,15 @@ pub fn run(flags: &CompareFlags) -> anyhow::Result<u8> {
             let (x, tx) = run_once(first, lesson);
             let (y, ty) = run_once(second, lesson);
             let ((da, ta), (db, tb)) = if a_first { ((x, tx), (y, ty)) } else { ((y, ty), (x, tx)) };
+            if let Some(dir) = &f.keep {
+                let n = runs.get(lesson).map_or(0, Vec::len) + 1;
+                for (side, doc) in [("a", &da), ("b", &db)] {
+                    let Ok(doc) = doc else { continue };
+                    let folder = dir.join(format!("pair-{n}")).join(side);
+                    std::fs::create_dir_all(&folder).with_context(|| format!("creating {}", folder.display()))?;
+                    std::fs::write(folder.join(format!("{lesson}.json")), serde_json::to_string_pretty(doc)?)?;
+                }
+            }
             let w = walls.entry(lesson).or_default();
             w.0.push(ta);
             w.1.push(tb);
