@@ -3,11 +3,16 @@
 //! compare after a driver update, a BIOS change, a change of your own. Two folders compare their files
 //! of the same name. It exits 1 when a figure is confirmed slower, so that CI can use it.
 //!
+//! Two runs made apart cannot see a change smaller than their drift (below); to see a few per cent, run
+//! the two builds in turn on one machine: `compare --interleave A B` ([`interleave`], judged by
+//! [`paired`]).
+//!
 //! # Which figures
 //!
 //! A lesson names its figures (`"figures": [{"name": "pinned H2D 4 KiB", "stats": {...}}]`, see
-//! `measure::report::Figure`), and figures of the same name are compared. A run made before its lesson
-//! named them is named here as the lesson names them now, where this module knows the lesson's old
+//! `figures::Figure`, the schema every tool reads: a figure says its clock, its memory and its bytes,
+//! and nothing is read from its name), and figures of the same name are compared. A run made before its
+//! lesson named them is named here as the lesson names them now, where this module knows the lesson's old
 //! form ([`learned`]: `small_copies`'s `sets[7].ways[batch, any order].gpu` is `model-like / batch, any
 //! order / gpu`; `latency`'s `copies[0].host` is `pinned H2D 4 B / caller waits`). Other files without
 //! names are compared figure by figure at the same place in their `result`, every `Stats` object there.
