@@ -256,6 +256,15 @@ impl Change {
         (slower, faster)
     }
 
+    /// GPU-timed, of memory the GPU reaches itself (or a pipeline over its bound or model): not moved by
+    /// the host's memory, page faults and clocks as pageable, managed and host-timed figures are.
+    pub fn on_the_gpu(&self) -> bool {
+        match self.kind {
+            FigureKind::Time { clock, pageable, .. } => clock == Clock::Gpu && !pageable,
+            FigureKind::OverBound | FigureKind::OverModel => true,
+        }
+    }
+
     /// (B - A) / A, of the medians.
     pub fn change(&self) -> f64 {
         self.b.center / self.a.center - 1.0
@@ -444,7 +453,9 @@ pub fn run(flags: CompareFlags) -> anyhow::Result<u8> {
         compared += 1;
         print!("{}", report(&cmp, flags.all));
         println!("{label}: {}", summary(&cmp));
-        println!("{label}: {}", detectable_summary(&cmp.changes));
+        for line in group_lines(&cmp.changes) {
+            println!("{label}: {line}");
+        }
         every.extend(cmp.changes.iter().cloned());
         slower += cmp.count(Verdict::Slower);
         for (i, v) in [Verdict::Slower, Verdict::Faster, Verdict::Ambiguous, Verdict::Same].iter().enumerate() {
@@ -461,7 +472,12 @@ pub fn run(flags: CompareFlags) -> anyhow::Result<u8> {
             totals[1],
             totals[2]
         );
-        println!("in all, {}", detectable_summary(&every));
+        for line in group_lines(&every) {
+            println!("in all, {line}");
+        }
+    }
+    if every.iter().any(|c| !c.on_the_gpu()) {
+        println!("{HOST_APART}");
     }
     Ok(if slower > 0 { 1 } else { 0 })
 }
@@ -678,7 +694,9 @@ pub fn report(cmp: &Comparison, all: bool) -> String {
         Matched::Names => {}
     }
     let mut shown: Vec<&Change> = cmp.changes.iter().filter(|c| all || c.verdict != Verdict::Same).collect();
-    shown.sort_by_key(|c| c.verdict);
+    // The GPU's figures first, then the host's; within each, by verdict.
+    shown.sort_by_key(|c| (!c.on_the_gpu(), c.verdict));
+    let split = shown.iter().position(|c| !c.on_the_gpu()).filter(|i| *i > 0);
     if !shown.is_empty() {
         let rows: Vec<[String; 7]> = shown
             .iter()
@@ -713,7 +731,10 @@ pub fn report(cmp: &Comparison, all: bool) -> String {
             l.trim_end().to_string() + "\n"
         };
         s += &line(&headers.map(String::from));
-        for r in &rows {
+        for (i, r) in rows.iter().enumerate() {
+            if Some(i) == split {
+                s += &format!("{}:\n", interleave::HOST_GROUP);
+            }
             s += &line(r);
         }
     }
@@ -734,6 +755,25 @@ pub fn summary(cmp: &Comparison) -> String {
     };
     let left_out = if cmp.left_out.is_empty() { String::new() } else { format!("; {} left out", cmp.left_out.len()) };
     format!("{changed}; {ambiguous} ambiguous{left_out}")
+}
+
+/// What moves the figures of pageable or managed memory and the host-timed ones, and what two runs made
+/// apart can see of them.
+pub const HOST_APART: &str = "Figures of pageable or managed memory and host-timed ones follow the host: its \
+memory and copy rate (the driver stages pageable memory on the CPU), page faults, the CPU's clocks; two runs made \
+apart see only a change beyond their kind's drift, and `compare --interleave` judges them from pairs run in turn.";
+
+/// What "same" means, a line for each group of figures: the GPU-timed ones of memory the GPU reaches
+/// itself, and the others ([`Change::on_the_gpu`]).
+pub fn group_lines(changes: &[Change]) -> Vec<String> {
+    let (gpu, host): (Vec<Change>, Vec<Change>) = changes.iter().cloned().partition(Change::on_the_gpu);
+    let mut out = Vec::new();
+    for (title, group) in [(interleave::GPU_GROUP, gpu), (interleave::HOST_GROUP, host)] {
+        if !group.is_empty() {
+            out.push(format!("{title}: {}", detectable_summary(&group)));
+        }
+    }
+    out
 }
 
 /// What "same" means for compared figures, in one line: the median figure's smallest detectable change

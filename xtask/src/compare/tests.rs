@@ -805,6 +805,15 @@ fn same_says_the_smallest_change_it_would_have_shown() {
         assert_ne!(at(1.0 - faster * 0.999), Verdict::Faster, "{}: just under -{faster}", ch.name);
     }
     assert!(report(&c, true).contains("would not show here"), "{}", report(&c, true));
+    // Pageable figures apart from the GPU's, in the table and in what "same" means.
+    let text = report(&c, true);
+    let (apart, first_pageable) =
+        (text.find("of pageable or managed memory, or host-timed:\n"), text.find("pageable H2D"));
+    assert!(apart.is_some() && apart < first_pageable, "{text}");
+    let lines = group_lines(&c.changes);
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert!(lines[0].starts_with("GPU-timed") && lines[0].contains(" of 48 figures would show 5% slower"), "{lines:?}");
+    assert!(lines[1].starts_with("of pageable") && lines[1].contains(" of 16 figures"), "{lines:?}");
     let line = detectable_summary(&c.changes);
     assert!(
         line.starts_with("same means: a change under +") && line.contains(" of 64 figures would show 5% slower"),
