@@ -43,18 +43,6 @@ pub struct Document {
     pub figures: Vec<Figure>,
 }
 
-impl Document {
-    /// A document from its text; a figure whose stats do not read is an error, not a figure left out.
-    pub fn parse(text: &str) -> anyhow::Result<Document> {
-        Ok(serde_json::from_str(text)?)
-    }
-
-    /// The figure named `name`.
-    pub fn figure(&self, name: &str) -> Option<&Figure> {
-        self.figures.iter().find(|f| f.name == name)
-    }
-}
-
 /// The spread of repeated measurements, in milliseconds.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq)]
 pub struct Stats {

@@ -11,7 +11,9 @@
 //!
 //! A and B are bundle folders (`cargo xtask bundle`: their `lessons/`), or folders of lesson binaries,
 //! or the same folder twice: a lesson against itself (what no change looks like), or with two settings
-//! (`--a-arg`, `--b-arg`, `--a-env`, `--b-env`), or beside a load (`--b-beside`).
+//! (`--a-arg`, `--b-arg`, `--a-env`, `--b-env`), or beside a load (`--b-beside`). Figures are compared
+//! by their times, also those whose work a run calibrates (`overlap`'s kernel, fitted to the copies in
+//! each run): the calibration's spread is part of their noise, in A as in B.
 //!
 //! The figures are reported in two groups. GPU-timed figures of memory the GPU reaches by DMA or
 //! directly (pinned, write-combined, registered, mapped, device) follow the GPU, its link and its
@@ -495,6 +497,14 @@ pub fn run(flags: &CompareFlags) -> anyhow::Result<u8> {
                         want.insert(lesson, runs.get(lesson).map_or(0, Vec::len));
                     }
                 }
+            }
+            if pair == 0 && i + 1 == left.len() {
+                let round = started.elapsed().as_secs_f64();
+                let rounds = want.values().max().copied().unwrap_or(0);
+                eprintln!(
+                    "interleaved: a round of every lesson took {round:.0} s: about {:.0} s for all {rounds} rounds",
+                    round * rounds as f64
+                );
             }
             eprintln!(
                 "interleaved: pair {}/{} of {lesson:<20} A {ta:>5.1} s, B {tb:>5.1} s ({:.0} s so far)",
