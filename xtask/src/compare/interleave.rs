@@ -36,7 +36,7 @@ use figures::{Clock, Document, Figure, MemoryKind};
 use serde::Serialize;
 
 use super::{
-    paired::{judge, least_pairs, Paired, FAMILY_ALPHA, FIGURE_ALPHA},
+    paired::{judge, least_pairs, pairs_for, Paired, FAMILY_ALPHA, FIGURE_ALPHA},
     Verdict,
 };
 use crate::{flags::CompareFlags, lessons};
@@ -484,7 +484,7 @@ pub fn run(flags: &CompareFlags) -> anyhow::Result<u8> {
                     let entry = runs.entry(lesson).or_default();
                     if entry.is_empty() {
                         // A lesson of many figures needs more pairs to call any of them.
-                        want.insert(lesson, want[lesson].max(least_pairs(da.figures.len()) + 2));
+                        want.insert(lesson, pairs_for(want[lesson], da.figures.len()));
                     }
                     entry.push((da.figures, db.figures));
                 }

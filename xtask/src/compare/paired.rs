@@ -69,6 +69,12 @@ pub fn least_pairs(figures: usize) -> usize {
     (1..64).find(|k| cut(*k, FAMILY_ALPHA / figures.max(1) as f64) > 0).unwrap_or(64)
 }
 
+/// The pairs a lesson of `figures` figures gets when `pairs` are asked for: two more than it needs to
+/// call any figure where it needs more (with the fewest it needs, only all pairs agreeing would call one).
+pub fn pairs_for(pairs: usize, figures: usize) -> usize {
+    pairs.max(least_pairs(figures) + 2)
+}
+
 /// One figure judged from its pairs.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Paired {
