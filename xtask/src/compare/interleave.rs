@@ -197,7 +197,7 @@ fn group_line(figures: &[&Judged]) -> String {
         None => "-".into(),
     };
     format!(
-        "{} figures: {} SLOW, {} FAST, {} AMBG, {} SAME; the median figure would show a change from {median_detect}; {five} \
+        "{} figures: {} SLOW, {} FAST, {} AMBG, {} SAME; the median figure would show a change of {median_detect} or more; {five} \
          of {} of {SHORT_MS} ms or more would show 5% slower",
         figures.len(),
         count(Verdict::Slower),
@@ -434,7 +434,7 @@ pub fn run(flags: &CompareFlags) -> anyhow::Result<u8> {
         bail!("no lesson is in both {} and {}", a.lessons.display(), b.lessons.display());
     }
     println!(
-        "interleaved: {} lessons, {} pairs each, A and B in turn (A first in every other pair); a lesson against \
+        "interleaved: {} lessons, {} pairs each (a lesson of many figures two more than it needs to call one), A and B in turn (A first in every other pair); a lesson against \
          itself shows a SLOW or FAST figure with a chance of at most {:.0}% (Bonferroni over its figures), a figure \
          AMBG at most {:.1}%",
         names.len(),
