@@ -20,7 +20,7 @@ use kernels::{cpu, Kernels};
 use measure::{
     args::{parse_nonzero_bytes, parse_positive_u32, RunArgs},
     error::bad_args,
-    report::{fmt_bytes, Figure, Output, Table},
+    report::{fmt_bytes, Figure, MemoryKind, Output, Table},
     timing::{measure, Repeats, Stats},
 };
 
@@ -134,6 +134,14 @@ impl Chain {
         }
     }
 
+    /// What it is in the figures' schema.
+    fn kind(&self) -> MemoryKind {
+        match self {
+            Chain::Mapped(_) => MemoryKind::Mapped,
+            Chain::Device(_) => MemoryKind::Device,
+        }
+    }
+
     fn links(&self) -> usize {
         match self {
             Chain::Mapped(b) => b.len(),
@@ -168,12 +176,16 @@ impl LatencyRig {
         let mut pageable = cuda_scope::pageable::<u8>(len, |i| i as u8)?;
         let mut d_small = self.gpu.alloc::<u8>(len)?;
         let mut copies = Vec::new();
-        for (memory, host) in [("pinned", &mut pinned[..]), ("pageable", &mut pageable[..])] {
+        let kinds =
+            [("pinned", MemoryKind::Pinned, &mut pinned[..]), ("pageable", MemoryKind::Pageable, &mut pageable[..])];
+        for (memory, kind, host) in kinds {
             for htod in [true, false] {
                 let copy = self.copy_latency((memory, &mut *host), htod, &mut d_small)?;
                 let name = format!("{memory} {} {}", copy.direction, fmt_bytes(len)); // for `cargo xtask compare`
-                out.add(Figure::new(format!("{name} / gpu"), &copy.gpu).transfers(len));
-                out.add(Figure::new(format!("{name} / caller waits"), &copy.host).on_host().transfers(len));
+                out.add(Figure::new(format!("{name} / gpu"), &copy.gpu).transfers(len).memory(kind));
+                out.add(
+                    Figure::new(format!("{name} / caller waits"), &copy.host).on_host().transfers(len).memory(kind),
+                );
                 copies.push(copy);
             }
         }
@@ -240,8 +252,9 @@ impl LatencyRig {
             anyhow::bail!("the chase in {memory} memory ended at link {}, the CPU's at {start}", end[0]);
         }
         let ns_per_read = (launch.median_ms - half_launch.median_ms) * 1e6 / (n - n / 2) as f64;
-        out.add(Figure::new(format!("{memory} memory, chase of {n} reads / gpu"), &launch));
-        out.add(Figure::new(format!("{memory} memory, chase of {} reads / gpu", n / 2), &half_launch));
+        let kind = chain.kind();
+        out.add(Figure::new(format!("{memory} memory, chase of {n} reads / gpu"), &launch).memory(kind));
+        out.add(Figure::new(format!("{memory} memory, chase of {} reads / gpu", n / 2), &half_launch).memory(kind));
         Ok(ReadLatency { memory, accesses: n, launch, half_launch, ns_per_read })
     }
 

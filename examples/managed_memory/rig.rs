@@ -7,7 +7,7 @@
 use cuda_scope::{DeviceInfo, DeviceRoom, Footprint, Gpu};
 use kernels::Kernels;
 use measure::{
-    report::{fmt_bytes, fmt_ms, Figure, Output, Table},
+    report::{fmt_bytes, fmt_ms, Figure, MemoryKind, Output, Table},
     timeline::phase,
     timing::{gbps, measure_parts, Repeats, Stats},
     verify::Check,
@@ -189,7 +189,7 @@ fn figures(out: &Output, how: DataMovement, chunking: &Chunking, t: &Times) {
         if matches!(how, DataMovement::ExplicitCopies) {
             f
         } else {
-            f.cpu_paged()
+            f.memory(MemoryKind::Managed)
         }
     };
     out.add(figure("wall", &t.wall).on_host().transfers(chunk));

@@ -9,7 +9,7 @@ use cuda_scope::{DeviceBuffer, DeviceInfo, Footprint, Gpu, HostAlloc, PinnedBuff
 use measure::{
     fit::{fit_table, unseen_notes, DirectionTimes, KindFit, Sweep},
     machine::{numa_node_of, Health},
-    report::{fmt_bytes, fmt_ms, verdict, Output, Table},
+    report::{fmt_bytes, fmt_ms, verdict, MemoryKind, Output, Table},
     timeline::phase,
     timing::{gbps, host_ms, measure, Repeats},
     verify::{self, input, Check},
@@ -18,8 +18,44 @@ use serde::Serialize;
 
 use crate::Args;
 
-/// The kinds of host memory, in the order of the tables.
+/// The kinds of host memory, in the order of the tables, and what each is in the figures' schema.
 const KINDS: [&str; 4] = ["pageable", "pinned", "write-combined", "pinned in place"];
+const MEMORY: [MemoryKind; 4] =
+    [MemoryKind::Pageable, MemoryKind::Pinned, MemoryKind::WriteCombined, MemoryKind::Registered];
+
+/// A known change, planted for `cargo xtask compare --interleave` to find (issue 47): with
+/// `PINNED_MEMORY_PLANT=P` (a percent, 1 to 50), every timed copy of pinned memory (`cudaMallocHost`) of
+/// 4 MiB or more, both ways, moves P% more bytes under the same name. The lesson says so, and its JSON
+/// names the figures it touches (`planted`).
+pub const PLANT: &str = "PINNED_MEMORY_PLANT";
+/// The smallest copy the plant touches: from it on a copy's time is its bytes' (a 4 MiB copy spends
+/// 5 of its 80 µs on its per-copy cost on the H200), so P% more bytes take nearly P% longer.
+const PLANTED_FROM: usize = 4 << 20;
+
+/// The planted change, as the JSON says it.
+#[derive(Clone, Debug, Serialize)]
+struct Planted {
+    percent: usize,
+    figures: Vec<String>,
+}
+
+/// The percent `PINNED_MEMORY_PLANT` asks for, if set.
+fn planted_percent() -> anyhow::Result<Option<usize>> {
+    let Ok(v) = std::env::var(PLANT) else { return Ok(None) };
+    match v.trim().parse::<usize>() {
+        Ok(p) if (1..=50).contains(&p) => Ok(Some(p)),
+        _ => anyhow::bail!("{PLANT}={v}: a percent from 1 to 50"),
+    }
+}
+
+/// The elements a copy of kind `kind` (an index of [`KINDS`]) of `bytes` moves: `bytes / 4`, or with a
+/// plant of `percent` on pinned memory of [`PLANTED_FROM`] or more, that much more.
+fn moved(kind: usize, bytes: usize, percent: Option<usize>) -> usize {
+    match percent {
+        Some(p) if kind == 1 && bytes >= PLANTED_FROM => bytes / 4 + bytes / 4 * p / 100,
+        _ => bytes / 4,
+    }
+}
 
 /// What pinned_memory.cu measured: 256 MiB up from `malloc`'d memory and from pinned memory.
 #[derive(Clone, Copy, Debug, Serialize)]
@@ -58,6 +94,8 @@ struct PinnedResults<'a> {
     cpu_read_gbps: CpuRead,
     verification: Vec<Check>,
     original: Original,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    planted: Option<Planted>,
 }
 
 /// What the lesson holds at once, at most, for sizes up to `max` bytes: first the program's 256 MiB,
@@ -78,6 +116,8 @@ pub struct PinnedRig<'a> {
     health: Health,
     sizes: Vec<usize>,
     args: &'a Args,
+    /// The percent of a planted change ([`PLANT`]), if any.
+    plant: Option<usize>,
 }
 
 impl<'a> PinnedRig<'a> {
@@ -85,8 +125,10 @@ impl<'a> PinnedRig<'a> {
     /// once sizes whose buffers do not fit it or the host.
     pub fn start(out: &Output, args: &'a Args) -> anyhow::Result<PinnedRig<'a>> {
         let sizes = args.sizes.sizes(4 << 10, 64 << 20)?;
-        let (gpu, health) = measure::lesson::gpu_and_health(out, &footprint(sizes[sizes.len() - 1]))?;
-        Ok(PinnedRig { gpu, health, sizes, args })
+        let plant = planted_percent()?;
+        let room = 4 * moved(1, sizes[sizes.len() - 1], plant);
+        let (gpu, health) = measure::lesson::gpu_and_health(out, &footprint(room))?;
+        Ok(PinnedRig { gpu, health, sizes, args, plant })
     }
 
     fn repeats(&self) -> Repeats {
@@ -97,7 +139,8 @@ impl<'a> PinnedRig<'a> {
     /// costs, the CPU reading write-combined memory, a round trip through each kind, and the figures
     /// held against the references the flags give. `original`: what the program measured.
     pub fn sweep(&self, out: &Output, original: Original) -> anyhow::Result<()> {
-        let n = self.sizes[self.sizes.len() - 1] / 4;
+        let planted = self.planted(out);
+        let n = moved(1, self.sizes[self.sizes.len() - 1], self.plant);
         let mut end = DeviceEnd { gpu: &self.gpu, data: self.gpu.alloc::<f32>(n)?, streams: self.gpu.streams(1)? };
         let mut kinds = HostKinds::new(&self.gpu, n)?;
         let copies = self.time_copies(out, &mut kinds, &mut end)?;
@@ -106,7 +149,8 @@ impl<'a> PinnedRig<'a> {
         let link_gbps = self.health.link_gbps(&self.gpu);
         let sweep = Sweep { sizes: &self.sizes, kinds: &KINDS, times: &copies, link_gbps, host_copy_gbps };
         let fits = sweep.fits()?;
-        out.sweep(&self.sizes, &KINDS, &copies); // names every copy (`pinned H2D 4 KiB`) for `cargo xtask compare`
+        let named: Vec<(&str, MemoryKind)> = KINDS.into_iter().zip(MEMORY).collect();
+        out.sweep(&self.sizes, &named, &copies); // names every copy (`pinned H2D 4 KiB`) for `cargo xtask compare`
         self.rates(out, &sweep, &fits, &kinds.pinned);
         let alloc = self.alloc_costs(out)?;
         let cpu_read_gbps = kinds.cpu_read(out, probe);
@@ -128,9 +172,25 @@ impl<'a> PinnedRig<'a> {
             cpu_read_gbps,
             verification,
             original,
+            planted,
         })?;
         anyhow::ensure!(passed, "pinned copies fell short of the reference");
         Ok(())
+    }
+
+    /// The planted change ([`PLANT`]), said: its percent and the figures it touches.
+    fn planted(&self, out: &Output) -> Option<Planted> {
+        let percent = self.plant?;
+        let big = self.sizes.iter().filter(|b| **b >= PLANTED_FROM);
+        let figures: Vec<String> =
+            big.flat_map(|b| ["H2D", "D2H"].map(|dir| format!("pinned {dir} {}", fmt_bytes(*b)))).collect();
+        let from = fmt_bytes(PLANTED_FROM);
+        let n = figures.len();
+        out.say(format!(
+            "planted ({PLANT}={percent}): pinned copies of {from} or more move {percent}% more bytes under the \
+             same names ({n} figures)"
+        ));
+        Some(Planted { percent, figures })
     }
 
     /// Each copy timed alone with CUDA events on the stream: for each size, each kind both ways.
@@ -144,9 +204,9 @@ impl<'a> PinnedRig<'a> {
         for &bytes in &self.sizes {
             out.progress(format!("{} ...", fmt_bytes(bytes)));
             let mut row = Vec::new();
-            for (name, host) in KINDS.iter().zip(kinds.each()) {
+            for (kind, (name, host)) in KINDS.iter().zip(kinds.each()).enumerate() {
                 let _p = phase(&format!("{name} {}", fmt_bytes(bytes)));
-                row.push(end.both_directions(&mut host[..bytes / 4], self.repeats())?);
+                row.push(end.both_directions(&mut host[..moved(kind, bytes, self.plant)], self.repeats())?);
             }
             results.push(row);
         }
@@ -322,6 +382,13 @@ mod tests {
         // To 1 GiB the sweep's own buffers rule: 3 GiB pinned and 192 MiB more for the table.
         let need = footprint(1 << 30);
         assert_eq!((need.device, need.pinned, need.pageable), (1 << 30, 3 * (1 << 30) + 192 * MIB, 1 << 30));
+    }
+
+    #[test]
+    fn a_plant_moves_more_bytes_of_pinned_memory_from_4_mib() {
+        assert_eq!(moved(1, 64 * MIB, Some(5)), 16 * MIB + 16 * MIB * 5 / 100);
+        assert_eq!((moved(1, 1 << 20, Some(5)), moved(0, 64 * MIB, Some(5))), (256 << 10, 16 * MIB));
+        assert_eq!(moved(1, 64 * MIB, None), 16 * MIB);
     }
 
     #[test]

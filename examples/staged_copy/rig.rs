@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use cuda_scope::{Destination, DeviceBuffer, DeviceInfo, Footprint, Gpu, PinnedBuffer, Stager, Stream};
 use measure::{
-    report::{fmt_bytes, Figure, Output, Table},
+    report::{fmt_bytes, Figure, MemoryKind, Output, Table},
     timeline::phase,
     timing::{host_ms, measure, Repeats, Stats},
     verify::{self, input, Check},
@@ -18,6 +18,9 @@ const METHODS: [&str; 5] = ["pageable", "pinned", "pinned in place", "staged", "
 /// The methods as their figures are named: what the staged ones copy from said.
 const FIGURES: [&str; 5] =
     ["pageable", "pinned", "pinned in place", "staged from pageable", "staging's CPU side, pageable"];
+/// The host memory each of them copies from or into, for the figures' schema.
+const MEMORY: [MemoryKind; 5] =
+    [MemoryKind::Pageable, MemoryKind::Pinned, MemoryKind::Registered, MemoryKind::Pageable, MemoryKind::Pageable];
 /// Where the driver's pageable path, pinned copies, staging and staging's CPU side alone stand in them.
 const PAGEABLE: usize = 0;
 const PINNED: usize = 1;
@@ -128,8 +131,8 @@ impl StagedRig {
             let _p = phase(&format!("D2H {}", fmt_bytes(bytes)));
             let dtoh = self.dtoh(bytes / 4)?;
             for (dir, times) in [("H2D", &htod), ("D2H", &dtoh)] {
-                for (method, stats) in FIGURES.iter().zip(times) {
-                    out.add(Figure::sized(format!("{method} {dir}"), bytes, stats).on_host());
+                for ((method, memory), stats) in FIGURES.iter().zip(MEMORY).zip(times) {
+                    out.add(Figure::sized(format!("{method} {dir}"), bytes, stats).on_host().memory(memory));
                 }
             }
             rows.push(SizeTimes { bytes, htod, dtoh });

@@ -7,7 +7,7 @@
 use cuda_scope::{Dev, DeviceBuffer, DeviceInfo, Footprint, Gpu, HostAlloc, PinnedBuffer, ScopeStream, Stream};
 use kernels::Kernels;
 use measure::{
-    report::{fmt_bytes, fmt_ms, Output, Table},
+    report::{fmt_bytes, fmt_ms, Figure, MemoryKind, Output, Table},
     timeline::phase,
     timing::{gbps, measure, Repeats, Stats},
     verify::{self, input},
@@ -107,7 +107,7 @@ impl ZeroCopyRig {
             verify::exact(got, expected).ensure()?;
         }
         let pass = if passes == 1 { "one pass" } else { "two passes" };
-        out.figure(format!("zero-copy, {pass}, {}", fmt_bytes(bytes)), &zero);
+        out.add(Figure::new(format!("zero-copy, {pass}, {}", fmt_bytes(bytes)), &zero).memory(MemoryKind::Mapped));
         out.figure(format!("copy+kernel+copy, {pass}, {}", fmt_bytes(bytes)), &copy);
         Ok([zero, copy])
     }

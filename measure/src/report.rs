@@ -6,6 +6,8 @@
 //! may say which of the run's settings decide its work beyond its name, which of those the run
 //! calibrated, and the lower bound it was held against: two runs that calibrated different work are then
 //! compared by each run's time over its own bound, and on the figures the calibration does not touch.
+//! The figures and their document follow one schema, the `figures` crate's, which every tool reads: each
+//! says its clock, its host memory and its bytes, and no tool reads them from its name.
 //!
 //! This module sits below the ones whose results it names (timing's `Stats`, fit's sweep, bound's
 //! report), so it takes them as they serialize, the shape their `--json` has; its tests hold it to
@@ -14,6 +16,8 @@
 use std::{cell::RefCell, io::IsTerminal as _, path::Path};
 
 use serde::Serialize;
+
+use figures::Stats;
 
 pub use chart::{rate_chart, Ceiling, Series};
 
@@ -62,144 +66,7 @@ impl Table {
     }
 }
 
-/// Which clock timed a figure.
-#[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum Clock {
-    /// CUDA events around the GPU's work.
-    Gpu,
-    /// The host's clock: the time in the calls, or the caller's wait for the work to finish.
-    Host,
-}
-
-/// A timed figure a lesson reports, named for what it is, as its JSON lists it under `"figures"`.
-///
-/// A name says what was timed, from the most general to the most particular, parts apart with ` / `
-/// where a figure has several (`1000 x 4 KiB / memcpy each / host`: the set, the way, what was timed;
-/// `pinned H2D 4 B / caller waits`); a sweep's names end with the size (`pinned H2D 4 KiB`). `cargo xtask
-/// compare` matches figures by name, and puts each in a kind by its clock, whether it copies pageable
-/// memory (`pageable` in its name), the bytes of each transfer and its time: kinds move by different
-/// amounts from one process to the next.
-#[derive(Clone, Debug, Serialize, PartialEq)]
-pub struct Figure {
-    /// What it is, in words, one of a kind in its run: `pinned H2D 4 KiB`, `4 streams`.
-    pub name: String,
-    /// Its statistics as `timing::Stats` serializes them: `median_ms`, `min_ms`, `max_ms`, `q3_ms`,
-    /// `runs`, `cv`.
-    pub stats: serde_json::Value,
-    /// The clock that timed it.
-    pub clock: Clock,
-    /// The bytes each transfer it times moves (one copy, one buffer of many, a pipeline's chunk), where
-    /// it times transfers: small transfers are ruled by a per-copy cost, which moves more from one
-    /// process to the next than a link's rate.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub transfer_bytes: Option<usize>,
-    /// The CPU's side moves its bytes page by page: pageable memory the driver stages, or managed
-    /// memory migrated on faults. Such figures move far more from one process to the next.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub cpu_paged: bool,
-    /// The line of figures over sizes it belongs to (`pinned H2D`), and the bytes it moved: a picture
-    /// of rates draws it at that size.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub series: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub bytes: Option<usize>,
-    /// The least of its runs rather than their median (a bound's part): `stats` holds that one time.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub best: bool,
-    /// A lower bound on its time measured on the same work in the same run.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub bound_ms: Option<f64>,
-    /// A model's prediction of its time, made from costs measured on the same work in the same run: not
-    /// a bound (a run may beat it), but like one it follows the work a run calibrated.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub model_ms: Option<f64>,
-    /// Settings of the run (keys of its `result`) that decide the work it measures beyond its name:
-    /// where two runs differ in one, their figures measure different work.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub depends_on: Vec<String>,
-    /// Of those, the ones the run calibrated (the kernel's rounds, made to take as long as the copies):
-    /// where two runs differ in these alone, the figure is compared by its time over its bound.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub calibrated: Vec<String>,
-}
-
-impl Figure {
-    /// A figure named `name`, of `stats` (a `timing::Stats`).
-    pub fn new(name: impl Into<String>, stats: &impl Serialize) -> Figure {
-        Figure {
-            name: name.into(),
-            stats: serde_json::to_value(stats).unwrap_or_default(),
-            clock: Clock::Gpu,
-            transfer_bytes: None,
-            cpu_paged: false,
-            series: None,
-            bytes: None,
-            best: false,
-            bound_ms: None,
-            model_ms: None,
-            depends_on: Vec::new(),
-            calibrated: Vec::new(),
-        }
-    }
-
-    /// A figure of `bytes` in `series`, named by both: `pinned H2D 4 KiB`, or, where the series is a
-    /// list, `zero-copy, one pass, 1 MiB`.
-    pub fn sized(series: impl Into<String>, bytes: usize, stats: &impl Serialize) -> Figure {
-        let series = series.into();
-        let name = if series.contains(',') {
-            format!("{series}, {}", fmt_bytes(bytes))
-        } else {
-            format!("{series} {}", fmt_bytes(bytes))
-        };
-        Figure { series: Some(series), bytes: Some(bytes), transfer_bytes: Some(bytes), ..Figure::new(name, stats) }
-    }
-
-    /// Timed on the host's clock.
-    pub fn on_host(self) -> Figure {
-        Figure { clock: Clock::Host, ..self }
-    }
-
-    /// Its bytes are moved page by page on the CPU's side (pageable or managed memory).
-    pub fn cpu_paged(self) -> Figure {
-        Figure { cpu_paged: true, ..self }
-    }
-
-    /// Each transfer it times moves `bytes`.
-    pub fn transfers(self, bytes: usize) -> Figure {
-        Figure { transfer_bytes: Some(bytes), ..self }
-    }
-
-    /// The best (least) time of several runs, `ms`, such as a bound's part.
-    pub fn best(name: impl Into<String>, ms: f64) -> Figure {
-        let stats =
-            serde_json::json!({ "median_ms": ms, "min_ms": ms, "max_ms": ms, "q3_ms": ms, "runs": 1, "cv": 0.0 });
-        Figure { best: true, ..Figure::new(name, &stats) }
-    }
-
-    /// Held against a lower bound of `ms`, measured on the same work in the same run.
-    pub fn against(self, bound_ms: f64) -> Figure {
-        Figure { bound_ms: Some(bound_ms), ..self }
-    }
-
-    /// Held against a model's prediction of `ms`, made from costs measured on the same work in the same
-    /// run.
-    pub fn against_model(self, model_ms: f64) -> Figure {
-        Figure { model_ms: Some(model_ms), ..self }
-    }
-
-    /// Its work depends on the run's setting `key` (a key of the lesson's JSON result).
-    pub fn depends_on(mut self, key: &str) -> Figure {
-        self.depends_on.push(key.to_string());
-        self
-    }
-
-    /// Its work depends on the run's setting `key`, which the run calibrated.
-    pub fn calibrated(mut self, key: &str) -> Figure {
-        self.calibrated.push(key.to_string());
-        self.depends_on(key)
-    }
-}
+pub use figures::{Clock, Figure, MemoryKind, SCHEMA_VERSION};
 
 /// Where a lesson's output goes: readable text, or (with `--json`) one JSON document on stdout.
 pub struct Output {
@@ -210,18 +77,13 @@ pub struct Output {
     figures: RefCell<Vec<Figure>>,
 }
 
-/// The version of the JSON documents the lessons print: `{"schema_version", "machine", "result"}`.
-/// It changes when a document's shape does, so that a comparison of two runs knows what it reads.
-pub const SCHEMA_VERSION: u32 = 1;
-
 impl Output {
     pub fn new(json: bool) -> Output {
         Output { json, devices: Default::default(), figures: Default::default() }
     }
 
-    /// Names a timed figure (a `timing::Stats`) for the JSON document, where `cargo xtask compare` finds
-    /// it by name.
-    pub fn figure(&self, name: impl Into<String>, stats: &impl Serialize) {
+    /// Names a timed figure for the JSON document, where `cargo xtask compare` finds it by name.
+    pub fn figure(&self, name: impl Into<String>, stats: &Stats) {
         self.add(Figure::new(name, stats));
     }
 
@@ -243,14 +105,16 @@ impl Output {
     }
 
     /// Names every copy of a sweep by kind, direction and size (`pinned H2D 4 KiB`), in the series of its
-    /// kind and direction, for [`Output::rate_chart`]: `times[i][k]` is kind `kinds[k]` at `sizes[i]`,
-    /// each direction (`fit::DirectionTimes`, `{"htod": Stats, "dtoh": Stats}`).
-    pub fn sweep(&self, sizes: &[usize], kinds: &[&str], times: &impl Serialize) {
+    /// kind and direction, for [`Output::rate_chart`]: `times[i][k]` is kind `kinds[k]` (its name and the
+    /// host memory it is) at `sizes[i]`, each direction (`fit::DirectionTimes`, `{"htod": Stats, "dtoh":
+    /// Stats}`).
+    pub fn sweep(&self, sizes: &[usize], kinds: &[(&str, MemoryKind)], times: &impl Serialize) {
         let times = serde_json::to_value(times).unwrap_or_default();
         for (bytes, row) in sizes.iter().zip(times.as_array().into_iter().flatten()) {
-            for (kind, both) in kinds.iter().zip(row.as_array().into_iter().flatten()) {
+            for ((kind, memory), both) in kinds.iter().zip(row.as_array().into_iter().flatten()) {
                 for (key, dir) in [("htod", "H2D"), ("dtoh", "D2H")] {
-                    self.add(Figure::sized(format!("{kind} {dir}"), *bytes, &both[key]));
+                    let Ok(stats) = serde_json::from_value::<Stats>(both[key].clone()) else { continue };
+                    self.add(Figure::sized(format!("{kind} {dir}"), *bytes, &stats).memory(*memory));
                 }
             }
         }
@@ -267,7 +131,8 @@ impl Output {
             let (Some(name), Some(bound)) = (run["name"].as_str(), against["bound"]["ms"].as_f64()) else {
                 continue;
             };
-            self.add(Figure::new(name, &against["measured"]).against(bound).depends_on("plan").calibrated("steps"));
+            let Ok(measured) = serde_json::from_value::<Stats>(against["measured"].clone()) else { continue };
+            self.add(Figure::new(name, &measured).against(bound).depends_on("plan").calibrated("steps"));
         }
         for (name, key, kernel) in [
             ("one chunk's H2D", "htod_ms", false),
@@ -358,7 +223,7 @@ impl Output {
 pub fn rate_series(figures: &[Figure]) -> Vec<Series> {
     let mut out: Vec<Series> = Vec::new();
     for f in figures {
-        let (Some(series), Some(bytes), Some(ms)) = (&f.series, f.bytes, f.stats["median_ms"].as_f64()) else {
+        let (Some(series), Some(bytes), ms) = (&f.series, f.bytes, f.stats.median_ms) else {
             continue;
         };
         let point = (bytes as f64, bytes as f64 / (ms * 1e-3) / 1e9);
@@ -531,12 +396,20 @@ mod tests {
         out.figure("one stream", &stats(16.1));
         out.add(Figure::new("4 streams", &stats(6.0)).against(5.6).depends_on("plan").calibrated("steps"));
         out.add(Figure::best("one chunk's H2D, best", 0.15));
-        out.add(Figure::new("pinned H2D 4 B / caller waits", &stats(0.009)).on_host().transfers(4));
+        out.add(
+            Figure::new("pageable H2D 4 B / caller waits", &stats(0.009))
+                .on_host()
+                .transfers(4)
+                .memory(MemoryKind::Pageable),
+        );
         let doc = out.document(&serde_json::json!({ "plan": 1 })).unwrap();
         let f = &doc["figures"];
         assert_eq!(f.as_array().unwrap().len(), 5);
         assert_eq!((f[0]["clock"].as_str(), f[4]["clock"].as_str()), (Some("gpu"), Some("host")));
         assert_eq!((f[0].get("transfer_bytes"), f[4]["transfer_bytes"].as_u64()), (None, Some(4)));
+        assert_eq!((f[0]["memory"].as_str(), f[4]["memory"].as_str()), (Some("pinned"), Some("pageable")));
+        let doc: figures::Document = serde_json::from_value(doc.clone()).unwrap();
+        assert_eq!(doc.figures, out.figures(), "the document reads back as the schema's");
         assert_eq!(f[3]["stats"]["q3_ms"], 0.15, "a best time is its own quartile");
         assert_eq!((f[0]["name"].as_str(), f[0]["stats"]["median_ms"].as_f64()), (Some("one stream"), Some(16.0)));
         assert_eq!(f[0]["stats"], serde_json::to_value(stats(16.0)).unwrap(), "the stats as they serialize");
@@ -564,11 +437,11 @@ mod tests {
             ],
         ];
         let out = Output::new(true);
-        out.sweep(&sizes, &["pinned", "pageable"], &times);
+        out.sweep(&sizes, &[("pinned", MemoryKind::Pinned), ("pageable", MemoryKind::Pageable)], &times);
         let names: Vec<String> = out.figures().into_iter().map(|f| f.name).collect();
         assert_eq!(names[..4], ["pinned H2D 4 KiB", "pinned D2H 4 KiB", "pageable H2D 4 KiB", "pageable D2H 4 KiB"]);
         assert_eq!((names.len(), names[4].as_str()), (8, "pinned H2D 1 MiB"));
-        assert_eq!(out.figures()[7].stats, serde_json::to_value(stats(0.25)).unwrap());
+        assert_eq!((out.figures()[7].stats, out.figures()[7].memory), (stats(0.25), MemoryKind::Pageable));
         let lines = rate_series(&out.figures());
         assert_eq!(lines.len(), 4);
         assert_eq!(lines[0].label, "pinned H2D");
@@ -616,13 +489,13 @@ mod tests {
         assert_eq!(f.len(), 10);
         assert_eq!((f[0].name.as_str(), f[0].bound_ms), ("one stream", Some(15.6)));
         assert_eq!((f[1].name.as_str(), f[1].bound_ms), ("4 streams", Some(5.6)));
-        assert_eq!(f[1].stats["median_ms"], 5.96);
+        assert_eq!(f[1].stats.median_ms, 5.96);
         assert_eq!(
             (f[1].depends_on.clone(), f[1].calibrated.clone()),
             (vec!["plan".into(), "steps".into()], vec!["steps".into()])
         );
         let part = |name: &str| f.iter().find(|x| x.name == name).unwrap();
-        assert_eq!(part("one chunk's H2D, best").stats["median_ms"], 0.15);
+        assert_eq!(part("one chunk's H2D, best").stats.median_ms, 0.15);
         assert!(part("one chunk's H2D, best").best && part("one chunk's H2D, best").calibrated.is_empty());
         assert!(part("bound part: copies both ways, best").calibrated.is_empty());
         assert_eq!(part("bound part: kernels, best").calibrated, ["steps"]);

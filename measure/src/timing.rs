@@ -2,7 +2,6 @@
 
 use std::time::Instant;
 
-use anyhow::bail;
 use serde::Serialize;
 
 /// How many times to run a measurement: `warmup` runs are thrown away, then `repeats` are kept.
@@ -12,57 +11,7 @@ pub struct Repeats {
     pub repeats: usize,
 }
 
-/// The spread of repeated measurements, in milliseconds.
-#[derive(Clone, Copy, Debug, Serialize, serde::Deserialize, PartialEq)]
-pub struct Stats {
-    pub median_ms: f64,
-    pub min_ms: f64,
-    pub max_ms: f64,
-    /// The third quartile (linear between the runs around it): with `min_ms`, the interval over which
-    /// most runs fell, as nvbench's robust compare takes it (`[min, q3]`: timings spread upwards). Absent
-    /// from runs made before it was recorded.
-    #[serde(default)]
-    pub q3_ms: f64,
-    pub runs: usize,
-    /// Coefficient of variation: the runs' standard deviation over their mean (0 for one run), as
-    /// nvbandwidth reports it: how far apart two runs must be before a difference means something.
-    pub cv: f64,
-}
-
-impl Stats {
-    pub fn from_samples(samples: &[f64]) -> anyhow::Result<Stats> {
-        if samples.is_empty() {
-            bail!("no measurements");
-        }
-        if let Some(bad) = samples.iter().find(|s| !s.is_finite() || **s < 0.0) {
-            bail!("a measurement came out as {bad} ms");
-        }
-        let mut v = samples.to_vec();
-        v.sort_by(f64::total_cmp);
-        let n = v.len();
-        let median_ms = if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 };
-        let q3_ms = quantile(&v, 0.75);
-        let mean = v.iter().sum::<f64>() / n as f64;
-        let cv = if n > 1 && mean > 0.0 {
-            (v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt() / mean
-        } else {
-            0.0
-        };
-        Ok(Stats { median_ms, min_ms: v[0], max_ms: v[n - 1], q3_ms, runs: n, cv })
-    }
-
-    /// Bandwidth of moving `bytes` in the median time, GB/s (10^9 bytes per second).
-    pub fn gbps(&self, bytes: usize) -> f64 {
-        gbps(bytes, self.median_ms)
-    }
-}
-
-/// The `q` quantile (0 to 1) of `sorted` (ascending, not empty), linear between the values around it.
-pub fn quantile(sorted: &[f64], q: f64) -> f64 {
-    let at = q * (sorted.len() - 1) as f64;
-    let (below, frac) = (at.floor() as usize, at.fract());
-    sorted[below] + frac * (sorted[(below + 1).min(sorted.len() - 1)] - sorted[below])
-}
+pub use figures::{quantile, Stats};
 
 /// Once its timed runs add up to this much, a measurement stops at three runs: long copies (a 1 GiB
 /// pageable copy takes 130 ms) would otherwise make a lesson take minutes for no better median.

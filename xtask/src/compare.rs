@@ -3,11 +3,16 @@
 //! compare after a driver update, a BIOS change, a change of your own. Two folders compare their files
 //! of the same name. It exits 1 when a figure is confirmed slower, so that CI can use it.
 //!
+//! Two runs made apart cannot see a change smaller than their drift (below); to see a few per cent, run
+//! the two builds in turn on one machine: `compare --interleave A B` ([`interleave`], judged by
+//! [`paired`]).
+//!
 //! # Which figures
 //!
 //! A lesson names its figures (`"figures": [{"name": "pinned H2D 4 KiB", "stats": {...}}]`, see
-//! `measure::report::Figure`), and figures of the same name are compared. A run made before its lesson
-//! named them is named here as the lesson names them now, where this module knows the lesson's old
+//! `figures::Figure`, the schema every tool reads: a figure says its clock, its memory and its bytes,
+//! and nothing is read from its name), and figures of the same name are compared. A run made before its
+//! lesson named them is named here as the lesson names them now, where this module knows the lesson's old
 //! form ([`learned`]: `small_copies`'s `sets[7].ways[batch, any order].gpu` is `model-like / batch, any
 //! order / gpu`; `latency`'s `copies[0].host` is `pinned H2D 4 B / caller waits`). Other files without
 //! names are compared figure by figure at the same place in their `result`, every `Stats` object there.
@@ -50,10 +55,11 @@ use std::{
 };
 
 use anyhow::{bail, Context as _};
+use figures::{Clock, Figure, MemoryKind};
 use serde_json::Value;
 
 use crate::{
-    drift::{DriftTable, FigureClock, FigureKind, Move},
+    drift::{DriftTable, FigureKind, Move},
     flags::CompareFlags,
     tools,
 };
@@ -84,12 +90,11 @@ pub struct Reading {
     pub ms: f64,
     pub lo_ms: f64,
     pub hi_ms: f64,
-    /// The clock that timed it, where the run says.
-    pub clock: Option<FigureClock>,
+    /// The clock that timed it, and the host memory its transfers touch, as the run says.
+    pub clock: Clock,
+    pub memory: MemoryKind,
     /// The bytes each of its transfers moves, where the run says.
     pub transfer_bytes: Option<usize>,
-    /// The CPU's side moves its bytes page by page (pageable or managed memory), where the run says.
-    pub cpu_paged: bool,
     pub bound_ms: Option<f64>,
     pub model_ms: Option<f64>,
     pub depends_on: Vec<String>,
@@ -98,8 +103,8 @@ pub struct Reading {
 
 impl Reading {
     /// A figure of a `Stats` object (`median_ms`, `runs`, and where it has them `min_ms`, `q3_ms`,
-    /// `max_ms`, `cv`), or `None` where `stats` is not one.
-    fn of(name: String, stats: &Value) -> Option<Reading> {
+    /// `max_ms`, `cv`), or `None` where `stats` is not one; timed by `clock`, of `memory`.
+    fn of(name: String, stats: &Value, clock: Clock, memory: MemoryKind) -> Option<Reading> {
         let o = stats.as_object()?;
         o.contains_key("runs").then_some(())?;
         let ms = o.get("median_ms")?.as_f64()?;
@@ -119,50 +124,20 @@ impl Reading {
             ms,
             lo_ms,
             hi_ms,
-            clock: None,
+            clock,
+            memory,
             transfer_bytes: None,
-            cpu_paged: false,
             bound_ms: None,
             model_ms: None,
             depends_on: Vec::new(),
             calibrated: Vec::new(),
         })
     }
-
-    /// The clock: as the run says, else from the name's last part (`... / host`, `... / wall`,
-    /// `...: host in the calls`, `caller waits`, a place's `host_fill`).
-    fn timed_by(&self) -> FigureClock {
-        self.clock.unwrap_or_else(|| {
-            let last = self.name.rsplit(['/', ':', '.']).next().unwrap_or("").trim().to_lowercase();
-            let host = ["host", "wall"].iter().any(|w| last.starts_with(w)) || last.contains("caller waits");
-            if host {
-                FigureClock::Host
-            } else {
-                FigureClock::Gpu
-            }
-        })
-    }
-
-    /// The bytes of each transfer: as the run says, else the last size the name gives (`pinned H2D 4 KiB`,
-    /// `1000 x 64 KiB / ...`).
-    fn transfer_size(&self) -> Option<usize> {
-        self.transfer_bytes.or_else(|| size_in(&self.name))
-    }
-}
-
-/// The last size a name gives, `4 KiB`, `1.5 MiB`, `256 B`.
-fn size_in(name: &str) -> Option<usize> {
-    let words: Vec<&str> = name.split([' ', ',', '/', '(', ')', '[', ']']).filter(|w| !w.is_empty()).collect();
-    words.windows(2).rev().find_map(|w| {
-        let unit = ["B", "KiB", "MiB", "GiB", "TiB"].iter().position(|u| *u == w[1])?;
-        let n: f64 = w[0].parse().ok()?;
-        Some((n * 1024f64.powi(unit as i32)) as usize)
-    })
 }
 
 /// `4 KiB`, `1.5 MiB`, as the lessons write sizes (`cuda_scope::Bytes`).
 pub fn fmt_bytes(bytes: usize) -> String {
-    chart::size_label(bytes as f64)
+    figures::size_label(bytes)
 }
 
 /// One run's figure in a comparison: its median and interval, ms or time over bound.
@@ -180,6 +155,18 @@ pub enum Verdict {
     Faster,
     Ambiguous,
     Same,
+}
+
+impl Verdict {
+    /// As nvbench's robust compare writes it: `SLOW`, `FAST`, `AMBG`, `SAME`.
+    pub fn tag(self) -> &'static str {
+        match self {
+            Verdict::Slower => "SLOW",
+            Verdict::Faster => "FAST",
+            Verdict::Ambiguous => "AMBG",
+            Verdict::Same => "SAME",
+        }
+    }
 }
 
 /// One figure in both runs.
@@ -227,9 +214,8 @@ impl Change {
             Measure::OverBound => FigureKind::OverBound,
             Measure::OverModel => FigureKind::OverModel,
             Measure::Time => {
-                let pageable = [a, b].iter().any(|r| r.cpu_paged || r.name.to_lowercase().contains("pageable"));
-                let clock = a.clock.or(b.clock).unwrap_or_else(|| a.timed_by());
-                FigureKind::of(clock, pageable, a.transfer_size().or(b.transfer_size()), fast)
+                let pageable = a.memory.cpu_paged() || b.memory.cpu_paged();
+                FigureKind::of(a.clock, pageable, a.transfer_bytes.or(b.transfer_bytes), fast)
             }
         };
         let resolution = if measure == Measure::Time { RESOLVED_MS / fast } else { 0.0 };
@@ -268,6 +254,15 @@ impl Change {
         let slower = (self.a.hi / self.a.center).max(1.0) * up - 1.0;
         let faster = 1.0 - (self.a.lo / self.a.center).min(1.0) / up;
         (slower, faster)
+    }
+
+    /// GPU-timed, of memory the GPU reaches itself (or a pipeline over its bound or model): not moved by
+    /// the host's memory, page faults and clocks as pageable, managed and host-timed figures are.
+    pub fn on_the_gpu(&self) -> bool {
+        match self.kind {
+            FigureKind::Time { clock, pageable, .. } => clock == Clock::Gpu && !pageable,
+            FigureKind::OverBound | FigureKind::OverModel => true,
+        }
     }
 
     /// (B - A) / A, of the medians.
@@ -371,8 +366,11 @@ pub fn main(flags: CompareFlags) -> ExitCode {
     }
 }
 
-/// Compares, or calibrates; 1 where a figure was found slower, else 0.
+/// Compares, or calibrates, or runs two builds in turn; 1 where a figure was found slower, else 0.
 pub fn run(flags: CompareFlags) -> anyhow::Result<u8> {
+    if flags.interleave.interleave {
+        return interleave::run(&flags);
+    }
     if let Some(dir) = &flags.calibrate {
         let (table, text) = calibrate(dir)?;
         let out = flags.out.clone().unwrap_or_else(default_table_path);
@@ -406,12 +404,10 @@ pub fn run(flags: CompareFlags) -> anyhow::Result<u8> {
             println!("\n== {label}");
         }
         let (da, db) = (read(pa)?, read(pb)?);
-        if da["schema_version"] != db["schema_version"] {
-            bail!(
-                "{label}: different schema versions ({} and {}): they cannot be compared",
-                da["schema_version"],
-                db["schema_version"]
-            );
+        for d in [&da, &db] {
+            if d["schema_version"].as_u64().is_some_and(|v| v > figures::SCHEMA_VERSION as u64) {
+                bail!("{label}: schema version {} is newer than this xtask reads: build it anew", d["schema_version"]);
+            }
         }
         for (what, key) in [("GPU", "name"), ("driver", "driver_version")] {
             let (x, y) = (&da["machine"]["gpus"][0][key], &db["machine"]["gpus"][0][key]);
@@ -457,7 +453,9 @@ pub fn run(flags: CompareFlags) -> anyhow::Result<u8> {
         compared += 1;
         print!("{}", report(&cmp, flags.all));
         println!("{label}: {}", summary(&cmp));
-        println!("{label}: {}", detectable_summary(&cmp.changes));
+        for line in group_lines(&cmp.changes) {
+            println!("{label}: {line}");
+        }
         every.extend(cmp.changes.iter().cloned());
         slower += cmp.count(Verdict::Slower);
         for (i, v) in [Verdict::Slower, Verdict::Faster, Verdict::Ambiguous, Verdict::Same].iter().enumerate() {
@@ -474,7 +472,12 @@ pub fn run(flags: CompareFlags) -> anyhow::Result<u8> {
             totals[1],
             totals[2]
         );
-        println!("in all, {}", detectable_summary(&every));
+        for line in group_lines(&every) {
+            println!("in all, {line}");
+        }
+    }
+    if every.iter().any(|c| !c.on_the_gpu()) {
+        println!("{HOST_APART}");
     }
     Ok(if slower > 0 { 1 } else { 0 })
 }
@@ -679,7 +682,8 @@ pub fn report(cmp: &Comparison, all: bool) -> String {
     match cmp.matched {
         Matched::Places => {
             s += "note: figures matched by their places in the JSON (these runs name none: an older \
-                                 build, or a lesson that does not name its figures)\n"
+                                 build, or a lesson that does not name its figures); read as GPU-timed, of pinned \
+                                 memory (they say neither)\n"
         }
         Matched::Learned(which) => {
             s += &format!(
@@ -690,7 +694,9 @@ pub fn report(cmp: &Comparison, all: bool) -> String {
         Matched::Names => {}
     }
     let mut shown: Vec<&Change> = cmp.changes.iter().filter(|c| all || c.verdict != Verdict::Same).collect();
-    shown.sort_by_key(|c| c.verdict);
+    // The GPU's figures first, then the host's; within each, by verdict.
+    shown.sort_by_key(|c| (!c.on_the_gpu(), c.verdict));
+    let split = shown.iter().position(|c| !c.on_the_gpu()).filter(|i| *i > 0);
     if !shown.is_empty() {
         let rows: Vec<[String; 7]> = shown
             .iter()
@@ -725,7 +731,10 @@ pub fn report(cmp: &Comparison, all: bool) -> String {
             l.trim_end().to_string() + "\n"
         };
         s += &line(&headers.map(String::from));
-        for r in &rows {
+        for (i, r) in rows.iter().enumerate() {
+            if Some(i) == split {
+                s += &format!("{}:\n", interleave::HOST_GROUP);
+            }
             s += &line(r);
         }
     }
@@ -746,6 +755,25 @@ pub fn summary(cmp: &Comparison) -> String {
     };
     let left_out = if cmp.left_out.is_empty() { String::new() } else { format!("; {} left out", cmp.left_out.len()) };
     format!("{changed}; {ambiguous} ambiguous{left_out}")
+}
+
+/// What moves the figures of pageable or managed memory and the host-timed ones, and what two runs made
+/// apart can see of them.
+pub const HOST_APART: &str = "Figures of pageable or managed memory and host-timed ones follow the host: its \
+memory and copy rate (the driver stages pageable memory on the CPU), page faults, the CPU's clocks; two runs made \
+apart see only a change beyond their kind's drift, and `compare --interleave` judges them from pairs run in turn.";
+
+/// What "same" means, a line for each group of figures: the GPU-timed ones of memory the GPU reaches
+/// itself, and the others ([`Change::on_the_gpu`]).
+pub fn group_lines(changes: &[Change]) -> Vec<String> {
+    let (gpu, host): (Vec<Change>, Vec<Change>) = changes.iter().cloned().partition(Change::on_the_gpu);
+    let mut out = Vec::new();
+    for (title, group) in [(interleave::GPU_GROUP, gpu), (interleave::HOST_GROUP, host)] {
+        if !group.is_empty() {
+            out.push(format!("{title}: {}", detectable_summary(&group)));
+        }
+    }
+    out
 }
 
 /// What "same" means for compared figures, in one line: the median figure's smallest detectable change
@@ -802,26 +830,19 @@ fn renamed(name: &str) -> String {
     RENAMED.iter().find(|(old, _)| *old == name).map_or(name, |(_, new)| new).to_string()
 }
 
-/// The figures a document names, if any.
+/// The figures a document names (the `figures` crate's schema; schema 1's read as
+/// [`Figure::schema_1`] says), if any.
 fn named(doc: &Value) -> Vec<Reading> {
-    let strings = |v: &Value| -> Vec<String> {
-        v.as_array().map(|a| a.iter().filter_map(|s| s.as_str().map(String::from)).collect()).unwrap_or_default()
-    };
-    let Some(list) = doc.get("figures").and_then(Value::as_array) else { return Vec::new() };
-    list.iter()
+    let schema_1 = doc["schema_version"].as_u64().is_some_and(|v| v < 2);
+    let list: Vec<Figure> = doc.get("figures").and_then(|f| serde_json::from_value(f.clone()).ok()).unwrap_or_default();
+    list.into_iter()
         .filter_map(|f| {
-            let mut r = Reading::of(renamed(f["name"].as_str()?), &f["stats"])?;
-            r.clock = match f["clock"].as_str() {
-                Some("host") => Some(FigureClock::Host),
-                Some("gpu") => Some(FigureClock::Gpu),
-                _ => None,
-            };
-            r.transfer_bytes = f["transfer_bytes"].as_u64().map(|b| b as usize);
-            r.cpu_paged = f["cpu_paged"].as_bool().unwrap_or(false);
-            r.bound_ms = f["bound_ms"].as_f64();
-            r.model_ms = f["model_ms"].as_f64();
-            r.depends_on = strings(&f["depends_on"]);
-            r.calibrated = strings(&f["calibrated"]);
+            let f = if schema_1 { f.schema_1() } else { f };
+            let stats = serde_json::to_value(f.stats).ok()?;
+            let mut r = Reading::of(renamed(&f.name), &stats, f.clock, f.memory)?;
+            r.transfer_bytes = f.transfer_bytes;
+            (r.bound_ms, r.model_ms) = (f.bound_ms, f.model_ms);
+            (r.depends_on, r.calibrated) = (f.depends_on, f.calibrated);
             Some(r)
         })
         .collect()
@@ -831,11 +852,14 @@ fn named(doc: &Value) -> Vec<Reading> {
 /// lessons whose old form is known here, `small_copies` (`sets[i].ways[way].wall` is `SET / WAY /
 /// wall`, and `--plan`'s `plan.run`) and `latency` (`copies[i].gpu` is `pinned H2D 4 B / gpu`,
 /// `.host` is `... / caller waits`; `reads[i].launch` is `mapped host memory, chase of 4096 reads / gpu`).
+/// Their clocks are those of the old form's fields; their memory is latency's `copies[i].memory` and
+/// the chases' `reads[i].memory`, and small_copies' ways are pinned but for those the lesson itself named
+/// `..., pageable` (the form had no other word for it).
 pub fn learned(result: &Value) -> Vec<Reading> {
     let mut out = Vec::new();
-    let mut add = |name: String, stats: &Value, clock: FigureClock, bytes: Option<usize>| {
-        if let Some(mut r) = Reading::of(name, stats) {
-            (r.clock, r.transfer_bytes) = (Some(clock), bytes);
+    let mut add = |name: String, stats: &Value, clock: Clock, memory: MemoryKind, bytes: Option<usize>| {
+        if let Some(mut r) = Reading::of(name, stats, clock, memory) {
+            r.transfer_bytes = bytes;
             out.push(r);
         }
     };
@@ -848,8 +872,9 @@ pub fn learned(result: &Value) -> Vec<Reading> {
         };
         for w in ways {
             let Some(way) = w["name"].as_str() else { continue };
-            for (what, clock) in [("wall", FigureClock::Host), ("gpu", FigureClock::Gpu), ("host", FigureClock::Host)] {
-                add(format!("{set} / {way} / {what}"), &w[what], clock, each);
+            let memory = if way.ends_with(", pageable") { MemoryKind::Pageable } else { MemoryKind::Pinned };
+            for (what, clock) in [("wall", Clock::Host), ("gpu", Clock::Gpu), ("host", Clock::Host)] {
+                add(format!("{set} / {way} / {what}"), &w[what], clock, memory, each);
             }
         }
     }
@@ -860,20 +885,23 @@ pub fn learned(result: &Value) -> Vec<Reading> {
             continue;
         };
         let name = format!("{memory} {dir} {}", fmt_bytes(bytes as usize));
-        add(format!("{name} / gpu"), &c["gpu"], FigureClock::Gpu, Some(bytes as usize));
-        add(format!("{name} / caller waits"), &c["host"], FigureClock::Host, Some(bytes as usize));
+        let kind = if memory == "pageable" { MemoryKind::Pageable } else { MemoryKind::Pinned };
+        add(format!("{name} / gpu"), &c["gpu"], Clock::Gpu, kind, Some(bytes as usize));
+        add(format!("{name} / caller waits"), &c["host"], Clock::Host, kind, Some(bytes as usize));
     }
     for r in result["reads"].as_array().into_iter().flatten() {
         let (Some(memory), Some(n)) = (r["memory"].as_str(), r["accesses"].as_u64()) else { continue };
-        add(format!("{memory} memory, chase of {n} reads / gpu"), &r["launch"], FigureClock::Gpu, None);
-        add(format!("{memory} memory, chase of {} reads / gpu", n / 2), &r["half_launch"], FigureClock::Gpu, None);
+        let kind = if memory == "device" { MemoryKind::Device } else { MemoryKind::Mapped };
+        add(format!("{memory} memory, chase of {n} reads / gpu"), &r["launch"], Clock::Gpu, kind, None);
+        add(format!("{memory} memory, chase of {} reads / gpu", n / 2), &r["half_launch"], Clock::Gpu, kind, None);
     }
     out
 }
 
 /// Every `Stats` object in a result, named by its place (`report.runs[4 streams].judged.measured`). A
 /// pipeline run's `judged` (a measured time beside its bound) carries its bound. Nothing is marked in
-/// such files, so every figure is taken to depend on the `work`, which pipeline runs calibrated.
+/// such files, so every figure is taken to depend on the `work`, which pipeline runs calibrated, and
+/// is read as GPU-timed, of pinned memory: such a file says neither, and no name is read for it.
 fn by_place(result: &Value) -> Vec<Reading> {
     let mut out = Vec::new();
     walk(result, String::new(), &mut out);
@@ -888,11 +916,12 @@ fn by_place(result: &Value) -> Vec<Reading> {
 
 fn walk(v: &Value, path: String, out: &mut Vec<Reading>) {
     let join = |k: &str| if path.is_empty() { k.to_string() } else { format!("{path}.{k}") };
-    if let Some(r) = Reading::of(path.clone(), v) {
+    let of = |name: String, stats: &Value| Reading::of(name, stats, Clock::Gpu, MemoryKind::Pinned);
+    if let Some(r) = of(path.clone(), v) {
         out.push(r);
         return;
     }
-    if let (Some(mut r), Some(bound)) = (Reading::of(join("measured"), &v["measured"]), v["bound"]["ms"].as_f64()) {
+    if let (Some(mut r), Some(bound)) = (of(join("measured"), &v["measured"]), v["bound"]["ms"].as_f64()) {
         r.bound_ms = Some(bound);
         out.push(r);
         return;
@@ -1061,3 +1090,6 @@ fn lesson_in(doc: &Value) -> Option<String> {
 
 #[cfg(test)]
 mod tests;
+
+pub mod interleave;
+pub mod paired;

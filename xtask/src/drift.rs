@@ -12,9 +12,9 @@
 //!
 //! - the **clock** that timed it: `gpu` (CUDA events) or `host` (the time in the calls, the caller's wait);
 //! - the **memory** it copies: `pageable` where the CPU's side moves it page by page (pageable memory
-//!   the driver stages through its own pinned buffers, managed memory it migrates on faults: a figure
-//!   says `cpu_paged`, or names pageable memory) or `pinned` (any other: pinned, mapped,
-//!   write-combined, device memory, or none);
+//!   the driver stages through its own pinned buffers, managed memory it migrates on faults: the
+//!   figure's `memory`, `figures::MemoryKind::cpu_paged`) or `pinned` (any other: pinned, mapped,
+//!   write-combined, registered, device memory);
 //! - the **transfers**: `small` when each moves under [`SMALL_BYTES`] (a per-copy cost rules them, paid
 //!   by the host and the copy engine, and it moves most), else `large` (also a figure that names no
 //!   transfer: kernels, pipelines);
@@ -39,6 +39,7 @@
 use std::{collections::BTreeMap, fmt, path::Path};
 
 use anyhow::{bail, Context as _};
+use figures::Clock;
 use serde_json::{json, Value};
 
 /// Transfers of fewer bytes than this are small: under it the per-copy cost is most of a copy's time
@@ -54,18 +55,11 @@ pub const MIN_PAIRS: usize = 12;
 /// No drift is fitted below this: half a percent, what no number of runs resolves.
 pub const FLOOR: f64 = 0.005;
 
-/// The clock that timed a figure.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum FigureClock {
-    Gpu,
-    Host,
-}
-
 /// A figure's kind (see the module's doc).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum FigureKind {
     Time {
-        clock: FigureClock,
+        clock: Clock,
         pageable: bool,
         small: bool,
         scale: Scale,
@@ -109,7 +103,7 @@ const SCALES: [Scale; 3] = [Scale::Short, Scale::Mid, Scale::Long];
 impl FigureKind {
     /// The kind of a figure timed by `clock`, of `pageable` memory or not, whose transfers move
     /// `transfer_bytes` each (`None`: no transfer named), that took `ms`.
-    pub fn of(clock: FigureClock, pageable: bool, transfer_bytes: Option<usize>, ms: f64) -> FigureKind {
+    pub fn of(clock: Clock, pageable: bool, transfer_bytes: Option<usize>, ms: f64) -> FigureKind {
         let small = transfer_bytes.is_some_and(|b| b < SMALL_BYTES);
         FigureKind::Time { clock, pageable, small, scale: Scale::of(ms) }
     }
@@ -117,7 +111,7 @@ impl FigureKind {
     /// Every kind, in the table's order.
     pub fn all() -> Vec<FigureKind> {
         let mut v = Vec::new();
-        for clock in [FigureClock::Gpu, FigureClock::Host] {
+        for clock in [Clock::Gpu, Clock::Host] {
             for pageable in [false, true] {
                 for small in [false, true] {
                     v.extend(SCALES.map(|scale| FigureKind::Time { clock, pageable, small, scale }));
@@ -143,7 +137,7 @@ impl fmt::Display for FigureKind {
             FigureKind::Time { clock, pageable, small, scale } => write!(
                 f,
                 "{}, {}, {}, {}",
-                if *clock == FigureClock::Gpu { "gpu" } else { "host" },
+                if *clock == Clock::Gpu { "gpu" } else { "host" },
                 if *pageable { "pageable" } else { "pinned" },
                 if *small { "small" } else { "large" },
                 scale.label()
@@ -164,18 +158,18 @@ pub fn provisional(kind: FigureKind) -> f64 {
     };
     match (clock, pageable, small) {
         // Large pinned copies, kernels, pipelines: microsecond work settles on one of two times.
-        (FigureClock::Gpu, false, false) => by_scale(0.6, 0.10, 0.05),
+        (Clock::Gpu, false, false) => by_scale(0.6, 0.10, 0.05),
         // Many small copies: the GPU waits on the host that queues them.
-        (FigureClock::Gpu, false, true) => by_scale(1.0, 1.0, 1.0),
+        (Clock::Gpu, false, true) => by_scale(1.0, 1.0, 1.0),
         // Pageable copies: the driver stages them on the CPU; 64 MiB moved by 35% between quiet runs.
-        (FigureClock::Gpu, true, false) => by_scale(1.0, 0.6, 0.6),
+        (Clock::Gpu, true, false) => by_scale(1.0, 0.6, 0.6),
         // Batched copies of small buffers from pageable memory: 19.5 ms, then 48.8.
-        (FigureClock::Gpu, true, true) => 2.5,
+        (Clock::Gpu, true, true) => 2.5,
         // The host's time in the calls does not depend on the bytes: the host rules it at any size.
-        (FigureClock::Host, false, false) => by_scale(1.0, 1.0, 0.6),
+        (Clock::Host, false, false) => by_scale(1.0, 1.0, 0.6),
         // One memcpy per buffer of 1000 x 4 KiB held the host 5.4 ms, then 8.6.
-        (FigureClock::Host, false, true) => by_scale(1.5, 1.0, 1.0),
-        (FigureClock::Host, true, _) => 2.5,
+        (Clock::Host, false, true) => by_scale(1.5, 1.0, 1.0),
+        (Clock::Host, true, _) => 2.5,
     }
 }
 
@@ -461,15 +455,9 @@ mod tests {
         for k in &all {
             assert_eq!(FigureKind::parse(&k.to_string()), Some(*k), "{k}");
         }
-        assert_eq!(
-            FigureKind::of(FigureClock::Gpu, false, Some(64 << 20), 1.2).to_string(),
-            "gpu, pinned, large, 0.1-2 ms"
-        );
-        assert_eq!(
-            FigureKind::of(FigureClock::Host, true, Some(4096), 19.5).to_string(),
-            "host, pageable, small, >=2 ms"
-        );
-        assert_eq!(FigureKind::of(FigureClock::Gpu, false, None, 0.006).to_string(), "gpu, pinned, large, <0.1 ms");
+        assert_eq!(FigureKind::of(Clock::Gpu, false, Some(64 << 20), 1.2).to_string(), "gpu, pinned, large, 0.1-2 ms");
+        assert_eq!(FigureKind::of(Clock::Host, true, Some(4096), 19.5).to_string(), "host, pageable, small, >=2 ms");
+        assert_eq!(FigureKind::of(Clock::Gpu, false, None, 0.006).to_string(), "gpu, pinned, large, <0.1 ms");
     }
 
     #[test]
@@ -503,8 +491,8 @@ mod tests {
 
     #[test]
     fn a_fit_covers_the_settled_figures_and_the_tail_and_keeps_kinds_it_has_too_few_for() {
-        let big = FigureKind::of(FigureClock::Gpu, false, Some(64 << 20), 1.2);
-        let host = FigureKind::of(FigureClock::Host, false, Some(4096), 5.4);
+        let big = FigureKind::of(Clock::Gpu, false, Some(64 << 20), 1.2);
+        let host = FigureKind::of(Clock::Host, false, Some(4096), 5.4);
         // 20 figures that move by 0 to 0.8%, one of them 5% once.
         let mut moves: Vec<Move> = (0..20).map(|i| mv(big, &format!("l: f{i}"), 0.002 * (i % 5) as f64)).collect();
         moves.push(mv(big, "l: f0", -0.05));
@@ -523,7 +511,7 @@ mod tests {
         assert_eq!(t.drift_of(big, "l: f0"), (own.drift, true));
         assert_eq!(t.drift_of(big, "l: f1"), (row.drift, false));
         // Held as a kind wider than its own drift (its run now says it is pageable), the kind's applies.
-        let wide = FigureKind::of(FigureClock::Gpu, true, Some(64 << 20), 1.2);
+        let wide = FigureKind::of(Clock::Gpu, true, Some(64 << 20), 1.2);
         assert!(t.drift(wide) > own.drift);
         assert_eq!(t.drift_of(wide, "l: f0"), (t.drift(wide), false));
         assert_eq!(t.row(host), DriftTable::provisional().row(host), "two movements are too few");
@@ -541,7 +529,7 @@ mod tests {
 
     #[test]
     fn a_figure_on_two_times_gets_its_own_drift_and_leaves_its_kind_tight() {
-        let small = FigureKind::of(FigureClock::Gpu, false, Some(4096), 0.2);
+        let small = FigureKind::of(Clock::Gpu, false, Some(4096), 0.2);
         // 30 steady figures (0.5%), and a batch that lands at 0.09 or 0.35 ms process by process.
         let mut moves: Vec<Move> = (0..30).map(|i| mv(small, &format!("s: f{i}"), 0.005)).collect();
         moves.extend([mv(small, "s: batch", (0.35f64 / 0.09).ln()), mv(small, "s: batch", 0.0)]);

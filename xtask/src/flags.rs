@@ -46,15 +46,18 @@ pub enum Task {
     /// remake README.md's figures from results/
     Results(ResultsFlags),
     /// Which timed figures of two runs of a lesson (`--json` output) changed beyond what moves from one
-    /// process to the next: same, faster, slower or ambiguous; or fit that drift from back-to-back runs
+    /// process to the next: same, faster, slower or ambiguous; or fit that drift from back-to-back runs;
+    /// or, with --interleave, run two builds' lessons in turn on this GPU machine and judge each figure
+    /// from the pairs
     #[command(after_help = COMPARE_EXIT)]
-    Compare(CompareFlags),
+    Compare(Box<CompareFlags>),
 }
 
 /// What `compare`'s exit status says, under its `--help`.
 const COMPARE_EXIT: &str = "Exit status: 0 when no figure is slower (every one the same, faster or ambiguous), \
-1 when a figure is slower: beyond its kind's drift from one process to the next and beyond A's own runs (a \
-regression, for CI), 2 when the files could not be compared. --calibrate exits 0 once it has written the table.";
+1 when a figure is slower: beyond its kind's drift from one process to the next and beyond A's own runs, or \
+with --interleave beyond its pairs' interval (a regression, for CI), 2 when the files could not be compared or \
+the lessons not run. --calibrate exits 0 once it has written the table.";
 
 #[derive(Args)]
 pub struct CompareFlags {
@@ -81,6 +84,48 @@ pub struct CompareFlags {
     /// Where --calibrate writes the table
     #[arg(long, value_name = "FILE", requires = "calibrate")]
     pub out: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub interleave: InterleaveFlags,
+}
+
+/// `compare --interleave A B`: A and B are builds, not runs.
+#[derive(Args, Default, Clone)]
+pub struct InterleaveFlags {
+    /// A and B are two builds (bundle folders made by `cargo xtask bundle`, or folders of lesson
+    /// binaries; the same one twice for a lesson against itself or with two settings): run each lesson of
+    /// A and of B in turn, --pairs times, and judge each figure from the pairs: SAME, FAST, SLOW, AMBG
+    #[arg(long, conflicts_with_all = ["calibrate", "baseline", "drift"])]
+    pub interleave: bool,
+    /// Pairs of runs of each lesson (a lesson of many figures gets the few more it needs to call one)
+    #[arg(long, default_value = "15", requires = "interleave", value_parser = clap::value_parser!(u32).range(2..=200))]
+    pub pairs: u32,
+    /// Lessons to run (repeat the flag; default: every lesson that names figures)
+    #[arg(long = "lesson", value_name = "NAME", requires = "interleave", value_parser = lesson_names())]
+    pub lessons: Vec<String>,
+    /// An argument for A's lessons (repeat the flag): A and B may be one build with two settings
+    #[arg(long = "a-arg", value_name = "ARG", allow_hyphen_values = true, requires = "interleave")]
+    pub a_args: Vec<String>,
+    /// An argument for B's lessons (repeat the flag)
+    #[arg(long = "b-arg", value_name = "ARG", allow_hyphen_values = true, requires = "interleave")]
+    pub b_args: Vec<String>,
+    /// An environment variable for A's lessons, KEY=VALUE (repeat the flag)
+    #[arg(long = "a-env", value_name = "KEY=VALUE", requires = "interleave")]
+    pub a_env: Vec<String>,
+    /// An environment variable for B's lessons, KEY=VALUE (repeat the flag): PINNED_MEMORY_PLANT=5 plants a
+    /// known change in pinned_memory
+    #[arg(long = "b-env", value_name = "KEY=VALUE", requires = "interleave")]
+    pub b_env: Vec<String>,
+    /// A shell command run beside each of B's runs (started a second before it, stopped after it), such
+    /// as a loop of copies both ways: what it moves, and what each figure would show
+    #[arg(long = "b-beside", value_name = "COMMAND", requires = "interleave")]
+    pub b_beside: Option<String>,
+    /// Where to write every figure's pairs and judgement as JSON
+    #[arg(long, value_name = "FILE", requires = "interleave")]
+    pub json: Option<std::path::PathBuf>,
+    /// Keep every run's document as DIR/pair-N/a/LESSON.json and DIR/pair-N/b/LESSON.json (two folders
+    /// that the two-process compare takes)
+    #[arg(long, value_name = "DIR", requires = "interleave")]
+    pub keep: Option<std::path::PathBuf>,
 }
 
 #[derive(Args)]

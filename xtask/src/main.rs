@@ -44,7 +44,7 @@ fn main() -> ExitCode {
         flags::Task::Profile(f) => profile::run(f),
         flags::Task::Sanitize(f) => sanitize::run(f),
         flags::Task::BenchReport(f) => bench_report::run(f),
-        flags::Task::Compare(f) => return compare::main(f),
+        flags::Task::Compare(f) => return compare::main(*f),
         flags::Task::Bundle(f) => bundle::run(f),
         flags::Task::Results(f) => results::run(f),
     };

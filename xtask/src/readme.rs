@@ -201,7 +201,8 @@ mod tests {
     fn a_row_quotes_its_figures_by_name() {
         let f = |name: &str, bytes, ms| FigureResult {
             name: name.into(),
-            clock: "gpu".into(),
+            clock: figures::Clock::Gpu,
+            memory: None,
             bytes: Some(bytes),
             median_ms: ms,
             runs_ms: vec![ms],

@@ -23,6 +23,7 @@ use std::{
 };
 
 use anyhow::{bail, Context as _};
+use figures::{Clock, Figure, MemoryKind};
 use serde::{Deserialize, Serialize};
 
 use crate::{flags::ResultsFlags, lessons, tools};
@@ -67,7 +68,11 @@ pub struct LessonResults {
 #[derive(Serialize, Deserialize, Debug, Clone)]
 pub struct FigureResult {
     pub name: String,
-    pub clock: String,
+    pub clock: Clock,
+    /// The host memory its transfers touch, as the lesson said (absent from files made before
+    /// figures said it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<MemoryKind>,
     /// Bytes moved by what was timed, where the lesson says.
     pub bytes: Option<usize>,
     /// The median over runs of each run's median, ms.
@@ -220,29 +225,37 @@ pub fn run(flags: ResultsFlags) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A document's figures, as the `figures` crate reads them (schema 1's as [`Figure::schema_1`] says);
+/// none where it has none, or they do not read.
+pub fn figures_of(doc: &serde_json::Value) -> Vec<Figure> {
+    let schema_1 = doc["schema_version"].as_u64().is_some_and(|v| v < 2);
+    let list: Vec<Figure> = doc.get("figures").and_then(|f| serde_json::from_value(f.clone()).ok()).unwrap_or_default();
+    list.into_iter().map(|f| if schema_1 { f.schema_1() } else { f }).collect()
+}
+
 /// Each figure over the runs of a lesson, in the order the first run lists them.
 fn over_runs(docs: &[serde_json::Value]) -> Vec<FigureResult> {
     let mut order: Vec<String> = Vec::new();
-    let mut by_name: BTreeMap<String, Vec<&serde_json::Value>> = BTreeMap::new();
+    let mut by_name: BTreeMap<String, Vec<Figure>> = BTreeMap::new();
     for doc in docs {
-        for f in doc["figures"].as_array().into_iter().flatten() {
-            let Some(name) = f["name"].as_str() else { continue };
-            if !by_name.contains_key(name) {
-                order.push(name.to_string());
+        for f in figures_of(doc) {
+            if !by_name.contains_key(&f.name) {
+                order.push(f.name.clone());
             }
-            by_name.entry(name.to_string()).or_default().push(f);
+            by_name.entry(f.name.clone()).or_default().push(f);
         }
     }
     order
         .into_iter()
         .filter_map(|name| {
             let fs = &by_name[&name];
-            let runs_ms: Vec<f64> = fs.iter().filter_map(|f| f["stats"]["median_ms"].as_f64()).collect();
-            let bounds: Vec<f64> = fs.iter().filter_map(|f| f["bound_ms"].as_f64()).collect();
-            let f = fs[0];
-            let bytes = f["transfer_bytes"].as_u64().or_else(|| f["bytes"].as_u64()).map(|b| b as usize);
+            let runs_ms: Vec<f64> = fs.iter().map(|f| f.stats.median_ms).collect();
+            let bounds: Vec<f64> = fs.iter().filter_map(|f| f.bound_ms).collect();
+            let f = &fs[0];
+            let bytes = f.transfer_bytes.or(f.bytes);
             Some(FigureResult {
-                clock: f["clock"].as_str().unwrap_or("gpu").to_string(),
+                clock: f.clock,
+                memory: Some(f.memory),
                 bytes,
                 median_ms: median(&runs_ms)?,
                 bound_ms: median(&bounds),
@@ -424,13 +437,14 @@ pub fn page(r: &MachineResults) -> String {
         if l.figures.is_empty() {
             continue;
         }
-        s += "\n| figure | clock | median, ms | runs' range, ms | GB/s | bound, ms |\n| --- | --- | --- | --- | --- | --- |\n";
+        s += "\n| figure | clock | memory | median, ms | runs' range, ms | GB/s | bound, ms |\n| --- | --- | --- | --- | --- | --- | --- |\n";
         for f in &l.figures {
             let (lo, hi) = f.range_ms();
             s += &format!(
-                "| {} | {} | {:.4} | {:.4}-{:.4} | {} | {} |\n",
+                "| {} | {} | {} | {:.4} | {:.4}-{:.4} | {} | {} |\n",
                 f.name,
-                f.clock,
+                if f.clock == Clock::Gpu { "gpu" } else { "host" },
+                f.memory.map_or("-", MemoryKind::label),
                 f.median_ms,
                 lo,
                 hi,
@@ -547,11 +561,12 @@ mod tests {
 
     #[test]
     fn figures_over_runs_take_the_median_of_medians() {
-        let doc = |ms: f64| serde_json::json!({"figures": [{"name": "a", "clock": "gpu", "stats": {"median_ms": ms}, "transfer_bytes": 1000000}]});
+        let doc = |ms: f64| serde_json::json!({"schema_version": 2, "figures": [{"name": "a", "clock": "gpu", "memory": "pageable", "stats": figures::Stats::one(ms), "transfer_bytes": 1000000}]});
         let f = over_runs(&[doc(1.0), doc(3.0), doc(2.0)]);
         assert_eq!((f[0].median_ms, f[0].runs_ms.clone()), (2.0, vec![1.0, 3.0, 2.0]));
         assert!((f[0].gbps().unwrap() - 0.5).abs() < 1e-12);
         assert_eq!(f[0].range_ms(), (1.0, 3.0));
+        assert_eq!((f[0].clock, f[0].memory), (Clock::Gpu, Some(MemoryKind::Pageable)));
     }
 
     #[test]

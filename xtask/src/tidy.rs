@@ -733,7 +733,8 @@ fn common_hides_nothing_from_its_docs() {
 /// The folders whose public types [`no_two_public_types_share_a_name`] holds to one name each: the
 /// library crates and the tools. `common/src/ffi.rs`, the mirror of cuda.h's types, is left out, and so
 /// are a library's private modules (`mod NAME;` in its `lib.rs`) and every file's tests.
-const TYPE_FOLDERS: [&str; 6] = ["measure/src", "xtask/src", "profiler/src", "kernels/src", "chart/src", "common/src"];
+const TYPE_FOLDERS: [&str; 7] =
+    ["measure/src", "xtask/src", "profiler/src", "kernels/src", "chart/src", "common/src", "figures/src"];
 
 /// The names of `pub struct|enum|trait|type NAME` in a Rust text, before its tests (`#[cfg(test)]`):
 /// `pub` alone, not `pub(crate)`, at the start of its line, `unsafe` allowed before the word.

@@ -19,7 +19,7 @@ fn figure(name: &str, median: f64, spread: f64) -> Value {
 }
 
 fn doc(result: Value, figures: Vec<Value>) -> Value {
-    json!({ "schema_version": 1, "machine": {}, "result": result, "figures": figures })
+    json!({ "schema_version": 2, "machine": {}, "result": result, "figures": figures })
 }
 
 /// The provisional table: what these tests hold changes against, whatever the shipped table becomes.
@@ -48,7 +48,13 @@ fn pinned_sweep(wobble: impl Fn(&str, &str, usize) -> f64) -> [Value; 2] {
                 let ms = alpha_us * 1e-3 + bytes as f64 / (gbps * 1e9) * 1e3;
                 let spread = if ms < 0.05 { 2.0 * spread } else { spread / 4.0 };
                 let name = format!("{kind} {dir} {}", fmt_bytes(bytes));
-                let f = |ms: f64| json!({ "name": name, "stats": stats(ms, spread), "clock": "gpu", "transfer_bytes": bytes });
+                let memory = match kind {
+                    "pageable" => "pageable",
+                    "pinned" => "pinned",
+                    "write-combined" => "write-combined",
+                    _ => "registered",
+                };
+                let f = |ms: f64| json!({ "name": name, "stats": stats(ms, spread), "clock": "gpu", "memory": memory, "transfer_bytes": bytes });
                 figures[0].push(f(ms));
                 figures[1].push(f(ms * wobble(kind, dir, bytes)));
             }
@@ -114,9 +120,13 @@ fn small_named(result: Value) -> Value {
         let (set, each) =
             (run["set"].as_str().unwrap(), run["bytes"].as_u64().unwrap() / run["count"].as_u64().unwrap());
         for w in run["ways"].as_array().unwrap() {
+            let way = w["name"].as_str().unwrap();
+            let memory = if way.ends_with("pageable") { "pageable" } else { "pinned" };
             for (what, clock) in [("wall", "host"), ("gpu", "gpu"), ("host", "host")] {
-                let name = format!("{set} / {} / {what}", w["name"].as_str().unwrap());
-                figures.push(json!({ "name": name, "stats": w[what], "clock": clock, "transfer_bytes": each }));
+                let name = format!("{set} / {way} / {what}");
+                figures.push(
+                    json!({ "name": name, "stats": w[what], "clock": clock, "memory": memory, "transfer_bytes": each }),
+                );
             }
         }
     }
@@ -216,7 +226,7 @@ fn a_host_bound_figure_moving_fifty_percent_is_within_its_drift() {
 #[test]
 fn a_change_within_the_runs_own_spread_is_ambiguous() {
     // 4 streams: 10 ms, its runs up to 11.5 ms (q3); B 11 ms. Past its drift (5%), not past A's runs.
-    let wide = |median: f64| json!({ "name": "4 streams", "stats": { "median_ms": median, "min_ms": 8.4, "q3_ms": 11.5, "max_ms": 14.0, "runs": 10, "cv": 0.1 } });
+    let wide = |median: f64| json!({ "name": "4 streams", "stats": { "median_ms": median, "min_ms": 8.4, "q3_ms": 11.5, "max_ms": 14.0, "runs": 10, "cv": 0.1 }, "clock": "gpu" });
     let a = doc(json!({}), vec![wide(10.0), figure("one stream", 20.0, 0.002)]);
     let b = doc(json!({}), vec![figure("4 streams", 11.0, 0.002), figure("one stream", 20.1, 0.002)]);
     let c = compare(&a, &b, &table());
@@ -239,9 +249,11 @@ fn a_change_within_the_runs_own_spread_is_ambiguous() {
     assert_eq!(verdicts(&compare(&a, &b, &table())), [("4 streams", Verdict::Slower)]);
     // A run made before the quartile was recorded: median + 0.675 cv, at most its slowest run.
     let old = json!({ "median_ms": 10.0, "min_ms": 9.0, "max_ms": 10.4, "runs": 10, "cv": 0.1 });
-    let r = Reading::of("x".into(), &old).unwrap();
+    let r = Reading::of("x".into(), &old, Clock::Gpu, MemoryKind::Pinned).unwrap();
     assert_eq!((r.lo_ms, r.hi_ms), (9.0, 10.4));
-    let r = Reading::of("x".into(), &json!({ "median_ms": 10.0, "runs": 1, "cv": 0.0 })).unwrap();
+    let r =
+        Reading::of("x".into(), &json!({ "median_ms": 10.0, "runs": 1, "cv": 0.0 }), Clock::Gpu, MemoryKind::Pinned)
+            .unwrap();
     assert_eq!((r.lo_ms, r.hi_ms), (10.0, 10.0));
 }
 
@@ -265,6 +277,7 @@ fn flags(a: &Path, b: &Path, drift: &Path) -> CompareFlags {
         drift: Some(drift.into()),
         calibrate: None,
         out: None,
+        interleave: Default::default(),
     }
 }
 
@@ -282,7 +295,7 @@ fn the_exit_code_says_whether_a_figure_is_slower() {
     assert_eq!((code("quiet.json"), code("slow.json"), code("fast.json")), (0, 1, 0));
     // Files that cannot be compared are an error (exit 2 from `main`).
     assert!(run(flags(&dir.join("a.json"), &dir.join("missing.json"), &drift)).is_err());
-    let other = folder("exit-other", &[("b.json", &json!({ "schema_version": 2, "result": {} }))]);
+    let other = folder("exit-other", &[("b.json", &json!({ "schema_version": 3, "result": {} }))]);
     assert!(run(flags(&dir.join("a.json"), &other.join("b.json"), &drift)).unwrap_err().to_string().contains("schema"));
     // Two folders: their files of the same name, a line each; slower in one is slower in all.
     let before = folder("before", &[("pinned_memory.json", &a), ("latency.json", &a)]);
@@ -364,40 +377,37 @@ fn runs_made_before_small_copies_and_latency_named_their_figures_are_matched_by_
 }
 
 #[test]
-fn kinds_come_from_the_run_or_from_the_name() {
-    let kind = |name: &str, ms: f64| {
-        Change::new(name.into(), "lesson", Measure::Time, &reading(name, ms), &reading(name, ms), &table())
-            .unwrap()
-            .kind
-            .to_string()
-    };
-    assert_eq!(kind("pinned H2D 4 KiB", 0.006), "gpu, pinned, small, <0.1 ms");
-    assert_eq!(kind("pageable D2H 64 MiB", 6.7), "gpu, pageable, large, >=2 ms");
-    assert_eq!(kind("zero-copy, one pass, 1.5 MiB", 0.05), "gpu, pinned, large, <0.1 ms");
-    assert_eq!(kind("Async: host in the calls", 0.015), "host, pinned, large, <0.1 ms");
-    assert_eq!(kind("Sync: GPU time", 0.81), "gpu, pinned, large, 0.1-2 ms");
-    assert_eq!(kind("rows[0].on_demand.host_fill", 3.0), "host, pinned, large, >=2 ms");
-    assert_eq!(kind("sets[1].ways[memcpy each].wall", 0.5), "host, pinned, large, 0.1-2 ms");
-    assert_eq!(kind("1000 x 256 B / packed + scatter kernel / gpu", 0.09), "gpu, pinned, small, <0.1 ms");
-    assert_eq!(size_in("model-like / graph, replayed / gpu"), None);
-    assert_eq!(size_in("10 x 1.5 KiB / memcpy each / gpu"), Some(1536));
+fn kinds_come_from_the_run_never_from_the_name() {
+    let kind = |r: &Reading| Change::new("x".into(), "lesson", Measure::Time, r, r, &table()).unwrap().kind.to_string();
+    // A name that says pageable, host and 4 KiB says nothing: the figure's fields decide.
+    let mut r = reading("pageable H2D 4 KiB / host", 0.006);
+    assert_eq!(kind(&r), "gpu, pinned, large, <0.1 ms");
+    (r.clock, r.memory, r.transfer_bytes) = (Clock::Host, MemoryKind::Pageable, Some(4096));
+    assert_eq!(kind(&r), "host, pageable, small, <0.1 ms");
+    r.memory = MemoryKind::Managed;
+    assert_eq!(kind(&r), "host, pageable, small, <0.1 ms", "managed memory is paged on the CPU's side too");
+    (r.memory, r.transfer_bytes) = (MemoryKind::Mapped, Some(64 << 20));
+    assert_eq!(kind(&r), "host, pinned, large, <0.1 ms");
     assert_eq!(Scale::of(0.1), Scale::Mid);
     assert_eq!(
         (fmt_bytes(4), fmt_bytes(4096), fmt_bytes(1536 << 20)),
         ("4 B".into(), "4 KiB".into(), "1.5 GiB".into())
     );
-    // The run's word wins over the name's.
-    let mut r = reading("mapped host memory, chase of 4096 reads / host?", 1.0);
-    r.clock = Some(FigureClock::Gpu);
-    r.transfer_bytes = Some(4);
-    let c = Change::new("x".into(), "lesson", Measure::Time, &r, &r, &table()).unwrap();
-    assert_eq!(c.kind.to_string(), "gpu, pinned, small, 0.1-2 ms");
+    // As a document says them, and schema 1's `cpu_paged` read as pageable.
+    let f = |v: u32, extra: Value| {
+        let mut f = json!({ "name": "pageable D2H 64 MiB", "stats": stats(6.7, 0.01), "clock": "gpu" });
+        f.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        json!({ "schema_version": v, "machine": {}, "result": {}, "figures": [f] })
+    };
+    let kind_in = |d: &Value| compare(d, d, &table()).changes[0].kind.to_string();
+    assert_eq!(kind_in(&f(2, json!({}))), "gpu, pinned, large, >=2 ms", "a figure that says no memory is pinned");
+    assert_eq!(kind_in(&f(2, json!({ "memory": "pageable" }))), "gpu, pageable, large, >=2 ms");
+    assert_eq!(kind_in(&f(1, json!({ "cpu_paged": true }))), "gpu, pageable, large, >=2 ms");
+    assert_eq!(kind_in(&f(1, json!({ "cpu_paged": true, "transfer_bytes": 4096 }))), "gpu, pageable, small, >=2 ms");
 }
 
 fn reading(name: &str, ms: f64) -> Reading {
-    let mut r = Reading::of(name.into(), &stats(ms, 0.01)).unwrap();
-    r.name = name.into();
-    r
+    Reading::of(name.into(), &stats(ms, 0.01), Clock::Gpu, MemoryKind::Pinned).unwrap()
 }
 
 /// A loop of large copies both ways on the same GPU, beside a run: it slows what shares the copy
@@ -432,7 +442,7 @@ fn a_copy_loop_beside_a_run_is_found_on_the_figures_it_slows() {
 fn overlap(iters: u32, one: (f64, f64), four: (f64, f64), upload: f64, kernel: f64, copies: f64) -> Value {
     let run = |name: &str, (ms, bound): (f64, f64)| json!({ "name": name, "stats": stats(ms, 0.008), "clock": "gpu", "bound_ms": bound, "depends_on": ["plan", "work"], "calibrated": ["work"] });
     let part = |name: &str, ms: f64, work: bool| {
-        let mut f = json!({ "name": name, "stats": { "median_ms": ms, "min_ms": ms, "q3_ms": ms, "max_ms": ms, "runs": 1, "cv": 0.0 }, "best": true, "depends_on": ["plan"] });
+        let mut f = json!({ "name": name, "stats": { "median_ms": ms, "min_ms": ms, "q3_ms": ms, "max_ms": ms, "runs": 1, "cv": 0.0 }, "clock": "gpu", "best": true, "depends_on": ["plan"] });
         if work {
             f["depends_on"] = json!(["plan", "work"]);
             f["calibrated"] = json!(["work"]);
@@ -574,6 +584,7 @@ fn calibration_fits_each_kind_from_back_to_back_runs() {
             .map(|(k, mut f)| {
                 let m = 1.0 + 0.2 * [0.0, 1.0, -0.5][i] * ((k % 3) as f64 / 2.0);
                 f["stats"] = stats(0.006 * m, 0.02);
+                f["transfer_bytes"] = json!((4 + k) << 10);
                 f
             })
             .collect()
@@ -608,7 +619,7 @@ fn calibration_fits_each_kind_from_back_to_back_runs() {
         "{text}"
     );
     assert!(text.contains("overlap: one run only: left out") && text.contains("error.json has no result"), "{text}");
-    let small = t.row(FigureKind::of(FigureClock::Gpu, false, Some(4096), 0.006));
+    let small = t.row(FigureKind::of(Clock::Gpu, false, Some(4096), 0.006));
     assert!(small.fitted && small.pairs == 48, "every ordered pair of 3 runs, 8 figures: {small:?}");
     assert!(small.drift < 0.9, "{small:?}");
     // Fitted to them, the runs it came from are quiet: in no pair is a figure slower or faster.
@@ -621,8 +632,8 @@ fn calibration_fits_each_kind_from_back_to_back_runs() {
             assert_eq!(c.count(Verdict::Slower) + c.count(Verdict::Faster), 0, "{i} against {j}: {:?}", verdicts(&c));
         }
     }
-    let mid = t.row(FigureKind::of(FigureClock::Gpu, false, Some(64 << 20), 1.2));
-    let long = t.row(FigureKind::of(FigureClock::Gpu, false, Some(128 << 20), 2.4));
+    let mid = t.row(FigureKind::of(Clock::Gpu, false, Some(64 << 20), 1.2));
+    let long = t.row(FigureKind::of(Clock::Gpu, false, Some(128 << 20), 2.4));
     assert!(!mid.fitted && long.fitted, "one figure of 1.2 ms (6 movements) is too few: {mid:?}");
     assert!(long.drift < 0.07 && long.drift > 0.02, "{long:?}");
     assert!(t.source.starts_with("fitted from 6 runs of 2 lessons on NVIDIA H200 (driver 580.1)"), "{}", t.source);
@@ -636,8 +647,12 @@ fn calibration_fits_each_kind_from_back_to_back_runs() {
     (f.a, f.b, f.drift, f.calibrate, f.out) = (None, None, None, Some(dir.clone()), Some(out.clone()));
     assert_eq!(run(f).unwrap(), 0);
     assert_eq!(DriftTable::read(&out).unwrap(), back);
-    let a = doc(json!({}), vec![figure("pinned H2D 4 KiB / gpu", 0.006, 0.02)]);
-    let b = doc(json!({}), vec![figure("pinned H2D 4 KiB / gpu", 0.0119, 0.02)]);
+    let small = |ms: f64| {
+        let mut f = figure("pinned H2D 4 KiB / gpu", ms, 0.02);
+        f["transfer_bytes"] = json!(4096);
+        doc(json!({}), vec![f])
+    };
+    let (a, b) = (small(0.006), small(0.0119));
     assert_eq!(compare(&a, &b, &table()).changes[0].verdict, Verdict::Same, "2x is within the provisional 100%");
     assert_eq!(compare(&a, &b, &back).changes[0].verdict, Verdict::Slower, "and beyond the fitted drift");
     // Grouped by command line, else by file name.
@@ -790,6 +805,15 @@ fn same_says_the_smallest_change_it_would_have_shown() {
         assert_ne!(at(1.0 - faster * 0.999), Verdict::Faster, "{}: just under -{faster}", ch.name);
     }
     assert!(report(&c, true).contains("would not show here"), "{}", report(&c, true));
+    // Pageable figures apart from the GPU's, in the table and in what "same" means.
+    let text = report(&c, true);
+    let (apart, first_pageable) =
+        (text.find("of pageable or managed memory, or host-timed:\n"), text.find("pageable H2D"));
+    assert!(apart.is_some() && apart < first_pageable, "{text}");
+    let lines = group_lines(&c.changes);
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert!(lines[0].starts_with("GPU-timed") && lines[0].contains(" of 48 figures would show 5% slower"), "{lines:?}");
+    assert!(lines[1].starts_with("of pageable") && lines[1].contains(" of 16 figures"), "{lines:?}");
     let line = detectable_summary(&c.changes);
     assert!(
         line.starts_with("same means: a change under +") && line.contains(" of 64 figures would show 5% slower"),
