@@ -292,8 +292,7 @@ impl SetRun {
         let mut out = Vec::new();
         for w in &self.ways {
             let name = |what: &str| format!("{} / {} / {what}", self.set, w.name);
-            // The pageable ways are named so by the lesson (as `best_of` reads them); the others copy pinned memory.
-            let memory = if w.name.ends_with("pageable") { MemoryKind::Pageable } else { MemoryKind::Pinned };
+            let memory = if w.way.pageable() { MemoryKind::Pageable } else { MemoryKind::Pinned };
             let figure = |what: &str, stats: &Stats| Figure::new(name(what), stats).transfers(each).memory(memory);
             out.push(figure("wall", &w.wall).on_host());
             out.push(figure("gpu", &w.gpu));
@@ -614,7 +613,7 @@ pub(crate) mod tests {
         let clocks: Vec<Clock> = figures[..3].iter().map(|f| f.clock).collect();
         assert_eq!(clocks, [Clock::Host, Clock::Gpu, Clock::Host]);
         assert!(figures.iter().all(|f| f.transfer_bytes == Some(4096)));
-        assert_eq!(figures[1].stats, serde_json::to_value(run.ways[0].gpu).unwrap());
+        assert_eq!(figures[1].stats, run.ways[0].gpu);
     }
 
     #[test]

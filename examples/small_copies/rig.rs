@@ -462,6 +462,25 @@ impl SmallCopiesRig {
             out.table(&t);
         }
         say_packed(runs, out);
+        self.say_coalesced(runs, out);
+        let model = runs.last().expect("a set at least"); // the model-like set, unless left out
+        out.say(format!("\n{}, every way", model.set));
+        out.table(&results::detail_table(model));
+        out.say(
+            "GPU / one copy: the GPU time against one copy of all the bytes each way. A bound for one memcpy per \
+             buffer from pinned memory and for packed (they move the same bytes through the same copies, paying at \
+             least one copy's fixed cost each way); a reference for the rest: the driver may write small pageable \
+             copies inline, the batched call and a graph reach the copy engines by other paths, and zero-copy uses \
+             none",
+        );
+        results::beaten(runs).iter().for_each(|l| out.say(format!("  {l}")));
+    }
+}
+
+impl SmallCopiesRig {
+    /// The natural loop coalesced by the scope against the packed way, where the run has it, and the
+    /// scope's model as fitted in this run.
+    fn say_coalesced(&self, runs: &[SetRun], out: &Output) {
         if let Some(t) = results::coalesced_table(runs) {
             out.say(
                 "\nThe loop everyone writes first, one memcpy per buffer, coalesced by the scope \
@@ -474,17 +493,6 @@ impl SmallCopiesRig {
                 out.say(results::describe_copy_model(&m));
             }
         }
-        let model = runs.last().expect("a set at least"); // the model-like set, unless left out
-        out.say(format!("\n{}, every way", model.set));
-        out.table(&results::detail_table(model));
-        out.say(
-            "GPU / one copy: the GPU time against one copy of all the bytes each way. A bound for one memcpy per \
-             buffer from pinned memory and for packed (they move the same bytes through the same copies, paying at \
-             least one copy's fixed cost each way); a reference for the rest: the driver may write small pageable \
-             copies inline, the batched call and a graph reach the copy engines by other paths, and zero-copy uses \
-             none",
-        );
-        results::beaten(runs).iter().for_each(|l| out.say(format!("  {l}")));
     }
 }
 
