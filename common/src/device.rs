@@ -521,10 +521,11 @@ impl Gpu {
     fn env(&self) -> Env<'_> {
         Env {
             ctx: &self.ctx,
-            coalescer: &self.coalescer,
             events: &self.events,
             observer: &self.observer,
             spare: &self.spare,
+            gpu: &self.ctx,
+            coalescer: &self.coalescer,
         }
     }
 

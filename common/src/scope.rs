@@ -252,13 +252,15 @@ pub struct Scope<'scope, 'env: 'scope> {
 /// What a scope needs of its GPU.
 #[derive(Clone, Copy)]
 pub(crate) struct Env<'env> {
-    pub ctx: &'env Arc<Context>,
-    /// The kernel and model the scope's coalesced copies take.
-    pub coalescer: &'env Coalescer,
+    pub ctx: &'env Context,
     pub events: &'env EventPool,
     pub observer: &'env RefCell<Option<Observing>>,
     /// The state of the last scope that ended, kept for the next so that its vectors need not grow again.
     pub spare: &'env RefCell<Option<Box<State>>>,
+    /// The same context, shared: for what coalescing allocates (its staging, its kernel, its model).
+    pub gpu: &'env Arc<Context>,
+    /// The kernel and model the scope's coalesced copies take.
+    pub coalescer: &'env Coalescer,
 }
 
 /// A scope's bookkeeping and what it holds until every stream is synchronized. In C's order, what every
@@ -277,8 +279,6 @@ pub(crate) struct State {
     taken: usize,
     /// How many copies are held, on every stream: none, the commonest case, is one look beside `taken`.
     holding: usize,
-    /// Whether small copies are held ([`Scope::set_coalescing`]).
-    coalescing: Coalescing,
     book: Book,
     /// The events behind `untimed_raw`, owned: destroyed with the state.
     untimed: Vec<Event>,
@@ -292,6 +292,8 @@ pub(crate) struct State {
     pending: Vec<Pending>,
     /// The events of a timed scope's join, kept until every stream is synchronized.
     joins: Vec<Event>,
+    /// Whether small copies are held ([`Scope::set_coalescing`]).
+    coalescing: Coalescing,
     /// The copies held on each stream.
     groups: Vec<Group>,
     /// A group's copies as it is flushed, and its table: allocations kept from one flush to the next.
@@ -1040,7 +1042,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
             (_, 1) => CopyWay::Each,
             _ => {
                 let streams = self.streams;
-                let ctx = self.env.ctx;
+                let ctx = self.env.gpu;
                 match self.env.coalescer.model(ctx, || synchronize_all(ctx, streams))? {
                     Ok(model) => {
                         let (up, down) = Group::counts(held);
@@ -1081,10 +1083,10 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     /// Issues a group's copies on stream `j` by one launch of the copy kernel; `false` where it cannot
     /// (no kernel, or no staging left), and nothing was issued.
     fn issue_kernel(&self, st: &mut State, j: usize, held: &[Held], asked: &mut bool) -> crate::Result<bool> {
-        let Some(kernel) = coalesce::kernel(self.env.coalescer, self.env.ctx) else { return Ok(false) };
+        let Some(kernel) = coalesce::kernel(self.env.coalescer, self.env.gpu) else { return Ok(false) };
         let staged: usize = held.iter().filter(|h| h.mapped.is_none()).map(|h| h.bytes.div_ceil(16) * 16).sum();
         let entries: usize = held.iter().map(|h| h.bytes.div_ceil(64 << 10)).sum();
-        let taken = st.staging.take(self.env.ctx, entries * 24 + staged).map_err(|e| {
+        let taken = st.staging.take(self.env.gpu, entries * 24 + staged).map_err(|e| {
             let (first, last) = (held[0].op, held[held.len() - 1].op);
             e.doing_also(format!("staging {} held copies (operations {first} to {last}) on stream {j}", held.len()))
         });
