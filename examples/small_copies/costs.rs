@@ -162,6 +162,9 @@ pub struct ModelCosts {
     /// The scope's own model of its coalesced copies (`Gpu::copy_model`, fitted once by the scope), where
     /// its kernel loaded.
     pub coalescing: Option<CopyModel>,
+    /// What the host spends holding one copy through the scope to coalesce it, µs: the calls' time of the
+    /// coalesced loop over the many buffers of [`CalibrationSets`], a copy.
+    pub hold_us: f64,
 }
 
 /// Rates with the copies and the CPU's packing at once, GB/s, measured over 16 MiB: a copy up while the
@@ -178,11 +181,12 @@ pub struct BusyRates {
 /// The natural loop over buffers of `sizes`, dealt round-robin to `streams` streams, up and back,
 /// coalesced by the scope, as the scope's own model predicts it (ms): each stream's copies held in groups
 /// as the scope holds them (a new group past its limits; a copy past `HELD_AT_MOST` issued alone), each
-/// group the way the model chooses, the groups one after another as the host issues them.
-pub fn coalesced_ms(model: &CopyModel, sizes: &[usize], streams: usize, pageable: bool) -> f64 {
+/// group the way the model chooses, the groups one after another as the host issues them: [up, down].
+pub fn coalesced_ms(model: &CopyModel, sizes: &[usize], streams: usize, pageable: bool) -> [f64; 2] {
     let none = CopyCounts::default();
-    let mut us = 0.0;
-    for up in [true, false] {
+    let mut ms = [0.0; 2];
+    for (side, up) in [true, false].into_iter().enumerate() {
+        let mut us = 0.0;
         for k in 0..streams.max(1) {
             let mut group = CopyCounts::default();
             let mut flush = |group: &mut CopyCounts| {
@@ -207,8 +211,9 @@ pub fn coalesced_ms(model: &CopyModel, sizes: &[usize], streams: usize, pageable
             }
             flush(&mut group);
         }
+        ms[side] = us * 1e-3;
     }
-    us * 1e-3
+    ms
 }
 
 /// One way's predicted round trip, ms.
@@ -302,6 +307,7 @@ impl ModelCosts {
             kernels: rates.kernels,
             zero_copy: unknown,
             coalescing: rig.gpu.copy_model().ok(),
+            hold_us: f64::NAN,
         };
         costs.measure_calls(rig, sets, TransferWay::Each { streams: 1, pageable: false, coalesced: false })?;
         Ok(costs)
@@ -348,8 +354,11 @@ impl ModelCosts {
                 self.packed_beyond = self.packed_beyond_over(rig, sets)?;
             }
             TransferWay::ZeroCopy => self.zero_copy = zero_copy_cost(rig, sets)?,
-            // The scope fits its model once per GPU; nothing of it is measured again.
-            TransferWay::Each { coalesced: true, .. } => {}
+            // The scope fits its model once per GPU; the host's time to hold a copy is measured again.
+            TransferWay::Each { coalesced: true, .. } => {
+                let r = rig.run_set(&sets.many, &[way])?;
+                self.hold_us = r.ways[0].host.median_ms * 1e3 / (2 * r.count) as f64;
+            }
             way => self.measure_calls(rig, sets, way)?,
         }
         Ok(())
@@ -475,9 +484,13 @@ impl ModelCosts {
         let call = self.call_us * 1e-3;
         let (gpu_ms, host_ms, wall_ms) = match way {
             TransferWay::Each { streams, pageable, coalesced: true } => {
-                // The scope's model predicts what the caller waits for, GPU and host together.
-                let wall = self.coalescing.map_or(f64::NAN, |m| coalesced_ms(&m, &set.sizes, streams, pageable));
-                (wall, wall, wall + scope)
+                // The host holds the copies up, flushes them as the first copy down is held, and holds the
+                // copies down while the copies up run; the copies down are flushed as the scope ends.
+                let none = [f64::NAN; 2];
+                let [up, down] = self.coalescing.map_or(none, |m| coalesced_ms(&m, &set.sizes, streams, pageable));
+                let hold = n as f64 * self.hold_us * 1e-3;
+                let gpu = (hold + up).max(2.0 * hold) + down;
+                (gpu, 2.0 * hold, gpu + scope)
             }
             TransferWay::Each { .. } => {
                 // Copies back to back on one stream overlap part of each one's fixed cost: a line through
@@ -521,6 +534,13 @@ impl ModelCosts {
                 self.call_us, self.scope_us
             ),
         ];
+        if let Some(m) = &self.coalescing {
+            v.push(format!(
+                "the scope's coalesced copies: holding one {:.2} µs of the host; {}",
+                self.hold_us,
+                crate::results::describe_copy_model(m)
+            ));
+        }
         if self.batch_host.fixed_us.is_finite() {
             v.push(format!(
                 "a batch up and back: host {}; the GPU beyond its calls and copies {}",
@@ -821,6 +841,7 @@ pub(crate) mod tests {
             kernels: cost(8.0, 400.0),
             zero_copy: cost(8.0, 25.0),
             coalescing: Some(coalescing()),
+            hold_us: 0.1,
         }
     }
 
@@ -844,7 +865,7 @@ pub(crate) mod tests {
     #[test]
     fn the_coalesced_loop_is_a_launch_a_group_as_the_scope_holds_them() {
         let m = coalescing();
-        let us = |sizes: &[usize], streams: usize| coalesced_ms(&m, sizes, streams, false) * 1e3;
+        let us = |sizes: &[usize], streams: usize| coalesced_ms(&m, sizes, streams, false).iter().sum::<f64>() * 1e3;
         let launch = |bytes: usize, gbps: f64| 9.0 + bytes as f64 / (gbps * 1e3);
         let one = us(&[4096; 1000], 1);
         assert!((one - launch(4096 * 1000, 40.0) - launch(4096 * 1000, 45.0)).abs() < 1e-6, "{one}");
@@ -858,7 +879,10 @@ pub(crate) mod tests {
             TransferWay::Each { streams: 1, pageable: false, coalesced: true },
             &BufferSet::uniform(1000, 4096),
         );
-        assert!((p.wall_ms - (one * 1e-3 + c.scope_us * 1e-3)).abs() < 1e-9, "{p:?}");
+        // 1000 copies held up (100 µs), the launch up (9 + 102 µs) beside 1000 held down, then the launch down.
+        let want = 100.0 + launch(4096 * 1000, 40.0) + launch(4096 * 1000, 45.0) + c.scope_us;
+        assert!((p.wall_ms * 1e3 - want).abs() < 1e-6, "{p:?}, {want}");
+        assert!((p.host_ms * 1e3 - 200.0).abs() < 1e-6, "{p:?}");
     }
 
     #[test]
