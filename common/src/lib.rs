@@ -68,6 +68,8 @@
 //!   different streams touch the same bytes, one of them writing, and nothing the program did ordered
 //!   them; [`Scope::waits`] counts them ([`Waits`]) beside the program's own waits
 //!   ([`ScopeStream::wait_event`]).
+//! - **held**: a small copy the scope keeps to coalesce with others on its stream instead of issuing it
+//!   as it is queued; **flushed**: issued, with the copies held beside it ([`coalesce`]).
 //! - **pending download**: a download queued by [`ScopeStream::dtoh_pending`] ([`PendingDownload`]),
 //!   whose destination [`PendingDownload::wait`] hands back to the host before the scope ends, once
 //!   its copy has finished.

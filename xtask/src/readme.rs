@@ -47,7 +47,7 @@ const ROWS: [Row; 15] = [
         &["pinned H2D 4 B / gpu", "pinned H2D 4 B / caller waits"], false),
     row("planner", "the best chunk and stream counts for a kernel, predicted by a model and run",
         &[], false),
-    row("small_copies", "many small buffers every way there is: a copy each, batched, packed, a graph, zero-copy",
+    row("small_copies", "many small buffers every way there is: a copy each (and the same loop coalesced by the scope), batched, packed, a graph, zero-copy",
         &["1000 x 4 KiB / memcpy each / wall", "1000 x 4 KiB / packed + scatter kernel / wall"], false),
     row("your_kernel", "a kernel of your own through the scope, checked against the CPU: the program to copy",
         &[], false),
