@@ -305,7 +305,7 @@ const PTX: &str = include_str!("ptx/coalesce.ptx");
 
 impl Coalescer {
     /// The copy kernel, loaded once.
-    fn kernel(&self, ctx: &std::sync::Arc<Context>) -> Result<&Kernel, &str> {
+    pub(crate) fn kernel(&self, ctx: &std::sync::Arc<Context>) -> Result<&Kernel, &str> {
         let k = self.kernel.get_or_init(|| {
             let module = Module::load(ctx, PTX, "cuda-scope's copy kernel", None).map_err(|e| e.to_string())?;
             module.kernel("coalesced_copy").map_err(|e| e.to_string())
@@ -563,9 +563,12 @@ pub(crate) unsafe fn launch(kernel: &Kernel, table: u64, entries: usize, stream:
     unsafe { kernel.enqueue(&config, &mut params, stream) }
 }
 
-/// The kernel this crate loaded, for a scope's flush.
-pub(crate) fn kernel<'a>(c: &'a Coalescer, ctx: &std::sync::Arc<Context>) -> Option<&'a Kernel> {
-    c.kernel(ctx).ok()
+/// The median of five runs of `run` (each its µs), after one to warm up.
+fn median_after_warm_up(mut run: impl FnMut() -> crate::Result<f64>) -> crate::Result<f64> {
+    run()?;
+    let mut runs = (0..5).map(|_| run()).collect::<crate::Result<Vec<f64>>>()?;
+    runs.sort_by(f64::total_cmp);
+    Ok(runs[2])
 }
 
 /// Fits the model on a stream of its own: see [`CopyModel`].
@@ -581,20 +584,15 @@ fn fit(ctx: &std::sync::Arc<Context>, kernel: &Kernel) -> crate::Result<CopyMode
     let mut pageable = vec![1u8; BIG];
     let (d, s) = (device.ptr(), stream.raw());
     let (host, table_at) = (pinned.as_ptr() as usize, BIG);
-    let sync = || check(unsafe_sync(s), || "fitting the copy model".into());
     // The median of five timed runs of `f` to the stream's end, after one to warm up: µs.
-    let time = |f: &mut dyn FnMut() -> ffi::CuResult| -> crate::Result<f64> {
-        let mut runs = Vec::with_capacity(5);
-        for i in 0..6 {
+    let time = |f: &mut dyn FnMut() -> ffi::CuResult| {
+        median_after_warm_up(|| {
             let t = Instant::now();
             check(f(), || "fitting the copy model".into())?;
-            sync()?;
-            if i > 0 {
-                runs.push(t.elapsed().as_secs_f64() * 1e6);
-            }
-        }
-        runs.sort_by(f64::total_cmp);
-        Ok(runs[2])
+            // SAFETY: the fit's own live stream.
+            check(unsafe { ffi::cuStreamSynchronize(s) }, || "fitting the copy model".into())?;
+            Ok(t.elapsed().as_secs_f64() * 1e6)
+        })
     };
     let copies = |n: usize, up: bool, from: usize| {
         move || -> ffi::CuResult {
@@ -663,20 +661,14 @@ fn fit(ctx: &std::sync::Arc<Context>, kernel: &Kernel) -> crate::Result<CopyMode
     let kernel_down_gbps = rate(time(&mut launched(1, 1))?, time(&mut launched(1, ENTRIES))?);
     let idle = time(&mut || ffi::SUCCESS)?;
     let kernel_us = (kernel_one - idle).max(0.05);
-    let packing = {
-        let mut runs: Vec<f64> = (0..6)
-            .map(|_| {
-                let t = Instant::now();
-                // SAFETY: the fit's pageable buffer and pinned buffer, BIG bytes each, apart; the GPU
-                // touches neither now (the stream is synchronized).
-                unsafe { std::ptr::copy_nonoverlapping(pageable.as_ptr(), host as *mut u8, BIG) };
-                t.elapsed().as_secs_f64() * 1e6
-            })
-            .skip(1)
-            .collect();
-        runs.sort_by(f64::total_cmp);
-        runs[2].max(0.05)
-    };
+    let packing = median_after_warm_up(|| {
+        let t = Instant::now();
+        // SAFETY: the fit's pageable buffer and pinned buffer, BIG bytes each, apart; the GPU touches
+        // neither now (the stream is synchronized).
+        unsafe { std::ptr::copy_nonoverlapping(pageable.as_ptr(), host as *mut u8, BIG) };
+        Ok(t.elapsed().as_secs_f64() * 1e6)
+    })?
+    .max(0.05);
     std::hint::black_box(&pageable);
     Ok(CopyModel {
         each_up_us,
@@ -690,12 +682,6 @@ fn fit(ctx: &std::sync::Arc<Context>, kernel: &Kernel) -> crate::Result<CopyMode
         pack_gbps: BIG as f64 / (packing * 1e3),
         fit_ms: started.elapsed().as_secs_f64() * 1e3,
     })
-}
-
-/// `cuStreamSynchronize` of the fit's own stream.
-fn unsafe_sync(s: ffi::CUstream) -> ffi::CuResult {
-    // SAFETY: a live stream of the fit.
-    unsafe { ffi::cuStreamSynchronize(s) }
 }
 
 #[cfg(test)]

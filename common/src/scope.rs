@@ -620,7 +620,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     /// ```
     pub fn waits(&self) -> Waits {
         // The copies held go out first: their waits are counted already, and this settles the stream.
-        let _ = self.flush_all();
+        let _ = self.flush();
         self.state.borrow().book.waits.clone()
     }
 
@@ -641,7 +641,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     /// # Ok(()) }
     /// ```
     pub fn synchronize(&self) -> crate::Result<()> {
-        let flushed = self.flush_all();
+        let flushed = self.flush();
         synchronize_all(self.env.ctx, self.streams)?;
         flushed
     }
@@ -664,7 +664,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     /// # Ok(()) }
     /// ```
     pub fn is_idle(&self) -> crate::Result<bool> {
-        self.flush_all()?;
+        self.flush()?;
         self.env.ctx.ensure_current()?;
         for s in self.streams {
             // SAFETY: a live stream.
@@ -1083,7 +1083,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     /// Issues a group's copies on stream `j` by one launch of the copy kernel; `false` where it cannot
     /// (no kernel, or no staging left), and nothing was issued.
     fn issue_kernel(&self, st: &mut State, j: usize, held: &[Held], asked: &mut bool) -> crate::Result<bool> {
-        let Some(kernel) = coalesce::kernel(self.env.coalescer, self.env.gpu) else { return Ok(false) };
+        let Ok(kernel) = self.env.coalescer.kernel(self.env.gpu) else { return Ok(false) };
         let staged: usize = held.iter().filter(|h| h.mapped.is_none()).map(|h| h.bytes.div_ceil(16) * 16).sum();
         let entries: usize = held.iter().map(|h| h.bytes.div_ceil(64 << 10)).sum();
         let taken = st.staging.take(self.env.gpu, entries * 24 + staged).map_err(|e| {
@@ -1137,13 +1137,6 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         issued.map(|()| true)
     }
 
-    /// Issues every held copy, on every stream.
-    fn flush_all(&self) -> crate::Result<()> {
-        let st = &mut *self.state.borrow_mut();
-        let mut asked = false;
-        (0..self.streams.len()).try_for_each(|j| self.flush_stream(st, j, &mut asked))
-    }
-
     /// Issues every copy the scope holds to coalesce now, on every stream (see the [`coalesce`]
     /// module): before the host computes for a while, so that the copies run meanwhile.
     ///
@@ -1161,7 +1154,9 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     /// # Ok(()) }
     /// ```
     pub fn flush(&self) -> crate::Result<()> {
-        self.flush_all()
+        let st = &mut *self.state.borrow_mut();
+        let mut asked = false;
+        (0..self.streams.len()).try_for_each(|j| self.flush_stream(st, j, &mut asked))
     }
 
     /// Whether the scope holds small copies to coalesce from here on ([`Coalescing::On`], the default),
@@ -1185,7 +1180,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     /// # Ok(()) }
     /// ```
     pub fn set_coalescing(&self, coalescing: Coalescing) -> crate::Result<()> {
-        self.flush_all()?;
+        self.flush()?;
         self.state.borrow_mut().coalescing = coalescing;
         Ok(())
     }
@@ -1766,7 +1761,7 @@ pub(crate) fn run<'env, R, E: From<Error>>(
     let result = f(&scope);
     // The copies still held go out, also where the closure returned an error (as they would have, issued
     // as queued); an error of theirs is the scope's where the closure's is not.
-    let flushed = scope.flush_all();
+    let flushed = scope.flush();
     if start.is_some() {
         // `f` may have left another context current (another library's): the join's calls need the scope's.
         let _ = env.ctx.ensure_current();

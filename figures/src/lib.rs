@@ -230,7 +230,7 @@ impl Figure {
     /// where the series is a list, `zero-copy, one pass, 1 MiB`.
     pub fn sized(series: impl Into<String>, bytes: usize, stats: &Stats) -> Figure {
         let series = series.into();
-        let size = size_label(bytes);
+        let size = chart::size_label(bytes as f64);
         let name = if series.contains(',') { format!("{series}, {size}") } else { format!("{series} {size}") };
         Figure { series: Some(series), bytes: Some(bytes), transfer_bytes: Some(bytes), ..Figure::new(name, stats) }
     }
@@ -286,21 +286,6 @@ impl Figure {
     }
 }
 
-/// `4 KiB`, `1.5 MiB`, as `cuda_scope::Bytes` writes sizes.
-pub fn size_label(bytes: usize) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let (mut v, mut u) = (bytes as f64, 0);
-    while v >= 1024.0 && u < UNITS.len() - 1 {
-        v /= 1024.0;
-        u += 1;
-    }
-    if v.fract() == 0.0 {
-        format!("{v:.0} {}", UNITS[u])
-    } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -312,7 +297,7 @@ mod tests {
         assert!(!text.contains("cpu_paged") && text.contains("\"memory\":\"pinned\""), "{text}");
         assert_eq!(serde_json::from_str::<Figure>(&text).unwrap(), f);
         assert_eq!(Figure::sized("zero-copy, one pass", 1 << 20, &Stats::one(1.0)).name, "zero-copy, one pass, 1 MiB");
-        assert_eq!(size_label(1536 << 20), "1.5 GiB");
+        assert_eq!(Figure::sized("pinned H2D", 1536 << 20, &Stats::one(1.0)).name, "pinned H2D 1.5 GiB");
     }
 
     #[test]

@@ -137,7 +137,7 @@ impl Reading {
 
 /// `4 KiB`, `1.5 MiB`, as the lessons write sizes (`cuda_scope::Bytes`).
 pub fn fmt_bytes(bytes: usize) -> String {
-    figures::size_label(bytes)
+    chart::size_label(bytes as f64)
 }
 
 /// One run's figure in a comparison: its median and interval, ms or time over bound.
