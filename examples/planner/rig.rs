@@ -8,6 +8,7 @@ use serde::Serialize;
 use cuda_scope::{DeviceInfo, Footprint, Gpu};
 use kernels::Kernels;
 use measure::{
+    args::WorkArgs,
     bound::PipelineReport,
     error::bad_args,
     fit::CopyCost,
@@ -134,6 +135,9 @@ impl PlannerRig {
             (None, Some(iters), _) => Work::Process(iters),
             (None, None, _) => balanced_work(&gpu, &kernels, mib, r)?,
         };
+        if setup.ms_per_mib.is_none() && setup.iters.is_none() && setup.user.is_none() {
+            out.repeat_with(&WorkArgs::flags_for(work).unwrap_or_default());
+        }
         Ok(PlannerRig { gpu, kernels, setup, work })
     }
 

@@ -41,6 +41,12 @@ pub struct Document {
     /// Its timed figures, in the order it named them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub figures: Vec<Figure>,
+    /// The arguments that make another run do this run's work: the settings it calibrated, as flags
+    /// (`["--iters", "1234"]`, the kernel's rounds `overlap` fitted to the copies). Empty where it
+    /// calibrated nothing. `compare --interleave` passes them to every run of A and B, so that the
+    /// pairs time the same work and the calibration's spread is not part of their noise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub repeat_with: Vec<String>,
 }
 
 /// The spread of repeated measurements, in milliseconds.

@@ -163,6 +163,15 @@ impl WorkArgs {
             None => ChunkKernel::Balanced,
         }
     }
+
+    /// The flags that ask for `work` (`--iters 1234`), where these flags can: how a run that calibrated
+    /// its kernel tells another to do the same work ([`crate::report::Output::repeat_with`]).
+    pub fn flags_for(work: Work) -> Option<Vec<String>> {
+        match work {
+            Work::Process(iters) => Some(vec!["--iters".into(), iters.to_string()]),
+            _ => None,
+        }
+    }
 }
 
 /// The sizes a lesson sweeps, from `--min` to `--max`, 4x each step. Each lesson has its own defaults,

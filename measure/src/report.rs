@@ -75,11 +75,19 @@ pub struct Output {
     devices: RefCell<Vec<serde_json::Value>>,
     /// The figures the lesson named, in the order it named them.
     figures: RefCell<Vec<Figure>>,
+    /// The flags that repeat the work this run calibrated ([`figures::Document::repeat_with`]).
+    repeat_with: RefCell<Vec<String>>,
 }
 
 impl Output {
     pub fn new(json: bool) -> Output {
-        Output { json, devices: Default::default(), figures: Default::default() }
+        Output { json, devices: Default::default(), figures: Default::default(), repeat_with: Default::default() }
+    }
+
+    /// Records that this run calibrated a setting, and the flags that give another run the same value
+    /// (`--iters 1234`), for the JSON document ([`figures::Document::repeat_with`]).
+    pub fn repeat_with(&self, flags: &[String]) {
+        self.repeat_with.borrow_mut().extend_from_slice(flags);
     }
 
     /// Names a timed figure for the JSON document, where `cargo xtask compare` finds it by name.
@@ -214,6 +222,9 @@ impl Output {
         });
         if !self.figures.borrow().is_empty() {
             doc["figures"] = serde_json::to_value(&*self.figures.borrow())?;
+        }
+        if !self.repeat_with.borrow().is_empty() {
+            doc["repeat_with"] = serde_json::to_value(&*self.repeat_with.borrow())?;
         }
         Ok(doc)
     }
@@ -402,7 +413,10 @@ mod tests {
                 .transfers(4)
                 .memory(MemoryKind::Pageable),
         );
+        assert!(out.document(&1).unwrap().get("repeat_with").is_none(), "nothing calibrated, nothing to repeat");
+        out.repeat_with(&crate::args::WorkArgs::flags_for(crate::work::Work::Process(77)).unwrap());
         let doc = out.document(&serde_json::json!({ "plan": 1 })).unwrap();
+        assert_eq!(doc["repeat_with"], serde_json::json!(["--iters", "77"]));
         let f = &doc["figures"];
         assert_eq!(f.as_array().unwrap().len(), 5);
         assert_eq!((f[0]["clock"].as_str(), f[4]["clock"].as_str()), (Some("gpu"), Some("host")));

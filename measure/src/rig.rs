@@ -11,7 +11,7 @@ use cuda_scope::{DeviceInfo, Gpu};
 use kernels::Kernels;
 
 use crate::{
-    args::PipelineFlags,
+    args::{PipelineFlags, WorkArgs},
     bound::PipelineReport,
     pipeline::{self, Buffering, Pipeline, PipelineRun},
     report::{fmt_bytes, fmt_count, Output},
@@ -78,6 +78,9 @@ impl PipelineRig {
     pub fn pipeline(&self, out: &Output) -> anyhow::Result<Pipeline<'_>> {
         let PipelineSetup { chunking, kernel, repeats } = self.setup;
         let steps = pipeline::steps(&self.gpu, &self.kernels, kernel, chunking.max_chunk(), repeats)?;
+        if let (ChunkKernel::Balanced, Steps::InPlace(work)) = (kernel, steps) {
+            out.repeat_with(&WorkArgs::flags_for(work).unwrap_or_default());
+        }
         let per = if steps.htod_copies() > 1 { " per vector" } else { "" };
         out.say(format!(
             "{} elements{per} ({}) in {} chunks on {} streams; {}",

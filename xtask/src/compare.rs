@@ -39,7 +39,9 @@
 //!   and beyond any run A had;
 //! - **faster**: B's median below `min_A / (1 + d)`;
 //! - **ambiguous**: past the drift, but within A's own runs widened by it: A's runs reached as far, so
-//!   one pair of runs cannot say. Run both again, or give `--baseline` runs.
+//!   one pair of runs cannot say; or within the drift, but one run's own runs reach past the other's
+//!   by more than the drift (a run beside a load, its median one of many places it lands). Run both
+//!   again, or give `--baseline` runs, or run them in turn (`--interleave`).
 //!
 //! A regression is a figure found slower: the command exits 1 when there is one, 0 when every figure
 //! is the same, faster or ambiguous, and 2 when the files could not be compared.
@@ -231,7 +233,11 @@ impl Change {
         let up = 1.0 + self.drift;
         let ratio = self.b.center / self.a.center;
         if ratio <= up && ratio >= 1.0 / up {
-            Verdict::Same
+            if self.spread_past_drift() {
+                Verdict::Ambiguous
+            } else {
+                Verdict::Same
+            }
         } else if ratio > up {
             if self.b.center > self.a.hi * up {
                 Verdict::Slower
@@ -243,6 +249,21 @@ impl Change {
         } else {
             Verdict::Ambiguous
         }
+    }
+
+    /// Whether one run's own spread reaches past the other's by more than the drift (B's third quartile
+    /// past A's times `1 + drift`, or its fastest run below A's over it, or A's past B's), or whether its
+    /// span (third quartile over fastest run) is more than `1 + drift` times the other's: its median then
+    /// says little of where the next run of it would land (a figure whose runs always spread wide spans
+    /// alike in both, and is judged by its medians). Beside a load, pageable D2H 64 KiB had a median 80% over
+    /// A's, within its drift, but a third quartile 50 times A's, and moved 31-fold over long runs; D2H
+    /// 16 MiB, +240% within a drift of 393%, spanned 5.3x in its own runs and moved +517% over long
+    /// runs: one pair of runs cannot call either the same.
+    fn spread_past_drift(&self) -> bool {
+        let up = 1.0 + self.drift;
+        let span = |x: &Side| x.hi / x.lo;
+        let past = |x: &Side, y: &Side| x.hi > y.hi * up || x.lo < y.lo / up || span(x) > span(y) * up;
+        past(&self.b, &self.a) || past(&self.a, &self.b)
     }
 
     /// The smallest changes this comparison would have called a change, as fractions of A's median:
@@ -286,6 +307,13 @@ impl Change {
             }
             Verdict::Slower => format!("{further}, past its drift and A's runs (q3 {})", pct(q3)),
             Verdict::Faster => format!("{nearer}, past its drift and A's runs (fastest {})", pct(min)),
+            Verdict::Ambiguous
+                if self.spread_past_drift()
+                    && self.b.center <= self.a.center * (1.0 + self.drift)
+                    && self.b.center >= self.a.center / (1.0 + self.drift) =>
+            {
+                "ambiguous: within its drift, but one run's own spread reaches past the other's with it".into()
+            }
             Verdict::Ambiguous if self.change() > 0.0 => {
                 format!("ambiguous: past its drift, not A's runs with it (q3 {})", pct(q3))
             }

@@ -62,10 +62,10 @@ the lessons not run. --calibrate exits 0 once it has written the table.";
 #[derive(Args)]
 pub struct CompareFlags {
     /// The first run's JSON (the reference), or a folder of runs
-    #[arg(required_unless_present = "calibrate")]
+    #[arg(required_unless_present_any = ["calibrate", "rejudge"])]
     pub a: Option<std::path::PathBuf>,
     /// The second run's JSON, or a folder: files of the same name in the two folders are compared
-    #[arg(required_unless_present = "calibrate")]
+    #[arg(required_unless_present_any = ["calibrate", "rejudge"])]
     pub b: Option<std::path::PathBuf>,
     /// More runs made as A was (repeat the flag): the drift of each kind of figure is fitted from them and
     /// A for this comparison (one run can only widen it)
@@ -126,6 +126,13 @@ pub struct InterleaveFlags {
     /// that the two-process compare takes)
     #[arg(long, value_name = "DIR", requires = "interleave")]
     pub keep: Option<std::path::PathBuf>,
+    /// Stop starting rounds once the next would end past SECONDS from the start, and judge each lesson
+    /// from the pairs it has (a lesson short of the pairs it needs says so)
+    #[arg(long, value_name = "SECONDS", requires = "interleave")]
+    pub within: Option<f64>,
+    /// Run nothing: judge the runs a --keep folder holds (an interrupted comparison, or another reading)
+    #[arg(long, value_name = "DIR", requires = "interleave", conflicts_with_all = ["a", "b", "keep"])]
+    pub rejudge: Option<std::path::PathBuf>,
 }
 
 #[derive(Args)]

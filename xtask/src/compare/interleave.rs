@@ -12,8 +12,9 @@
 //! A and B are bundle folders (`cargo xtask bundle`: their `lessons/`), or folders of lesson binaries,
 //! or the same folder twice: a lesson against itself (what no change looks like), or with two settings
 //! (`--a-arg`, `--b-arg`, `--a-env`, `--b-env`), or beside a load (`--b-beside`). Figures are compared
-//! by their times, also those whose work a run calibrates (`overlap`'s kernel, fitted to the copies in
-//! each run): the calibration's spread is part of their noise, in A as in B.
+//! by their times. A lesson that calibrates its work (`overlap`'s kernel, fitted to the copies in each
+//! run) is run once from A first, untimed, and the work it calibrated is given to every run of A and B
+//! ([`pin_calibration`]), so that the pairs time the same work.
 //!
 //! The figures are reported in two groups. GPU-timed figures of memory the GPU reaches by DMA or
 //! directly (pinned, write-combined, registered, mapped, device) follow the GPU, its link and its
@@ -101,6 +102,8 @@ pub struct LessonJudged {
     pub wall_s: (Vec<f64>, Vec<f64>),
     /// What the lesson's B says it planted (its result's `planted`), if anything.
     pub planted: serde_json::Value,
+    /// The flags every run was given to repeat the work A's first run calibrated ([`pin_calibration`]).
+    pub pinned: Vec<String>,
 }
 
 /// The pairs of a lesson's runs: each run's figures, A's and B's.
@@ -157,6 +160,7 @@ pub fn judge_lesson(lesson: &str, runs: &RunPairs) -> LessonJudged {
         errors: Vec::new(),
         wall_s: (Vec::new(), Vec::new()),
         planted: serde_json::Value::Null,
+        pinned: Vec::new(),
     }
 }
 
@@ -236,6 +240,9 @@ pub fn report(l: &LessonJudged, all: bool) -> String {
     }
     let wall = |w: &[f64]| if w.is_empty() { "-".into() } else { format!("{:.1} s", median(w.iter().copied())) };
     s += &format!(", a run of A {}, of B {}\n", wall(&l.wall_s.0), wall(&l.wall_s.1));
+    if !l.pinned.is_empty() {
+        s += &format!("its work as A's first run calibrated it, in every run: {}\n", l.pinned.join(" "));
+    }
     for e in &l.errors {
         s += &format!("note: a run failed: {e}\n");
     }
@@ -373,8 +380,9 @@ impl Drop for Beside {
     }
 }
 
-/// One run of `lesson` from `build`: its figures, its time, or its error line.
-fn run_once(build: &Build, lesson: &str) -> (Result<Document, String>, f64) {
+/// One run of `lesson` from `build`, with `pinned` after the build's own arguments: its figures, its
+/// time, or its error line.
+fn run_once(build: &Build, lesson: &str, pinned: &[String]) -> (Result<Document, String>, f64) {
     let _beside = match build.beside.as_deref().map(Beside::start) {
         Some(Err(e)) => return (Err(format!("{e:#}")), 0.0),
         b => b,
@@ -383,6 +391,7 @@ fn run_once(build: &Build, lesson: &str) -> (Result<Document, String>, f64) {
     let out = Command::new(build.lessons.join(lesson))
         .arg("--json")
         .args(&build.args)
+        .args(pinned)
         .envs(build.env.iter().map(|(k, v)| (k, v)))
         .output();
     let wall = t.elapsed().as_secs_f64();
@@ -405,7 +414,31 @@ fn run_once(build: &Build, lesson: &str) -> (Result<Document, String>, f64) {
 }
 
 fn empty() -> Document {
-    Document { schema_version: 0, machine: serde_json::Value::Null, result: serde_json::Value::Null, figures: vec![] }
+    Document {
+        schema_version: 0,
+        machine: serde_json::Value::Null,
+        result: serde_json::Value::Null,
+        figures: vec![],
+        repeat_with: vec![],
+    }
+}
+
+/// The flags that make every run of `lesson` do the same work: where a run of A (untimed, a warm-up of
+/// the lesson) calibrated its work (`overlap`'s kernel rounds, fitted to the copies in each run), the
+/// flags that repeat it ([`Document::repeat_with`]), given to every run of A and of B. Without them each
+/// run would time the work it calibrated: a process that measured its copies a little slow runs a
+/// longer kernel, and every figure of the run moves with it (overlap_sweep's by 10% from one run to the
+/// next on the H200), which no number of pairs averages down to a few per cent. With them, B runs A's
+/// work: a change that would have calibrated differently is timed on the same work.
+fn pin_calibration(a: &Build, lesson: &str) -> Vec<String> {
+    let flags = match run_once(a, lesson, &[]).0 {
+        Ok(doc) => doc.repeat_with,
+        Err(_) => Vec::new(), // the pairs meet the error again, and report it
+    };
+    if !flags.is_empty() {
+        eprintln!("interleaved: {lesson} calibrates its work: every run of A and B gets {}", flags.join(" "));
+    }
+    flags
 }
 
 /// What the whole comparison writes with `--json`.
@@ -414,22 +447,85 @@ struct Written<'a> {
     about: &'static str,
     family_alpha: f64,
     figure_alpha: f64,
-    a: &'a Build,
-    b: &'a Build,
+    /// The builds (absent where kept runs were judged again).
+    a: Option<&'a Build>,
+    b: Option<&'a Build>,
     lessons: &'a [LessonJudged],
+}
+
+/// What the runs of each lesson gave, gathered as they ran (or read back from a `--keep` folder).
+#[derive(Default)]
+pub struct Gathered {
+    pub runs: BTreeMap<String, RunPairs>,
+    pub errors: BTreeMap<String, Vec<String>>,
+    pub walls: BTreeMap<String, (Vec<f64>, Vec<f64>)>,
+    pub planted: BTreeMap<String, serde_json::Value>,
+    pub pinned: BTreeMap<String, Vec<String>>,
+}
+
+impl Gathered {
+    fn pairs(&self, lesson: &str) -> usize {
+        self.runs.get(lesson).map_or(0, Vec::len)
+    }
+
+    /// One pair's documents, A's and B's; where both ran, `Some(figures)` (A's count of them).
+    fn add(&mut self, lesson: &str, (da, ta): Ran, (db, tb): Ran) -> Option<usize> {
+        let w = self.walls.entry(lesson.into()).or_default();
+        w.0.push(ta);
+        w.1.push(tb);
+        match (da, db) {
+            (Ok(da), Ok(db)) => {
+                if !db.result["planted"].is_null() {
+                    self.planted.insert(lesson.into(), db.result["planted"].clone());
+                }
+                let n = da.figures.len();
+                if n > 0 {
+                    self.runs.entry(lesson.into()).or_default().push((da.figures, db.figures));
+                }
+                Some(n)
+            }
+            (da, db) => {
+                let e = self.errors.entry(lesson.into()).or_default();
+                e.extend(da.err().map(|x| format!("A: {x}")));
+                e.extend(db.err().map(|x| format!("B: {x}")));
+                None
+            }
+        }
+    }
+}
+
+/// A run's document or its error line, and its time, s.
+type Ran = (Result<Document, String>, f64);
+
+/// Writes a pair's documents as `dir/pair-N/a/LESSON.json` and `.../b/...`.
+fn keep(dir: &Path, n: usize, lesson: &str, pair: [&Result<Document, String>; 2]) -> anyhow::Result<()> {
+    for (side, doc) in ["a", "b"].into_iter().zip(pair) {
+        let Ok(doc) = doc else { continue };
+        let folder = dir.join(format!("pair-{n}")).join(side);
+        std::fs::create_dir_all(&folder).with_context(|| format!("creating {}", folder.display()))?;
+        std::fs::write(folder.join(format!("{lesson}.json")), serde_json::to_string_pretty(doc)?)?;
+    }
+    Ok(())
 }
 
 /// Runs the lessons in turn and judges them; 1 where a figure is SLOW, else 0.
 pub fn run(flags: &CompareFlags) -> anyhow::Result<u8> {
-    let (Some(a), Some(b)) = (&flags.a, &flags.b) else { bail!("--interleave needs two builds, A and B") };
     let f = &flags.interleave;
+    if let Some(dir) = &f.rejudge {
+        let (names, got) = read_kept(dir)?;
+        println!("interleaved: the runs kept in {} judged again ({} lessons)", dir.display(), names.len());
+        return finish(flags, &names, got, None, None, Instant::now());
+    }
+    let (Some(a), Some(b)) = (&flags.a, &flags.b) else { bail!("--interleave needs two builds, A and B") };
     let build = |dir: &Path, args: &[String], env: &[String], beside: Option<String>| -> anyhow::Result<Build> {
         Ok(Build { lessons: lessons_in(dir)?, args: args.to_vec(), env: key_values(env)?, beside })
     };
     let (a, b) = (build(a, &f.a_args, &f.a_env, None)?, build(b, &f.b_args, &f.b_env, f.b_beside.clone())?);
-    let names: Vec<&str> = lessons::select(&f.lessons)?.iter().map(|l| l.name).collect();
-    let names: Vec<&str> =
-        names.into_iter().filter(|n| a.lessons.join(n).is_file() && b.lessons.join(n).is_file()).collect();
+    let names: Vec<String> = lessons::select(&f.lessons)?
+        .iter()
+        .map(|l| l.name.to_string())
+        .filter(|n| a.lessons.join(n).is_file() && b.lessons.join(n).is_file())
+        .collect();
     if names.is_empty() {
         bail!("no lesson is in both {} and {}", a.lessons.display(), b.lessons.display());
     }
@@ -442,107 +538,152 @@ pub fn run(flags: &CompareFlags) -> anyhow::Result<u8> {
         100.0 * FAMILY_ALPHA,
         100.0 * FIGURE_ALPHA
     );
-    let mut runs: BTreeMap<&str, RunPairs> = BTreeMap::new();
-    let mut want: BTreeMap<&str, usize> = names.iter().map(|n| (*n, f.pairs as usize)).collect();
-    let mut errors: BTreeMap<&str, Vec<String>> = BTreeMap::new();
-    let mut walls: BTreeMap<&str, (Vec<f64>, Vec<f64>)> = BTreeMap::new();
-    let mut planted: BTreeMap<&str, serde_json::Value> = BTreeMap::new();
     let started = Instant::now();
-    for pair in 0.. {
-        let left: Vec<&str> = names.iter().copied().filter(|n| runs.get(n).map_or(0, Vec::len) < want[n]).collect();
-        if left.is_empty() || pair >= 400 {
+    let got = run_pairs(f, &names, &a, &b, started)?;
+    finish(flags, &names, got, Some(&a), Some(&b), started)
+}
+
+/// Each lesson's pairs, round after round, until each has the pairs it wants or `--within` would run
+/// out before the next round ends.
+fn run_pairs(
+    f: &crate::flags::InterleaveFlags,
+    names: &[String],
+    a: &Build,
+    b: &Build,
+    started: Instant,
+) -> anyhow::Result<Gathered> {
+    let mut got = Gathered::default();
+    let mut want: BTreeMap<&str, usize> = names.iter().map(|n| (n.as_str(), f.pairs as usize)).collect();
+    let mut round_s = 0.0f64;
+    for pair in 0..400 {
+        let left: Vec<&str> = names.iter().map(String::as_str).filter(|n| got.pairs(n) < want[n]).collect();
+        if left.is_empty() {
             break;
         }
+        let elapsed = started.elapsed().as_secs_f64();
+        if let Some(within) = f.within.filter(|w| pair > 0 && elapsed + round_s > *w) {
+            eprintln!(
+                "interleaved: stopped after {elapsed:.0} s, as a round of {round_s:.0} s more would pass --within {within:.0}: \
+                 each lesson is judged from the pairs it has"
+            );
+            break;
+        }
+        let round_started = Instant::now();
         for (i, lesson) in left.iter().enumerate() {
+            if pair == 0 {
+                got.pinned.insert(lesson.to_string(), pin_calibration(a, lesson));
+            }
+            let pinned = got.pinned[*lesson].clone();
             let a_first = (pair + i) % 2 == 0;
-            let (first, second) = if a_first { (&a, &b) } else { (&b, &a) };
-            let (x, tx) = run_once(first, lesson);
-            let (y, ty) = run_once(second, lesson);
-            let ((da, ta), (db, tb)) = if a_first { ((x, tx), (y, ty)) } else { ((y, ty), (x, tx)) };
+            let (first, second) = if a_first { (a, b) } else { (b, a) };
+            let (x, y) = (run_once(first, lesson, &pinned), run_once(second, lesson, &pinned));
+            let (ra, rb) = if a_first { (x, y) } else { (y, x) };
             if let Some(dir) = &f.keep {
-                let n = runs.get(lesson).map_or(0, Vec::len) + 1;
-                for (side, doc) in [("a", &da), ("b", &db)] {
-                    let Ok(doc) = doc else { continue };
-                    let folder = dir.join(format!("pair-{n}")).join(side);
-                    std::fs::create_dir_all(&folder).with_context(|| format!("creating {}", folder.display()))?;
-                    std::fs::write(folder.join(format!("{lesson}.json")), serde_json::to_string_pretty(doc)?)?;
-                }
+                keep(dir, got.pairs(lesson) + 1, lesson, [&ra.0, &rb.0])?;
             }
-            let w = walls.entry(lesson).or_default();
-            w.0.push(ta);
-            w.1.push(tb);
-            match (da, db) {
-                (Ok(da), Ok(db)) => {
-                    if da.figures.is_empty() {
-                        eprintln!("interleaved: {lesson} names no figures: left out");
-                        want.insert(lesson, 0);
-                        continue;
-                    }
-                    if !db.result["planted"].is_null() {
-                        planted.insert(lesson, db.result["planted"].clone());
-                    }
-                    let entry = runs.entry(lesson).or_default();
-                    if entry.is_empty() {
-                        // A lesson of many figures needs more pairs to call any of them.
-                        want.insert(lesson, pairs_for(want[lesson], da.figures.len()));
-                    }
-                    entry.push((da.figures, db.figures));
+            let (ta, tb) = (ra.1, rb.1);
+            match got.add(lesson, ra, rb) {
+                Some(0) => {
+                    eprintln!("interleaved: {lesson} names no figures: left out");
+                    want.insert(lesson, 0);
                 }
-                (da, db) => {
-                    let e = errors.entry(lesson).or_default();
-                    e.extend(da.err().map(|x| format!("A: {x}")));
-                    e.extend(db.err().map(|x| format!("B: {x}")));
-                    // Three failures end a lesson's runs: it is judged from the pairs it has.
-                    if e.len() >= 3 {
-                        want.insert(lesson, runs.get(lesson).map_or(0, Vec::len));
-                    }
-                }
-            }
-            if pair == 0 && i + 1 == left.len() {
-                let round = started.elapsed().as_secs_f64();
-                let rounds = want.values().max().copied().unwrap_or(0);
-                eprintln!(
-                    "interleaved: a round of every lesson took {round:.0} s: about {:.0} s for all {rounds} rounds",
-                    round * rounds as f64
-                );
+                // A lesson of many figures needs more pairs to call any of them.
+                Some(figures) if got.pairs(lesson) == 1 => _ = want.insert(lesson, pairs_for(want[lesson], figures)),
+                // Three failures end a lesson's runs: it is judged from the pairs it has.
+                None if got.errors[*lesson].len() >= 3 => _ = want.insert(lesson, got.pairs(lesson)),
+                _ => {}
             }
             eprintln!(
                 "interleaved: pair {}/{} of {lesson:<20} A {ta:>5.1} s, B {tb:>5.1} s ({:.0} s so far)",
-                runs.get(lesson).map_or(0, Vec::len),
+                got.pairs(lesson),
                 want[lesson],
                 started.elapsed().as_secs_f64()
             );
         }
+        round_s = round_started.elapsed().as_secs_f64();
+        if pair == 0 {
+            let rounds = want.values().max().copied().unwrap_or(0);
+            eprintln!(
+                "interleaved: a round of every lesson took {round_s:.0} s: about {:.0} s for all {rounds} rounds",
+                round_s * rounds as f64
+            );
+        }
     }
+    Ok(got)
+}
+
+/// The lessons and their pairs in a `--keep` folder: `pair-N/a/LESSON.json` and `pair-N/b/LESSON.json`,
+/// pair by pair; a pair that lacks one side is left out.
+pub fn read_kept(dir: &Path) -> anyhow::Result<(Vec<String>, Gathered)> {
+    let mut got = Gathered::default();
+    let mut n = 1;
+    while dir.join(format!("pair-{n}")).is_dir() {
+        let folder = dir.join(format!("pair-{n}"));
+        let lessons = std::fs::read_dir(folder.join("a")).with_context(|| format!("reading {}", folder.display()))?;
+        let mut lessons: Vec<String> =
+            lessons.filter_map(|e| e.ok()?.file_name().to_str()?.strip_suffix(".json").map(String::from)).collect();
+        lessons.sort();
+        for lesson in lessons {
+            let read = |side: &str| -> Ran {
+                let path = folder.join(side).join(format!("{lesson}.json"));
+                let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()));
+                (text.and_then(|t| serde_json::from_str(&t).map_err(|e| format!("{}: {e}", path.display()))), 0.0)
+            };
+            let (ra, rb) = (read("a"), read("b"));
+            if ra.0.is_ok() && rb.0.is_ok() {
+                let pinned = ra.0.as_ref().map(|d| d.repeat_with.clone()).unwrap_or_default();
+                got.pinned.entry(lesson.clone()).or_insert(pinned);
+                got.add(&lesson, ra, rb);
+            }
+        }
+        n += 1;
+    }
+    if n == 1 {
+        bail!("{} holds no pair-1 folder: not what --keep writes", dir.display());
+    }
+    got.walls.clear(); // not kept
+    let names = got.runs.keys().cloned().collect();
+    Ok((names, got))
+}
+
+/// Judges and reports each lesson of `names` from what was gathered; writes `--json`; 1 where a figure
+/// is SLOW, else 0.
+fn finish(
+    flags: &CompareFlags,
+    names: &[String],
+    mut got: Gathered,
+    a: Option<&Build>,
+    b: Option<&Build>,
+    started: Instant,
+) -> anyhow::Result<u8> {
     let mut judged = Vec::new();
-    let mut slower = 0;
-    for lesson in &names {
-        let Some(r) = runs.get(lesson) else {
-            let why = errors.get(lesson).and_then(|e| e.first().cloned()).unwrap_or("names no figures".into());
+    for lesson in names {
+        let Some(r) = got.runs.get(lesson) else {
+            let why = got.errors.get(lesson).and_then(|e| e.first().cloned()).unwrap_or("names no figures".into());
             println!("\n== {lesson}: left out: {why}");
             continue;
         };
         let mut l = judge_lesson(lesson, r);
-        l.errors = errors.remove(lesson).unwrap_or_default();
-        l.wall_s = walls.remove(lesson).unwrap_or_default();
-        l.planted = planted.remove(lesson).unwrap_or_default();
+        l.errors = got.errors.remove(lesson).unwrap_or_default();
+        l.wall_s = got.walls.remove(lesson).unwrap_or_default();
+        l.planted = got.planted.remove(lesson).unwrap_or_default();
+        l.pinned = got.pinned.remove(lesson).unwrap_or_default();
         print!("{}", report(&l, flags.all));
-        slower += l.figures.iter().filter(|f| f.paired.verdict == Verdict::Slower).count();
         judged.push(l);
     }
     let all: Vec<&Judged> = judged.iter().flat_map(|l| &l.figures).collect();
+    let slower = all.iter().filter(|f| f.paired.verdict == Verdict::Slower).count();
     let (gpu, host): (Vec<&Judged>, Vec<&Judged>) = all.iter().partition(|f| f.on_the_gpu());
     println!("\nin all, {:.0} s:", started.elapsed().as_secs_f64());
     println!("  {GPU_GROUP}: {}", group_line(&gpu));
     println!("  {HOST_GROUP}: {}", group_line(&host));
     println!("  The latter are {HOST_MOVES}");
-    if let Some(path) = &f.json {
+    if let Some(path) = &flags.interleave.json {
         let about = "compare --interleave: each lesson of A and of B run in turn; for each figure, each pair's medians \
                      (A, B) in ms, B/A (Hodges-Lehmann) with its Wilcoxon signed-rank interval at the lesson's level \
                      (family_alpha over its figures, Bonferroni), its verdict, and the smallest changes that would have \
                      shown (xtask/src/compare/paired.rs)";
-        let w =
-            Written { about, family_alpha: FAMILY_ALPHA, figure_alpha: FIGURE_ALPHA, a: &a, b: &b, lessons: &judged };
+        let w = Written { about, family_alpha: FAMILY_ALPHA, figure_alpha: FIGURE_ALPHA, a, b, lessons: &judged };
         std::fs::write(path, serde_json::to_string_pretty(&w)? + "\n")
             .with_context(|| format!("writing {}", path.display()))?;
         println!("written: {}", path.display());

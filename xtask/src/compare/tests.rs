@@ -27,6 +27,13 @@ fn table() -> DriftTable {
     DriftTable::provisional()
 }
 
+/// Every kind at `drift`.
+fn uniform(drift: f64) -> DriftTable {
+    let mut t = DriftTable::provisional();
+    t.rows.iter_mut().for_each(|r| r.drift = drift);
+    t
+}
+
 fn verdicts(c: &Comparison) -> Vec<(&str, Verdict)> {
     c.changes.iter().filter(|c| c.verdict != Verdict::Same).map(|c| (c.name.as_str(), c.verdict)).collect()
 }
@@ -819,4 +826,30 @@ fn same_says_the_smallest_change_it_would_have_shown() {
         line.starts_with("same means: a change under +") && line.contains(" of 64 figures would show 5% slower"),
         "{line}"
     );
+}
+
+/// Beside a load, one run of a pageable copy can land within its drift while its own runs spread past
+/// anything A's reach (pageable D2H 16 MiB on the H200: A 1.50 ms in 1.48-1.51, B 5.10 ms in 1.15-6.15,
+/// +240% within a drift of 393%; long runs moved it +517%): ambiguous, not the same. A figure whose runs
+/// spread wide in both runs alike is judged by its medians.
+#[test]
+fn a_run_whose_own_spread_reaches_past_the_others_is_ambiguous() {
+    let s = |median: f64, min: f64, q3: f64| json!({ "name": "pageable D2H", "transfer_bytes": 16 << 20, "memory": "pageable", "stats": { "median_ms": median, "min_ms": min, "q3_ms": q3, "max_ms": q3 * 1.2, "runs": 10, "cv": 0.3 }, "clock": "gpu" });
+    let wide_drift = uniform(3.93);
+    let a = doc(json!({}), vec![s(1.50, 1.479, 1.508)]);
+    let loaded = doc(json!({}), vec![s(5.10, 1.152, 6.154)]);
+    let c = compare(&a, &loaded, &wide_drift);
+    assert_eq!(verdicts(&c), [("pageable D2H", Verdict::Ambiguous)]);
+    assert!(
+        c.changes[0].why().starts_with("ambiguous: within its drift, but one run's own spread"),
+        "{}",
+        c.changes[0].why()
+    );
+    // The same medians with spreads like A's: the same (the drift is that wide).
+    let quiet = doc(json!({}), vec![s(5.10, 5.03, 5.13)]);
+    assert_eq!(verdicts(&compare(&a, &quiet, &wide_drift)), []);
+    // Both runs spread alike (a restless figure): judged by the medians, the same.
+    let restless = |median: f64| s(median, median * 0.5, median * 1.6);
+    let (a, b) = (doc(json!({}), vec![restless(1.5)]), doc(json!({}), vec![restless(1.6)]));
+    assert_eq!(verdicts(&compare(&a, &b, &uniform(0.2))), []);
 }

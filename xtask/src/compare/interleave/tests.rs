@@ -79,3 +79,29 @@ fn builds_are_bundles_or_folders_of_lessons() {
     assert!(key_values(&["A".into()]).is_err());
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// A lesson that calibrates its work says how to repeat it; every run of A and B then gets those flags,
+/// and a run given them calibrates nothing (so says nothing).
+#[test]
+fn a_lesson_that_calibrates_its_work_is_pinned_to_a_first_run_of_a() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = std::env::temp_dir().join(format!("xtask-pin-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("args.log");
+    let script = format!(
+        "#!/bin/sh\necho \"$*\" >> {}\ncase \"$*\" in *--iters*) echo '{{\"figures\": []}}' ;; \
+         *) echo '{{\"figures\": [], \"repeat_with\": [\"--iters\", \"77\"]}}' ;; esac\n",
+        log.display()
+    );
+    let lesson = dir.join("overlap");
+    std::fs::write(&lesson, script).unwrap();
+    std::fs::set_permissions(&lesson, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let a = Build { lessons: dir.clone(), args: vec!["-n".into(), "4M".into()], env: vec![], beside: None };
+    let pinned = pin_calibration(&a, "overlap");
+    assert_eq!(pinned, ["--iters", "77"]);
+    let (doc, _) = run_once(&a, "overlap", &pinned);
+    assert!(doc.unwrap().repeat_with.is_empty(), "a run given --iters calibrates nothing");
+    let calls = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(calls, "--json -n 4M\n--json -n 4M --iters 77\n");
+    let _ = std::fs::remove_dir_all(dir);
+}
