@@ -69,7 +69,9 @@
 //!   should call [`crate::Scope::flush`] first, or turn coalescing off.
 //! - **Errors.** A held copy cannot fail as it is queued: a driver error in issuing it comes back from
 //!   the call that flushed its group, naming the copy (each way) or the group's copies (kernel), and the
-//!   copies of its group after it are dropped, never issued.
+//!   copies of its group after it are dropped, never issued. [`crate::Scope::waits`], which flushes but
+//!   returns no error, keeps it: the scope's next call that queues, issues or waits for work returns it,
+//!   or else the scope's end.
 //! - **Timing.** [`crate::Scope::elapsed_ms`] and [`crate::Gpu::timed`] cover the GPU's part of a group (the
 //!   kernel, or the copies). The CPU's part of the kernel way, packing as the group is flushed and
 //!   unpacking pageable downloads as the scope ends, is host time: in a timed scope's wall time, not in
