@@ -1029,10 +1029,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     /// Whether a copy of `bytes` would be held now: coalescing is on, nothing watches, and it is small.
     #[inline(always)]
     fn holds(&self, bytes: usize) -> bool {
-        !self.observed
-            && bytes > 0
-            && bytes <= coalesce::HELD_AT_MOST
-            && self.state.borrow().coalescing != Coalescing::Off
+        !self.observed && coalesce::held(bytes) && self.state.borrow().coalescing != Coalescing::Off
     }
 
     /// A copy to hold: `host` its host side, `access` and `device` its device side.

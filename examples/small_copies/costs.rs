@@ -179,41 +179,24 @@ pub struct BusyRates {
 }
 
 /// The natural loop over buffers of `sizes`, dealt round-robin to `streams` streams, up and back,
-/// coalesced by the scope, as the scope's own model predicts it (ms): each stream's copies held in groups
-/// as the scope holds them (a new group past its limits; a copy past `HELD_AT_MOST` issued alone), each
-/// group the way the model chooses, the groups one after another as the host issues them: [up, down].
+/// coalesced by the scope, as the scope's own model predicts it (ms): each stream's copies in the groups
+/// the scope makes of them (`coalesce::groups`: a new group past its limits; a copy past `HELD_AT_MOST`
+/// issued alone), each group the way the model chooses (one copy each way, as the scope issues it), the
+/// groups one after another as the host issues them: [up, down].
 pub fn coalesced_ms(model: &CopyModel, sizes: &[usize], streams: usize, pageable: bool) -> [f64; 2] {
-    let none = CopyCounts::default();
-    let mut ms = [0.0; 2];
-    for (side, up) in [true, false].into_iter().enumerate() {
-        let mut us = 0.0;
-        for k in 0..streams.max(1) {
-            let mut group = CopyCounts::default();
-            let mut flush = |group: &mut CopyCounts| {
-                if group.copies > 0 {
-                    let (u, d) = if up { (*group, none) } else { (none, *group) };
-                    let way = if group.copies == 1 { CopyWay::Each } else { model.choose(u, d) };
-                    us += model.predict(way, u, d);
-                }
-                *group = CopyCounts::default();
-            };
-            for &size in sizes.iter().skip(k).step_by(streams.max(1)) {
-                let alone = CopyCounts::default().add(size, pageable);
-                if size > coalesce::HELD_AT_MOST {
-                    flush(&mut group);
-                    flush(&mut alone.clone());
-                    continue;
-                }
-                if group.copies + 1 > coalesce::GROUP_COPIES || group.bytes + size > coalesce::GROUP_BYTES {
-                    flush(&mut group);
-                }
-                group = group.add(size, pageable);
+    let (none, streams) = (CopyCounts::default(), streams.max(1));
+    let mut us = [0.0; 2];
+    for k in 0..streams {
+        let queued: Vec<usize> = sizes.iter().skip(k).step_by(streams).copied().collect();
+        for g in coalesce::groups(queued.iter().copied()) {
+            let group = queued[g].iter().fold(none, |c, &size| c.add(size, pageable));
+            for (side, (up, down)) in [(group, none), (none, group)].into_iter().enumerate() {
+                let way = if group.copies == 1 { CopyWay::Each } else { model.choose(up, down) };
+                us[side] += model.predict(way, up, down);
             }
-            flush(&mut group);
         }
-        ms[side] = us * 1e-3;
     }
-    ms
+    us.map(|us| us * 1e-3)
 }
 
 /// One way's predicted round trip, ms.
