@@ -866,6 +866,12 @@ mod tests {
         assert_eq!(model.choose(n(2, 256 << 10, false), none), CopyWay::Each, "large copies: the engine is faster");
         let each = model.predict(CopyWay::Each, n(100, 4096, false), none);
         assert!((each - (400.0 + 409_600.0 / 50e3)).abs() < 1e-9, "{each}");
+        let kernel = model.predict(CopyWay::Kernel, n(100, 4096, true), n(10, 256, false));
+        let want = 9.0 + 409_600.0 / 40e3 + 2560.0 / 45e3 + 409_600.0 / 10e3;
+        assert!(
+            (kernel - want).abs() < 1e-9,
+            "one launch, each direction at its rate, pageable bytes packed: {kernel}"
+        );
     }
 }
 
