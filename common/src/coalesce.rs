@@ -40,7 +40,8 @@
 //!   [`crate::Scope::waits`], [`crate::Scope::graph`], [`crate::Scope::flush`] and [`crate::Scope::set_coalescing`] on any;
 //! - the end of the scope (also where its closure returned an error; not where it panicked: the copies
 //!   held then are dropped, never issued), and a timed scope's join;
-//! - a group that would pass [`GROUP_BYTES`] or [`GROUP_COPIES`].
+//! - a group that would pass [`GROUP_BYTES`] or [`GROUP_COPIES`] ([`groups`] gives the groups a run of copies
+//!   on one stream makes, by the scope's own rule).
 //!
 //! Every guarantee of the scope holds as before: a group is issued on its own stream before any other
 //! call on that stream, so the stream runs the copies where they were queued, and every event the
@@ -69,7 +70,9 @@
 //!   should call [`crate::Scope::flush`] first, or turn coalescing off.
 //! - **Errors.** A held copy cannot fail as it is queued: a driver error in issuing it comes back from
 //!   the call that flushed its group, naming the copy (each way) or the group's copies (kernel), and the
-//!   copies of its group after it are dropped, never issued.
+//!   copies of its group after it are dropped, never issued. [`crate::Scope::waits`], which flushes but
+//!   returns no error, keeps it: the scope's next call that queues, issues or waits for work returns it,
+//!   or else the scope's end.
 //! - **Timing.** [`crate::Scope::elapsed_ms`] and [`crate::Gpu::timed`] cover the GPU's part of a group (the
 //!   kernel, or the copies). The CPU's part of the kernel way, packing as the group is flushed and
 //!   unpacking pageable downloads as the scope ends, is host time: in a timed scope's wall time, not in
@@ -117,6 +120,57 @@ pub const STAGING_AT_MOST: usize = 32 << 20;
 const ENTRY_BYTES: usize = 64 << 10;
 /// The staging is allocated in pieces of this size (a group's table and pageable bytes fit in one).
 const STAGING_PIECE: usize = 8 << 20;
+
+/// Whether a scope that holds copies holds one of `bytes` (else it issues it as it is queued): the rule
+/// of [`groups`] and of the scope's own holding.
+#[inline(always)]
+pub(crate) const fn held(bytes: usize) -> bool {
+    bytes > 0 && bytes <= HELD_AT_MOST
+}
+
+/// Whether a group of `copies` copies and `bytes` bytes takes one more of `more` bytes within
+/// [`GROUP_COPIES`] and [`GROUP_BYTES`] (else it is flushed first): the rule of [`groups`] and of the
+/// scope's own groups ([`Group::admits`]).
+#[inline(always)]
+const fn within_limits(copies: usize, bytes: usize, more: usize) -> bool {
+    copies < GROUP_COPIES && bytes + more <= GROUP_BYTES
+}
+
+/// The groups a scope makes of copies queued one after another on one stream, of `sizes` bytes in that
+/// order: each group as the range of its copies' places in `sizes`. A copy the scope does not hold (of
+/// no bytes, or of more than [`HELD_AT_MOST`]) is a range of its own, issued as it is queued, after the
+/// group before it; a group ends where the next copy would pass [`GROUP_BYTES`] or [`GROUP_COPIES`].
+///
+/// These are the scope's own limits, by the same code. They are all its groups where nothing else
+/// flushes them between the copies (see the [module's documentation](self)): no other operation or event
+/// on the stream, no conflict on another, and no copy that touches device bytes another of its group
+/// writes. A range of one copy goes out by one `cuMemcpyAsync`; a longer one the way the model chooses
+/// ([`CopyModel::choose`]).
+///
+/// ```
+/// use cuda_scope::coalesce::groups;
+/// let sizes = [vec![4096; 1500], vec![1 << 20], vec![256; 3]].concat();
+/// let g: Vec<_> = groups(sizes.iter().copied()).collect();
+/// // 1024 copies of 4 KiB fill 4 MiB; the copy of 1 MiB is not held; then one group of three.
+/// assert_eq!(g, [0..1024, 1024..1500, 1500..1501, 1501..1504]);
+/// ```
+pub fn groups(sizes: impl IntoIterator<Item = usize>) -> impl Iterator<Item = Range<usize>> {
+    let mut sizes = sizes.into_iter().enumerate().peekable();
+    std::iter::from_fn(move || {
+        let (first, size) = sizes.next()?;
+        let (mut end, mut copies, mut bytes) = (first + 1, 1, size);
+        while held(size) {
+            match sizes.peek() {
+                Some(&(i, more)) if held(more) && within_limits(copies, bytes, more) => {
+                    sizes.next();
+                    (end, copies, bytes) = (i + 1, copies + 1, bytes + more);
+                }
+                _ => break,
+            }
+        }
+        Some(first..end)
+    })
+}
 
 /// Whether a scope holds small copies to coalesce them ([`crate::Scope::set_coalescing`]); see the [module's
 /// documentation](self).
@@ -391,7 +445,7 @@ impl Group {
     /// which writes them) any it reads, and the group stays within its limits.
     #[inline]
     pub fn admits(&mut self, h: &Held) -> bool {
-        if self.held.len() >= GROUP_COPIES || self.bytes + h.bytes > GROUP_BYTES {
+        if !within_limits(self.held.len(), self.bytes, h.bytes) {
             return false;
         }
         let (start, end) = h.range;
@@ -733,6 +787,46 @@ mod tests {
         assert!(g.admits(&held(true, 0, 0..1)), "empty again");
     }
 
+    /// [`groups`] ends its groups where a group of the scope's refuses the next copy, or where the scope
+    /// holds no copy: over a sequence that meets every limit, copies of buffers apart.
+    #[test]
+    fn groups_are_those_the_scopes_groups_make() {
+        let sizes = [
+            vec![4096; 1500],
+            vec![HELD_AT_MOST + 1, 0, HELD_AT_MOST],
+            vec![HELD_AT_MOST; GROUP_BYTES / HELD_AT_MOST + 3],
+            vec![1; GROUP_COPIES + 5],
+            vec![1 << 20, 256, 256],
+        ]
+        .concat();
+        let (mut g, mut taken, mut want, mut first) = (Group::default(), Vec::new(), Vec::new(), 0);
+        for (i, &bytes) in sizes.iter().enumerate() {
+            let h = held(true, i, 0..bytes);
+            if !super::held(bytes) || !g.admits(&h) {
+                if i > first {
+                    want.push(first..i);
+                }
+                g.take(&mut taken);
+                first = i;
+            }
+            match super::held(bytes) {
+                true => g.push(h),
+                false => {
+                    want.push(i..i + 1);
+                    first = i + 1;
+                }
+            }
+        }
+        if first < sizes.len() {
+            want.push(first..sizes.len());
+        }
+        assert_eq!(groups(sizes.iter().copied()).collect::<Vec<_>>(), want);
+        // 4 MiB of 4 KiB and the rest; two copies not held; 4 MiB of 256 KiB, then four more and 1-byte
+        // copies up to GROUP_COPIES, then the last nine; 1 MiB not held; two.
+        let lengths: Vec<usize> = want.iter().map(|r| r.len()).collect();
+        assert_eq!(lengths, [1024, 476, 1, 1, GROUP_BYTES / HELD_AT_MOST, GROUP_COPIES, 9, 1, 2]);
+    }
+
     #[test]
     fn tables_cut_copies_into_entries_and_send_the_unmapped_through_staging() {
         let mut up = held(true, 0, 0..(ENTRY_BYTES + 100));
@@ -772,6 +866,12 @@ mod tests {
         assert_eq!(model.choose(n(2, 256 << 10, false), none), CopyWay::Each, "large copies: the engine is faster");
         let each = model.predict(CopyWay::Each, n(100, 4096, false), none);
         assert!((each - (400.0 + 409_600.0 / 50e3)).abs() < 1e-9, "{each}");
+        let kernel = model.predict(CopyWay::Kernel, n(100, 4096, true), n(10, 256, false));
+        let want = 9.0 + 409_600.0 / 40e3 + 2560.0 / 45e3 + 409_600.0 / 10e3;
+        assert!(
+            (kernel - want).abs() < 1e-9,
+            "one launch, each direction at its rate, pageable bytes packed: {kernel}"
+        );
     }
 }
 

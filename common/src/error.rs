@@ -29,41 +29,72 @@ use std::{fmt, ops::Range, path::PathBuf};
 /// ```
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// What went wrong. `Display` gives one line; each variant's data says the rest.
-///
-/// ```no_run
-/// # fn main() -> cuda_scope::Result<()> {
-/// use cuda_scope::Error;
-/// match cuda_scope::Gpu::init().and_then(|gpu| gpu.alloc::<f32>(1 << 40).map(drop)) {
-///     Err(Error::TooLarge(t)) => println!("{t} ({} bytes needed)", t.needed),
-///     Err(e) if e.is_no_gpu() => println!("skipped: {e}"),
-///     other => other?,
-/// }
-/// # Ok(()) }
-/// ```
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub enum Error {
-    /// No NVIDIA driver could be used: `libcuda.so.1` is missing or lacks an entry point, the CUDA
-    /// toolkit's stub stands in its place, or the driver library and kernel module differ.
-    NoDriver(NoDriver),
-    /// The driver runs but there is no GPU to use: none at all, or not the one asked for.
-    NoGpu(NoGpu),
-    /// A driver call returned an error (`CUDA_ERROR_*`).
-    Driver(DriverError),
-    /// More memory than this machine can give: what was needed, and what there is.
-    TooLarge(TooLarge),
-    /// A kernel launch refused before anything was queued.
-    LaunchRefused(LaunchRefused),
-    /// An operation refused before anything was queued.
-    Refused(Refused),
-    /// Something this GPU, driver or host cannot do (managed memory, batched copies, more threads).
-    Unsupported(Unsupported),
-    /// PTX, or the cubin the driver made of it, that cannot be loaded or read.
-    Module(ModuleError),
-    /// A file that could not be read, or a setting ([`crate::Gpu::init`]'s `CUDA_DEVICE`) that cannot
-    /// be used.
-    Input(InputError),
+/// The error enum, its `Display` (each variant's own, one line) and a `From` of each variant's type (and
+/// `std::error::Error` for it), from one list of the variants.
+macro_rules! error_enum {
+    ($(#[$meta:meta])* $vis:vis enum Error { $($(#[$doc:meta])* $variant:ident($t:ident),)* }) => {
+        $(#[$meta])*
+        $vis enum Error {
+            $($(#[$doc])* $variant($t),)*
+        }
+
+        impl fmt::Display for Error {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                match self {
+                    $(Error::$variant(e) => e.fmt(f),)*
+                }
+            }
+        }
+
+        $(
+            impl From<$t> for Error {
+                fn from(e: $t) -> Error {
+                    Error::$variant(e)
+                }
+            }
+
+            impl std::error::Error for $t {}
+        )*
+    };
+}
+
+error_enum! {
+    /// What went wrong. `Display` gives one line; each variant's data says the rest.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_scope::Result<()> {
+    /// use cuda_scope::Error;
+    /// match cuda_scope::Gpu::init().and_then(|gpu| gpu.alloc::<f32>(1 << 40).map(drop)) {
+    ///     Err(Error::TooLarge(t)) => println!("{t} ({} bytes needed)", t.needed),
+    ///     Err(e) if e.is_no_gpu() => println!("skipped: {e}"),
+    ///     other => other?,
+    /// }
+    /// # Ok(()) }
+    /// ```
+    #[derive(Debug, Clone, PartialEq)]
+    #[non_exhaustive]
+    pub enum Error {
+        /// No NVIDIA driver could be used: `libcuda.so.1` is missing or lacks an entry point, the CUDA
+        /// toolkit's stub stands in its place, or the driver library and kernel module differ.
+        NoDriver(NoDriver),
+        /// The driver runs but there is no GPU to use: none at all, or not the one asked for.
+        NoGpu(NoGpu),
+        /// A driver call returned an error (`CUDA_ERROR_*`).
+        Driver(DriverError),
+        /// More memory than this machine can give: what was needed, and what there is.
+        TooLarge(TooLarge),
+        /// A kernel launch refused before anything was queued.
+        LaunchRefused(LaunchRefused),
+        /// An operation refused before anything was queued.
+        Refused(Refused),
+        /// Something this GPU, driver or host cannot do (managed memory, batched copies, more threads).
+        Unsupported(Unsupported),
+        /// PTX, or the cubin the driver made of it, that cannot be loaded or read.
+        Module(ModuleError),
+        /// A file that could not be read, or a setting ([`crate::Gpu::init`]'s `CUDA_DEVICE`) that cannot
+        /// be used.
+        Input(InputError),
+    }
 }
 
 impl Error {
@@ -91,49 +122,11 @@ impl Error {
     }
 }
 
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Error::NoDriver(e) => e.fmt(f),
-            Error::NoGpu(e) => e.fmt(f),
-            Error::Driver(e) => e.fmt(f),
-            Error::TooLarge(e) => e.fmt(f),
-            Error::LaunchRefused(e) => e.fmt(f),
-            Error::Refused(e) => e.fmt(f),
-            Error::Unsupported(e) => e.fmt(f),
-            Error::Module(e) => e.fmt(f),
-            Error::Input(e) => e.fmt(f),
-        }
-    }
-}
-
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         None
     }
 }
-
-macro_rules! into_error {
-    ($($variant:ident($t:ident)),*) => {$(
-        impl From<$t> for Error {
-            fn from(e: $t) -> Error {
-                Error::$variant(e)
-            }
-        }
-        impl std::error::Error for $t {}
-    )*};
-}
-into_error!(
-    NoDriver(NoDriver),
-    NoGpu(NoGpu),
-    Driver(DriverError),
-    TooLarge(TooLarge),
-    LaunchRefused(LaunchRefused),
-    Refused(Refused),
-    Unsupported(Unsupported),
-    Module(ModuleError),
-    Input(InputError)
-);
 
 /// Why no NVIDIA driver could be used ([`Error::NoDriver`]).
 ///

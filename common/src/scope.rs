@@ -245,6 +245,9 @@ pub struct Scope<'scope, 'env: 'scope> {
     /// The pinned buffer the last copy held reached (first byte, end, device address), or none (0, 0, 0):
     /// the next one is likely in it too.
     pinned: std::cell::Cell<(usize, usize, u64)>,
+    /// An error of the flush [`Scope::waits`] made, which it cannot return: kept for the scope's next call
+    /// that queues, issues or waits for work, or for its end ([`Scope::kept`]).
+    kept: std::cell::Cell<Option<Box<Error>>>,
     _scope: PhantomData<&'scope mut &'scope ()>,
     _env: PhantomData<&'env mut &'env ()>,
 }
@@ -603,6 +606,16 @@ impl<'scope, 'env> Scope<'scope, 'env> {
 
     /// How the streams were ordered so far: the program's waits and those the scope added.
     ///
+    /// The copies held are flushed first (see the [`coalesce`] module). An error in issuing them cannot
+    /// come back from here, so it is kept: the scope's next call that queues, issues or waits for work (an
+    /// operation, [`ScopeStream::record_event`], [`ScopeStream::wait_event`], a synchronization,
+    /// [`Scope::is_idle`], [`Scope::flush`], [`Scope::set_coalescing`], [`Scope::graph`]) returns it in place
+    /// of its own result, having queued and issued nothing (a synchronization still waits, as after any
+    /// flush's error). Where no such call comes, the scope's end returns it, unless the closure returned an
+    /// error of its own, which comes first as always. Each kept error is returned once. A call refused for
+    /// its own reasons before it reaches the streams (copy lengths that differ, say) returns its refusal
+    /// and leaves the kept error to the next.
+    ///
     /// ```no_run
     /// # fn main() -> cuda_scope::Result<()> {
     /// # let gpu = cuda_scope::Gpu::init()?;
@@ -620,8 +633,31 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     /// ```
     pub fn waits(&self) -> Waits {
         // The copies held go out first: their waits are counted already, and this settles the stream.
-        let _ = self.flush();
+        if let Err(err) = self.flush_streams() {
+            self.keep(err);
+        }
         self.state.borrow().book.waits.clone()
+    }
+
+    /// Keeps an error of the flush [`Scope::waits`] made, for the next call that can return it; where one
+    /// is kept already (no call came since an earlier `waits`), the first stays.
+    #[cold]
+    #[inline(never)]
+    fn keep(&self, err: Error) {
+        let first = self.kept.take();
+        let err = || Box::new(err.doing_also("flushed by Scope::waits, which returns no error"));
+        self.kept.set(Some(first.unwrap_or_else(err)));
+    }
+
+    /// The error [`Scope::waits`] kept, if any, as the result of the call that asks, which takes it (each
+    /// is returned once): at the start of every call that queues, issues or waits for work, and at the
+    /// scope's end. A look at one word of the scope, beside those every operation reads.
+    #[inline(always)]
+    fn kept(&self) -> crate::Result<()> {
+        match self.kept.take() {
+            None => Ok(()),
+            Some(err) => Err(*err),
+        }
     }
 
     /// Blocks until every stream of the scope is idle (`cudaDeviceSynchronize` for these streams).
@@ -727,6 +763,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         info: OpInfo,
         op: Call<'_>,
     ) -> crate::Result<()> {
+        self.kept()?;
         // The short way, for the commonest operations: one access, of a buffer used whole or of one part
         // of it, no observer, and the scope's context known current. The same calls follow.
         if let ([a], false) = (accesses, self.observed) {
@@ -992,10 +1029,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     /// Whether a copy of `bytes` would be held now: coalescing is on, nothing watches, and it is small.
     #[inline(always)]
     fn holds(&self, bytes: usize) -> bool {
-        !self.observed
-            && bytes > 0
-            && bytes <= coalesce::HELD_AT_MOST
-            && self.state.borrow().coalescing != Coalescing::Off
+        !self.observed && coalesce::held(bytes) && self.state.borrow().coalescing != Coalescing::Off
     }
 
     /// A copy to hold: `host` its host side, `access` and `device` its device side.
@@ -1154,6 +1188,12 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     /// # Ok(()) }
     /// ```
     pub fn flush(&self) -> crate::Result<()> {
+        self.kept()?;
+        self.flush_streams()
+    }
+
+    /// Issues the copies held on every stream, stream by stream, up to the first error.
+    fn flush_streams(&self) -> crate::Result<()> {
         let st = &mut *self.state.borrow_mut();
         let mut asked = false;
         (0..self.streams.len()).try_for_each(|j| self.flush_stream(st, j, &mut asked))
@@ -1479,6 +1519,7 @@ impl<'scope, 'env> ScopeStream<'scope, 'env> {
     /// ```
     pub fn record_event(self) -> crate::Result<ScopeEvent<'scope>> {
         let scope = self.scope;
+        scope.kept()?;
         scope.env.ctx.ensure_current()?;
         let mut st = scope.state.borrow_mut();
         scope.flush_stream(&mut st, self.index, &mut false)?;
@@ -1516,6 +1557,7 @@ impl<'scope, 'env> ScopeStream<'scope, 'env> {
         if event.scope != scope.id {
             return refused("wait_event", Refusal::Foreign(Foreign::Scope));
         }
+        scope.kept()?;
         let mut st = scope.state.borrow_mut();
         scope.flush_stream(&mut st, self.index, &mut false)?;
         let (stream, raw) = (scope.streams[self.index].raw(), st.fences[event.index]);
@@ -1543,7 +1585,9 @@ impl<'scope, 'env> ScopeStream<'scope, 'env> {
     /// # Ok(()) }
     /// ```
     pub fn synchronize(self) -> crate::Result<()> {
-        let flushed = self.scope.flush_stream(&mut self.scope.state.borrow_mut(), self.index, &mut false);
+        let scope = self.scope;
+        let flushed =
+            scope.kept().and_then(|()| scope.flush_stream(&mut scope.state.borrow_mut(), self.index, &mut false));
         synchronize_all(self.scope.env.ctx, std::iter::once(&self.scope.streams[self.index]))?;
         flushed
     }
@@ -1691,6 +1735,7 @@ pub(crate) fn run<'env, R, E: From<Error>>(
         observed: env.observer.try_borrow().is_ok_and(|o| o.is_some()),
         state: RefCell::new(*state),
         pinned: std::cell::Cell::new((0, 0, 0)),
+        kept: std::cell::Cell::new(None),
         _scope: PhantomData,
         _env: PhantomData,
     };
@@ -1760,8 +1805,10 @@ pub(crate) fn run<'env, R, E: From<Error>>(
     let start = if timed { Some(fork(env.events, first, &streams[1..])?) } else { None };
     let result = f(&scope);
     // The copies still held go out, also where the closure returned an error (as they would have, issued
-    // as queued); an error of theirs is the scope's where the closure's is not.
-    let flushed = scope.flush();
+    // as queued); an error of theirs is the scope's where the closure's is not, and so is one that a flush
+    // of `Scope::waits` kept and no call returned, which came first.
+    let flushed = scope.flush_streams();
+    let flushed = scope.kept().and(flushed);
     if start.is_some() {
         // `f` may have left another context current (another library's): the join's calls need the scope's.
         let _ = env.ctx.ensure_current();
