@@ -1159,7 +1159,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
             check(code, || {
                 let (first, last) = (held[0].op, held[held.len() - 1].op);
                 format!(
-                    "{} copies (operations {first} to {last} of the scope) on stream {j}, issued as one launch as                      their group was flushed",
+                    "{} copies (operations {first} to {last} of the scope) on stream {j}, issued as one launch as their group was flushed",
                     held.len()
                 )
             })
