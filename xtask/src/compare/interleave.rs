@@ -430,11 +430,19 @@ fn empty() -> Document {
 /// longer kernel, and every figure of the run moves with it (overlap_sweep's by 10% from one run to the
 /// next on the H200), which no number of pairs averages down to a few per cent. With them, B runs A's
 /// work: a change that would have calibrated differently is timed on the same work.
-fn pin_calibration(a: &Build, lesson: &str) -> Vec<String> {
+///
+/// Where B's own arguments already set what A calibrated (`--b-arg --iters --b-arg 900`), B keeps its
+/// setting and nothing is pinned: a lesson takes a flag once.
+fn pin_calibration(a: &Build, b: &Build, lesson: &str) -> Vec<String> {
     let flags = match run_once(a, lesson, &[]).0 {
         Ok(doc) => doc.repeat_with,
         Err(_) => Vec::new(), // the pairs meet the error again, and report it
     };
+    let set_by_b = flags.iter().filter(|f| f.starts_with("--")).find(|f| b.args.contains(f));
+    if let Some(flag) = set_by_b {
+        eprintln!("interleaved: {lesson} calibrates its work, but B sets {flag} itself: each run calibrates its own");
+        return Vec::new();
+    }
     if !flags.is_empty() {
         eprintln!("interleaved: {lesson} calibrates its work: every run of A and B gets {}", flags.join(" "));
     }
@@ -571,7 +579,7 @@ fn run_pairs(
         let round_started = Instant::now();
         for (i, lesson) in left.iter().enumerate() {
             if pair == 0 {
-                got.pinned.insert(lesson.to_string(), pin_calibration(a, lesson));
+                got.pinned.insert(lesson.to_string(), pin_calibration(a, b, lesson));
             }
             let pinned = got.pinned[*lesson].clone();
             let a_first = (pair + i) % 2 == 0;

@@ -97,11 +97,14 @@ fn a_lesson_that_calibrates_its_work_is_pinned_to_a_first_run_of_a() {
     std::fs::write(&lesson, script).unwrap();
     std::fs::set_permissions(&lesson, std::fs::Permissions::from_mode(0o755)).unwrap();
     let a = Build { lessons: dir.clone(), args: vec!["-n".into(), "4M".into()], env: vec![], beside: None };
-    let pinned = pin_calibration(&a, "overlap");
+    let pinned = pin_calibration(&a, &a, "overlap");
     assert_eq!(pinned, ["--iters", "77"]);
     let (doc, _) = run_once(&a, "overlap", &pinned);
     assert!(doc.unwrap().repeat_with.is_empty(), "a run given --iters calibrates nothing");
     let calls = std::fs::read_to_string(&log).unwrap();
     assert_eq!(calls, "--json -n 4M\n--json -n 4M --iters 77\n");
+    // B that sets the rounds itself keeps them: nothing pinned (a lesson takes --iters once).
+    let b = Build { args: vec!["--iters".into(), "900".into()], ..a.clone() };
+    assert!(pin_calibration(&a, &b, "overlap").is_empty());
     let _ = std::fs::remove_dir_all(dir);
 }
