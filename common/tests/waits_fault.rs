@@ -4,36 +4,22 @@
 
 mod support;
 
-use cuda_scope::{Coalescing, CopyWay, Gpu};
-
 #[test]
 #[ignore = "needs an NVIDIA GPU; cargo xtask test runs it where a driver is found"]
 fn an_error_in_the_flush_of_waits_comes_from_the_next_call_or_the_scopes_end() {
-    let gpu = Gpu::init().unwrap();
-    let kernels = support::TestKernels::load(&gpu);
-    let streams = gpu.streams(2).unwrap();
-    let (mut d, mut victim) = (gpu.alloc::<f32>(4096).unwrap(), gpu.alloc::<f32>(1 << 20).unwrap());
-    let host = vec![1f32; 4096];
-    // A scope of held copies while the context lives: the copy kernel loaded, the staging pinned.
-    gpu.scope(&streams, |s| {
-        s.set_coalescing(Coalescing::Forced(CopyWay::Kernel))?;
-        let d = s.device(&mut d);
-        (0..4).try_for_each(|i| s.stream(0).htod(&host[i * 1024..(i + 1) * 1024], d.slice(i * 1024..(i + 1) * 1024)))
-    })
-    .unwrap();
+    let support::HeldFault { gpu, kernels, streams, mut d, mut victim, host } = support::HeldFault::new();
     let mut said = Vec::new();
     let end = gpu
         .scope(&streams, |s| -> cuda_scope::Result<()> {
-            s.set_coalescing(Coalescing::Forced(CopyWay::Kernel))?;
             let d = s.device(&mut d);
-            s.stream(0).htod(&host[..1024], d.slice(0..1024))?; // held: no call yet, nothing to fail
-            s.stream(0).htod(&host[1024..2048], d.slice(1024..2048))?;
+            support::hold_two(s, d, &host)?;
             // SAFETY: this test process expects the fault and ends with it; the write lands 1 TiB below
             // a fresh allocation, where this context maps nothing.
             unsafe { kernels.fault(s.stream(1), s.device(&mut victim)) }?;
             said.push(format!("{:#}", s.stream(1).synchronize().unwrap_err()));
-            assert_eq!(s.waits().added, 0); // flushes the two held copies: their launch fails, and is kept
-                                            // The next call returns the kept error in place of its own result, and holds nothing.
+            // Flushes the two held copies: their launch fails, and the error is kept.
+            assert_eq!(s.waits().added, 0);
+            // The next call returns the kept error in place of its own result, and holds nothing.
             let next = s.stream(0).htod(&host[2048..3072], d.slice(2048..3072)).unwrap_err();
             said.push(format!("{next:#}"));
             assert!(s.flush().is_ok(), "the kept error is returned once, and nothing is held to fail");
@@ -52,10 +38,7 @@ fn an_error_in_the_flush_of_waits_comes_from_the_next_call_or_the_scopes_end() {
     // since the fault, so the launch of the held copies fails again.
     let end = gpu
         .scope(&streams, |s| -> cuda_scope::Result<()> {
-            s.set_coalescing(Coalescing::Forced(CopyWay::Kernel))?;
-            let d = s.device(&mut d);
-            s.stream(0).htod(&host[..1024], d.slice(0..1024))?;
-            s.stream(0).htod(&host[1024..2048], d.slice(1024..2048))?;
+            support::hold_two(s, s.device(&mut d), &host)?;
             s.waits();
             Ok(())
         })

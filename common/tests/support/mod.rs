@@ -5,7 +5,7 @@
 pub mod driver;
 pub mod ptxgen;
 
-use cuda_scope::{Dev, Gpu, Kernel, LaunchConfig, Queue};
+use cuda_scope::{Coalescing, CopyWay, Dev, DeviceBuffer, Gpu, Kernel, LaunchConfig, Queue, Scope, Stream};
 
 /// The PTX of `tests/kernels.cu`.
 pub const PTX: &str = include_str!("../ptx/kernels.ptx");
@@ -60,4 +60,42 @@ impl TestKernels {
         // SAFETY: the caller accepts the fault (see above).
         unsafe { on.kernel(&self.fault, LaunchConfig::linear(1, 32)).write(data).launch() }
     }
+}
+
+/// What the tests of a held copy's driver error (`coalesced_fault`, `waits_fault`) start from: a GPU
+/// with two streams, 4096 floats on the device and on the host, a victim for the fault, and the scope's
+/// copy kernel loaded and staging pinned (a scope of held copies ran while the context lived).
+pub struct HeldFault {
+    pub gpu: Gpu,
+    pub kernels: TestKernels,
+    pub streams: Vec<Stream>,
+    pub d: DeviceBuffer<f32>,
+    pub victim: DeviceBuffer<f32>,
+    pub host: Vec<f32>,
+}
+
+impl HeldFault {
+    pub fn new() -> HeldFault {
+        let gpu = Gpu::init().unwrap();
+        let kernels = TestKernels::load(&gpu);
+        let streams = gpu.streams(2).unwrap();
+        let (mut d, victim) = (gpu.alloc::<f32>(4096).unwrap(), gpu.alloc::<f32>(1 << 20).unwrap());
+        let host = vec![1f32; 4096];
+        gpu.scope(&streams, |s| {
+            s.set_coalescing(Coalescing::Forced(CopyWay::Kernel))?;
+            let d = s.device(&mut d);
+            (0..4)
+                .try_for_each(|i| s.stream(0).htod(&host[i * 1024..(i + 1) * 1024], d.slice(i * 1024..(i + 1) * 1024)))
+        })
+        .unwrap();
+        HeldFault { gpu, kernels, streams, d, victim, host }
+    }
+}
+
+/// Two copies of 1024 floats up on stream 0 of `s`, held (coalescing forced to the kernel, so that
+/// their group goes out as one launch): no call yet, nothing to fail.
+pub fn hold_two<'s>(s: &'s Scope<'s, '_>, d: Dev<'s, f32>, host: &'s [f32]) -> cuda_scope::Result<()> {
+    s.set_coalescing(Coalescing::Forced(CopyWay::Kernel))?;
+    s.stream(0).htod(&host[..1024], d.slice(0..1024))?;
+    s.stream(0).htod(&host[1024..2048], d.slice(1024..2048))
 }
