@@ -133,11 +133,12 @@ impl PlannerRig {
             (_, _, Some(_)) => Work::User,
             (Some(ms), _, _) => Work::Process(calibrate_process(&gpu, &kernels, mib, ms, r)?),
             (None, Some(iters), _) => Work::Process(iters),
-            (None, None, _) => balanced_work(&gpu, &kernels, mib, r)?,
+            (None, None, _) => {
+                let work = balanced_work(&gpu, &kernels, mib, r)?;
+                out.repeat_with(&WorkArgs::flags_for(work).unwrap_or_default());
+                work
+            }
         };
-        if setup.ms_per_mib.is_none() && setup.iters.is_none() && setup.user.is_none() {
-            out.repeat_with(&WorkArgs::flags_for(work).unwrap_or_default());
-        }
         Ok(PlannerRig { gpu, kernels, setup, work })
     }
 

@@ -232,7 +232,7 @@ impl Change {
     fn judge(&self) -> Verdict {
         let up = 1.0 + self.drift;
         let ratio = self.b.center / self.a.center;
-        if ratio <= up && ratio >= 1.0 / up {
+        if self.within_drift() {
             if self.spread_past_drift() {
                 Verdict::Ambiguous
             } else {
@@ -249,6 +249,12 @@ impl Change {
         } else {
             Verdict::Ambiguous
         }
+    }
+
+    /// Whether B's median lies within a factor `1 + drift` of A's, either way.
+    fn within_drift(&self) -> bool {
+        let (up, ratio) = (1.0 + self.drift, self.b.center / self.a.center);
+        ratio <= up && ratio >= 1.0 / up
     }
 
     /// Whether one run's own spread reaches past the other's by more than the drift (B's third quartile
@@ -307,11 +313,8 @@ impl Change {
             }
             Verdict::Slower => format!("{further}, past its drift and A's runs (q3 {})", pct(q3)),
             Verdict::Faster => format!("{nearer}, past its drift and A's runs (fastest {})", pct(min)),
-            Verdict::Ambiguous
-                if self.spread_past_drift()
-                    && self.b.center <= self.a.center * (1.0 + self.drift)
-                    && self.b.center >= self.a.center / (1.0 + self.drift) =>
-            {
+            // Within its drift, ambiguous only by the runs' spread (`judge`).
+            Verdict::Ambiguous if self.within_drift() => {
                 "ambiguous: within its drift, but one run's own spread reaches past the other's with it".into()
             }
             Verdict::Ambiguous if self.change() > 0.0 => {

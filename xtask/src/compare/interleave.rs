@@ -638,9 +638,8 @@ pub fn read_kept(dir: &Path) -> anyhow::Result<(Vec<String>, Gathered)> {
                 (text.and_then(|t| serde_json::from_str(&t).map_err(|e| format!("{}: {e}", path.display()))), 0.0)
             };
             let (ra, rb) = (read("a"), read("b"));
+            // What was pinned is not kept: a run given its calibration calibrates nothing, so says nothing.
             if ra.0.is_ok() && rb.0.is_ok() {
-                let pinned = ra.0.as_ref().map(|d| d.repeat_with.clone()).unwrap_or_default();
-                got.pinned.entry(lesson.clone()).or_insert(pinned);
                 got.add(&lesson, ra, rb);
             }
         }
