@@ -404,7 +404,34 @@ pub(crate) struct Held {
 }
 
 /// The first and last byte a group writes of a buffer, and those it reads, where it does.
-type Spans = [Option<(usize, usize)>; 2];
+type Spans = [Option<Span>; 2];
+
+/// From the first byte to the last of a buffer that a group's copies of one side touch, and whether
+/// they touch every byte between: whether each copy met or touched the span of those before it, so
+/// that their union is the span itself (the loop over slices of an arena, in either order).
+#[derive(Clone, Copy, Debug)]
+struct Span {
+    lo: usize,
+    hi: usize,
+    whole: bool,
+}
+
+impl Span {
+    /// The span with `start..end` added.
+    fn with(span: Option<Span>, (start, end): (usize, usize)) -> Span {
+        match span {
+            None => Span { lo: start, hi: end, whole: true },
+            Some(s) => Span { lo: s.lo.min(start), hi: s.hi.max(end), whole: s.whole && start <= s.hi && s.lo <= end },
+        }
+    }
+
+    /// Whether `start..end` meets the span's bytes: `Some(true)` where it surely meets a copy's (the
+    /// span is whole), `Some(false)` where it may (only the copies' own ranges can say), `None` where it
+    /// meets none.
+    fn meets(span: Option<Span>, (start, end): (usize, usize)) -> Option<bool> {
+        span.filter(|s| start < s.hi && s.lo < end).map(|s| s.whole)
+    }
+}
 
 /// The copies held on one stream.
 #[derive(Default)]
@@ -451,9 +478,13 @@ impl Group {
         let (start, end) = h.range;
         let Some((_, spans)) = self.spans_of(h.buffer) else { return true };
         // Writes always, reads where `h` writes: spans[0] holds the writes, spans[1] the reads.
-        let within = |span: Option<(usize, usize)>| span.is_some_and(|(lo, hi)| start < hi && lo < end);
-        if !(within(spans[0]) || h.up && within(spans[1])) {
-            return true;
+        let (writes, reads) = (Span::meets(spans[0], h.range), Span::meets(spans[1], h.range).filter(|_| h.up));
+        match (writes, reads) {
+            (None, None) => return true,
+            // Within a span its copies cover whole: it meets one of them (the first download of what
+            // went up), and no search is needed.
+            (Some(true), _) | (_, Some(true)) => return false,
+            _ => {}
         }
         let exact = self.exact.get_or_insert_with(|| {
             let mut sets = [BTreeMap::new(), BTreeMap::new()];
@@ -473,7 +504,7 @@ impl Group {
         match self.at.get(h.buffer).copied().unwrap_or(0) {
             0 => {
                 let mut spans = [None, None];
-                spans[side] = Some((start, end));
+                spans[side] = Some(Span::with(None, h.range));
                 self.spans.push((h.buffer, spans));
                 if self.at.len() <= h.buffer {
                     self.at.resize(h.buffer + 1, 0);
@@ -482,7 +513,7 @@ impl Group {
             }
             i => {
                 let spans = &mut self.spans[i as usize - 1].1;
-                spans[side] = Some(spans[side].map_or((start, end), |(lo, hi)| (lo.min(start), hi.max(end))));
+                spans[side] = Some(Span::with(spans[side], h.range));
             }
         }
         if let Some(exact) = &mut self.exact {
@@ -761,6 +792,26 @@ mod tests {
         assert!(g.admits(&held(false, 0, 4096..8192)), "reads may meet reads");
         assert!(!g.admits(&held(true, 0, 7000..7001)), "an upload may not write what a download reads");
         assert!(g.admits(&held(true, 0, 12288..16384)), "touching is not meeting");
+    }
+
+    /// The natural loop's groups: copies slice after slice, in either order, cover their span whole, and
+    /// a copy that meets it is refused without the exact ranges being made; a gap makes them needed.
+    #[test]
+    fn a_span_covered_whole_refuses_at_once_and_a_gap_takes_the_exact_ranges() {
+        for order in [[0, 1, 2], [2, 1, 0]] {
+            let mut g = Group::default();
+            order.iter().for_each(|&i| g.push(held(true, 0, i * 256..(i + 1) * 256)));
+            assert!(!g.admits(&held(false, 0, 300..301)), "{order:?}: reads what an upload writes");
+            assert!(g.exact.is_none(), "{order:?}: decided by the span alone");
+            assert!(g.admits(&held(false, 0, 768..1024)), "{order:?}: past the span");
+        }
+        let mut g = Group::default();
+        g.push(held(false, 0, 0..256));
+        g.push(held(false, 0, 100..200));
+        g.push(held(false, 0, 512..768));
+        assert!(g.admits(&held(true, 0, 256..512)), "in the gap between reads");
+        assert!(g.exact.is_some(), "a span with a gap needs the exact ranges");
+        assert!(!g.admits(&held(true, 0, 255..257)), "meets a read");
     }
 
     #[test]

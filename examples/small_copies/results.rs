@@ -91,7 +91,8 @@ pub struct SetRun {
     /// the wall times compare with.
     pub one_copy_wall_ms: f64,
     pub ways: Vec<WayRun>,
-    /// The scope's price for one memcpy per buffer, where it was measured (sets of 100 buffers or more).
+    /// The scope's price for one memcpy per buffer, where it was measured (the first set of each count of
+    /// 100 buffers or more).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scope_price: Option<ScopePrice>,
     /// The packed way's CPU side measured alone, where it was (sets of 100 buffers or more).

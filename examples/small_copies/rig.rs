@@ -398,13 +398,16 @@ impl SmallCopiesRig {
     pub fn every_way_over_every_set(&mut self, grid: &SetGrid, out: &Output) -> anyhow::Result<()> {
         let ways = self.ways();
         let bar = out.progress_bar(grid.sets.len() as u64, "sets");
-        let mut runs = Vec::new();
+        let (mut runs, mut priced) = (Vec::new(), Vec::new());
         for set in &grid.sets {
             bar.step(set.name.clone());
-            // Every way, each checked byte for byte; then the scope's price, not where the timeline records
-            // (its observer times every operation of the scope's).
+            // Every way, each checked byte for byte; then the scope's price, once a count of buffers (at
+            // its first size: the scope's bookkeeping for a copy does not depend on its bytes), not where
+            // the timeline records (its observer times every operation of the scope's).
             let mut run = self.run_set(set, &ways)?;
-            if set.count() >= PRICED_FROM && !measure::timeline::is_recording() {
+            let first_of_its_count = !priced.contains(&set.count());
+            if set.count() >= PRICED_FROM && first_of_its_count && !measure::timeline::is_recording() {
+                priced.push(set.count());
                 run.scope_price = Some(self.scope_price(set)?);
             }
             // The packed way's CPU side alone, to hold it against: what limits packing on this host.
@@ -449,7 +452,7 @@ impl SmallCopiesRig {
             out.say(format!(
                 "\nThe scope's price: one memcpy per buffer on one stream from pinned memory, the host's time a copy \
                  in the calls through the scope and in the same calls made bare, {PAIRS} round trips of each in turn \
-                 (the ratio: the median of each pair's own)"
+                 (the ratio: the median of each pair's own); once a count of buffers, at its first size"
             ));
             out.table(&t);
         }

@@ -56,9 +56,11 @@ impl TransferWay {
             }));
         }
         if batch {
-            for pageable in [false, true] {
-                v.extend(SrcOrder::ALL.map(|order| TransferWay::Batch { order, pageable }));
-            }
+            v.extend(SrcOrder::ALL.map(|order| TransferWay::Batch { order, pageable: false }));
+            // From pageable memory, the order meant for it: the driver stages the sources through pinned
+            // memory of its own whatever the order, and the three measured alike in this project's runs
+            // (1000 x 4 KiB: 21.0, 21.6 and 21.0 ms on the H200) at a fifth of the lesson's time.
+            v.push(TransferWay::Batch { order: SrcOrder::Any, pageable: true });
         }
         v.extend([TransferWay::Packed, TransferWay::Graph]);
         if zero_copy {
@@ -295,10 +297,12 @@ mod tests {
     #[test]
     fn ways_name_themselves_and_know_what_bounds_them() {
         let all = TransferWay::all(4, true, true);
-        assert_eq!(all.len(), 16);
+        assert_eq!(all.len(), 14);
         let names: Vec<String> = all.iter().map(TransferWay::name).collect();
         assert!(names.contains(&"memcpy each, 4 streams".to_string()));
-        assert!(names.contains(&"batch, during the call, pageable".to_string()));
+        assert!(names.contains(&"batch, during the call".to_string()));
+        assert!(names.contains(&"batch, any order, pageable".to_string()), "pageable: the order meant for it");
+        assert!(!names.contains(&"batch, during the call, pageable".to_string()));
         assert!(names.contains(&"memcpy each, 4 streams, pageable, coalesced".to_string()));
         assert_eq!(TransferWay::all(1, false, false).len(), 6, "no batches where the driver has none");
         let each_pageable = TransferWay::Each { streams: 1, pageable: true, coalesced: false };
