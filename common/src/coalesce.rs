@@ -27,12 +27,19 @@
 //! A copy between host and device memory ([`crate::ScopeStream::htod`], [`crate::ScopeStream::dtoh`]) of at most
 //! [`HELD_AT_MOST`] bytes, in a scope that no [`crate::Observer`] watches, is held rather than issued:
 //! the scope plans it at once (the waits it needs on other streams are queued as it is queued, and
-//! counted by [`crate::Scope::waits`]), and notes it as queued on its stream, but makes no driver call yet.
+//! counted by [`crate::Scope::waits`]) but makes no driver call yet, and notes what it touches in its book
+//! (what orders other streams' work after it) only as its group is issued: a span of a buffer that a
+//! group's copies cover whole, as one access. A copy of bytes that another stream touched in the scope
+//! is not held: it goes out as it is queued, with the fence after it that the next conflict needs.
 //! Held copies are kept in a group per stream, and a group is issued (*flushed*) before anything could
 //! observe its copies or be ordered after them:
 //!
 //! - any other operation on its stream (a larger copy, a fill, a launch, a batch, a replay), or a copy
 //!   whose device bytes overlap a held copy's where either writes them;
+//! - an operation on another stream that may touch the group's device bytes where either writes them
+//!   (bytes within the span from the first to the last of a buffer that the group writes, or reads where
+//!   the operation writes): the group is issued, and noted, before that operation is planned, so the
+//!   scope orders it after the group;
 //! - an event recorded on its stream or a wait queued there, by the program ([`crate::ScopeStream::record_event`],
 //!   [`crate::ScopeStream::wait_event`], [`crate::ScopeStream::dtoh_pending`]) or by the scope (the fences and waits of
 //!   cross-stream ordering: so a conflict on another stream flushes it);
@@ -414,20 +421,29 @@ struct Span {
     lo: usize,
     hi: usize,
     whole: bool,
+    /// The operation (in the scope's book) of the last copy in it.
+    last: usize,
 }
 
 impl Span {
-    /// The span with `start..end` added.
-    fn with(span: Option<Span>, (start, end): (usize, usize)) -> Span {
+    /// The span with `start..end` of operation `op` added.
+    #[inline(always)]
+    fn with(span: Option<Span>, (start, end): (usize, usize), op: usize) -> Span {
         match span {
-            None => Span { lo: start, hi: end, whole: true },
-            Some(s) => Span { lo: s.lo.min(start), hi: s.hi.max(end), whole: s.whole && start <= s.hi && s.lo <= end },
+            None => Span { lo: start, hi: end, whole: true, last: op },
+            Some(s) => Span {
+                lo: s.lo.min(start),
+                hi: s.hi.max(end),
+                whole: s.whole && start <= s.hi && s.lo <= end,
+                last: op,
+            },
         }
     }
 
     /// Whether `start..end` meets the span's bytes: `Some(true)` where it surely meets a copy's (the
     /// span is whole), `Some(false)` where it may (only the copies' own ranges can say), `None` where it
     /// meets none.
+    #[inline(always)]
     fn meets(span: Option<Span>, (start, end): (usize, usize)) -> Option<bool> {
         span.filter(|s| start < s.hi && s.lo < end).map(|s| s.whole)
     }
@@ -497,6 +513,34 @@ impl Group {
         !(meets(&exact[0], h.buffer, &bytes) || (h.up && meets(&exact[1], h.buffer, &bytes)))
     }
 
+    /// Adds `h` where it may join ([`Group::admits`]), with one look at its buffer's spans in the common
+    /// case (a copy beside those before it); else gives it back, and the group is as it was.
+    #[inline]
+    pub fn try_push(&mut self, h: Held) -> Result<(), Held> {
+        let i = self.at.get(h.buffer).copied().unwrap_or(0) as usize;
+        if i > 0 && self.exact.is_none() && within_limits(self.held.len(), self.bytes, h.bytes) {
+            let spans = &mut self.spans[i - 1].1;
+            if Span::meets(spans[0], h.range).is_none() && !(h.up && Span::meets(spans[1], h.range).is_some()) {
+                let side = !h.up as usize;
+                spans[side] = Some(Span::with(spans[side], h.range, h.op));
+                self.bytes += h.bytes;
+                self.held.push(h);
+                return Ok(());
+            }
+        }
+        self.try_push_searching(h)
+    }
+
+    /// [`Group::try_push`] the long way: a buffer new to the group, or a copy within a span.
+    #[inline(never)]
+    fn try_push_searching(&mut self, h: Held) -> Result<(), Held> {
+        if !self.admits(&h) {
+            return Err(h);
+        }
+        self.push(h);
+        Ok(())
+    }
+
     #[inline]
     pub fn push(&mut self, h: Held) {
         let side = !h.up as usize;
@@ -504,7 +548,7 @@ impl Group {
         match self.at.get(h.buffer).copied().unwrap_or(0) {
             0 => {
                 let mut spans = [None, None];
-                spans[side] = Some(Span::with(None, h.range));
+                spans[side] = Some(Span::with(None, h.range, h.op));
                 self.spans.push((h.buffer, spans));
                 if self.at.len() <= h.buffer {
                     self.at.resize(h.buffer + 1, 0);
@@ -513,7 +557,7 @@ impl Group {
             }
             i => {
                 let spans = &mut self.spans[i as usize - 1].1;
-                spans[side] = Some(Span::with(spans[side], h.range));
+                spans[side] = Some(Span::with(spans[side], h.range, h.op));
             }
         }
         if let Some(exact) = &mut self.exact {
@@ -521,6 +565,32 @@ impl Group {
         }
         self.bytes += h.bytes;
         self.held.push(h);
+    }
+
+    /// Whether an access of `bytes` of `buffer` (writing them, or reading) may meet a copy of the group's
+    /// where either writes: whether it falls within a span of the group's writes of the buffer, or of its
+    /// reads where it writes. An access of another stream's that may is ordered after the group, which is
+    /// flushed (and noted in the book) first.
+    #[inline]
+    pub fn may_meet(&self, buffer: usize, bytes: &Range<usize>, write: bool) -> bool {
+        let Some((_, spans)) = self.spans_of(buffer) else { return false };
+        let range = (bytes.start, bytes.end);
+        Span::meets(spans[0], range).is_some() || write && Span::meets(spans[1], range).is_some()
+    }
+
+    /// What the book notes of the group as it is flushed, as (buffer, whether it writes, bytes, operation):
+    /// a span its copies cover whole as one access, of the last of them (the group runs as one, so what
+    /// waits for one of its copies waits for all); each copy of any other span on its own.
+    pub fn accesses(&self) -> impl Iterator<Item = (usize, bool, Range<usize>, usize)> + '_ {
+        let whole = |s: &Option<Span>| s.filter(|s| s.whole);
+        let spans = self.spans.iter().flat_map(move |&(b, spans)| {
+            [0, 1].into_iter().filter_map(move |side| whole(&spans[side]).map(|s| (b, side == 0, s.lo..s.hi, s.last)))
+        });
+        let each = self
+            .held
+            .iter()
+            .filter(move |h| self.spans_of(h.buffer).is_some_and(|(_, spans)| whole(&spans[!h.up as usize]).is_none()));
+        spans.chain(each.map(|h| (h.buffer, h.up, h.range.0..h.range.1, h.op)))
     }
 
     /// The spans of `buffer`, where the group touches it.
@@ -535,7 +605,7 @@ impl Group {
     /// Empties the group, keeping what it allocated: its copies, for the caller to issue.
     pub fn take(&mut self, into: &mut Vec<Held>) {
         into.clear();
-        into.append(&mut self.held);
+        std::mem::swap(into, &mut self.held); // each keeps its allocation: no copy of the copies
         for (b, _) in self.spans.drain(..) {
             self.at[b] = 0;
         }
@@ -812,6 +882,52 @@ mod tests {
         assert!(g.admits(&held(true, 0, 256..512)), "in the gap between reads");
         assert!(g.exact.is_some(), "a span with a gap needs the exact ranges");
         assert!(!g.admits(&held(true, 0, 255..257)), "meets a read");
+    }
+
+    /// What another stream's access may meet, and what the book notes of a group: a whole span as one
+    /// access of its last copy, the copies of a span with a gap each on their own.
+    #[test]
+    fn a_group_says_what_may_meet_it_and_what_the_book_notes() {
+        let mut g = Group::default();
+        for (op, (buffer, up, range)) in
+            [(0, true, 0..256), (0, true, 256..512), (1, false, 0..64), (1, false, 128..192)].into_iter().enumerate()
+        {
+            g.push(Held { op, ..held(up, buffer, range) });
+        }
+        assert!(g.may_meet(0, &(500..600), false), "a read of what it writes");
+        assert!(!g.may_meet(0, &(512..600), true), "past the span");
+        assert!(!g.may_meet(1, &(0..64), false), "a read of what it reads");
+        assert!(g.may_meet(1, &(100..140), true), "a write within the span of its reads: it may meet them");
+        assert!(!g.may_meet(2, &(0..64), true), "a buffer it does not touch");
+        let noted: Vec<_> = g.accesses().collect();
+        assert_eq!(noted, vec![(0, true, 0..512, 1), (1, false, 0..64, 2), (1, false, 128..192, 3)]);
+    }
+
+    /// [`Group::try_push`] takes what [`Group::admits`] admits and leaves the group as [`Group::push`]
+    /// would, over random copies of a few buffers (ranges that meet, touch and nest, either way).
+    #[test]
+    fn try_push_agrees_with_admits_and_push() {
+        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = |n: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n as u64) as usize
+        };
+        for _ in 0..200 {
+            let (mut fast, mut slow) = (Group::default(), Group::default());
+            for op in 0..40 {
+                let start = next(64) * 16;
+                let h = Held { op, ..held(next(2) == 0, next(3), start..start + 16 * (1 + next(8))) };
+                let admitted = slow.admits(&h);
+                if admitted {
+                    slow.push(h);
+                }
+                assert_eq!(fast.try_push(h).is_ok(), admitted, "{h:?}");
+            }
+            assert_eq!(fast.accesses().collect::<Vec<_>>(), slow.accesses().collect::<Vec<_>>());
+            assert_eq!((fast.held.len(), fast.bytes), (slow.held.len(), slow.bytes));
+        }
     }
 
     #[test]

@@ -1048,6 +1048,27 @@ impl Book {
         )
     }
 
+    /// Notes an operation whose accesses are noted later ([`Book::queued_held`]): a copy held to coalesce.
+    /// Its index.
+    #[inline(always)]
+    pub fn held(&mut self, info: OpInfo) -> usize {
+        self.ops.push(info);
+        self.ops.len() - 1
+    }
+
+    /// Notes the accesses of a group of copies held on stream `j` (each `(buffer, write, bytes, op)`, of
+    /// operations noted by [`Book::held`]) as the group is issued: as one operation of the stream's,
+    /// after every one noted before it there. A group is issued before anything else on its stream, and
+    /// before any operation of another stream's that may touch its bytes is planned, so nothing planned
+    /// meanwhile could have needed them.
+    pub fn queued_held(&mut self, j: usize, accesses: impl Iterator<Item = (usize, bool, Range<usize>, usize)>) {
+        let seq = self.clocks.queue(j);
+        for (buffer, write, bytes, op) in accesses {
+            let stamp = Stamp { seq, op: op as u32, after: 0 };
+            self.trackers[buffer].record(j as u32, write, &bytes, stamp, &mut self.redundant);
+        }
+    }
+
     /// Notes the operation just queued on stream `j` over [`Book::normalized`], or over `one` where it
     /// was planned by [`Book::plan_one`]: its index. `fenced`: a fence was recorded right after it, which
     /// [`Book::add_fence`] notes next.

@@ -771,6 +771,9 @@ impl<'scope, 'env> Scope<'scope, 'env> {
                 let mut guard = self.state.borrow_mut();
                 let st = &mut *guard;
                 if a.scope == self.id && !st.book.trackers[a.buffer].foreign {
+                    if st.holding > st.groups[j].held.len() {
+                        self.flush_met(st, j, accesses, &mut false)?;
+                    }
                     if let Some(plan) = st.book.plan_one(j, a) {
                         return self.queue_planned(st, j, a, plan, info, op);
                     }
@@ -796,6 +799,9 @@ impl<'scope, 'env> Scope<'scope, 'env> {
             if a.scope != self.id || st.book.trackers[a.buffer].foreign {
                 return Err(foreign(&info, a.scope != self.id));
             }
+        }
+        if st.holding > st.groups[j].held.len() {
+            self.flush_met(st, j, accesses, &mut asked)?;
         }
         let shared = match st.book.plan(j, accesses, sequential) {
             Ok(shared) => shared,
@@ -908,7 +914,17 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         };
         let queued = match op {
             Call::Now(op) => self.flush_stream(st, j, asked).and_then(|()| self.call(asked, &mut || op(stream))),
-            Call::Hold(held) => self.hold_copy(st, j, held, asked).map(|()| ffi::SUCCESS),
+            // Held: the book notes its access as its group is issued ([`Book::queued_held`]).
+            Call::Hold(held) if fence.is_none() => {
+                let held = self.hold_copy(st, j, held, asked);
+                note_wait(st);
+                return held.map(|()| st.book.held(info)).map_err(|err| (err, false));
+            }
+            // Bytes another stream touched: issued at once, with the fence after it.
+            Call::Hold(held) => self.flush_stream(st, j, asked).and_then(|()| {
+                // SAFETY: as for every held copy (`Scope::issue`), issued on its stream now.
+                self.call(asked, &mut || unsafe { copy_call(&held, stream) })
+            }),
         };
         if let Err(e) = queued.and_then(|code| check(code, || format!("{} on stream {j}", info.label()))) {
             st.taken -= fence.is_some() as usize;
@@ -1013,15 +1029,44 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         Ok(())
     }
 
+    /// [`Scope::enqueue_dyn`] of a copy to hold, the shortest way, where it applies: the scope's context
+    /// known current, its device side lent to this scope and not foreign, no copies held on another
+    /// stream (which it might meet), and a plan ([`Book::plan_one`]) that needs no wait and no fence. It
+    /// then does what the long way does for such a copy, without passing the copy through it; `None`
+    /// where it does not apply, and nothing was done.
+    #[inline(always)]
+    fn hold_short(&self, j: usize, a: &DevAccess, held: Held, info: &OpInfo) -> Option<crate::Result<()>> {
+        if !self.env.ctx.is_known_current() {
+            return None;
+        }
+        let mut guard = self.state.borrow_mut();
+        let st = &mut *guard;
+        if a.scope != self.id || st.book.trackers[a.buffer].foreign || st.holding > st.groups[j].held.len() {
+            return None;
+        }
+        match st.book.plan_one(j, a)? {
+            PlanOne { shared: false, wait: None } => {}
+            _ => return None,
+        }
+        if let Err(err) = self.kept() {
+            return Some(Err(err));
+        }
+        if let Err(err) = self.hold_copy(st, j, held, &mut false) {
+            return Some(Err(err));
+        }
+        st.book.held(info.clone());
+        Some(Ok(()))
+    }
+
     /// Holds a copy on stream `j` to coalesce it (its waits are queued already): after the group held
     /// there, unless the group cannot take it, which is then flushed first.
     #[inline(always)]
     fn hold_copy(&self, st: &mut State, j: usize, mut held: Held, asked: &mut bool) -> crate::Result<()> {
-        if !st.groups[j].admits(&held) {
-            self.flush_stream(st, j, asked)?;
-        }
         held.op = st.book.ops.len();
-        st.groups[j].push(held);
+        if let Err(held) = st.groups[j].try_push(held) {
+            self.flush_stream(st, j, asked)?;
+            st.groups[j].push(held);
+        }
         st.holding += 1;
         Ok(())
     }
@@ -1058,9 +1103,25 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         }
     }
 
+    /// Issues the copies held on streams other than `j` that `accesses` may meet where either writes (see
+    /// [`Group::may_meet`]): before an operation on `j` is planned, so that the book knows them then.
+    #[cold]
+    #[inline(never)]
+    fn flush_met(&self, st: &mut State, j: usize, accesses: &[DevAccess], asked: &mut bool) -> crate::Result<()> {
+        for k in 0..st.groups.len() {
+            let met = |g: &Group| accesses.iter().any(|a| g.may_meet(a.buffer, &a.bytes, a.write));
+            if k != j && !st.groups[k].held.is_empty() && met(&st.groups[k]) {
+                self.flush_group(st, k, asked)?;
+            }
+        }
+        Ok(())
+    }
+
     #[cold]
     #[inline(never)]
     fn flush_group(&self, st: &mut State, j: usize, asked: &mut bool) -> crate::Result<()> {
+        // Noted first: whatever fails after, the book knows the copies as queued.
+        st.book.queued_held(j, st.groups[j].accesses());
         let mut held = std::mem::take(&mut st.flushing);
         st.groups[j].take(&mut held);
         st.holding -= held.len();
@@ -1091,17 +1152,8 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         }
         let stream = self.streams[j].raw();
         for h in held {
-            let code = self.call(asked, &mut || {
-                // SAFETY: a copy held by `htod` or `dtoh`, whose host side is borrowed for the whole scope
-                // (which synchronizes before the borrow ends) and whose device side is a live range of
-                // `bytes` that this scope orders; issued on its stream before anything queued after it.
-                unsafe {
-                    match h.up {
-                        true => ffi::cuMemcpyHtoDAsync_v2(h.device, h.host as *const _, h.bytes, stream),
-                        false => ffi::cuMemcpyDtoHAsync_v2(h.host as *mut _, h.device, h.bytes, stream),
-                    }
-                }
-            })?;
+            // SAFETY: a copy held by `htod` or `dtoh`, issued on its stream before anything queued after it.
+            let code = self.call(asked, &mut || unsafe { copy_call(h, stream) })?;
             check(code, || {
                 let op = &st.book.ops[h.op];
                 format!(
@@ -1289,8 +1341,12 @@ impl<'scope, 'env> ScopeStream<'scope, 'env> {
         let bytes = std::mem::size_of_val(src);
         let info = OpInfo::copy(&Op { kind: "H2D", what: "memcpy HtoD" }, bytes);
         if self.scope.holds(bytes) {
-            let held = self.scope.held(true, src.as_ptr() as usize, &dst.access(true), dst.ptr(), bytes);
-            return self.scope.enqueue_dyn(self.index, &[dst.access(true)], false, info, Call::Hold(held));
+            let access = dst.access(true);
+            let held = self.scope.held(true, src.as_ptr() as usize, &access, dst.ptr(), bytes);
+            if let Some(done) = self.scope.hold_short(self.index, &access, held, &info) {
+                return done;
+            }
+            return self.scope.enqueue_dyn(self.index, &[access], false, info, Call::Hold(held));
         }
         self.scope.enqueue(self.index, &[dst.access(true)], false, info, |s| {
             // SAFETY: `src` is borrowed for the whole scope, which synchronizes before the borrow ends;
@@ -1329,8 +1385,12 @@ impl<'scope, 'env> ScopeStream<'scope, 'env> {
         let bytes = std::mem::size_of_val(dst);
         let info = OpInfo::copy(&Op { kind: "D2H", what: "memcpy DtoH" }, bytes);
         if may_hold && self.scope.holds(bytes) {
-            let held = self.scope.held(false, dst.as_mut_ptr() as usize, &src.access(false), src.ptr(), bytes);
-            return self.scope.enqueue_dyn(self.index, &[src.access(false)], false, info, Call::Hold(held));
+            let access = src.access(false);
+            let held = self.scope.held(false, dst.as_mut_ptr() as usize, &access, src.ptr(), bytes);
+            if let Some(done) = self.scope.hold_short(self.index, &access, held, &info) {
+                return done;
+            }
+            return self.scope.enqueue_dyn(self.index, &[access], false, info, Call::Hold(held));
         }
         self.scope.enqueue(self.index, &[src.access(false)], false, info, |s| {
             // SAFETY: `dst` is borrowed mutably for the whole scope, which synchronizes before the borrow
@@ -1665,6 +1725,22 @@ pub(crate) enum Settled {
 /// Waits for every stream (all of them, whatever the first returns), then decides how they ended. If
 /// one failed, `context_sync` (`cuCtxSynchronize`) must show the whole context idle or dead.
 /// `context_sync` returns `None` when it could not even make the context current.
+/// A held copy's driver call on `stream`: `cudaMemcpyAsync` up or down.
+///
+/// # Safety
+/// `h` is a copy held by `htod` or `dtoh`: its host side is borrowed for the whole scope (which synchronizes
+/// before the borrow ends) and its device side is a live range of `bytes` that the scope orders; `stream`
+/// is its stream, and nothing queued after it there has been issued.
+unsafe fn copy_call(h: &Held, stream: ffi::CUstream) -> CuResult {
+    // SAFETY: as the caller promises.
+    unsafe {
+        match h.up {
+            true => ffi::cuMemcpyHtoDAsync_v2(h.device, h.host as *const _, h.bytes, stream),
+            false => ffi::cuMemcpyDtoHAsync_v2(h.host as *mut _, h.device, h.bytes, stream),
+        }
+    }
+}
+
 pub(crate) fn settle(
     streams: impl Iterator<Item = CuResult>,
     context_sync: impl FnOnce() -> Option<CuResult>,
@@ -2119,6 +2195,54 @@ mod tests {
             })
             .unwrap();
         assert!(ms > 0.0);
+    }
+
+    /// Held copies are noted in the book as their group is issued, so another stream's access that may meet
+    /// them issues the group first and is ordered after it (one wait, added); one of other bytes leaves
+    /// the group held; and two streams' copies into one arena, slice by slice in turn, stay held and need
+    /// no wait at all.
+    #[test]
+    #[ignore = "needs an NVIDIA GPU; cargo xtask test runs it where a driver is found"]
+    fn another_streams_access_that_meets_a_held_group_issues_it_and_waits() {
+        let gpu = crate::Gpu::init().unwrap();
+        let streams = gpu.streams(2).unwrap();
+        let host: Vec<f32> = (0..4096).map(|i| i as f32).collect();
+        let mut d = gpu.alloc::<f32>(8192).unwrap();
+        let (mut out, mut back) = (vec![0f32; 100], vec![0f32; 4096]);
+        gpu.scope(&streams, |s| -> crate::Result<()> {
+            s.set_coalescing(Coalescing::Forced(CopyWay::Kernel))?;
+            let held = |k: usize| s.state.borrow().groups[k].held.len();
+            let added = || s.state.borrow().book.waits.added;
+            let (dv, zero, one) = (s.device(&mut d), s.stream(0), s.stream(1));
+            zero.htod(&host[..1024], dv.slice(0..1024))?;
+            zero.htod(&host[1024..2048], dv.slice(1024..2048))?;
+            one.htod(&host[..1024], dv.slice(4096..5120))?;
+            assert_eq!((held(0), held(1), added()), (2, 1, 0), "other bytes: both held, nothing to order");
+            one.dtoh(dv.slice(1000..1100), &mut out)?;
+            // Stream 0's group issued and waited for; the wait issues stream 1's, and the download (of bytes
+            // another stream wrote, so fenced) goes out at once.
+            assert_eq!((held(0), held(1), added()), (0, 0, 1));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(out, host[1000..1100], "the download read what the held uploads wrote");
+        gpu.scope(&streams, |s| -> crate::Result<()> {
+            s.set_coalescing(Coalescing::Forced(CopyWay::Kernel))?;
+            let dv = s.device(&mut d);
+            for (i, piece) in host.chunks(256).enumerate() {
+                s.stream(i % 2).htod(piece, dv.slice(i * 256..(i + 1) * 256))?;
+            }
+            let st = s.state.borrow();
+            assert_eq!((st.groups[0].held.len(), st.groups[1].held.len(), st.book.waits.added), (8, 8, 0));
+            drop(st);
+            for (i, piece) in back.chunks_mut(256).enumerate() {
+                s.stream(i % 2).dtoh(dv.slice(i * 256..(i + 1) * 256), piece)?;
+            }
+            assert_eq!(s.state.borrow().book.waits.added, 0, "each stream reads back what it wrote");
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(back, host, "two streams' copies, slice by slice");
     }
 
     /// Managed memory of another context is refused like its device buffers: by kernels and by prefetches.
