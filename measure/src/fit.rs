@@ -71,6 +71,9 @@ impl CopyCost {
         Some(CopyCost { alpha_us: 0.0, beta_gbps, half_rate_bytes: 0.0, worst_miss: 0.0 })
     }
 
+    /// No time at all: a base to build one from.
+    const ZERO: CopyCost = CopyCost { alpha_us: 0.0, beta_gbps: 0.0, half_rate_bytes: 0.0, worst_miss: 0.0 };
+
     /// The time the fit gives for `bytes`, ms.
     pub fn ms(&self, bytes: usize) -> f64 {
         self.alpha_us * 1e-3 + bytes as f64 / (self.beta_gbps * 1e9) * 1e3
@@ -146,6 +149,10 @@ pub fn unseen(points: &[(usize, f64)], cost: &CopyCost) -> Option<String> {
 
 const DIRECTIONS: [&str; 2] = ["H2D", "D2H"];
 
+/// Why a sweep whose times do not grow with size shows no fit: the rate given is its largest copy's.
+const FLAT: &str = "times that do not grow with size (the host or the link busy with other work?): \
+                    no per-copy cost or rate to fit; the rate is the largest copy's";
+
 impl Sweep<'_> {
     fn path(&self, k: usize, bytes: usize, gbps: f64, per_copy_us: Option<f64>) -> CopyPath<'static> {
         CopyPath {
@@ -165,12 +172,23 @@ impl Sweep<'_> {
             for (d, direction) in DIRECTIONS.into_iter().enumerate() {
                 let points: Vec<(usize, f64)> =
                     self.sizes.iter().zip(self.times).map(|(b, row)| (*b, row[k].direction(d).median_ms)).collect();
-                let cost = match CopyCost::one_size(&points) {
-                    Some(rate) => rate, // what one size shows: its rate; `unseen` says why no fit
-                    None => CopyCost::fit(&points)?,
+                let (cost, unseen) = match CopyCost::one_size(&points) {
+                    Some(rate) => (rate, None), // what one size shows: its rate; `unseen` says why no fit
+                    None => match CopyCost::fit(&points) {
+                        Ok(cost) => (cost, None),
+                        // Times that do not grow with size (a host or link busy with other work): the
+                        // largest copy's rate, and the kind's line says why nothing is fitted.
+                        Err(_) if points.iter().all(|&(_, t)| t > 0.0 && t.is_finite()) => {
+                            let &(bytes, ms) = points.iter().max_by_key(|p| p.0).expect("two sizes or more");
+                            let rate =
+                                CopyCost { alpha_us: 0.0, beta_gbps: bytes as f64 / (ms * 1e6), ..CopyCost::ZERO };
+                            (rate, Some(FLAT.to_string()))
+                        }
+                        Err(err) => return Err(err),
+                    },
                 };
                 let (bytes, ms) = points[points.len() - 1];
-                let unseen = unseen(&points, &cost);
+                let unseen = unseen.or_else(|| self::unseen(&points, &cost));
                 let per_copy = if unseen.is_none() { Some(cost.alpha_us) } else { None };
                 let limit = self.path(k, bytes, bytes as f64 / (ms * 1e6), per_copy).limit();
                 fits.push(KindFit { kind: kind.to_string(), direction, cost, limit, unseen });
@@ -248,6 +266,23 @@ mod tests {
         assert!(fits.iter().all(|f| f.unseen.as_deref().is_some_and(|u| u.starts_with("one size"))));
         assert_eq!(unseen_notes(&fits).len(), 1, "said once");
         assert!(CopyCost::fit(&[(64 << 20, 1.25)]).is_err(), "no fit of one size");
+    }
+
+    /// A kind whose times fall as the copies grow (a link busy with other work meanwhile) is not fitted
+    /// and says why, and the others are: the run goes on.
+    #[test]
+    fn times_that_do_not_grow_with_size_are_said_and_not_fitted() {
+        let stats = |ms: f64| Stats::from_samples(&[ms, ms, ms]).unwrap();
+        let row = |flat: f64, grows: f64| vec![DirectionTimes { htod: stats(flat), dtoh: stats(grows) }];
+        let times = vec![row(0.5, 0.01), row(0.4, 0.02), row(0.3, 1.3)];
+        let sizes = [4 << 10, 64 << 10, 64 << 20];
+        let sweep = Sweep { sizes: &sizes, kinds: &["pinned"], times: &times, link_gbps: None, host_copy_gbps: 10.0 };
+        let fits = sweep.fits().unwrap();
+        assert_eq!(fits[0].unseen.as_deref(), Some(FLAT), "H2D: {:?}", fits[0]);
+        assert!((fits[0].cost.beta_gbps - (64 << 20) as f64 / 0.3e6).abs() < 1e-9, "the largest copy's rate");
+        assert_eq!(fits[1].unseen, None, "D2H fits: {:?}", fits[1]);
+        let zero = vec![row(0.0, 0.01), row(0.4, 0.02), row(0.3, 1.3)];
+        assert!(Sweep { times: &zero, ..sweep }.fits().is_err(), "a time of zero is an error still");
     }
 
     #[test]
