@@ -71,9 +71,6 @@ impl CopyCost {
         Some(CopyCost { alpha_us: 0.0, beta_gbps, half_rate_bytes: 0.0, worst_miss: 0.0 })
     }
 
-    /// No time at all: a base to build one from.
-    const ZERO: CopyCost = CopyCost { alpha_us: 0.0, beta_gbps: 0.0, half_rate_bytes: 0.0, worst_miss: 0.0 };
-
     /// The time the fit gives for `bytes`, ms.
     pub fn ms(&self, bytes: usize) -> f64 {
         self.alpha_us * 1e-3 + bytes as f64 / (self.beta_gbps * 1e9) * 1e3
@@ -179,9 +176,8 @@ impl Sweep<'_> {
                         // Times that do not grow with size (a host or link busy with other work): the
                         // largest copy's rate, and the kind's line says why nothing is fitted.
                         Err(_) if points.iter().all(|&(_, t)| t > 0.0 && t.is_finite()) => {
-                            let &(bytes, ms) = points.iter().max_by_key(|p| p.0).expect("two sizes or more");
-                            let rate =
-                                CopyCost { alpha_us: 0.0, beta_gbps: bytes as f64 / (ms * 1e6), ..CopyCost::ZERO };
+                            let largest = *points.iter().max_by_key(|p| p.0).expect("two sizes or more");
+                            let rate = CopyCost::one_size(&[largest]).expect("one point");
                             (rate, Some(FLAT.to_string()))
                         }
                         Err(err) => return Err(err),
