@@ -97,11 +97,13 @@ fn msrv() -> anyhow::Result<String> {
         "asking the MSRV toolchain its version",
     )?;
     eprintln!("ci: msrv: building the workspace with {}", String::from_utf8_lossy(&rustc.stdout).trim());
+    let target = Scratch::new(tools::target_dir().join("msrv"));
     let mut cargo = Command::new("rustup");
     cargo
         .args(["run", &toolchain, "cargo", "build", "--workspace", "--all-targets", "--locked"])
         .current_dir(tools::root())
-        .env("CARGO_TARGET_DIR", tools::target_dir().join("msrv"));
+        .env("CARGO_TARGET_DIR", &target.0)
+        .env("CARGO_PROFILE_DEV_DEBUG", "0");
     for var in ["CARGO", "RUSTC", "RUSTDOC", "RUSTUP_TOOLCHAIN", "RUSTC_WRAPPER", "RUSTFLAGS"] {
         cargo.env_remove(var);
     }
@@ -112,9 +114,9 @@ fn msrv() -> anyhow::Result<String> {
 fn cuda_path() -> anyhow::Result<String> {
     let toolkit = toolkit_layout()?;
     let clone = clean_clone()?;
-    let target = clone.join("target");
-    let _ = fs::remove_dir_all(&target); // a cold build, as on a user's machine
-    let mut cargo = clean_env(Command::new(cargo_program()), &clone, &target);
+    let target = Scratch::new(clone.join("target")); // a cold build, as on a user's machine
+    let target = &target.0;
+    let mut cargo = clean_env(Command::new(cargo_program()), &clone, target);
     cargo.env("CUDA_PATH", &toolkit).args(["build", "--locked", "--examples", "--benches"]);
     eprintln!(
         "ci: cuda-path: CUDA_PATH={}: cargo build --examples --benches in {}",
@@ -127,7 +129,7 @@ fn cuda_path() -> anyhow::Result<String> {
     if from != format!("compiled by {}", nvcc.display()) {
         bail!("the kernels were not compiled by $CUDA_PATH/bin/nvcc: the build says they were {from}");
     }
-    let mut run = clean_env(Command::new(cargo_program()), &clone, &target);
+    let mut run = clean_env(Command::new(cargo_program()), &clone, target);
     run.env("CUDA_PATH", &toolkit).args(["run", "--locked", "--quiet", "--example", "overlap"]);
     let said = lesson_says(&mut run)?;
     Ok(format!("cuda-path: every example and bench builds against $CUDA_PATH, kernels by its nvcc; overlap: {said}"))
@@ -135,9 +137,9 @@ fn cuda_path() -> anyhow::Result<String> {
 
 fn first_command() -> anyhow::Result<String> {
     let clone = clean_clone()?;
-    let target = clone.join("target-first-command");
-    let _ = fs::remove_dir_all(&target);
-    let mut run = clean_env(Command::new(cargo_program()), &clone, &target);
+    let target = Scratch::new(clone.join("target-first-command"));
+    let target = &target.0;
+    let mut run = clean_env(Command::new(cargo_program()), &clone, target);
     run.args(["run", "--release", "--example", "overlap"]);
     eprintln!("ci: first-command: cargo run --release --example overlap, in {} without CUDA", clone.display());
     let said = lesson_says(&mut run)?;
@@ -186,16 +188,17 @@ const NOT_IN_COMMON: [&str; 8] =
 
 fn lift() -> anyhow::Result<String> {
     let clone = clean_clone()?;
-    let target = clone.join("target-lift");
+    let target = Scratch::new(clone.join("target-lift"));
+    let target = &target.0;
     let manifest = clone.join("lift/Cargo.toml");
-    let mut test = clean_env(Command::new(cargo_program()), &clone.join("lift"), &target);
+    let mut test = clean_env(Command::new(cargo_program()), &clone.join("lift"), target);
     test.args(["test", "--manifest-path"]).arg(&manifest);
     eprintln!("ci: lift: cargo test in {}, a crate on common alone, with nothing set", clone.join("lift").display());
     let out = output_echoing_stderr(&mut test)?;
     if !out.status.success() {
         bail!("the crate on common alone failed its tests ({}): {}", out.status, last_line(&out.stderr));
     }
-    let mut tree = clean_env(Command::new(cargo_program()), &clone.join("lift"), &target);
+    let mut tree = clean_env(Command::new(cargo_program()), &clone.join("lift"), target);
     tree.args(["tree", "--prefix", "none", "--edges", "normal,build", "--manifest-path"]).arg(&manifest);
     let tree = tools::output(&mut tree, "listing the dependencies of the crate on common")?;
     let names: Vec<String> = String::from_utf8_lossy(&tree.stdout)
@@ -325,6 +328,23 @@ fn clean_clone() -> anyhow::Result<PathBuf> {
         eprintln!("ci: the clone has commit {head}; changes not committed here are not in it");
     }
     Ok(clone)
+}
+
+/// A build folder of one step's own: empty when made, removed when the step ends however it ends, so
+/// that the steps' builds never lie on the disk together (a fresh CI machine may have a few GiB free).
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(dir: PathBuf) -> Self {
+        let _ = fs::remove_dir_all(&dir);
+        Self(dir)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
 }
 
 /// cargo in `dir`, building into `target`, with no CUDA variable of ours and no nvcc on PATH.
