@@ -1030,8 +1030,8 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     }
 
     /// [`Scope::enqueue_dyn`] of a copy to hold, the shortest way, where it applies: the scope's context
-    /// known current, its device side lent to this scope and not foreign, no copies held on another
-    /// stream (which it might meet), and a plan ([`Book::plan_one`]) that needs no wait and no fence. It
+    /// known current, its device side lent to this scope and not foreign, no group held on another
+    /// stream that it may meet (which the long way issues first), and a plan ([`Book::plan_one`]) that needs no wait and no fence. It
     /// then does what the long way does for such a copy, without passing the copy through it; `None`
     /// where it does not apply, and nothing was done.
     #[inline(always)]
@@ -1041,7 +1041,11 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         }
         let mut guard = self.state.borrow_mut();
         let st = &mut *guard;
-        if a.scope != self.id || st.book.trackers[a.buffer].foreign || st.holding > st.groups[j].held.len() {
+        if a.scope != self.id || st.book.trackers[a.buffer].foreign {
+            return None;
+        }
+        // Copies held on other streams that it may meet are issued first, by the long way.
+        if st.holding > st.groups[j].held.len() && Self::meets_others(st, j, a) {
             return None;
         }
         match st.book.plan_one(j, a)? {
@@ -1056,6 +1060,13 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         }
         st.book.held(info.clone());
         Some(Ok(()))
+    }
+
+    /// Whether a group held on a stream other than `j` may meet `a` where either writes.
+    #[inline]
+    fn meets_others(st: &State, j: usize, a: &DevAccess) -> bool {
+        let others = st.groups.iter().enumerate().filter(|&(k, g)| k != j && !g.held.is_empty());
+        others.map(|(_, g)| g).any(|g| g.may_meet(a.buffer, &a.bytes, a.write))
     }
 
     /// Holds a copy on stream `j` to coalesce it (its waits are queued already): after the group held
