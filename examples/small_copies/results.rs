@@ -296,7 +296,7 @@ impl SetRun {
             let memory = if w.way.pageable() { MemoryKind::Pageable } else { MemoryKind::Pinned };
             let figure = |what: &str, stats: &Stats| Figure::new(name(what), stats).transfers(each).memory(memory);
             out.push(figure("wall", &w.wall).on_host());
-            out.push(figure("gpu", &w.gpu));
+            out.push(figure("gpu", &w.gpu).paced_by(&w.host)); // host-paced where its calls took most of it
             out.push(figure("host", &w.host).on_host());
         }
         out

@@ -209,7 +209,17 @@ pub struct Figure {
     /// where two runs differ in these alone, the figure is compared by its time over its bound.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub calibrated: Vec<String>,
+    /// GPU-timed, but paced by the host: the host was in the calls that queued its work for at least
+    /// [`HOST_PACED_FROM`] of its GPU time, measured in the same run ([`Figure::paced_by`]). The GPU
+    /// cannot start work before the call that queues it, so such a time is the pace of the host's calls
+    /// (or of a queue that made them wait), and the host's clocks move it as they move host-timed figures.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub host_paced: bool,
 }
+
+/// The share of a GPU-timed figure's time that the host spent in the calls that queued its work, from
+/// which the figure is paced by the host ([`Figure::host_paced`]).
+pub const HOST_PACED_FROM: f64 = 0.85;
 
 impl Figure {
     /// A figure named `name`, of `stats`, timed by CUDA events, of pinned memory (say otherwise with
@@ -229,6 +239,7 @@ impl Figure {
             model_ms: None,
             depends_on: Vec::new(),
             calibrated: Vec::new(),
+            host_paced: false,
         }
     }
 
@@ -272,6 +283,13 @@ impl Figure {
         Figure { model_ms: Some(model_ms), ..self }
     }
 
+    /// A GPU-timed figure whose work the host queued in calls that took `host` (their median, measured in
+    /// the same run): paced by the host where those took [`HOST_PACED_FROM`] of its GPU time or more.
+    pub fn paced_by(self, host: &Stats) -> Figure {
+        let paced = self.clock == Clock::Gpu && host.median_ms >= HOST_PACED_FROM * self.stats.median_ms;
+        Figure { host_paced: paced, ..self }
+    }
+
     /// Its work depends on the run's setting `key` (a key of the lesson's JSON result).
     pub fn depends_on(mut self, key: &str) -> Figure {
         self.depends_on.push(key.to_string());
@@ -304,6 +322,20 @@ mod tests {
         assert_eq!(serde_json::from_str::<Figure>(&text).unwrap(), f);
         assert_eq!(Figure::sized("zero-copy, one pass", 1 << 20, &Stats::one(1.0)).name, "zero-copy, one pass, 1 MiB");
         assert_eq!(Figure::sized("pinned H2D", 1536 << 20, &Stats::one(1.0)).name, "pinned H2D 1.5 GiB");
+    }
+
+    /// A GPU time the host's calls took most of is paced by the host; one they took less of, or a host
+    /// time, is not; and the flag is written only where it is set.
+    #[test]
+    fn a_gpu_time_the_hosts_calls_filled_is_paced_by_the_host() {
+        let gpu = |ms| Figure::new("w / gpu", &Stats::one(ms));
+        assert!(gpu(1.0).paced_by(&Stats::one(0.9)).host_paced);
+        assert!(!gpu(1.0).paced_by(&Stats::one(0.5)).host_paced);
+        assert!(!gpu(1.0).on_host().paced_by(&Stats::one(0.9)).host_paced, "a host time is host-timed already");
+        let text = serde_json::to_string(&gpu(1.0).paced_by(&Stats::one(0.9))).unwrap();
+        assert!(text.contains("\"host_paced\":true"), "{text}");
+        assert!(!serde_json::to_string(&gpu(1.0)).unwrap().contains("host_paced"));
+        assert_eq!(serde_json::from_str::<Figure>(&text).unwrap(), gpu(1.0).paced_by(&Stats::one(0.9)));
     }
 
     #[test]

@@ -101,6 +101,8 @@ pub struct Reading {
     pub model_ms: Option<f64>,
     pub depends_on: Vec<String>,
     pub calibrated: Vec<String>,
+    /// GPU-timed, paced by the host's calls, as the run says ([`Figure::host_paced`]).
+    pub host_paced: bool,
 }
 
 impl Reading {
@@ -133,6 +135,7 @@ impl Reading {
             model_ms: None,
             depends_on: Vec::new(),
             calibrated: Vec::new(),
+            host_paced: false,
         })
     }
 }
@@ -186,6 +189,8 @@ pub struct Change {
     /// How far a quiet second process may land, as a factor `1 + drift` either way.
     pub drift: f64,
     pub verdict: Verdict,
+    /// GPU-timed but paced by the host's calls in either run ([`Reading::host_paced`]).
+    pub host_paced: bool,
 }
 
 impl Change {
@@ -224,7 +229,9 @@ impl Change {
         let figure = format!("{lesson}: {name}");
         let (drift, own) = table.drift_of(kind, &figure);
         let drift = drift.max(resolution);
-        let mut c = Change { name, figure, kind, own, measure, a: sa, b: sb, drift, verdict: Verdict::Same };
+        let host_paced = a.host_paced || b.host_paced;
+        let verdict = Verdict::Same;
+        let mut c = Change { name, figure, kind, own, measure, a: sa, b: sb, drift, verdict, host_paced };
         c.verdict = c.judge();
         Some(c)
     }
@@ -283,11 +290,12 @@ impl Change {
         (slower, faster)
     }
 
-    /// GPU-timed, of memory the GPU reaches itself (or a pipeline over its bound or model): not moved by
-    /// the host's memory, page faults and clocks as pageable, managed and host-timed figures are.
+    /// GPU-timed, of memory the GPU reaches itself (or a pipeline over its bound or model), and not paced
+    /// by the host's calls: not moved by the host's memory, page faults and clocks as pageable, managed,
+    /// host-timed and host-paced figures are.
     pub fn on_the_gpu(&self) -> bool {
         match self.kind {
-            FigureKind::Time { clock, pageable, .. } => clock == Clock::Gpu && !pageable,
+            FigureKind::Time { clock, pageable, .. } => clock == Clock::Gpu && !pageable && !self.host_paced,
             FigureKind::OverBound | FigureKind::OverModel => true,
         }
     }
@@ -790,8 +798,9 @@ pub fn summary(cmp: &Comparison) -> String {
 
 /// What moves the figures of pageable or managed memory and the host-timed ones, and what two runs made
 /// apart can see of them.
-pub const HOST_APART: &str = "Figures of pageable or managed memory and host-timed ones follow the host: its \
-memory and copy rate (the driver stages pageable memory on the CPU), page faults, the CPU's clocks; two runs made \
+pub const HOST_APART: &str = "Figures of pageable or managed memory, host-timed ones and GPU times paced by the \
+host's calls follow the host: its memory and copy rate (the driver stages pageable memory on the CPU), page \
+faults, the CPU's clocks; two runs made \
 apart see only a change beyond their kind's drift, and `compare --interleave` judges them from pairs run in turn.";
 
 /// What "same" means, a line for each group of figures: the GPU-timed ones of memory the GPU reaches
@@ -873,7 +882,7 @@ fn named(doc: &Value) -> Vec<Reading> {
             let mut r = Reading::of(renamed(&f.name), &stats, f.clock, f.memory)?;
             r.transfer_bytes = f.transfer_bytes;
             (r.bound_ms, r.model_ms) = (f.bound_ms, f.model_ms);
-            (r.depends_on, r.calibrated) = (f.depends_on, f.calibrated);
+            (r.depends_on, r.calibrated, r.host_paced) = (f.depends_on, f.calibrated, f.host_paced);
             Some(r)
         })
         .collect()

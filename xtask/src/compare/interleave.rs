@@ -18,7 +18,9 @@
 //!
 //! The figures are reported in two groups. GPU-timed figures of memory the GPU reaches by DMA or
 //! directly (pinned, write-combined, registered, mapped, device) follow the GPU, its link and its
-//! copy engines. Figures of pageable or managed memory, and host-timed ones, follow the host: its
+//! copy engines. Figures of pageable or managed memory, host-timed ones, and GPU-timed ones paced by
+//! the host (its calls that queued the work took most of the GPU's time, as the run measured:
+//! [`Figure::host_paced`], small_copies' ways of a call per buffer on small buffers) follow the host: its
 //! memory (the driver stages pageable memory through its own buffers, on the CPU), page faults (managed
 //! memory, a first touch), and the CPU's clocks and scheduling; they move most from one process to the
 //! next, so the two-process compare can see in them only changes beyond their drift, while run in turn
@@ -64,6 +66,9 @@ pub struct Judged {
     pub clock: Clock,
     pub memory: MemoryKind,
     pub transfer_bytes: Option<usize>,
+    /// GPU-timed but paced by the host's calls, in A's first run ([`Figure::host_paced`]).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub host_paced: bool,
     /// The median of each run's median, A's and B's, ms.
     pub a_ms: f64,
     pub b_ms: f64,
@@ -82,9 +87,9 @@ pub struct Judged {
 }
 
 impl Judged {
-    /// GPU-timed, of memory the GPU reaches without the CPU's help.
+    /// GPU-timed, of memory the GPU reaches without the CPU's help, and not paced by the host's calls.
     pub fn on_the_gpu(&self) -> bool {
-        self.clock == Clock::Gpu && !self.memory.cpu_paged()
+        self.clock == Clock::Gpu && !self.memory.cpu_paged() && !self.host_paced
     }
 }
 
@@ -139,6 +144,7 @@ pub fn judge_lesson(lesson: &str, runs: &RunPairs) -> LessonJudged {
                 clock: f.clock,
                 memory: f.memory,
                 transfer_bytes: f.transfer_bytes,
+                host_paced: f.host_paced,
                 a_ms: median(pairs.iter().map(|p| p.0)),
                 b_ms: median(pairs.iter().map(|p| p.1)),
                 pairs_ms: pairs.clone(),
@@ -215,13 +221,13 @@ fn group_line(figures: &[&Judged]) -> String {
 /// The two groups a lesson's figures are reported in.
 pub const GPU_GROUP: &str =
     "GPU-timed, of memory the GPU reaches itself (pinned, write-combined, registered, mapped, device)";
-pub const HOST_GROUP: &str = "of pageable or managed memory, or host-timed";
+pub const HOST_GROUP: &str = "of pageable or managed memory, host-timed, or paced by the host's calls";
 
 /// What moves the figures of pageable or managed memory and the host-timed ones, and what each mode
 /// can see of them.
 pub const HOST_MOVES: &str = "moved by the host: its memory and copy rate (the driver stages pageable memory \
 through its own buffers on the CPU), page faults (managed memory, first touches), the CPU's clocks and \
-scheduling. Run in turn, each is judged from its own pairs, its wider spread showing in what it could detect; apart (two-process compare) only a change \
+scheduling (a GPU time paced by the host's calls, which took most of it, moves with their speed). Run in turn, each is judged from its own pairs, its wider spread showing in what it could detect; apart (two-process compare) only a change \
 beyond its kind's drift shows (xtask/drift.json: up to 10x), and a change of the host itself (a BIOS setting, a \
 busier machine) is a change of these figures, not noise.";
 

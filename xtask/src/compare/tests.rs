@@ -814,8 +814,7 @@ fn same_says_the_smallest_change_it_would_have_shown() {
     assert!(report(&c, true).contains("would not show here"), "{}", report(&c, true));
     // Pageable figures apart from the GPU's, in the table and in what "same" means.
     let text = report(&c, true);
-    let (apart, first_pageable) =
-        (text.find("of pageable or managed memory, or host-timed:\n"), text.find("pageable H2D"));
+    let (apart, first_pageable) = (text.find(&format!("{}:\n", interleave::HOST_GROUP)), text.find("pageable H2D"));
     assert!(apart.is_some() && apart < first_pageable, "{text}");
     let lines = group_lines(&c.changes);
     assert_eq!(lines.len(), 2, "{lines:?}");
@@ -852,4 +851,17 @@ fn a_run_whose_own_spread_reaches_past_the_others_is_ambiguous() {
     let restless = |median: f64| s(median, median * 0.5, median * 1.6);
     let (a, b) = (doc(json!({}), vec![restless(1.5)]), doc(json!({}), vec![restless(1.6)]));
     assert_eq!(verdicts(&compare(&a, &b, &uniform(0.2))), []);
+}
+
+/// Two runs apart: a GPU time paced by the host's calls (either run says so) is grouped with the host's
+/// figures, where a change of the host moves it; its kind, and so its drift, stays its clock's.
+#[test]
+fn a_gpu_time_paced_by_the_host_is_grouped_with_the_hosts_figures() {
+    let (plain, mut paced) = (reading("1000 x 256 B / memcpy each / gpu", 4.7), reading("x", 4.7));
+    paced.host_paced = true;
+    let change =
+        |a: &Reading, b: &Reading| Change::new("x".into(), "small_copies", Measure::Time, a, b, &table()).unwrap();
+    assert!(change(&plain, &plain).on_the_gpu());
+    assert!(!change(&plain, &paced).on_the_gpu() && !change(&paced, &plain).on_the_gpu());
+    assert_eq!(change(&paced, &paced).kind, change(&plain, &plain).kind);
 }

@@ -58,6 +58,27 @@ fn a_lesson_against_itself_is_the_same_and_a_planted_change_is_slow() {
     assert_eq!(json["figures"][0]["pairs_ms"].as_array().unwrap().len(), 15);
 }
 
+/// A GPU time that the host's calls took most of (small_copies' memcpy per buffer of 256 B) is reported
+/// with the host's figures, in the JSON too; one the GPU paced stays with the GPU's.
+#[test]
+fn a_gpu_time_paced_by_the_hosts_calls_is_reported_with_the_hosts_figures() {
+    let way = |gpu: f64, host: f64| {
+        let (g, h) = (Stats::one(gpu), Stats::one(host));
+        vec![Figure::new("1000 x 256 B / memcpy each / gpu", &g).paced_by(&h), Figure::new("graph / gpu", &g)]
+    };
+    let runs: RunPairs = (0..15).map(|i| (way(4.75 + 0.01 * i as f64, 4.7), way(4.75, 4.7))).collect();
+    let l = judge_lesson("small_copies", &runs);
+    assert!(l.figures[0].host_paced && !l.figures[0].on_the_gpu(), "{:?}", l.figures[0]);
+    assert!(!l.figures[1].host_paced && l.figures[1].on_the_gpu());
+    let text = report(&l, false);
+    assert!(
+        text.contains(&format!("{GPU_GROUP}: 1 figures")) && text.contains(&format!("{HOST_GROUP}: 1 figures")),
+        "{text}"
+    );
+    let json = serde_json::to_value(&l).unwrap();
+    assert_eq!((json["figures"][0]["host_paced"].as_bool(), json["figures"][1].get("host_paced")), (Some(true), None));
+}
+
 #[test]
 fn too_few_pairs_say_so_and_a_figure_missing_from_b_is_left_out() {
     let mut few = pairs(6, 2.0);
