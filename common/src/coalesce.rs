@@ -65,8 +65,11 @@
 //!   place (it is always mapped for the GPU); pageable memory (a `Vec`, memory pinned by another library)
 //!   goes through the scope's *staging*, pinned memory the scope keeps: an upload's bytes are packed
 //!   into it by the CPU as the group is flushed, and a download lands there and is unpacked into its
-//!   destination by the CPU as the scope ends, once every stream is synchronized. The table of copies
-//!   the kernel reads lies in the staging too.
+//!   destination by the CPU as the scope ends, once every stream is synchronized. A group of a MiB or
+//!   more of pageable memory goes in parts, a launch a MiB ([`PARTS_FROM`]): each part is packed just
+//!   before its launch, so that the CPU packs the next while the GPU moves it, and the downloads of each
+//!   are unpacked as the scope ends once that part has landed (an event after its launch says when),
+//!   while the GPU moves the next. The table of copies the kernel reads lies in the staging too.
 //!
 //! A group the staging cannot hold ([`STAGING_AT_MOST`] a scope) goes each way.
 //!
@@ -76,15 +79,17 @@
 //!   queued: code that queues a few copies and then computes on the host before queueing anything else
 //!   should call [`crate::Scope::flush`] first, or turn coalescing off.
 //! - **Errors.** A held copy cannot fail as it is queued: a driver error in issuing it comes back from
-//!   the call that flushed its group, naming the copy (each way) or the group's copies (kernel), and the
-//!   copies of its group after it are dropped, never issued. [`crate::Scope::waits`], which flushes but
+//!   the call that flushed its group, naming the copy (each way) or the group's copies (kernel: or its
+//!   part's), and the copies of its group after it are dropped, never issued (those issued before it
+//!   land, and are unpacked as the scope ends). [`crate::Scope::waits`], which flushes but
 //!   returns no error, keeps it: the scope's next call that queues, issues or waits for work returns it,
 //!   or else the scope's end.
 //! - **Timing.** [`crate::Scope::elapsed_ms`] and [`crate::Gpu::timed`] cover the GPU's part of a group (the
 //!   kernel, or the copies). The CPU's part of the kernel way, packing as the group is flushed and
 //!   unpacking pageable downloads as the scope ends, is host time: in a timed scope's wall time, not in
 //!   its GPU time.
-//! - **What a profiler sees.** One kernel, `coalesced_copy`, for a group issued the kernel way; each copy
+//! - **What a profiler sees.** One kernel, `coalesced_copy`, for a group issued the kernel way (one a
+//!   part, and an event after each part with pageable downloads, for a group issued in parts); each copy
 //!   for a group issued each way. An observed scope holds nothing, so an [`crate::Observer`] sees every
 //!   copy as the program queued it.
 //! - **The first scope that flushes a group of two or more copies** loads the kernel (the driver
@@ -680,6 +685,68 @@ pub(crate) fn table(held: &[Held], mut staged: impl FnMut(&Held) -> u64, table: 
     }
 }
 
+/// A group of pageable bytes (packed into the staging or unpacked from it) of at least this many goes by
+/// the kernel way in parts: each part's launch follows its packing, so that the CPU packs the next while
+/// the GPU moves it, and (at the scope's end) each part's downloads are unpacked once it has landed, while
+/// the GPU moves the next. One thread packs about 1 MiB in the time the kernel moves it with its fixed
+/// cost (29 GB/s, and 11 µs + 52 GB/s, on the H200).
+pub const PARTS_FROM: usize = 1 << 20;
+/// The most parts a group is cut into.
+const MOST_PARTS: usize = 8;
+
+/// One part of a group issued the kernel way in parts ([`PARTS_FROM`]): its copies, its table's entries,
+/// and its jobs among the group's packing and unpacking ([`table`]'s order: the copies', each where
+/// it is not mapped).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Part {
+    pub copies: Range<usize>,
+    pub entries: Range<usize>,
+    pub pack: Range<usize>,
+    pub unpack: Range<usize>,
+}
+
+/// The entries of [`table`] a copy of `bytes` takes.
+#[inline]
+pub(crate) fn entries_of(bytes: usize) -> usize {
+    bytes.div_ceil(ENTRY_BYTES)
+}
+
+/// The parts of a group issued the kernel way, in `into`: one where its pageable bytes are fewer than
+/// [`PARTS_FROM`], else as many as it has MiB of them (at most [`MOST_PARTS`]), cut between copies where
+/// each part's pageable bytes reach its share.
+pub(crate) fn parts(held: &[Held], into: &mut Vec<Part>) {
+    into.clear();
+    let staged: usize = held.iter().filter(|h| h.mapped.is_none()).map(|h| h.bytes).sum();
+    let count = match staged < PARTS_FROM {
+        true => 1,
+        false => staged.div_ceil(PARTS_FROM).min(MOST_PARTS),
+    };
+    let mut part = Part { copies: 0..0, entries: 0..0, pack: 0..0, unpack: 0..0 };
+    let mut so_far = 0;
+    for (i, h) in held.iter().enumerate() {
+        part.copies.end = i + 1;
+        part.entries.end += entries_of(h.bytes);
+        if h.mapped.is_none() {
+            so_far += h.bytes;
+            match h.up {
+                true => part.pack.end += 1,
+                false => part.unpack.end += 1,
+            }
+        }
+        // Cut where this part's share is reached, leaving the last part whatever remains.
+        if into.len() + 1 < count && so_far * count >= staged * (into.len() + 1) && i + 1 < held.len() {
+            let next = Part {
+                copies: i + 1..i + 1,
+                entries: part.entries.end..part.entries.end,
+                pack: part.pack.end..part.pack.end,
+                unpack: part.unpack.end..part.unpack.end,
+            };
+            into.push(std::mem::replace(&mut part, next));
+        }
+    }
+    into.push(part);
+}
+
 /// Copies each `(from, to, bytes)` on the host, on the calling thread: pageable memory into the staging,
 /// or out of it. Not on rayon's threads as well: on the H200's host, with them from 256 KiB, the loop
 /// from pageable memory took 275 µs more than from pinned at 1000 x 4 KiB, what one thread copies of
@@ -1001,6 +1068,44 @@ mod tests {
             t,
             vec![0x1000_0000, 0x7000_0000, e, 0x1000_0000 + e, 0x7000_0000 + e, 100, 0x9000_0000, 0x2000_0000, 16]
         );
+    }
+
+    /// A group with under 1 MiB of pageable bytes goes in one part; one with more, in a part a MiB (at most
+    /// eight), cut between copies, each part's entries and jobs where its copies' are.
+    #[test]
+    fn a_group_of_pageable_mebibytes_goes_in_parts_a_mebibyte_each() {
+        let copy = |i: usize, up: bool, bytes: usize, pinned: bool| Held {
+            mapped: pinned.then_some(0x7000_0000),
+            ..held(up, 0, i * bytes..(i + 1) * bytes)
+        };
+        let mut into = Vec::new();
+        let small: Vec<Held> = (0..200).map(|i| copy(i, i % 2 == 0, 4096, false)).collect();
+        parts(&small, &mut into);
+        assert_eq!(into, [Part { copies: 0..200, entries: 0..200, pack: 0..100, unpack: 0..100 }]);
+        // 1000 x 4 KiB up from pageable memory (3.9 MiB): four parts of 250 copies.
+        let up: Vec<Held> = (0..1000).map(|i| copy(i, true, 4096, false)).collect();
+        parts(&up, &mut into);
+        assert_eq!(into.iter().map(|p| p.copies.clone()).collect::<Vec<_>>(), [0..250, 250..500, 500..750, 750..1000]);
+        assert!(into.iter().all(|p| p.entries == p.copies && p.pack == p.copies && p.unpack == (0..0)));
+        // Pinned copies among them take no share, and their jobs are none; large copies take several entries.
+        let mixed: Vec<Held> = (0..64).map(|i| copy(i, i % 4 != 0, 256 << 10, i % 2 == 1)).collect();
+        parts(&mixed, &mut into);
+        let staged = 32 * (256 << 10);
+        assert_eq!(into.len(), staged / PARTS_FROM);
+        assert_eq!((into[0].copies.start, into.last().unwrap().copies.end), (0, 64));
+        for w in into.windows(2) {
+            assert_eq!(
+                (w[0].copies.end, w[0].entries.end, w[0].pack.end, w[0].unpack.end),
+                (w[1].copies.start, w[1].entries.start, w[1].pack.start, w[1].unpack.start)
+            );
+        }
+        let total = |f: fn(&Part) -> usize| into.iter().map(f).sum::<usize>();
+        assert_eq!(total(|p| p.entries.len()), 64 * 4);
+        assert_eq!((total(|p| p.pack.len()), total(|p| p.unpack.len())), (16, 16));
+        // Never more than eight.
+        let big: Vec<Held> = (0..64).map(|i| copy(i, true, 256 << 10, false)).collect();
+        parts(&big, &mut into);
+        assert_eq!(into.len(), MOST_PARTS);
     }
 
     #[test]

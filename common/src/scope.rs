@@ -306,8 +306,12 @@ pub(crate) struct State {
     /// destinations, as (staging, destination, bytes), unpacked as the scope ends.
     staging: Staging,
     unpack: Vec<(usize, usize, usize)>,
-    /// A group's pageable uploads as (source, staging, bytes), as it is flushed.
+    /// An event recorded after each part of a group issued in parts that holds pageable downloads, and
+    /// the end of its jobs in `unpack`: unpacked as it lands, as the scope ends.
+    landings: Vec<(ffi::CUevent, usize)>,
+    /// A group's pageable uploads as (source, staging, bytes), as it is flushed; its parts.
     pack: Vec<(usize, usize, usize)>,
+    parts: Vec<coalesce::Part>,
 }
 
 impl State {
@@ -1177,12 +1181,14 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         Ok(())
     }
 
-    /// Issues a group's copies on stream `j` by one launch of the copy kernel; `false` where it cannot
-    /// (no kernel, or no staging left), and nothing was issued.
+    /// Issues a group's copies on stream `j` by the copy kernel: one launch, or one a part where it moves
+    /// a MiB or more of pageable memory ([`coalesce::parts`]), each packed just before its launch and,
+    /// where it holds pageable downloads, followed by an event that says when they can be unpacked.
+    /// `false` where it cannot (no kernel, or no staging left), and nothing was issued.
     fn issue_kernel(&self, st: &mut State, j: usize, held: &[Held], asked: &mut bool) -> crate::Result<bool> {
         let Ok(kernel) = self.env.coalescer.kernel(self.env.gpu) else { return Ok(false) };
         let staged: usize = held.iter().filter(|h| h.mapped.is_none()).map(|h| h.bytes.div_ceil(16) * 16).sum();
-        let entries: usize = held.iter().map(|h| h.bytes.div_ceil(64 << 10)).sum();
+        let entries: usize = held.iter().map(|h| coalesce::entries_of(h.bytes)).sum();
         let taken = st.staging.take(self.env.gpu, entries * 24 + staged).map_err(|e| {
             let (first, last) = (held[0].op, held[held.len() - 1].op);
             e.doing_also(format!("staging {} held copies (operations {first} to {last}) on stream {j}", held.len()))
@@ -1205,33 +1211,68 @@ impl<'scope, 'env> Scope<'scope, 'env> {
             },
             &mut st.table,
         );
-        // SAFETY: each upload's source is borrowed for the whole scope and nothing writes it; the staging
-        // taken for this group holds each at its own place, used by nothing else.
-        unsafe { coalesce::copy_all(&pack) };
-        st.pack = pack;
         // SAFETY: the table's `entries * 24` bytes were taken above for this group, and nothing reads
         // them until the kernel runs.
         unsafe { std::ptr::copy_nonoverlapping(st.table.as_ptr(), host as *mut u64, st.table.len()) };
+        let mut parts = std::mem::take(&mut st.parts);
+        coalesce::parts(held, &mut parts);
+        let mut issued = Ok(());
+        for part in &parts {
+            let part_of = (held, part, parts.len() > 1);
+            if let Err((err, launched)) = self.issue_part(st, (j, kernel, device), part_of, (&pack, mark), asked) {
+                // What was launched lands, and is unpacked as the scope ends; the parts after it are dropped.
+                unpack.truncate(mark + if launched { part.unpack.end } else { part.unpack.start });
+                issued = Err(err);
+                break;
+            }
+        }
+        (st.unpack, st.pack, st.parts) = (unpack, pack, parts);
+        issued.map(|()| true)
+    }
+
+    /// One part of a group issued by the copy kernel ([`Scope::issue_kernel`]) on stream `j`, its table at
+    /// device address `table`: its uploads packed, its launch, and after it, where the group goes in parts
+    /// and this one holds pageable downloads, the event that says they landed (their jobs end at `mark` +
+    /// `part.unpack.end` in the scope's unpacking). An error says whether the part was launched.
+    fn issue_part(
+        &self,
+        st: &mut State,
+        (j, kernel, table): (usize, &Kernel, u64),
+        (held, part, in_parts): (&[Held], &coalesce::Part, bool),
+        (pack, mark): (&[(usize, usize, usize)], usize),
+        asked: &mut bool,
+    ) -> Result<(), (crate::Error, bool)> {
+        // SAFETY: each upload's source is borrowed for the whole scope and nothing writes it; the staging
+        // taken for this group holds each at its own place, used by nothing else.
+        unsafe { coalesce::copy_all(&pack[part.pack.clone()]) };
         let stream = self.streams[j].raw();
+        let table = table + 24 * part.entries.start as u64;
         // SAFETY: each entry is a copy held by `htod` or `dtoh`: its device side a live range this scope
         // orders, its host side borrowed for the whole scope (read in place where it is a pinned buffer,
-        // else through this group's own staging); no two copies of a group touch bytes another writes
-        // (`Group::admits`); the table and staging stay untouched until the scope has synchronized.
-        let code = self.call(asked, &mut || unsafe { coalesce::launch(kernel, device, entries, stream) });
-        let issued = code.and_then(|code| {
-            check(code, || {
-                let (first, last) = (held[0].op, held[held.len() - 1].op);
-                format!(
-                    "{} copies (operations {first} to {last} of the scope) on stream {j}, issued as one launch as their group was flushed",
-                    held.len()
-                )
-            })
-        });
-        if issued.is_err() {
-            unpack.truncate(mark);
+        // else through this group's own staging, packed above for this part's uploads); no two copies of
+        // a group touch bytes another writes (`Group::admits`); the table and staging stay untouched
+        // until the scope has synchronized.
+        let code = self.call(asked, &mut || unsafe { coalesce::launch(kernel, table, part.entries.len(), stream) });
+        let copies = &held[part.copies.clone()];
+        let (first, last) = (copies[0].op, copies[copies.len() - 1].op);
+        let what = || {
+            let (n, whole) = (copies.len(), part.copies.len() == held.len());
+            let how = if whole { "as one launch" } else { "as one launch of a part of their group" };
+            format!("{n} copies (operations {first} to {last} of the scope) on stream {j}, issued {how} as their group was flushed")
+        };
+        code.and_then(|code| check(code, what)).map_err(|err| (err, false))?;
+        if !in_parts || part.unpack.is_empty() {
+            return Ok(());
         }
-        st.unpack = unpack;
-        issued.map(|()| true)
+        let raw = self.take_untimed(st).map_err(|err| (err, true))?;
+        // SAFETY: an event of the scope's state (kept until every stream is synchronized) and its stream.
+        let code = self.call(asked, &mut || unsafe { ffi::cuEventRecord(raw, stream) });
+        if let Err(err) = code.and_then(|code| check(code, || format!("recording when {} landed", what()))) {
+            st.taken -= 1;
+            return Err((err, true));
+        }
+        st.landings.push((raw, mark + part.unpack.end));
+        Ok(())
     }
 
     /// Issues every copy the scope holds to coalesce now, on every stream (see the [`coalesce`]
@@ -1288,6 +1329,35 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         Ok(())
     }
 
+    /// Unpacks what landed in the staging for pageable destinations from the groups issued in parts, part
+    /// by part as each lands (its event), while the GPU moves the next: as the scope ends, before its
+    /// streams are synchronized. Stops at an event that fails; [`Scope::unpack`] does the rest once every
+    /// stream is synchronized.
+    fn unpack_landed(&self) {
+        let st = &mut *self.state.borrow_mut();
+        if st.landings.is_empty() {
+            return;
+        }
+        // The scope's code may have left another context current: the events' waits need the scope's.
+        let _ = self.env.ctx.ensure_current();
+        let mut done = 0;
+        for &(event, end) in &st.landings {
+            // SAFETY: an event of the scope's state, recorded after a part's launch, kept until the scope
+            // ends.
+            if unsafe { ffi::cuEventSynchronize(event) } != ffi::SUCCESS {
+                break;
+            }
+            // SAFETY: the part's kernel has run (its event is complete), so nothing of the GPU writes these
+            // bytes of the staging any more; each destination is borrowed mutably for the whole scope (a
+            // `&mut [T]` of an Element, for which any bytes are valid, apart from every other), the staging
+            // is this scope's, and the two are apart.
+            unsafe { coalesce::copy_all(&st.unpack[done..end]) };
+            done = end;
+        }
+        st.unpack.drain(..done);
+        st.landings.clear();
+    }
+
     /// Unpacks what landed in the staging for pageable destinations: once every stream is synchronized.
     fn unpack(&self) {
         let st = &mut *self.state.borrow_mut();
@@ -1297,6 +1367,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         // is this scope's, and the two are apart.
         unsafe { coalesce::copy_all(&st.unpack) };
         st.unpack.clear();
+        st.landings.clear();
     }
 
     /// Holds a kernel's module loaded until every stream is synchronized (once for a run of launches).
@@ -1879,6 +1950,7 @@ pub(crate) fn run<'env, R, E: From<Error>>(
             st.flushing = dropped;
             st.holding = 0;
             st.unpack.clear();
+            st.landings.clear();
             st.staging.reset();
             let state = std::mem::take(st);
             if let Ok(mut spare) = env.spare.try_borrow_mut() {
@@ -1904,6 +1976,9 @@ pub(crate) fn run<'env, R, E: From<Error>>(
         Some(_) if result.is_ok() && flushed.is_ok() => Some(join(&scope, first)?),
         _ => None,
     };
+    // Groups issued in parts are unpacked as each part lands, while the GPU moves the next; the rest
+    // once every stream is synchronized.
+    scope.unpack_landed();
     let synced = synchronize_all(env.ctx, streams);
     if synced.is_ok() {
         scope.unpack();

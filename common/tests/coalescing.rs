@@ -247,3 +247,36 @@ fn a_panic_drops_the_copies_held() {
     gpu.scope(&streams, |s| s.stream(0).dtoh(s.device(&mut d), &mut back)).unwrap();
     assert!(back.iter().all(|&x| x == 0.0), "a held upload ran after the panic");
 }
+
+/// The natural loop over a thousand buffers of 4 KiB of pageable memory, up into an arena and back, on
+/// one stream and round-robin on four, in one scope: each stream's group holds a MiB or more of pageable
+/// bytes, so goes in parts (each packed just before its launch, its downloads unpacked as it lands);
+/// every byte comes back, with the model's way and with the kernel's forced.
+#[test]
+#[ignore = "needs an NVIDIA GPU; cargo xtask test runs it where a driver is found"]
+fn a_group_of_pageable_mebibytes_goes_in_parts_and_every_byte_lands() {
+    const COUNT: usize = 1000;
+    const EACH: usize = 1024; // f32s: 4 KiB
+    let gpu = Gpu::init().unwrap();
+    let ins: Vec<Vec<f32>> = (0..COUNT).map(|i| (0..EACH).map(|k| (i * 7 + k) as f32).collect()).collect();
+    let mut arena = gpu.alloc::<f32>(COUNT * EACH).unwrap();
+    for (streams, mode) in [(1, Coalescing::On), (4, Coalescing::On), (1, Coalescing::Forced(CopyWay::Kernel))] {
+        let streams = gpu.streams(streams).unwrap();
+        let k = streams.len();
+        let mut outs: Vec<Vec<f32>> = vec![vec![-1.0; EACH]; COUNT];
+        gpu.scope(&streams, |s| -> cuda_scope::Result<()> {
+            s.set_coalescing(mode)?;
+            let d = s.device(&mut arena);
+            for (i, v) in ins.iter().enumerate() {
+                s.stream(i % k).htod(v, d.slice(i * EACH..(i + 1) * EACH))?;
+            }
+            for (i, v) in outs.iter_mut().enumerate() {
+                s.stream(i % k).dtoh(d.slice(i * EACH..(i + 1) * EACH), v)?;
+            }
+            Ok(())
+        })
+        .unwrap();
+        let wrong = outs.iter().zip(&ins).filter(|(o, i)| o != i).count();
+        assert_eq!(wrong, 0, "{k} streams, {mode:?}: {wrong} of {COUNT} buffers came back wrong");
+    }
+}
