@@ -307,14 +307,26 @@ pub(crate) struct State {
     staging: Staging,
     unpack: Vec<(usize, usize, usize)>,
     /// An event recorded after each part of a group issued in parts that holds pageable downloads, and
-    /// the end of its jobs in `unpack`: unpacked as it lands, as the scope ends.
-    landings: Vec<(ffi::CUevent, usize)>,
+    /// its jobs in `unpack` (those of other groups lie between them): unpacked as it lands, as the scope
+    /// ends.
+    landings: Vec<(ffi::CUevent, std::ops::Range<usize>)>,
     /// A group's pageable uploads as (source, staging, bytes), as it is flushed; its parts.
     pack: Vec<(usize, usize, usize)>,
     parts: Vec<coalesce::Part>,
 }
 
 impl State {
+    /// Gives back `raw`, an event without timing that this scope took and did not use, whatever it took
+    /// after it (a flush between the taking and the giving back may take events of its own, for the
+    /// parts of a group, which stay taken): it trades places with the last taken, which is then free.
+    fn give_back_untimed(&mut self, raw: ffi::CUevent) {
+        if let Some(i) = self.untimed_raw[..self.taken].iter().rposition(|&e| e == raw) {
+            self.untimed_raw.swap(i, self.taken - 1);
+            self.untimed.swap(i, self.taken - 1);
+            self.taken -= 1;
+        }
+    }
+
     /// Notes a fence just recorded on stream `k` with event `raw`: its index, the same in the book and in
     /// [`State::fences`].
     #[inline(always)]
@@ -931,7 +943,9 @@ impl<'scope, 'env> Scope<'scope, 'env> {
             }),
         };
         if let Err(e) = queued.and_then(|code| check(code, || format!("{} on stream {j}", info.label()))) {
-            st.taken -= fence.is_some() as usize;
+            if let Some(raw) = fence {
+                st.give_back_untimed(raw);
+            }
             note_wait(st);
             return Err((e, false));
         }
@@ -946,7 +960,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         let op = st.book.queued(j, planned.one, info, fence.is_some() && recorded.is_ok());
         if let Some(raw) = fence {
             if let Err(err) = recorded {
-                st.taken -= 1;
+                st.give_back_untimed(raw);
                 let err = err.doing_also("queued, but the event after it could not be recorded");
                 return Err((err, true));
             }
@@ -1006,13 +1020,14 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     fn fence(&self, st: &mut State, k: usize, asked: &mut bool) -> crate::Result<usize> {
         let raw = self.take_untimed(st)?;
         if let Err(err) = self.record(st, asked, raw, k) {
-            st.taken -= 1;
+            st.give_back_untimed(raw);
             return Err(err);
         }
         Ok(st.add_fence(raw, k))
     }
 
-    /// The next event without timing for a fence (given back by `st.taken -= 1` where it goes unused).
+    /// The next event without timing for a fence (given back by [`State::give_back_untimed`] where it goes
+    /// unused).
     #[inline(always)]
     fn take_untimed(&self, st: &mut State) -> crate::Result<ffi::CUevent> {
         if st.taken == st.untimed_raw.len() {
@@ -1250,8 +1265,9 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         // SAFETY: each entry is a copy held by `htod` or `dtoh`: its device side a live range this scope
         // orders, its host side borrowed for the whole scope (read in place where it is a pinned buffer,
         // else through this group's own staging, packed above for this part's uploads); no two copies of
-        // a group touch bytes another writes (`Group::admits`); the table and staging stay untouched
-        // until the scope has synchronized.
+        // a group touch bytes another writes (`Group::admits`); this part's entries of the table and its
+        // staging stay untouched until it has run (the host packs later parts' own, and unpacks this
+        // part's downloads only once its event says it landed).
         let code = self.call(asked, &mut || unsafe { coalesce::launch(kernel, table, part.entries.len(), stream) });
         let copies = &held[part.copies.clone()];
         let (first, last) = (copies[0].op, copies[copies.len() - 1].op);
@@ -1268,10 +1284,10 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         // SAFETY: an event of the scope's state (kept until every stream is synchronized) and its stream.
         let code = self.call(asked, &mut || unsafe { ffi::cuEventRecord(raw, stream) });
         if let Err(err) = code.and_then(|code| check(code, || format!("recording when {} landed", what()))) {
-            st.taken -= 1;
+            st.give_back_untimed(raw);
             return Err((err, true));
         }
-        st.landings.push((raw, mark + part.unpack.end));
+        st.landings.push((raw, mark + part.unpack.start..mark + part.unpack.end));
         Ok(())
     }
 
@@ -1340,21 +1356,25 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         }
         // The scope's code may have left another context current: the events' waits need the scope's.
         let _ = self.env.ctx.ensure_current();
-        let mut done = 0;
-        for &(event, end) in &st.landings {
+        let mut landed = 0;
+        for (event, jobs) in &st.landings {
             // SAFETY: an event of the scope's state, recorded after a part's launch, kept until the scope
             // ends.
-            if unsafe { ffi::cuEventSynchronize(event) } != ffi::SUCCESS {
+            if unsafe { ffi::cuEventSynchronize(*event) } != ffi::SUCCESS {
                 break;
             }
             // SAFETY: the part's kernel has run (its event is complete), so nothing of the GPU writes these
-            // bytes of the staging any more; each destination is borrowed mutably for the whole scope (a
-            // `&mut [T]` of an Element, for which any bytes are valid, apart from every other), the staging
-            // is this scope's, and the two are apart.
-            unsafe { coalesce::copy_all(&st.unpack[done..end]) };
-            done = end;
+            // bytes of the staging any more (the jobs are this part's alone: other groups' lie between
+            // parts' and wait for the scope's synchronization); each destination is borrowed mutably for
+            // the whole scope (a `&mut [T]` of an Element, for which any bytes are valid, apart from every
+            // other), the staging is this scope's, and the two are apart.
+            unsafe { coalesce::copy_all(&st.unpack[jobs.clone()]) };
+            landed += 1;
         }
-        st.unpack.drain(..done);
+        // The jobs unpacked go, the latest first so that the earlier ranges stay where they are.
+        for (_, jobs) in st.landings.drain(..landed).rev() {
+            st.unpack.drain(jobs);
+        }
         st.landings.clear();
     }
 

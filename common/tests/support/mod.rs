@@ -45,9 +45,21 @@ impl TestKernels {
 
     /// `y = a * x + y`.
     pub fn saxpy<'s>(&self, on: impl Queue<'s>, x: Dev<'s, f32>, y: Dev<'s, f32>, a: f32) -> cuda_scope::Result<()> {
-        let config = LaunchConfig::for_elements(y.len(), 256);
-        // SAFETY: saxpy reads x[i] and writes y[i] for i < n only; n is y's length, and x is as long
-        // (the tests that call it make them so).
+        self.saxpy_with(on, LaunchConfig::for_elements(y.len(), 256), x, y, a)
+    }
+
+    /// [`TestKernels::saxpy`] launched with `config` (one the driver may refuse, for a test of a launch
+    /// that fails).
+    pub fn saxpy_with<'s>(
+        &self,
+        on: impl Queue<'s>,
+        config: LaunchConfig,
+        x: Dev<'s, f32>,
+        y: Dev<'s, f32>,
+        a: f32,
+    ) -> cuda_scope::Result<()> {
+        // SAFETY: saxpy reads x[i] and writes y[i] for i < n only, whatever the grid; n is y's length,
+        // and x is as long (the tests that call it make them so).
         unsafe { on.kernel(&self.saxpy, config).read(x).write(y).value(a).value(y.len() as u64).launch() }
     }
 
