@@ -332,10 +332,13 @@ impl CopyModel {
                     + us(up.bytes + down.bytes, self.engine_gbps)
             }
             CopyWay::Kernel => {
-                self.kernel_us
-                    + us(up.bytes, self.kernel_up_gbps)
-                    + us(down.bytes, self.kernel_down_gbps)
-                    + us(up.pageable_bytes + down.pageable_bytes, self.pack_gbps)
+                // In the parts the scope makes ([`PARTS_FROM`]): the CPU packs (or unpacks) a part while the
+                // GPU moves the one before (or after), each part a launch; one part, the two in turn.
+                let staged = up.pageable_bytes + down.pageable_bytes;
+                let parts = part_count(staged) as f64;
+                let gpu = us(up.bytes, self.kernel_up_gbps) + us(down.bytes, self.kernel_down_gbps);
+                let (cpu, gpu) = (us(staged, self.pack_gbps) / parts, gpu / parts + self.kernel_us);
+                cpu + gpu + (parts - 1.0) * cpu.max(gpu)
             }
         }
     }
@@ -705,6 +708,15 @@ pub(crate) struct Part {
     pub unpack: Range<usize>,
 }
 
+/// How many parts a group with `staged` pageable bytes goes in: one under [`PARTS_FROM`], else one a MiB
+/// (at most [`MOST_PARTS`]).
+fn part_count(staged: usize) -> usize {
+    match staged < PARTS_FROM {
+        true => 1,
+        false => staged.div_ceil(PARTS_FROM).min(MOST_PARTS),
+    }
+}
+
 /// The entries of [`table`] a copy of `bytes` takes.
 #[inline]
 pub(crate) fn entries_of(bytes: usize) -> usize {
@@ -717,10 +729,7 @@ pub(crate) fn entries_of(bytes: usize) -> usize {
 pub(crate) fn parts(held: &[Held], into: &mut Vec<Part>) {
     into.clear();
     let staged: usize = held.iter().filter(|h| h.mapped.is_none()).map(|h| h.bytes).sum();
-    let count = match staged < PARTS_FROM {
-        true => 1,
-        false => staged.div_ceil(PARTS_FROM).min(MOST_PARTS),
-    };
+    let count = part_count(staged);
     let mut part = Part { copies: 0..0, entries: 0..0, pack: 0..0, unpack: 0..0 };
     let mut so_far = 0;
     for (i, h) in held.iter().enumerate() {
@@ -1138,6 +1147,14 @@ mod tests {
             (kernel - want).abs() < 1e-9,
             "one launch, each direction at its rate, pageable bytes packed: {kernel}"
         );
+        // 1000 x 4 KiB up from pageable memory goes in four parts: the CPU packs a part (25.6 µs at 40 GB/s
+        // here) while the GPU moves the one before (25.6 µs + 9 for its launch), which sets the pace.
+        let model = CopyModel { pack_gbps: 40.0, ..model };
+        let parts = model.predict(CopyWay::Kernel, n(1000, 4096, true), none);
+        let (pack, gpu): (f64, f64) = (4_096_000.0 / 40e3 / 4.0, 4_096_000.0 / 40e3 / 4.0 + 9.0);
+        assert!((parts - (pack + gpu + 3.0 * pack.max(gpu))).abs() < 1e-9, "{parts}");
+        let one_after_another = 9.0 + 2.0 * 4_096_000.0 / 40e3;
+        assert!(parts < one_after_another && parts > 4.0 * pack.max(gpu), "{parts} against {one_after_another}");
     }
 }
 
