@@ -54,7 +54,10 @@ fn fnv(bytes: impl Iterator<Item = u8>) -> u64 {
     bytes.fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3))
 }
 
-fn run(gpu: &Gpu, kernels: &TestKernels, mode: Coalescing, scopes: usize, ops_per_scope: usize) -> Outcome {
+/// The random program in `mode`, `scopes` scopes of `ops_per_scope` operations; `None`: the reference,
+/// coalescing off and every stream synchronized after each operation, so that each runs alone, in the
+/// program's order.
+fn run(gpu: &Gpu, kernels: &TestKernels, mode: Option<Coalescing>, scopes: usize, ops_per_scope: usize) -> Outcome {
     let streams = gpu.streams(STREAMS).unwrap();
     let pinned_in = gpu.pinned_from_fn(N, |i| (i % 1013) as f32 * 0.5).unwrap();
     let pageable_in: Vec<f32> = (0..N).map(|i| (i % 977) as f32 * 0.25 + 1.0).collect();
@@ -68,13 +71,16 @@ fn run(gpu: &Gpu, kernels: &TestKernels, mode: Coalescing, scopes: usize, ops_pe
         pinned_out.fill(-1.0);
         pageable_out.fill(-2.0);
         gpu.scope(&streams, |s| -> cuda_scope::Result<()> {
-            s.set_coalescing(mode)?;
+            s.set_coalescing(mode.unwrap_or(Coalescing::Off))?;
             let outs = Outs { pinned: &mut pinned_out[..], pageable: &mut pageable_out[..] };
             let ins = (&pinned_in[..], &pageable_in[..]);
             let mut p = Program { views: s.devices(&mut d), ins, outs, events: Vec::new() };
             for _ in 0..ops_per_scope {
                 ops += 1;
                 step(s, kernels, &mut rng, &mut p)?;
+                if mode.is_none() {
+                    s.synchronize()?;
+                }
             }
             Ok(())
         })
@@ -197,29 +203,36 @@ fn step<'s>(s: &'s Scope<'s, '_>, kernels: &TestKernels, rng: &mut Rng, p: &mut 
     }
 }
 
-/// The same 100,000 random operations (50 scopes of 2,000), coalescing off, on (the model's way), and
-/// forced each way: every host output of every scope and every device buffer at the end agree, byte
-/// for byte. Prints each mode's wall time.
+/// The same 100,000 random operations (50 scopes of 2,000), each alone in the program's order (the
+/// reference: coalescing off, every stream synchronized after each operation), and as the scope runs
+/// them, coalescing off, on (the model's way), and forced each way: every host output of every scope
+/// and every device buffer at the end agree, byte for byte. Prints each mode's wall time.
 #[test]
 #[ignore = "needs an NVIDIA GPU; cargo xtask test runs it where a driver is found"]
 fn random_operations_leave_the_same_bytes_with_coalescing_on_and_off() {
     let gpu = Gpu::init().unwrap();
     let kernels = TestKernels::load(&gpu);
-    let modes =
-        [Coalescing::Off, Coalescing::On, Coalescing::Forced(CopyWay::Kernel), Coalescing::Forced(CopyWay::Each)];
+    let modes = [
+        None,
+        Some(Coalescing::Off),
+        Some(Coalescing::On),
+        Some(Coalescing::Forced(CopyWay::Kernel)),
+        Some(Coalescing::Forced(CopyWay::Each)),
+    ];
     let mut outcomes = Vec::new();
     for mode in modes {
         let t = std::time::Instant::now();
         let o = run(&gpu, &kernels, mode, 50, 2000);
-        eprintln!("{mode:?}: {} operations in {:.2} s", o.ops, t.elapsed().as_secs_f64());
+        let name = mode.map_or("each operation alone".into(), |m| format!("{m:?}"));
+        eprintln!("{name}: {} operations in {:.2} s", o.ops, t.elapsed().as_secs_f64());
         outcomes.push(o);
     }
     assert!(outcomes[0].ops >= 100_000);
     for (mode, o) in modes.iter().zip(&outcomes).skip(1) {
         for (i, (a, b)) in outcomes[0].scopes.iter().zip(&o.scopes).enumerate() {
-            assert_eq!(a, b, "scope {i}'s host outputs differ with {mode:?} from coalescing off");
+            assert_eq!(a, b, "scope {i}'s host outputs differ with {mode:?} from each operation alone");
         }
-        assert!(outcomes[0].device == o.device, "the device buffers differ with {mode:?} from coalescing off");
+        assert!(outcomes[0].device == o.device, "the device buffers differ with {mode:?} from each operation alone");
     }
 }
 
