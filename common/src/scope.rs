@@ -1050,9 +1050,9 @@ impl<'scope, 'env> Scope<'scope, 'env> {
 
     /// [`Scope::enqueue_dyn`] of a copy to hold, the shortest way, where it applies: the scope's context
     /// known current, its device side lent to this scope and not foreign, no group held on another
-    /// stream that it may meet (which the long way issues first), and a plan ([`Book::plan_one`]) that needs no wait and no fence. It
-    /// then does what the long way does for such a copy, without passing the copy through it; `None`
-    /// where it does not apply, and nothing was done.
+    /// stream that it may meet (which the long way issues first), and a plan ([`Book::plan_one`]) that
+    /// needs no wait and no fence. It then does what the long way does for such a copy, without passing
+    /// the copy through it; `None` where it does not apply, and nothing was done.
     #[inline(always)]
     fn hold_short(&self, j: usize, a: &DevAccess, held: Held, info: &OpInfo) -> Option<crate::Result<()>> {
         if !self.env.ctx.is_known_current() {
