@@ -656,8 +656,7 @@ impl Tracker {
         items: &[(Range<usize>, Stamp)],
         (scratch, old): (&mut Vec<Pos>, &mut Vec<Entry>),
     ) {
-        let n = self.entries.len() + self.lone.is_some() as usize;
-        if items.len() >= 16 && items.len() * 8 >= n && !self.overlap {
+        if items.len() >= 16 && items.len() * 8 >= self.len() && !self.overlap {
             let lone = self.lone.take().inspect(|&e| self.entries.append(e)); // searched with the rest
             match self.merges(stream, write, items) {
                 Some(false) => return self.take_or_join(stream, write, items),
@@ -760,7 +759,7 @@ impl Tracker {
         Some(inserts)
     }
 
-    #[cfg(test)]
+    /// How many entries it keeps.
     pub fn len(&self) -> usize {
         self.entries.len() + self.lone.is_some() as usize
     }

@@ -1081,7 +1081,10 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         Some(Ok(()))
     }
 
-    /// Whether a group held on a stream other than `j` may meet `a` where either writes.
+    /// Whether a group held on a stream other than `j` may meet `a` where either writes: the test
+    /// [`Scope::flush_met`] makes of each other group, for one access. Kept apart from it: sharing one
+    /// helper over a slice of accesses made a held copy's host time 62 to 71 ns on four streams (33 to 36
+    /// on one) with the no-op driver.
     #[inline]
     fn meets_others(st: &State, j: usize, a: &DevAccess) -> bool {
         let others = st.groups.iter().enumerate().filter(|&(k, g)| k != j && !g.held.is_empty());
